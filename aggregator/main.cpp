@@ -1,0 +1,45 @@
+// The `tributary` command line.
+#include "aggregator/inspect.h"
+#include "common/version.h"
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  using namespace tributary;
+  CLI::App app{"Tributary: a ResourceSync aggregator and mirror.", "tributary"};
+  app.set_version_flag("--version", std::string("tributary ") + std::string(version()));
+  app.require_subcommand(1);
+
+  agg::InspectOptions inspect;
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect", "Read one ResourceSync document (file or http(s) URL), validate it and print a "
+                 "summary. Exit 0 valid, 1 invalid, 2 usage or I/O error.");
+  inspect_cmd->add_option("target", inspect.target, "Path, file:// URL or http(s):// URL")->required();
+  inspect_cmd->add_flag("--json", inspect.json, "Print the whole document as JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return agg::k_exit_usage;
+  }
+
+  try {
+    if (inspect_cmd->parsed()) {
+      auto fetcher = sync::make_default_fetcher();
+      return agg::run_inspect(inspect, *fetcher, std::cout, std::cerr);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "tributary: " << e.what() << '\n';
+    return agg::k_exit_usage;
+  }
+  return agg::k_exit_usage;
+}

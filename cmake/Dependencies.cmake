@@ -1,0 +1,49 @@
+# Every third-party library is normalised here to one alias target
+# (dep::<name>), so module CMake files never change when packaging does.
+# How each Debian package is found is recorded in ../shared/BUILD-NOTES.md.
+find_package(PkgConfig REQUIRED)
+
+function(tributary_alias alias target)
+  if(NOT TARGET ${alias})
+    add_library(${alias} INTERFACE IMPORTED GLOBAL)
+    target_link_libraries(${alias} INTERFACE ${target})
+  endif()
+endfunction()
+
+find_package(LibXml2 REQUIRED)
+tributary_alias(dep::libxml2 LibXml2::LibXml2)
+
+find_package(ZLIB REQUIRED)
+tributary_alias(dep::zlib ZLIB::ZLIB)
+
+find_package(OpenSSL 3.0 REQUIRED)
+tributary_alias(dep::crypto OpenSSL::Crypto)
+tributary_alias(dep::ssl OpenSSL::SSL)
+
+find_package(tl-expected CONFIG REQUIRED)
+tributary_alias(dep::expected tl::expected)
+
+find_package(nlohmann_json 3.11 CONFIG REQUIRED)
+tributary_alias(dep::json nlohmann_json::nlohmann_json)
+
+find_package(CLI11 CONFIG REQUIRED)
+tributary_alias(dep::cli11 CLI11::CLI11)
+
+# cpp-httplib is a compiled library in Debian: every file that includes
+# httplib.h must see the same CPPHTTPLIB_* definitions as the library was
+# built with, or class layouts differ. The pkg-config target carries them.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+tributary_alias(dep::httplib "PkgConfig::HTTPLIB;OpenSSL::SSL;OpenSSL::Crypto;ZLIB::ZLIB")
+
+# libpqxx 6.4's .pc does not link libpq.
+find_package(PostgreSQL REQUIRED)
+pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
+tributary_alias(dep::pqxx "PkgConfig::PQXX;PostgreSQL::PostgreSQL")
+
+find_package(Threads REQUIRED)
+tributary_alias(dep::threads Threads::Threads)
+
+if(TRIBUTARY_BUILD_TESTS)
+  find_package(doctest CONFIG REQUIRED)
+  tributary_alias(dep::doctest doctest::doctest)
+endif()

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs every Debian package Tributary needs to build, test and run.
+# Idempotent and non-interactive: packages already present are skipped, so
+# re-running it costs one dpkg query. Needs root (or sudo) only when
+# something is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build pkg-config make
+  # protocol library: streaming XML (libxml2 SAX2), gzip (zlib), hashes (OpenSSL)
+  libxml2-dev zlib1g-dev libssl-dev
+  # HTTP client and server (Debian builds it as a shared library with
+  # OpenSSL, zlib and brotli; its headers need the brotli headers too)
+  libcpp-httplib-dev libbrotli-dev
+  # ZIP packages for Resource/Change Dumps; libzip's CMake config wants
+  # its command-line tools present, so install them too
+  libzip-dev zipcmp zipmerge ziptool
+  # storage
+  libpq-dev libpqxx-dev postgresql-15 postgresql-client-15
+  # RFC 3986 reference resolution
+  liburiparser-dev
+  # config and JSON output, error values, CLI, tests
+  nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
+  # used by the test script
+  procps iproute2 ca-certificates
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  sudo="sudo"
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

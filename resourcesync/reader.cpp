@@ -1,0 +1,799 @@
+#include "resourcesync/reader.h"
+
+#include "resourcesync/validator.h"
+
+#include <libxml/parser.h>
+#include <libxml/parserInternals.h>
+#include <libxml/SAX2.h>
+#include <zlib.h>
+
+#include <charconv>
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+namespace tributary::rs {
+
+namespace {
+
+constexpr size_t k_chunk = 64 * 1024;
+
+std::string_view sv(const xmlChar* s) {
+  return s ? std::string_view(reinterpret_cast<const char*>(s)) : std::string_view();
+}
+
+// libxml2 hands attributes as (localname, prefix, URI, value, value_end).
+struct Attr {
+  std::string_view name;
+  std::string_view prefix;
+  std::string_view ns;
+  std::string_view value;
+};
+
+enum class Ctx {
+  none,      // before the root
+  root,      // directly inside urlset/sitemapindex
+  entry,     // inside url/sitemap
+  text,      // inside loc/lastmod/changefreq/priority
+  skip,      // inside an element already reported, ignored
+  extension, // inside an unknown element being captured
+};
+
+enum class TextField { loc, lastmod, changefreq, priority };
+
+void init_libxml_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { xmlInitParser(); });
+}
+
+} // namespace
+
+struct Reader::Impl {
+  DocumentHandler& handler;
+  ReaderOptions options;
+  ReadSummary summary;
+  Validator validator;
+
+  xmlSAXHandler sax{};
+  xmlParserCtxtPtr ctxt = nullptr;
+  std::string pending; // bytes buffered until the gzip magic / encoding can be seen
+
+  bool decided = false;
+  z_stream zs{};
+  bool zs_open = false;
+  bool gzip_member_done = false;
+
+  std::vector<Ctx> stack;
+  DocumentHeader header;
+  uint64_t root_line = 0;
+  bool header_delivered = false;
+  bool root_seen = false;
+  Entry entry;
+  uint64_t entry_line = 0;
+  bool entry_md_seen = false;
+  TextField text_field = TextField::loc;
+  std::string text;
+  bool text_too_long = false;
+  std::vector<XmlNode> ext_stack;
+  std::exception_ptr exception;
+
+  Impl(DocumentHandler& h, ReaderOptions o)
+      : handler(h), options(o),
+        validator([this](Severity s, uint64_t line, std::string msg) {
+          diag(s, line, std::move(msg));
+        }) {
+    sax.initialized = XML_SAX2_MAGIC;
+    sax.startElementNs = &Impl::on_start;
+    sax.endElementNs = &Impl::on_end;
+    sax.characters = &Impl::on_chars;
+    sax.cdataBlock = &Impl::on_chars;
+    sax.internalSubset = &Impl::on_doctype;
+    sax.externalSubset = &Impl::on_doctype;
+    sax.entityDecl = &Impl::on_entity_decl;
+    sax.serror = &Impl::on_error;
+  }
+
+  ~Impl() {
+    if (ctxt) {
+      xmlFreeParserCtxt(ctxt);
+    }
+    if (zs_open) {
+      inflateEnd(&zs);
+    }
+  }
+
+  uint64_t line() const { return ctxt ? static_cast<uint64_t>(xmlSAX2GetLineNumber(ctxt)) : 0; }
+
+  void diag(Severity s, uint64_t line_no, std::string msg) {
+    if (s == Severity::error) {
+      ++summary.errors;
+    } else {
+      ++summary.warnings;
+    }
+    if (summary.diagnostics.size() >= options.max_diagnostics) {
+      ++summary.suppressed_diagnostics;
+      return;
+    }
+    summary.diagnostics.push_back(Diagnostic{s, line_no, std::move(msg)});
+  }
+  void error(std::string msg) { diag(Severity::error, line(), std::move(msg)); }
+  void warning(std::string msg) { diag(Severity::warning, line(), std::move(msg)); }
+
+  // Stops reading for good: the rest of the input is ignored.
+  void stop(std::string msg) {
+    if (!summary.stopped) {
+      error(std::move(msg));
+      summary.stopped = true;
+    }
+    if (ctxt) {
+      xmlStopParser(ctxt);
+    }
+  }
+
+  static Impl* self(void* ctx) { return static_cast<Impl*>(ctx); }
+
+  // ---- value parsing helpers -------------------------------------------
+
+  bool value_ok(std::string_view attr, std::string_view element, std::string_view value) {
+    if (value.size() > options.max_value_bytes) {
+      stop("attribute '" + std::string(attr) + "' of <" + std::string(element) + "> is " +
+           std::to_string(value.size()) + " bytes, over the limit of " +
+           std::to_string(options.max_value_bytes));
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<Timestamp> datetime(std::string_view value, std::string_view what) {
+    std::string why;
+    auto t = parse_w3c_datetime(value, &why);
+    if (!t) {
+      error(std::string(what) + ": '" + std::string(value) + "' is not a W3C datetime (" + why + ")");
+    }
+    return t;
+  }
+
+  std::optional<uint64_t> length(std::string_view value, std::string_view what) {
+    uint64_t n = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (value.empty() || ec != std::errc() || p != value.data() + value.size()) {
+      error(std::string(what) + ": '" + std::string(value) + "' is not a non-negative integer");
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::vector<HashValue> hashes(std::string_view value, std::string_view what) {
+    auto parsed = parse_hash_list(value);
+    if (!parsed) {
+      error(std::string(what) + ": " + parsed.error().message);
+      return {};
+    }
+    for (auto& w : parsed->warnings) {
+      warning(std::string(what) + ": " + w);
+    }
+    return std::move(parsed->values);
+  }
+
+  // Attributes of rs:md and rs:ln must be unprefixed; anything else is an
+  // extension (kept), with a warning for ones that look like mistakes.
+  void extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element) {
+    if (a.ns == k_rs_ns) {
+      warning("attribute '" + std::string(a.prefix) + ":" + std::string(a.name) + "' of <" +
+              std::string(element) + "> must not have a namespace prefix (kept, ignored)");
+    } else if (a.ns.empty()) {
+      warning("unknown attribute '" + std::string(a.name) + "' on <" + std::string(element) +
+              "> (kept, ignored)");
+    }
+    out.push_back(ExtensionAttribute{std::string(a.ns), std::string(a.prefix), std::string(a.name),
+                                     std::string(a.value)});
+  }
+
+  Metadata parse_md(const std::vector<Attr>& attrs) {
+    Metadata md;
+    for (const auto& a : attrs) {
+      if (!value_ok(a.name, "rs:md", a.value)) {
+        return md;
+      }
+      if (!a.ns.empty()) {
+        extension_attr(md.extensions, a, "rs:md");
+        continue;
+      }
+      const std::string_view n = a.name;
+      if (n == "capability") {
+        md.capability = std::string(a.value);
+      } else if (n == "at") {
+        md.at = datetime(a.value, "<rs:md> attribute 'at'");
+      } else if (n == "completed") {
+        md.completed = datetime(a.value, "<rs:md> attribute 'completed'");
+      } else if (n == "from") {
+        md.from = datetime(a.value, "<rs:md> attribute 'from'");
+      } else if (n == "until") {
+        md.until = datetime(a.value, "<rs:md> attribute 'until'");
+      } else if (n == "datetime") {
+        md.datetime = datetime(a.value, "<rs:md> attribute 'datetime'");
+      } else if (n == "change") {
+        md.change = change_from_string(a.value);
+        if (!md.change) {
+          error("<rs:md> attribute 'change': '" + std::string(a.value) +
+                "' is not one of created, updated, deleted");
+        }
+      } else if (n == "hash") {
+        md.hash = hashes(a.value, "<rs:md> attribute 'hash'");
+      } else if (n == "length") {
+        md.length = length(a.value, "<rs:md> attribute 'length'");
+      } else if (n == "type") {
+        md.type = std::string(a.value);
+      } else if (n == "encoding") {
+        md.encoding = std::string(a.value);
+      } else if (n == "path") {
+        md.path = std::string(a.value);
+      } else {
+        extension_attr(md.extensions, a, "rs:md");
+      }
+    }
+    return md;
+  }
+
+  Link parse_ln(const std::vector<Attr>& attrs) {
+    Link ln;
+    bool has_rel = false;
+    bool has_href = false;
+    for (const auto& a : attrs) {
+      if (!value_ok(a.name, "rs:ln", a.value)) {
+        return ln;
+      }
+      if (!a.ns.empty()) {
+        extension_attr(ln.extensions, a, "rs:ln");
+        continue;
+      }
+      const std::string_view n = a.name;
+      if (n == "rel") {
+        ln.rel = std::string(a.value);
+        has_rel = true;
+      } else if (n == "href") {
+        ln.href = std::string(a.value);
+        has_href = true;
+      } else if (n == "hash") {
+        ln.hash = hashes(a.value, "<rs:ln> attribute 'hash'");
+      } else if (n == "length") {
+        ln.length = length(a.value, "<rs:ln> attribute 'length'");
+      } else if (n == "modified") {
+        ln.modified = datetime(a.value, "<rs:ln> attribute 'modified'");
+      } else if (n == "path") {
+        ln.path = std::string(a.value);
+      } else if (n == "pri") {
+        auto v = length(a.value, "<rs:ln> attribute 'pri'");
+        if (v && *v <= 0xffffffffull) {
+          ln.pri = static_cast<uint32_t>(*v);
+        } else if (v) {
+          error("<rs:ln> attribute 'pri': " + std::string(a.value) + " is outside 1..999999");
+        }
+      } else if (n == "type") {
+        ln.type = std::string(a.value);
+      } else if (n == "encoding") {
+        ln.encoding = std::string(a.value);
+      } else {
+        extension_attr(ln.extensions, a, "rs:ln");
+      }
+    }
+    if (!has_rel) {
+      error("<rs:ln> has no rel attribute (mandatory)");
+    }
+    if (!has_href) {
+      error("<rs:ln> has no href attribute (mandatory)");
+    }
+    return ln;
+  }
+
+  XmlNode make_node(std::string_view name, std::string_view prefix, std::string_view ns,
+                    const std::vector<Attr>& attrs) {
+    XmlNode node;
+    node.name = std::string(name);
+    node.prefix = std::string(prefix);
+    node.ns = std::string(ns);
+    for (const auto& a : attrs) {
+      if (!value_ok(a.name, name, a.value)) {
+        break;
+      }
+      node.attributes.push_back(ExtensionAttribute{std::string(a.ns), std::string(a.prefix),
+                                                   std::string(a.name), std::string(a.value)});
+    }
+    return node;
+  }
+
+  void deliver_header() {
+    if (header_delivered) {
+      return;
+    }
+    header_delivered = true;
+    if (options.validate) {
+      validator.header(header, root_line);
+    }
+    handler.on_header(header);
+  }
+
+  // ---- SAX callbacks ------------------------------------------------------
+
+  static void on_start(void* ctx, const xmlChar* localname, const xmlChar* prefix, const xmlChar* uri,
+                       int nb_namespaces, const xmlChar** namespaces, int nb_attributes, int,
+                       const xmlChar** attributes) {
+    Impl* r = self(ctx);
+    if (r->exception) {
+      return;
+    }
+    try {
+      std::vector<Attr> attrs;
+      attrs.reserve(static_cast<size_t>(nb_attributes));
+      for (int i = 0; i < nb_attributes; ++i) {
+        const xmlChar** a = attributes + 5 * i;
+        attrs.push_back(Attr{sv(a[0]), sv(a[1]), sv(a[2]),
+                             std::string_view(reinterpret_cast<const char*>(a[3]),
+                                              static_cast<size_t>(a[4] - a[3]))});
+      }
+      r->start(sv(localname), sv(prefix), sv(uri), nb_namespaces, namespaces, attrs);
+    } catch (...) {
+      r->exception = std::current_exception();
+      xmlStopParser(r->ctxt);
+    }
+  }
+
+  static void on_end(void* ctx, const xmlChar*, const xmlChar*, const xmlChar*) {
+    Impl* r = self(ctx);
+    if (r->exception) {
+      return;
+    }
+    try {
+      r->end();
+    } catch (...) {
+      r->exception = std::current_exception();
+      xmlStopParser(r->ctxt);
+    }
+  }
+
+  static void on_chars(void* ctx, const xmlChar* ch, int len) {
+    Impl* r = self(ctx);
+    if (r->stack.empty()) {
+      return;
+    }
+    Ctx c = r->stack.back();
+    if (c != Ctx::text && c != Ctx::extension) {
+      return;
+    }
+    std::string& target = c == Ctx::text ? r->text : r->ext_stack.back().text;
+    if (target.size() + static_cast<size_t>(len) > r->options.max_value_bytes) {
+      r->stop("element text is over the limit of " + std::to_string(r->options.max_value_bytes) +
+              " bytes");
+      return;
+    }
+    target.append(reinterpret_cast<const char*>(ch), static_cast<size_t>(len));
+  }
+
+  static void on_doctype(void* ctx, const xmlChar* name, const xmlChar*, const xmlChar*) {
+    self(ctx)->stop("DOCTYPE declaration <!DOCTYPE " + std::string(sv(name)) +
+                    "> is not allowed (entities are never expanded)");
+  }
+
+  static void on_entity_decl(void* ctx, const xmlChar* name, int, const xmlChar*, const xmlChar*,
+                             xmlChar*) {
+    self(ctx)->stop("entity declaration '" + std::string(sv(name)) + "' is not allowed");
+  }
+
+  static void on_error(void* ctx, xmlErrorPtr err) {
+    Impl* r = self(ctx);
+    if (!err || r->summary.stopped) {
+      return;
+    }
+    std::string msg(err->message ? err->message : "XML error");
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+      msg.pop_back();
+    }
+    uint64_t l = err->line > 0 ? static_cast<uint64_t>(err->line) : r->line();
+    if (err->level == XML_ERR_WARNING) {
+      r->diag(Severity::warning, l, "XML: " + msg);
+      return;
+    }
+    r->diag(Severity::error, l, "not well-formed XML: " + msg);
+    if (err->level == XML_ERR_FATAL) {
+      r->summary.stopped = true;
+    }
+  }
+
+  void start(std::string_view name, std::string_view prefix, std::string_view ns, int nb_namespaces,
+             const xmlChar** namespaces, const std::vector<Attr>& attrs) {
+    if (stack.size() >= options.max_depth) {
+      stop("elements nested deeper than " + std::to_string(options.max_depth));
+      return;
+    }
+    const Ctx parent = stack.empty() ? Ctx::none : stack.back();
+    switch (parent) {
+    case Ctx::none:
+      start_root(name, ns, nb_namespaces, namespaces);
+      return;
+    case Ctx::root:
+      start_in_root(name, prefix, ns, attrs);
+      return;
+    case Ctx::entry:
+      start_in_entry(name, prefix, ns, attrs);
+      return;
+    case Ctx::text:
+      error("unexpected element <" + std::string(name) + "> inside a text element");
+      stack.push_back(Ctx::skip);
+      return;
+    case Ctx::skip:
+      stack.push_back(Ctx::skip);
+      return;
+    case Ctx::extension:
+      ext_stack.push_back(make_node(name, prefix, ns, attrs));
+      stack.push_back(Ctx::extension);
+      return;
+    }
+  }
+
+  void start_root(std::string_view name, std::string_view ns, int nb_namespaces,
+                  const xmlChar** namespaces) {
+    root_seen = true;
+    root_line = line();
+    if (ns != k_sitemap_ns || (name != "urlset" && name != "sitemapindex")) {
+      stop("root element <" + std::string(name) + "> in namespace '" + std::string(ns) +
+           "' is not a Sitemap <urlset> or <sitemapindex> (" + std::string(k_sitemap_ns) + ")");
+      return;
+    }
+    header.root = name == "urlset" ? RootElement::urlset : RootElement::sitemapindex;
+    for (int i = 0; i < nb_namespaces; ++i) {
+      std::string_view p = sv(namespaces[2 * i]);
+      std::string_view u = sv(namespaces[2 * i + 1]);
+      if (u != k_sitemap_ns && u != k_rs_ns) {
+        header.namespaces.emplace_back(std::string(p), std::string(u));
+      }
+    }
+    stack.push_back(Ctx::root);
+  }
+
+  void start_in_root(std::string_view name, std::string_view prefix, std::string_view ns,
+                     const std::vector<Attr>& attrs) {
+    const bool late = header_delivered;
+    if (ns == k_rs_ns && (name == "md" || name == "ln")) {
+      if (late) {
+        warning("<rs:" + std::string(name) + "> of the document comes after its entries");
+      }
+      if (name == "md") {
+        if (header.md) {
+          error("the document has more than one <rs:md>");
+        } else {
+          header.md = parse_md(attrs);
+        }
+      } else {
+        header.links.push_back(parse_ln(attrs));
+      }
+      stack.push_back(Ctx::skip);
+      return;
+    }
+    if (ns == k_sitemap_ns && (name == "url" || name == "sitemap")) {
+      const bool expected =
+          (name == "url") == (header.root == RootElement::urlset);
+      if (!expected) {
+        error("<" + std::string(name) + "> inside <" + std::string(to_string(header.root)) + ">");
+      }
+      deliver_header();
+      entry = Entry{};
+      entry_line = line();
+      entry_md_seen = false;
+      stack.push_back(Ctx::entry);
+      return;
+    }
+    if (late) {
+      warning("element <" + std::string(name) + "> of the document comes after its entries");
+    }
+    ext_stack.push_back(make_node(name, prefix, ns, attrs));
+    stack.push_back(Ctx::extension);
+  }
+
+  void start_in_entry(std::string_view name, std::string_view prefix, std::string_view ns,
+                      const std::vector<Attr>& attrs) {
+    if (ns == k_sitemap_ns) {
+      if (name == "loc" || name == "lastmod" || name == "changefreq" || name == "priority") {
+        text_field = name == "loc"       ? TextField::loc
+                     : name == "lastmod" ? TextField::lastmod
+                     : name == "changefreq" ? TextField::changefreq
+                                            : TextField::priority;
+        text.clear();
+        stack.push_back(Ctx::text);
+        return;
+      }
+    } else if (ns == k_rs_ns) {
+      if (name == "md") {
+        if (entry_md_seen) {
+          error("an entry has more than one <rs:md> (it is not repeatable)");
+        } else {
+          entry.md = parse_md(attrs);
+          entry_md_seen = true;
+        }
+        stack.push_back(Ctx::skip);
+        return;
+      }
+      if (name == "ln") {
+        entry.links.push_back(parse_ln(attrs));
+        stack.push_back(Ctx::skip);
+        return;
+      }
+    }
+    ext_stack.push_back(make_node(name, prefix, ns, attrs));
+    stack.push_back(Ctx::extension);
+  }
+
+  void end() {
+    if (stack.empty()) {
+      return;
+    }
+    const Ctx c = stack.back();
+    stack.pop_back();
+    switch (c) {
+    case Ctx::text:
+      end_text();
+      return;
+    case Ctx::entry:
+      end_entry();
+      return;
+    case Ctx::extension: {
+      XmlNode node = std::move(ext_stack.back());
+      ext_stack.pop_back();
+      if (!ext_stack.empty()) {
+        ext_stack.back().children.push_back(std::move(node));
+      } else if (stack.back() == Ctx::entry) {
+        entry.extensions.push_back(std::move(node));
+      } else {
+        header.extensions.push_back(std::move(node));
+      }
+      return;
+    }
+    case Ctx::root:
+      deliver_header();
+      return;
+    case Ctx::none:
+    case Ctx::skip:
+      return;
+    }
+  }
+
+  static std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\t' || s.front() == '\r')) {
+      s.remove_prefix(1);
+    }
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\t' || s.back() == '\r')) {
+      s.remove_suffix(1);
+    }
+    return s;
+  }
+
+  void end_text() {
+    // Sitemap values are whitespace-insensitive at their ends (many
+    // generators pretty-print `<loc>` across lines).
+    std::string_view v = trim(text);
+    switch (text_field) {
+    case TextField::loc:
+      if (!entry.loc.empty()) {
+        error("an entry has more than one <loc>");
+      }
+      entry.loc = std::string(v);
+      return;
+    case TextField::lastmod:
+      entry.lastmod = datetime(v, "<lastmod>");
+      return;
+    case TextField::changefreq:
+      entry.changefreq = std::string(v);
+      return;
+    case TextField::priority:
+      entry.priority = std::string(v);
+      return;
+    }
+  }
+
+  void end_entry() {
+    ++summary.entries;
+    if (options.validate) {
+      validator.entry(entry, entry_line);
+    }
+    handler.on_entry(std::move(entry), entry_line);
+    entry = Entry{};
+  }
+
+  // ---- input --------------------------------------------------------------
+
+  void parse(const char* data, size_t size, bool terminate) {
+    if (summary.stopped || exception) {
+      return;
+    }
+    summary.bytes += size;
+    if (summary.bytes > options.max_bytes) {
+      stop("document is larger than the limit of " + std::to_string(options.max_bytes) +
+           " bytes (uncompressed); stopped reading");
+      return;
+    }
+    if (!ctxt) {
+      ctxt = xmlCreatePushParserCtxt(&sax, this, data, static_cast<int>(size), nullptr);
+      if (!ctxt) {
+        stop("could not create the XML parser");
+        return;
+      }
+      // NOENT: predefined entities and character references in attribute
+      // values are decoded (without it libxml2 hands `&` back as `&#38;`).
+      // No other entity can exist: a DOCTYPE stops the parser on sight.
+      xmlCtxtUseOptions(ctxt, XML_PARSE_NOENT | XML_PARSE_NONET | XML_PARSE_NOCDATA);
+      if (terminate) {
+        xmlParseChunk(ctxt, nullptr, 0, 1);
+      }
+      return;
+    }
+    xmlParseChunk(ctxt, data, static_cast<int>(size), terminate ? 1 : 0);
+  }
+
+  void inflate_and_parse(const unsigned char* data, size_t size, bool terminate) {
+    zs.next_in = const_cast<unsigned char*>(data);
+    zs.avail_in = static_cast<uInt>(size);
+    unsigned char out[k_chunk];
+    while (!summary.stopped && !exception) {
+      if (gzip_member_done) {
+        if (zs.avail_in == 0) {
+          break;
+        }
+        // Concatenated gzip members form one stream (RFC 1952).
+        inflateReset(&zs);
+        gzip_member_done = false;
+      }
+      zs.next_out = out;
+      zs.avail_out = sizeof out;
+      int rc = inflate(&zs, Z_NO_FLUSH);
+      size_t produced = sizeof out - zs.avail_out;
+      if (produced > 0) {
+        parse(reinterpret_cast<const char*>(out), produced, false);
+      }
+      if (rc == Z_STREAM_END) {
+        gzip_member_done = true;
+        continue;
+      }
+      if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 && produced < sizeof out)) {
+        break; // needs more input
+      }
+      if (rc != Z_OK) {
+        stop(std::string("gzip data is corrupt: ") + (zs.msg ? zs.msg : "inflate failed"));
+        return;
+      }
+    }
+    if (terminate && !summary.stopped && !exception) {
+      if (!gzip_member_done) {
+        stop("gzip data is truncated");
+        return;
+      }
+      parse(nullptr, 0, true);
+    }
+  }
+
+  void push(const char* data, size_t size, bool terminate) {
+    if (!decided) {
+      pending.append(data, size);
+      if (pending.size() < 4 && !terminate) {
+        return;
+      }
+      decided = true;
+      summary.gzip = pending.size() >= 2 && static_cast<unsigned char>(pending[0]) == 0x1f &&
+                     static_cast<unsigned char>(pending[1]) == 0x8b;
+      if (summary.gzip) {
+        if (inflateInit2(&zs, 15 + 16) != Z_OK) {
+          stop("could not initialise gzip decompression");
+          return;
+        }
+        zs_open = true;
+      }
+      std::string first;
+      first.swap(pending);
+      push_decided(first.data(), first.size(), terminate);
+      return;
+    }
+    push_decided(data, size, terminate);
+  }
+
+  void push_decided(const char* data, size_t size, bool terminate) {
+    if (summary.gzip) {
+      summary.compressed_bytes += size;
+      inflate_and_parse(reinterpret_cast<const unsigned char*>(data), size, terminate);
+    } else {
+      parse(data, size, terminate);
+    }
+  }
+};
+
+Reader::Reader(DocumentHandler& handler, ReaderOptions options)
+    : m_impl(std::make_unique<Impl>(handler, options)) {
+  init_libxml_once();
+}
+
+Reader::~Reader() = default;
+
+bool Reader::feed(const void* data, size_t size) {
+  Impl& r = *m_impl;
+  if (r.summary.stopped) {
+    return false;
+  }
+  const char* p = static_cast<const char*>(data);
+  // libxml2 takes int sizes: hand large buffers over in chunks.
+  while (size > 0 && !r.summary.stopped && !r.exception) {
+    size_t n = std::min(size, k_chunk * 16);
+    r.push(p, n, false);
+    p += n;
+    size -= n;
+  }
+  if (r.exception) {
+    std::rethrow_exception(r.exception);
+  }
+  return !r.summary.stopped;
+}
+
+ReadSummary Reader::finish() {
+  Impl& r = *m_impl;
+  if (!r.summary.stopped) {
+    r.push("", 0, true);
+  }
+  if (r.exception) {
+    std::rethrow_exception(r.exception);
+  }
+  if (!r.root_seen && !r.summary.stopped) {
+    r.stop(r.summary.bytes == 0 ? "document is empty" : "document has no root element");
+  }
+  if (r.root_seen && !r.summary.stopped && r.options.validate) {
+    r.validator.finish(r.summary.bytes);
+  }
+  if (r.root_seen) {
+    r.summary.header = r.header;
+  }
+  return std::move(r.summary);
+}
+
+ReadSummary read_document(std::string_view bytes, DocumentHandler& handler,
+                          const ReaderOptions& options) {
+  Reader reader(handler, options);
+  reader.feed(bytes);
+  return reader.finish();
+}
+
+ReadSummary read_document(std::istream& in, DocumentHandler& handler, const ReaderOptions& options) {
+  Reader reader(handler, options);
+  std::vector<char> buf(k_chunk);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    auto n = in.gcount();
+    if (n <= 0) {
+      break;
+    }
+    if (!reader.feed(buf.data(), static_cast<size_t>(n))) {
+      break;
+    }
+  }
+  return reader.finish();
+}
+
+namespace {
+
+class Collector : public DocumentHandler {
+public:
+  explicit Collector(Document& doc) : m_doc(doc) {}
+  void on_header(const DocumentHeader& h) override { m_doc.header = h; }
+  void on_entry(Entry&& e, uint64_t) override { m_doc.entries.push_back(std::move(e)); }
+
+private:
+  Document& m_doc;
+};
+
+} // namespace
+
+ParsedDocument parse_document(std::string_view bytes, const ReaderOptions& options) {
+  ParsedDocument out;
+  Collector c(out.document);
+  out.summary = read_document(bytes, c, options);
+  if (out.summary.header) {
+    out.document.header = *out.summary.header;
+  }
+  return out;
+}
+
+} // namespace tributary::rs

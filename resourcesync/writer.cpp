@@ -1,0 +1,429 @@
+#include "resourcesync/writer.h"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace tributary::rs {
+
+namespace {
+
+void escape(std::string& out, std::string_view s, bool attribute) {
+  size_t start = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char* rep = nullptr;
+    switch (s[i]) {
+    case '&':
+      rep = "&amp;";
+      break;
+    case '<':
+      rep = "&lt;";
+      break;
+    case '>':
+      rep = "&gt;";
+      break;
+    case '"':
+      rep = attribute ? "&quot;" : nullptr;
+      break;
+    case '\n':
+      rep = attribute ? "&#10;" : nullptr;
+      break;
+    case '\r':
+      rep = "&#13;";
+      break;
+    case '\t':
+      rep = attribute ? "&#9;" : nullptr;
+      break;
+    default:
+      break;
+    }
+    if (rep) {
+      out.append(s.data() + start, i - start);
+      out.append(rep);
+      start = i + 1;
+    }
+  }
+  out.append(s.data() + start, s.size() - start);
+}
+
+void attr(std::string& out, std::string_view name, std::string_view value) {
+  out.push_back(' ');
+  out.append(name);
+  out.append("=\"");
+  escape(out, value, true);
+  out.push_back('"');
+}
+
+void attr_time(std::string& out, std::string_view name, const std::optional<Timestamp>& t) {
+  if (t) {
+    out.push_back(' ');
+    out.append(name);
+    out.append("=\"");
+    append_w3c_datetime(out, *t);
+    out.push_back('"');
+  }
+}
+
+void attr_uint(std::string& out, std::string_view name, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  attr(out, name, std::string_view(buf, static_cast<size_t>(r.ptr - buf)));
+}
+
+void attr_opt(std::string& out, std::string_view name, const std::optional<std::string>& v) {
+  if (v) {
+    attr(out, name, *v);
+  }
+}
+
+using Declared = std::vector<std::pair<std::string, std::string>>;
+
+// Finds or invents a prefix for `ns`. Namespaces not declared on the root are
+// declared on the element being written (`local`).
+std::string prefix_for(const std::string& ns, const std::string& wanted, const Declared& root,
+                       Declared& local) {
+  for (const auto& [p, u] : root) {
+    if (u == ns) {
+      return p;
+    }
+  }
+  for (const auto& [p, u] : local) {
+    if (u == ns) {
+      return p;
+    }
+  }
+  std::string p = wanted;
+  auto taken = [&](const std::string& candidate) {
+    if (candidate.empty() || candidate == "rs" || candidate == "xml" || candidate == "xmlns") {
+      return true;
+    }
+    for (const auto& [q, u] : root) {
+      if (q == candidate) {
+        return true;
+      }
+    }
+    for (const auto& [q, u] : local) {
+      if (q == candidate) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (int i = 1; taken(p); ++i) {
+    p = "x" + std::to_string(i);
+  }
+  local.emplace_back(p, ns);
+  return p;
+}
+
+void ext_attrs(std::string& out, const std::vector<ExtensionAttribute>& attrs, const Declared& root,
+               Declared& local) {
+  for (const auto& a : attrs) {
+    if (a.ns.empty()) {
+      attr(out, a.name, a.value);
+    } else if (a.ns == "http://www.w3.org/XML/1998/namespace") {
+      attr(out, "xml:" + a.name, a.value);
+    } else {
+      attr(out, prefix_for(a.ns, a.prefix, root, local) + ":" + a.name, a.value);
+    }
+  }
+}
+
+void declare(std::string& out, const Declared& local) {
+  for (const auto& [p, u] : local) {
+    attr(out, "xmlns:" + p, u);
+  }
+}
+
+void write_node(std::string& out, const XmlNode& n, const Declared& root) {
+  Declared local;
+  std::string qname;
+  if (n.ns.empty()) {
+    qname = n.name;
+  } else if (n.ns == k_sitemap_ns) {
+    qname = n.name;
+  } else if (n.ns == k_rs_ns) {
+    qname = "rs:" + n.name;
+  } else {
+    qname = prefix_for(n.ns, n.prefix, root, local) + ":" + n.name;
+  }
+  std::string attrs;
+  ext_attrs(attrs, n.attributes, root, local);
+  out.push_back('<');
+  out.append(qname);
+  if (n.ns.empty()) {
+    // An element in no namespace inside a default-namespaced document.
+    out.append(" xmlns=\"\"");
+  }
+  declare(out, local);
+  out.append(attrs);
+  if (n.text.empty() && n.children.empty()) {
+    out.append("/>");
+    return;
+  }
+  out.push_back('>');
+  escape(out, n.text, false);
+  Declared inner = root;
+  inner.insert(inner.end(), local.begin(), local.end());
+  for (const auto& c : n.children) {
+    write_node(out, c, inner);
+  }
+  out.append("</");
+  out.append(qname);
+  out.push_back('>');
+}
+
+void write_md(std::string& out, const Metadata& md, const Declared& root) {
+  Declared local;
+  std::string attrs;
+  attr_opt(attrs, "capability", md.capability);
+  attr_time(attrs, "at", md.at);
+  attr_time(attrs, "completed", md.completed);
+  attr_time(attrs, "from", md.from);
+  attr_time(attrs, "until", md.until);
+  if (md.change) {
+    attr(attrs, "change", to_string(*md.change));
+  }
+  attr_time(attrs, "datetime", md.datetime);
+  if (!md.hash.empty()) {
+    attr(attrs, "hash", format_hash_list(md.hash));
+  }
+  if (md.length) {
+    attr_uint(attrs, "length", *md.length);
+  }
+  attr_opt(attrs, "type", md.type);
+  attr_opt(attrs, "encoding", md.encoding);
+  attr_opt(attrs, "path", md.path);
+  ext_attrs(attrs, md.extensions, root, local);
+  out.append("<rs:md");
+  declare(out, local);
+  out.append(attrs);
+  out.append("/>");
+}
+
+void write_ln(std::string& out, const Link& l, const Declared& root) {
+  Declared local;
+  std::string attrs;
+  attr(attrs, "rel", l.rel);
+  attr(attrs, "href", l.href);
+  if (!l.hash.empty()) {
+    attr(attrs, "hash", format_hash_list(l.hash));
+  }
+  if (l.length) {
+    attr_uint(attrs, "length", *l.length);
+  }
+  attr_time(attrs, "modified", l.modified);
+  attr_opt(attrs, "path", l.path);
+  if (l.pri) {
+    attr_uint(attrs, "pri", *l.pri);
+  }
+  attr_opt(attrs, "type", l.type);
+  attr_opt(attrs, "encoding", l.encoding);
+  ext_attrs(attrs, l.extensions, root, local);
+  out.append("<rs:ln");
+  declare(out, local);
+  out.append(attrs);
+  out.append("/>");
+}
+
+void write_root_open(std::string& out, const DocumentHeader& h) {
+  out.append("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<");
+  out.append(to_string(h.root));
+  out.append(" xmlns=\"");
+  out.append(k_sitemap_ns);
+  out.append("\" xmlns:rs=\"");
+  out.append(k_rs_ns);
+  out.push_back('"');
+  for (const auto& [p, u] : h.namespaces) {
+    attr(out, p.empty() ? std::string("xmlns") : "xmlns:" + p, u);
+  }
+  out.append(">\n");
+  if (h.md) {
+    write_md(out, *h.md, h.namespaces);
+    out.push_back('\n');
+  }
+  for (const auto& l : h.links) {
+    write_ln(out, l, h.namespaces);
+    out.push_back('\n');
+  }
+  for (const auto& n : h.extensions) {
+    write_node(out, n, h.namespaces);
+    out.push_back('\n');
+  }
+}
+
+void write_root_close(std::string& out, RootElement root) {
+  out.append("</");
+  out.append(to_string(root));
+  out.append(">\n");
+}
+
+} // namespace
+
+void append_entry(std::string& out, const Entry& e, RootElement root, const Declared& declared) {
+  const char* tag = root == RootElement::urlset ? "url" : "sitemap";
+  out.push_back('<');
+  out.append(tag);
+  out.append("><loc>");
+  escape(out, e.loc, false);
+  out.append("</loc>");
+  if (e.lastmod) {
+    out.append("<lastmod>");
+    append_w3c_datetime(out, *e.lastmod);
+    out.append("</lastmod>");
+  }
+  if (e.changefreq) {
+    out.append("<changefreq>");
+    escape(out, *e.changefreq, false);
+    out.append("</changefreq>");
+  }
+  if (e.priority) {
+    out.append("<priority>");
+    escape(out, *e.priority, false);
+    out.append("</priority>");
+  }
+  if (e.md) {
+    write_md(out, *e.md, declared);
+  }
+  for (const auto& l : e.links) {
+    write_ln(out, l, declared);
+  }
+  for (const auto& n : e.extensions) {
+    write_node(out, n, declared);
+  }
+  out.append("</");
+  out.append(tag);
+  out.append(">\n");
+}
+
+void DocumentWriter::begin(const DocumentHeader& header) {
+  m_header = header;
+  write_root_open(m_out, header);
+}
+
+void DocumentWriter::entry(const Entry& e) { append_entry(m_out, e, m_header.root, m_header.namespaces); }
+
+void DocumentWriter::end() { write_root_close(m_out, m_header.root); }
+
+std::string write_document(const Document& document) {
+  std::string out;
+  out.reserve(256 + document.entries.size() * 200);
+  DocumentWriter w(out);
+  w.begin(document.header);
+  for (const auto& e : document.entries) {
+    w.entry(e);
+  }
+  w.end();
+  return out;
+}
+
+// ---- PartitionedWriter ----------------------------------------------------
+
+PartitionedWriter::PartitionedWriter(DocumentHeader header, std::string index_url, PartUrl part_url,
+                                     Sink sink, PartitionLimits limits)
+    : m_header(std::move(header)), m_index_url(std::move(index_url)), m_part_url(std::move(part_url)),
+      m_sink(std::move(sink)), m_limits(limits) {
+  m_header.root = RootElement::urlset;
+  auto cap = m_header.capability();
+  m_change = cap && is_change_capability(*cap);
+  m_part_from = m_header.md ? m_header.md->from : std::nullopt;
+}
+
+std::string PartitionedWriter::part_header_xml(bool with_index, std::optional<Timestamp> from,
+                                               std::optional<Timestamp> until) const {
+  DocumentHeader h = m_header;
+  if (m_change && h.md) {
+    h.md->from = from;
+    h.md->until = until;
+  }
+  if (with_index) {
+    Link index;
+    index.rel = "index";
+    index.href = m_index_url;
+    h.links.push_back(std::move(index));
+  }
+  std::string out;
+  write_root_open(out, h);
+  return out;
+}
+
+void PartitionedWriter::add(const Entry& e) {
+  m_scratch.clear();
+  append_entry(m_scratch, e, RootElement::urlset, m_header.namespaces);
+  // Room for the header with an index link and the closing tag.
+  const uint64_t overhead = 1024 + m_index_url.size() + 64 * m_header.links.size();
+  if (m_body_entries > 0 && (m_body_entries + 1 > m_limits.max_entries ||
+                             m_body.size() + m_scratch.size() + overhead > m_limits.max_bytes)) {
+    flush(false);
+  }
+  m_body.append(m_scratch);
+  ++m_body_entries;
+  if (m_change) {
+    if (auto t = e.change_time()) {
+      m_last_time = t;
+    }
+  }
+}
+
+void PartitionedWriter::flush(bool last) {
+  ++m_parts;
+  std::optional<Timestamp> until = last ? (m_header.md ? m_header.md->until : std::nullopt)
+                                        : m_last_time;
+  if (!last && !until) {
+    until = m_part_from;
+  }
+  if (last && m_parts == 1) {
+    // Everything fits: a plain document at the index URL.
+    std::string xml = part_header_xml(false, m_part_from, until);
+    xml.append(m_body);
+    write_root_close(xml, RootElement::urlset);
+    m_sink(WrittenPart{m_index_url, std::move(xml), m_body_entries, false});
+  } else {
+    PartInfo info{m_part_url(m_parts), m_part_from, until};
+    std::string xml = part_header_xml(true, info.from, info.until);
+    xml.append(m_body);
+    write_root_close(xml, RootElement::urlset);
+    m_sink(WrittenPart{info.url, std::move(xml), m_body_entries, false});
+    m_written.push_back(std::move(info));
+  }
+  m_body.clear();
+  m_body_entries = 0;
+  if (m_change) {
+    m_part_from = until;
+  }
+}
+
+size_t PartitionedWriter::finish() {
+  flush(true);
+  if (m_parts == 1) {
+    return 1;
+  }
+  if (m_written.size() > m_limits.max_entries) {
+    throw std::length_error("a list of more than " + std::to_string(m_limits.max_entries) +
+                            " parts needs an index of indexes, which ResourceSync does not define");
+  }
+  DocumentHeader ih = m_header;
+  ih.root = RootElement::sitemapindex;
+  std::string xml;
+  write_root_open(xml, ih);
+  for (const auto& p : m_written) {
+    Entry e;
+    e.loc = p.url;
+    Metadata md;
+    if (m_change) {
+      md.from = p.from;
+      md.until = p.until;
+    } else if (m_header.md) {
+      md.at = m_header.md->at;
+      md.completed = m_header.md->completed;
+    }
+    if (md != Metadata{}) {
+      e.md = std::move(md);
+    }
+    append_entry(xml, e, RootElement::sitemapindex, ih.namespaces);
+  }
+  write_root_close(xml, RootElement::sitemapindex);
+  m_sink(WrittenPart{m_index_url, std::move(xml), m_written.size(), true});
+  return m_parts;
+}
+
+} // namespace tributary::rs

@@ -1,0 +1,100 @@
+#pragma once
+
+#include "resourcesync/model.h"
+
+#include <functional>
+#include <string>
+
+namespace tributary::rs {
+
+// Streams one document into a string: begin(), entry() for each entry,
+// end(). The Sitemap namespace is the default namespace and `rs` is declared
+// once on the root, with any extension namespaces of the header; extension
+// namespaces not declared there are declared on the element that uses them.
+// Text and attribute values are escaped; datetimes are written canonically.
+class DocumentWriter {
+public:
+  // Appends to `out`, which must outlive the writer.
+  explicit DocumentWriter(std::string& out) : m_out(out) {}
+
+  void begin(const DocumentHeader& header);
+  void entry(const Entry& entry);
+  void end();
+
+private:
+  std::string& m_out;
+  DocumentHeader m_header;
+};
+
+// The whole document as XML.
+std::string write_document(const Document& document);
+
+// Serialises one entry as it would appear inside a document with `root`.
+void append_entry(std::string& out, const Entry& entry, RootElement root,
+                  const std::vector<std::pair<std::string, std::string>>& declared = {});
+
+struct PartitionLimits {
+  uint64_t max_entries = k_max_entries;
+  uint64_t max_bytes = k_max_document_bytes;
+};
+
+// A document the partitioned writer produced, with the URL it is to be
+// published at.
+struct WrittenPart {
+  std::string url;
+  std::string xml;
+  uint64_t entries = 0;
+  bool is_index = false;
+};
+
+// Writes a list that may outgrow one document: entries go into parts of at
+// most `limits` entries and bytes; each part links to the index
+// (`rel="index"`) and carries the header's links (`up`, ...). When everything
+// fits in one part, that part is published at `index_url` as a plain document
+// without an index. Otherwise the index, published at `index_url`, lists
+// the parts: for snapshot documents with the header's `at`/`completed`, for
+// change documents with each part's `from`/`until` (the last part keeps the
+// header's `until`, so an open list stays open).
+// Parts reach `sink` as they fill; only one part is held in memory.
+class PartitionedWriter {
+public:
+  using PartUrl = std::function<std::string(size_t part_number)>; // 1-based
+  using Sink = std::function<void(WrittenPart&&)>;
+
+  PartitionedWriter(DocumentHeader header, std::string index_url, PartUrl part_url, Sink sink,
+                    PartitionLimits limits = {});
+
+  void add(const Entry& entry);
+  // Flushes the last part and writes the index if there is more than one
+  // part. Returns the number of parts (1 when no index was needed).
+  size_t finish();
+
+private:
+  void flush(bool last);
+  std::string part_header_xml(bool with_index, std::optional<Timestamp> from,
+                              std::optional<Timestamp> until) const;
+
+  DocumentHeader m_header;
+  std::string m_index_url;
+  PartUrl m_part_url;
+  Sink m_sink;
+  PartitionLimits m_limits;
+  bool m_change = false;
+
+  std::string m_body;
+  std::string m_scratch;
+  uint64_t m_body_entries = 0;
+  std::optional<Timestamp> m_part_from;  // from of the part being filled
+  std::optional<Timestamp> m_last_time;  // newest change time seen
+  size_t m_parts = 0;
+  // Parts already written (url, from, until) for the index; the first part
+  // is held back until we know whether an index is needed at all.
+  struct PartInfo {
+    std::string url;
+    std::optional<Timestamp> from;
+    std::optional<Timestamp> until;
+  };
+  std::vector<PartInfo> m_written;
+};
+
+} // namespace tributary::rs

@@ -1,0 +1,84 @@
+#pragma once
+
+#include "common/result.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace tributary::sync {
+
+// The parts of an absolute URL the fetchers need. Parsing is deliberately
+// strict: a scheme, `://`, an authority for http(s), then the rest.
+struct Url {
+  std::string scheme; // lower-cased
+  std::string host;   // lower-cased; empty for file:
+  int port = 0;       // explicit or the scheme default
+  std::string target; // path + query, at least "/"
+
+  // Scheme, host and port: "https://example.org:8443".
+  std::string origin() const;
+  std::string str() const { return origin() + target; }
+};
+
+// Fails with ErrorKind::usage for anything that is not an absolute URL with
+// a scheme we can name.
+Result<Url> parse_url(std::string_view text);
+
+// Resolves a Location header (absolute, absolute-path or relative) against
+// the URL that returned it.
+std::string resolve_redirect(const Url& base, std::string_view location);
+
+struct FetchOptions {
+  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds read_timeout{60000};
+  int max_redirects = 5;
+  // Bodies larger than this are cut off with an error (the reader has its
+  // own limit on the uncompressed XML).
+  uint64_t max_body_bytes = 256ull * 1024 * 1024;
+  bool verify_tls = true;
+  // Extra request headers (If-None-Match, Authorization, ...). Never logged.
+  std::map<std::string, std::string> headers;
+};
+
+struct FetchResponse {
+  int status = 0;
+  std::string final_url; // after redirects
+  std::map<std::string, std::string> headers; // names lower-cased
+  uint64_t body_bytes = 0;
+
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+// Receives the body as it arrives; return false to abort the transfer.
+using BodySink = std::function<bool(const char* data, size_t size)>;
+
+// Dereferences a URL and streams its body into `sink`. Only 2xx bodies are
+// streamed; other statuses are returned as values for the caller to judge
+// (304 for conditional requests, 404 for gone resources). Fails with
+// `transient` on network errors and timeouts, `usage` for unsupported
+// schemes, `permanent` for redirect loops and oversized bodies.
+class Fetcher {
+public:
+  virtual ~Fetcher() = default;
+  virtual Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options,
+                                      const BodySink& sink) = 0;
+};
+
+// Dispatches on the URL scheme: http and https over cpp-httplib (keep-alive,
+// gzip, TLS verification on by default), file for local documents. Other
+// schemes fail with ErrorKind::usage.
+std::unique_ptr<Fetcher> make_default_fetcher();
+
+// Convenience: fetches the whole body into a string (for small documents).
+Result<std::string> fetch_to_string(Fetcher& fetcher, const std::string& url,
+                                    const FetchOptions& options = {});
+
+} // namespace tributary::sync
