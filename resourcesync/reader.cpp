@@ -731,6 +731,9 @@ bool Reader::feed(const void* data, size_t size) {
 
 ReadSummary Reader::finish() {
   Impl& r = *m_impl;
+  if (!r.summary.stopped && !r.decided && r.pending.empty()) {
+    r.stop("document is empty");
+  }
   if (!r.summary.stopped) {
     r.push("", 0, true);
   }

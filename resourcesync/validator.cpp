@@ -164,7 +164,9 @@ void Validator::entry(const Entry& e, uint64_t line) {
     return;
   }
   check_entry_md(e, line);
-  if (is_change_capability(*m_capability) && m_header.root == RootElement::urlset) {
+  // Entries that are changes (a Change Dump's entries are packages).
+  if (is_change_capability(*m_capability) && *m_capability != Capability::changedump &&
+      m_header.root == RootElement::urlset) {
     check_change_entry(e, line);
   }
   if (is_manifest_capability(*m_capability)) {
@@ -239,10 +241,11 @@ void Validator::check_entry_md(const Entry& e, uint64_t line) {
     warn("entry '" + e.loc + "': 'from'/'until' are not used on entries of a " +
          std::string(to_string(cap)) + (index ? " index" : "") + " (Appendix A); ignored");
   }
-  if (takes_from && index && !md.from) {
-    warn("entry '" + e.loc + "' has no 'from' (recommended on entries of a change index)");
+  if (takes_from && !md.from) {
+    warn("entry '" + e.loc + "' has no 'from' (recommended on entries of a " +
+         std::string(to_string(cap)) + (index ? " index" : "") + ")");
   }
-  if (takes_from && index && md.from) {
+  if (takes_from && md.from) {
     if (m_last_time && *md.from < *m_last_time) {
       err("entry '" + e.loc + "' (from " + dt(*md.from) + ") is listed after one from " +
           dt(*m_last_time) + ": change documents must be in forward chronological order");

@@ -1,0 +1,179 @@
+// End to end: the built `tributary` executable run as a process against
+// files and a real HTTP server on 127.0.0.1.
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out;
+};
+
+// Runs `tributary ARGS` and captures stdout (stderr goes to stdout too).
+Run tributary(const std::string& args) {
+  std::string cmd = std::string(TRIBUTARY_BIN) + " " + args + " 2>&1";
+  Run r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+    r.out.append(buf.data(), n);
+  }
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string gzip_cli(const std::string& data) {
+  // Use the system gzip to build a .gz the way a Source would publish it.
+  auto tmp = fs::temp_directory_path() / "tributary-inspect-gz";
+  fs::create_directories(tmp);
+  std::ofstream(tmp / "d.xml", std::ios::binary) << data;
+  std::string cmd = "gzip -c " + (tmp / "d.xml").string() + " > " + (tmp / "d.xml.gz").string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::string gz = slurp(tmp / "d.xml.gz");
+  fs::remove_all(tmp);
+  return gz;
+}
+
+// A Source on 127.0.0.1:<ephemeral> serving a few documents.
+class Source {
+public:
+  Source() {
+    const fs::path ref(TRIBUTARY_REFERENCE_DIR);
+    m_valid = slurp(ref / "spec-examples" / "ex19.xml");
+    m_invalid = slurp(ref / "spec-examples" / "ex27.xml");
+    m_gz = gzip_cli(m_valid);
+    m_server.Get("/changelist.xml", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(m_valid, "application/xml");
+    });
+    m_server.Get("/changelist.xml.gz", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(m_gz, "application/gzip");
+    });
+    m_server.Get("/invalid.xml", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(m_invalid, "application/xml");
+    });
+    m_server.Get("/moved", [](const httplib::Request&, httplib::Response& res) {
+      res.set_redirect("/changelist.xml", 302);
+    });
+    m_server.Get("/loop", [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/loop", 302); });
+    m_port = m_server.bind_to_any_port("127.0.0.1");
+    REQUIRE(m_port > 0);
+    m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    while (!m_server.is_running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ~Source() {
+    m_server.stop();
+    m_thread.join();
+  }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(m_port) + path; }
+
+private:
+  httplib::Server m_server;
+  std::thread m_thread;
+  int m_port = 0;
+  std::string m_valid, m_invalid, m_gz;
+};
+
+} // namespace
+
+TEST_CASE("tributary inspect: a valid file prints a summary and exits 0") {
+  const fs::path ex(fs::path(TRIBUTARY_REFERENCE_DIR) / "spec-examples" / "ex19.xml");
+  Run r = tributary("inspect " + ex.string());
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("capability: changelist") != std::string::npos);
+  CHECK(r.out.find("entries:    4 (created 1, updated 2, deleted 1)") != std::string::npos);
+  CHECK(r.out.find("from:       2013-01-03T00:00:00Z") != std::string::npos);
+  CHECK(r.out.find("link:       up -> http://example.com/dataset1/capabilitylist.xml") != std::string::npos);
+  CHECK(r.out.find("valid:      yes") != std::string::npos);
+}
+
+TEST_CASE("tributary inspect: over HTTP, plain, gzip, redirected, invalid, missing") {
+  Source src;
+  SUBCASE("plain") {
+    Run r = tributary("inspect " + src.url("/changelist.xml"));
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("entries:    4") != std::string::npos);
+  }
+  SUBCASE("a .xml.gz document") {
+    Run r = tributary("inspect " + src.url("/changelist.xml.gz"));
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find(", gzip ") != std::string::npos);
+  }
+  SUBCASE("redirect is followed and the final URL shown") {
+    Run r = tributary("inspect " + src.url("/moved"));
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("document:   " + src.url("/changelist.xml")) != std::string::npos);
+  }
+  SUBCASE("redirect loop is an I/O error") {
+    Run r = tributary("inspect " + src.url("/loop"));
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("more than 5 redirects") != std::string::npos);
+  }
+  SUBCASE("invalid document exits 1 with the reason and line") {
+    Run r = tributary("inspect " + src.url("/invalid.xml"));
+    INFO(r.out);
+    CHECK(r.status == 1);
+    CHECK(r.out.find("error   line 14: <rs:md> attribute 'hash': hash value 'sha-256:f4OxZX_x_DFGFDgghgdfb6rtSx-iosjf6735432nklj' is not hexadecimal") != std::string::npos);
+    CHECK(r.out.find("valid:      no") != std::string::npos);
+  }
+  SUBCASE("404 exits 2") {
+    Run r = tributary("inspect " + src.url("/nothing.xml"));
+    INFO(r.out);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("HTTP 404") != std::string::npos);
+  }
+  SUBCASE("--json prints the whole document") {
+    Run r = tributary("inspect --json " + src.url("/changelist.xml"));
+    REQUIRE(r.status == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["root"] == "urlset");
+    CHECK(j["capability"] == "changelist");
+    CHECK(j["md"]["from"] == "2013-01-03T00:00:00Z");
+    CHECK(j["links"][0]["rel"] == "up");
+    REQUIRE(j["entries"].size() == 4);
+    CHECK(j["entries"][0]["loc"] == "http://example.com/res1.html");
+    CHECK(j["entries"][0]["lastmod"] == "2013-01-03T11:00:00Z");
+    CHECK(j["entries"][0]["md"]["change"] == "created");
+    CHECK(j["warnings"].is_array());
+    CHECK(j["errors"].empty());
+  }
+}
+
+TEST_CASE("tributary inspect: usage and I/O errors exit 2") {
+  CHECK(tributary("inspect").status == 2);
+  CHECK(tributary("frobnicate").status == 2);
+  Run missing = tributary("inspect /nonexistent/list.xml");
+  CHECK(missing.status == 2);
+  CHECK(missing.out.find("cannot open /nonexistent/list.xml") != std::string::npos);
+  Run dead = tributary("inspect http://127.0.0.1:1/x.xml");
+  CHECK(dead.status == 2);
+  Run help = tributary("--help");
+  CHECK(help.status == 0);
+  CHECK(help.out.find("inspect") != std::string::npos);
+}

@@ -1,0 +1,36 @@
+// The integration suite's database: deploy/test.sh starts a throwaway
+// PostgreSQL 15 cluster and passes its connection string in
+// TRIBUTARY_TEST_PG. These tests fail, never skip, when it is missing.
+#define PQXX_HAVE_OPTIONAL 1
+#include <pqxx/pqxx>
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+namespace {
+
+std::string conninfo() {
+  const char* env = std::getenv("TRIBUTARY_TEST_PG");
+  REQUIRE_MESSAGE(env != nullptr, "TRIBUTARY_TEST_PG is not set: run the tests through deploy/test.sh");
+  return env;
+}
+
+} // namespace
+
+TEST_CASE("PostgreSQL: the test cluster is PostgreSQL 15 and takes batched writes") {
+  pqxx::connection c(conninfo());
+  pqxx::work tx(c);
+  auto v = tx.exec1("SHOW server_version_num")[0].as<int>();
+  CHECK(v / 10000 == 15);
+  tx.exec0("CREATE TEMP TABLE t (uri text PRIMARY KEY, n bigint)");
+  {
+    pqxx::stream_to s(tx, "t", std::vector<std::string>{"uri", "n"});
+    for (int i = 0; i < 1000; ++i) {
+      s << std::make_tuple("http://e.org/" + std::to_string(i), i);
+    }
+    s.complete();
+  }
+  CHECK(tx.exec1("SELECT count(*) FROM t")[0].as<long>() == 1000);
+  CHECK(tx.exec1("SELECT sum(n) FROM t")[0].as<long>() == 499500);
+  tx.abort();
+}

@@ -1,0 +1,96 @@
+#include "resourcesync/datetime.h"
+
+#include <doctest/doctest.h>
+
+using namespace tributary::rs;
+
+namespace {
+
+std::string canon(std::string_view in) {
+  auto t = parse_w3c_datetime(in);
+  return t ? format_w3c_datetime(*t) : std::string("INVALID");
+}
+
+} // namespace
+
+TEST_CASE("W3C datetime: every granularity parses to its canonical UTC form") {
+  struct Case {
+    const char* in;
+    const char* out;
+  };
+  const Case cases[] = {
+      {"2013", "2013-01-01T00:00:00Z"},
+      {"2013-07", "2013-07-01T00:00:00Z"},
+      {"2013-07-16", "2013-07-16T00:00:00Z"},
+      {"2013-07-16T19:20Z", "2013-07-16T19:20:00Z"},
+      {"2013-07-16T19:20:30Z", "2013-07-16T19:20:30Z"},
+      {"2013-07-16T19:20:30.45Z", "2013-07-16T19:20:30.450000Z"},
+      {"2013-07-16T19:20:30.000001Z", "2013-07-16T19:20:30.000001Z"},
+      {"2013-07-16T19:20:30.123456789Z", "2013-07-16T19:20:30.123456Z"}, // truncated to µs
+      {"2013-07-16T19:20:30.0Z", "2013-07-16T19:20:30Z"},
+      {"1970-01-01T00:00:00Z", "1970-01-01T00:00:00Z"},
+      {"1969-12-31T23:59:59.5Z", "1969-12-31T23:59:59.500000Z"},
+      {"0001-01-01T00:00:00Z", "0001-01-01T00:00:00Z"},
+      {"9999-12-31T23:59:59Z", "9999-12-31T23:59:59Z"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.in);
+    CHECK(canon(c.in) == c.out);
+  }
+}
+
+TEST_CASE("W3C datetime: offsets are applied") {
+  CHECK(canon("2013-07-16T19:20+01:00") == "2013-07-16T18:20:00Z");
+  CHECK(canon("2013-07-16T19:20:30-05:30") == "2013-07-17T00:50:30Z");
+  CHECK(canon("2013-01-01T00:30:00+01:00") == "2012-12-31T23:30:00Z"); // crosses a year
+  CHECK(canon("2012-06-13T17:13:47+00:00") == "2012-06-13T17:13:47Z");
+  CHECK(canon("2013-03-01T00:00:00+00:01") == "2013-02-28T23:59:00Z");
+}
+
+TEST_CASE("W3C datetime: leap days") {
+  CHECK(canon("2012-02-29") == "2012-02-29T00:00:00Z");
+  CHECK(canon("2000-02-29T12:00:00Z") == "2000-02-29T12:00:00Z");
+  CHECK(canon("2013-02-29") == "INVALID");
+  CHECK(canon("1900-02-29") == "INVALID");
+  CHECK(canon("2012-03-01T00:00:00+01:00") == "2012-02-29T23:00:00Z");
+}
+
+TEST_CASE("W3C datetime: bad inputs are refused with a reason") {
+  const char* bad[] = {
+      "",
+      "13",
+      "2013-7-16",
+      "2013-07-16T19:20",          // time without zone
+      "2013-07-16T19:20:30",       // time without zone
+      "2013-07-16 19:20:30Z",      // space instead of T
+      "2013-07-16t19:20:30z",      // lower case
+      "2013-13-01",
+      "2013-00-01",
+      "2013-04-31",
+      "2013-07-16T24:00:00Z",
+      "2013-07-16T19:60:00Z",
+      "2013-07-16T19:20:60Z",      // no leap seconds
+      "2013-07-16T19:20:30.Z",
+      "2013-07-16T19:20:30+0100",
+      "2013-07-16T19:20:30+24:00",
+      "2013-07-16T19:20:30ZZ",
+      " 2013-07-16",
+      "2013-07-16 ",
+      "2013-07-16T19:20:30+01",
+      "yesterday",
+  };
+  for (const char* b : bad) {
+    CAPTURE(b);
+    std::string why;
+    CHECK_FALSE(parse_w3c_datetime(b, &why).has_value());
+    CHECK_FALSE(why.empty());
+  }
+}
+
+TEST_CASE("W3C datetime: ordering follows the instant, not the text") {
+  auto a = parse_w3c_datetime("2013-01-03T12:00:00+02:00");
+  auto b = parse_w3c_datetime("2013-01-03T11:00:00Z");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(*a < *b);
+}

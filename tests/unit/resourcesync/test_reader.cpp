@@ -1,0 +1,290 @@
+#include "resourcesync/reader.h"
+
+#include "test_support.h"
+
+#include <doctest/doctest.h>
+
+using namespace tributary;
+using namespace tributary::rs;
+using test::has_diagnostic;
+
+namespace {
+
+std::string changelist(const std::string& entries, const std::string& md = "from=\"2013-01-03T00:00:00Z\"") {
+  return std::string(test::k_head) +
+         "<rs:ln rel=\"up\" href=\"http://example.com/capabilitylist.xml\"/>\n"
+         "<rs:md capability=\"changelist\" " + md + "/>\n" + entries + "</urlset>\n";
+}
+
+class Counter : public DocumentHandler {
+public:
+  void on_header(const DocumentHeader&) override { ++headers; }
+  void on_entry(Entry&&, uint64_t) override { ++entries; }
+  int headers = 0;
+  uint64_t entries = 0;
+};
+
+} // namespace
+
+TEST_CASE("Reader: namespaces are matched by URI, not by prefix") {
+  const std::string doc =
+      "<sm:urlset xmlns:sm=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+      "xmlns=\"http://www.openarchives.org/rs/terms/\">"
+      "<md capability=\"resourcelist\" at=\"2013-01-03T09:00:00Z\"/>"
+      "<ln rel=\"up\" href=\"http://example.com/caps.xml\"/>"
+      "<sm:url><sm:loc>http://example.com/res1</sm:loc><md length=\"12\"/></sm:url>"
+      "</sm:urlset>";
+  auto p = parse_document(doc);
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.valid());
+  CHECK(p.document.header.capability() == Capability::resourcelist);
+  REQUIRE(p.document.entries.size() == 1);
+  CHECK(p.document.entries[0].md->length == 12u);
+
+  SUBCASE("a look-alike namespace is not ResourceSync") {
+    auto q = parse_document(
+        "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+        "xmlns:rs=\"http://www.openarchives.org/rs/terms\"><rs:md capability=\"resourcelist\"/></urlset>");
+    CHECK_FALSE(q.summary.valid());
+    CHECK(has_diagnostic(q.summary, Severity::error, "the document has no <rs:md>"));
+  }
+}
+
+TEST_CASE("Reader: root element must be a Sitemap urlset or sitemapindex") {
+  auto p = parse_document("<feed xmlns=\"http://www.w3.org/2005/Atom\"><entry/></feed>");
+  CHECK(p.summary.stopped);
+  CHECK(has_diagnostic(p.summary, Severity::error, "root element <feed> in namespace 'http://www.w3.org/2005/Atom' is not a Sitemap"));
+  auto e = parse_document("");
+  CHECK(has_diagnostic(e.summary, Severity::error, "document is empty"));
+}
+
+TEST_CASE("Reader: 1.0 change lists use lastmod, 1.1 use datetime") {
+  auto p = parse_document(changelist(
+      "<url><loc>http://example.com/a</loc><lastmod>2013-01-03T11:00:00Z</lastmod><rs:md change=\"created\"/></url>\n"
+      "<url><loc>http://example.com/b</loc><lastmod>2000-01-01T00:00:00Z</lastmod>"
+      "<rs:md change=\"updated\" datetime=\"2013-01-03T12:00:00Z\"/></url>\n"
+      "<url><loc>http://example.com/c</loc><rs:md change=\"deleted\" datetime=\"2013-01-03T13:00:00Z\"/></url>\n"));
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.valid());
+  REQUIRE(p.document.entries.size() == 3);
+  CHECK(format_w3c_datetime(*p.document.entries[0].change_time()) == "2013-01-03T11:00:00Z");
+  CHECK(format_w3c_datetime(*p.document.entries[1].change_time()) == "2013-01-03T12:00:00Z");
+  CHECK(format_w3c_datetime(*p.document.entries[2].change_time()) == "2013-01-03T13:00:00Z");
+  CHECK(p.document.entries[2].change() == Change::deleted);
+}
+
+TEST_CASE("Reader: gzip input, a UTF-8 BOM, and any chunking give the same document") {
+  const std::string doc = changelist(
+      "<url><loc>http://example.com/a?x=1&amp;y=2</loc><lastmod>2013-01-03T11:00:00Z</lastmod>"
+      "<rs:md change=\"created\" hash=\"md5:1e0d5cb8ef6ba40c99b14c0237be735e\"/>"
+      "<rs:ln rel=\"duplicate\" href=\"http://mirror.example.com/a?x=1&amp;y=2\" pri=\"1\"/></url>\n");
+  auto plain = parse_document(doc);
+  REQUIRE(plain.summary.valid());
+  CHECK(plain.document.entries[0].loc == "http://example.com/a?x=1&y=2");
+  CHECK(plain.document.entries[0].links[0].href == "http://mirror.example.com/a?x=1&y=2");
+
+  SUBCASE("gzip, detected by magic bytes") {
+    auto z = parse_document(test::gzip(doc));
+    CHECK(z.summary.gzip);
+    CHECK(z.summary.valid());
+    CHECK(z.document == plain.document);
+  }
+  SUBCASE("BOM") {
+    auto b = parse_document("\xEF\xBB\xBF" + doc);
+    CHECK(b.summary.valid());
+    CHECK(b.document == plain.document);
+  }
+  SUBCASE("one byte at a time, plain and gzip") {
+    for (const std::string& input : {doc, test::gzip(doc)}) {
+      Document d;
+      struct H : DocumentHandler {
+        Document& d;
+        explicit H(Document& doc_) : d(doc_) {}
+        void on_header(const DocumentHeader& h) override { d.header = h; }
+        void on_entry(Entry&& e, uint64_t) override { d.entries.push_back(std::move(e)); }
+      } h(d);
+      Reader r(h);
+      for (char c : input) {
+        r.feed(&c, 1);
+      }
+      auto s = r.finish();
+      CHECK(s.valid());
+      CHECK(d == plain.document);
+    }
+  }
+}
+
+TEST_CASE("Reader: DOCTYPE and entity declarations are refused, nothing is expanded") {
+  const std::string laughs =
+      "<?xml version=\"1.0\"?>\n<!DOCTYPE lolz [<!ENTITY lol \"lol\">"
+      "<!ENTITY lol2 \"&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;\">"
+      "<!ENTITY lol3 \"&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;\">]>\n"
+      "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"><url><loc>&lol3;</loc></url></urlset>";
+  Counter c;
+  auto s = read_document(laughs, c);
+  CHECK(s.stopped);
+  CHECK(c.entries == 0);
+  CHECK(has_diagnostic(s, Severity::error, "DOCTYPE declaration <!DOCTYPE lolz> is not allowed"));
+
+  const std::string xxe =
+      "<?xml version=\"1.0\"?>\n<!DOCTYPE u SYSTEM \"file:///etc/passwd\">\n"
+      "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"/>";
+  auto x = read_document(xxe, c);
+  CHECK(x.stopped);
+  CHECK(has_diagnostic(x, Severity::error, "is not allowed"));
+}
+
+TEST_CASE("Reader: truncated and malformed XML give an error with a line") {
+  const std::string doc = changelist(
+      "<url><loc>http://example.com/a</loc><lastmod>2013-01-03T11:00:00Z</lastmod><rs:md change=\"created\"/></url>\n"
+      "<url><loc>http://example.com/b</loc><lastmod>2013-01-03T12:00:00Z</lastmod><rs:md change=\"created\"/></url>\n");
+  for (size_t cut : {size_t(10), doc.size() / 2, doc.size() - 3}) {
+    CAPTURE(cut);
+    Counter c;
+    auto s = read_document(doc.substr(0, cut), c);
+    CHECK_FALSE(s.valid());
+    CHECK(has_diagnostic(s, Severity::error, "not well-formed XML"));
+  }
+  auto bad = parse_document(std::string(test::k_head) + "<url><loc>x</lo></url></urlset>");
+  CHECK(bad.summary.stopped);
+  bool seen = false;
+  for (const auto& d : bad.summary.diagnostics) {
+    if (d.message.find("not well-formed XML: Opening and ending tag mismatch") != std::string::npos) {
+      CHECK(d.line == 3);
+      seen = true;
+    }
+  }
+  CHECK(seen);
+
+  SUBCASE("truncated gzip") {
+    std::string z = test::gzip(doc);
+    auto t = parse_document(z.substr(0, z.size() - 8));
+    CHECK_FALSE(t.summary.valid());
+  }
+}
+
+TEST_CASE("Reader: 60,000 entries are read one by one and reported over the limit") {
+  std::string entries;
+  entries.reserve(60000 * 120);
+  for (int i = 0; i < 60000; ++i) {
+    entries += "<url><loc>http://example.com/r" + std::to_string(i) +
+               "</loc><lastmod>2013-01-03T11:00:00Z</lastmod><rs:md change=\"updated\"/></url>\n";
+  }
+  Counter c;
+  auto s = read_document(changelist(entries), c);
+  CHECK(c.headers == 1);
+  CHECK(c.entries == 60000);
+  CHECK(s.entries == 60000);
+  CHECK(has_diagnostic(s, Severity::error, "more than 50000 entries"));
+}
+
+TEST_CASE("Reader: an attribute of 10 MB is refused, not swallowed") {
+  std::string huge(10 * 1024 * 1024, 'a');
+  Counter c;
+  auto s = read_document(changelist("<url><loc>http://example.com/a</loc><rs:md change=\"created\" type=\"" + huge +
+                                    "\"/></url>"),
+                         c);
+  CHECK_FALSE(s.valid());
+  CHECK(s.stopped);
+  CHECK(c.entries == 0);
+}
+
+TEST_CASE("Reader: gzip of 1 GB stops at the size limit") {
+  // 1 GiB of zeros after a valid opening: the reader must stop at its limit
+  // instead of inflating everything.
+  z_stream zs{};
+  REQUIRE(deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out;
+  std::string block(1 << 20, ' ');
+  auto pump = [&](const std::string& in, int flush) {
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+    zs.avail_in = static_cast<uInt>(in.size());
+    char buf[1 << 16];
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(buf);
+      zs.avail_out = sizeof buf;
+      deflate(&zs, flush);
+      out.append(buf, sizeof buf - zs.avail_out);
+    } while (zs.avail_out == 0);
+  };
+  pump(std::string(test::k_head), Z_NO_FLUSH);
+  for (int i = 0; i < 1024; ++i) {
+    pump(block, Z_NO_FLUSH);
+  }
+  pump("</urlset>", Z_FINISH);
+  deflateEnd(&zs);
+  CHECK(out.size() < 8 * 1024 * 1024);
+
+  Counter c;
+  ReaderOptions o;
+  auto s = read_document(out, c, o);
+  CHECK(s.stopped);
+  CHECK(s.bytes <= o.max_bytes + (1 << 16));
+  CHECK(has_diagnostic(s, Severity::error, "document is larger than the limit of 134217728 bytes"));
+
+  SUBCASE("plain zeros") {
+    std::string zeros(1 << 20, '\0');
+    auto z = parse_document(test::gzip(zeros));
+    CHECK(z.summary.stopped);
+    CHECK_FALSE(z.summary.valid());
+  }
+}
+
+TEST_CASE("Reader: unknown elements and attributes are kept as extensions") {
+  auto p = parse_document(
+      std::string(test::k_head) +
+      "<rs:md capability=\"resourcelist\" at=\"2013-01-03T09:00:00Z\" xmlns:x=\"urn:x\" x:flag=\"1\"/>"
+      "<rs:ln rel=\"up\" href=\"http://example.com/caps.xml\"/>"
+      "<url><loc>http://example.com/a</loc><rs:size>794</rs:size>"
+      "<x:info xmlns:x=\"urn:x\" x:k=\"v\">text<x:child/></x:info>"
+      "<rs:md length=\"3\" bogus=\"1\"/></url></urlset>");
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.valid());
+  CHECK(has_diagnostic(p.summary, Severity::warning, "unknown attribute 'bogus' on <rs:md>"));
+  REQUIRE(p.document.header.md->extensions.size() == 1);
+  CHECK(p.document.header.md->extensions[0].ns == "urn:x");
+  const Entry& e = p.document.entries.at(0);
+  REQUIRE(e.extensions.size() == 2);
+  CHECK(e.extensions[0].ns == k_rs_ns);
+  CHECK(e.extensions[0].name == "size");
+  CHECK(e.extensions[0].text == "794");
+  CHECK(e.extensions[1].name == "info");
+  CHECK(e.extensions[1].attributes.at(0).value == "v");
+  CHECK(e.extensions[1].children.at(0).name == "child");
+  CHECK(e.md->extensions.at(0).name == "bogus");
+}
+
+TEST_CASE("Reader: bad values are reported with their line and left out of the model") {
+  auto p = parse_document(changelist(
+      "<url><loc>http://example.com/a</loc>\n<lastmod>yesterday</lastmod>\n"
+      "<rs:md change=\"moved\" length=\"-1\" hash=\"md5:xyz\"/>\n"
+      "<rs:ln rel=\"duplicate\" href=\"http://m.example.com/a\" pri=\"0\"/></url>\n"));
+  CHECK_FALSE(p.summary.valid());
+  CHECK(has_diagnostic(p.summary, Severity::error, "<lastmod>: 'yesterday' is not a W3C datetime"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "'change': 'moved' is not one of created, updated, deleted"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "'length': '-1' is not a non-negative integer"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "hash value 'md5:xyz' is not hexadecimal"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "has pri 0, outside 1..999999"));
+  const Entry& e = p.document.entries.at(0);
+  CHECK_FALSE(e.lastmod);
+  CHECK_FALSE(e.md->change);
+  CHECK(e.md->hash.empty());
+  bool line_seen = false;
+  for (const auto& d : p.summary.diagnostics) {
+    if (d.message.find("yesterday") != std::string::npos) {
+      CHECK(d.line == 6);
+      line_seen = true;
+    }
+  }
+  CHECK(line_seen);
+}
+
+TEST_CASE("Reader: an exception in the handler stops reading and reaches the caller") {
+  struct Thrower : DocumentHandler {
+    void on_entry(Entry&&, uint64_t) override { throw std::runtime_error("disk full"); }
+  } t;
+  CHECK_THROWS_WITH(read_document(changelist("<url><loc>http://example.com/a</loc>"
+                                             "<lastmod>2013-01-03T11:00:00Z</lastmod><rs:md change=\"created\"/></url>"),
+                                  t),
+                    "disk full");
+}
