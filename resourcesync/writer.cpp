@@ -34,6 +34,11 @@ void escape(std::string& out, std::string_view s, bool attribute) {
       rep = attribute ? "&#9;" : nullptr;
       break;
     default:
+      // Control characters cannot appear in XML 1.0 at all, not even as
+      // character references: drop them rather than write a broken document.
+      if (static_cast<unsigned char>(s[i]) < 0x20) {
+        rep = "";
+      }
       break;
     }
     if (rep) {

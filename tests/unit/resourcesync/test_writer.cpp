@@ -169,3 +169,20 @@ TEST_CASE("PartitionedWriter: change list parts carry from/until; the last stays
   CHECK(index.document.entries[1].md->from == index.document.entries[0].md->until);
   CHECK_FALSE(index.document.entries.back().md->until.has_value());
 }
+
+TEST_CASE("Writer: control characters that XML cannot carry are dropped, the rest escaped") {
+  Document d;
+  d.header.md = Metadata{};
+  d.header.md->capability = "resourcelist";
+  d.header.md->at = t("2013-01-03T09:00:00Z");
+  Entry e{.loc = std::string("http://example.com/a\x01" "b\tc")};
+  e.md = Metadata{};
+  e.md->type = "text/plain;\n x=\"1\"\x1f";
+  d.entries.push_back(e);
+  std::string xml = write_document(d);
+  auto p = parse_document(xml);
+  INFO(xml);
+  CHECK(p.summary.valid());
+  CHECK(p.document.entries.at(0).loc == "http://example.com/ab\tc");
+  CHECK(*p.document.entries.at(0).md->type == "text/plain;\n x=\"1\"");
+}
