@@ -1,0 +1,588 @@
+#include "sync_engine/store/pg_store.h"
+
+#define PQXX_HAVE_OPTIONAL 1
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include <mutex>
+
+namespace tributary::store {
+
+namespace {
+
+// Bump together with a new schema/NNNN_*.sql (a test checks they agree).
+constexpr int k_schema_version = 1;
+
+// Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
+constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"
+
+// Translates libpqxx exceptions into Errors; callers never see pqxx types.
+template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const pqxx::broken_connection& e) {
+    return make_error(ErrorKind::transient, std::string(what) + ": database connection lost: " + e.what());
+  } catch (const pqxx::sql_error& e) {
+    const std::string state = e.sqlstate();
+    ErrorKind kind = ErrorKind::permanent;
+    if (state == "40001" || state == "40P01" || state == "55P03" || state.rfind("08", 0) == 0 ||
+        state == "57P01") {
+      kind = ErrorKind::transient;
+    } else if (state.rfind("23", 0) == 0) {
+      kind = ErrorKind::conflict;
+    }
+    std::string msg = e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+      msg.pop_back();
+    }
+    return make_error(kind, std::string(what) + ": " + msg + " (SQLSTATE " + state + ")");
+  } catch (const std::exception& e) {
+    return make_error(ErrorKind::permanent, std::string(what) + ": " + e.what());
+  }
+}
+
+std::optional<std::string> ts(const std::optional<Timestamp>& t) {
+  return t ? std::optional<std::string>(rs::format_w3c_datetime(*t)) : std::nullopt;
+}
+
+// Timestamps are read as microseconds since the epoch: exact, and cheaper
+// than parsing PostgreSQL's text form.
+std::string us(const char* column) {
+  return std::string("(extract(epoch from ") + column + ") * 1000000)::bigint";
+}
+
+std::optional<Timestamp> read_ts(const pqxx::field& f) {
+  if (f.is_null()) {
+    return std::nullopt;
+  }
+  return Timestamp(std::chrono::microseconds(f.as<long long>()));
+}
+
+std::optional<std::string> read_str(const pqxx::field& f) {
+  return f.is_null() ? std::nullopt : std::optional<std::string>(f.as<std::string>());
+}
+
+std::string links_to_json(const std::vector<rs::Link>& links) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& l : links) {
+    nlohmann::json j{{"rel", l.rel}, {"href", l.href}};
+    if (!l.hash.empty()) {
+      j["hash"] = rs::format_hash_list(l.hash);
+    }
+    if (l.length) {
+      j["length"] = *l.length;
+    }
+    if (l.modified) {
+      j["modified"] = rs::format_w3c_datetime(*l.modified);
+    }
+    if (l.path) {
+      j["path"] = *l.path;
+    }
+    if (l.pri) {
+      j["pri"] = *l.pri;
+    }
+    if (l.type) {
+      j["type"] = *l.type;
+    }
+    if (l.encoding) {
+      j["encoding"] = *l.encoding;
+    }
+    if (!l.extensions.empty()) {
+      nlohmann::json ext = nlohmann::json::array();
+      for (const auto& x : l.extensions) {
+        ext.push_back({x.ns, x.prefix, x.name, x.value});
+      }
+      j["ext"] = ext;
+    }
+    a.push_back(std::move(j));
+  }
+  return a.dump();
+}
+
+std::vector<rs::Link> links_from_json(const std::string& text) {
+  std::vector<rs::Link> out;
+  auto a = nlohmann::json::parse(text);
+  for (const auto& j : a) {
+    rs::Link l;
+    l.rel = j.value("rel", "");
+    l.href = j.value("href", "");
+    if (j.contains("hash")) {
+      if (auto h = rs::parse_hash_list(j["hash"].get<std::string>())) {
+        l.hash = h->values;
+      }
+    }
+    if (j.contains("length")) {
+      l.length = j["length"].get<uint64_t>();
+    }
+    if (j.contains("modified")) {
+      l.modified = rs::parse_w3c_datetime(j["modified"].get<std::string>());
+    }
+    if (j.contains("path")) {
+      l.path = j["path"].get<std::string>();
+    }
+    if (j.contains("pri")) {
+      l.pri = j["pri"].get<uint32_t>();
+    }
+    if (j.contains("type")) {
+      l.type = j["type"].get<std::string>();
+    }
+    if (j.contains("encoding")) {
+      l.encoding = j["encoding"].get<std::string>();
+    }
+    if (j.contains("ext")) {
+      for (const auto& x : j["ext"]) {
+        l.extensions.push_back(rs::ExtensionAttribute{x[0], x[1], x[2], x[3]});
+      }
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::optional<std::string> hash_of(const std::vector<rs::HashValue>& hashes, rs::HashAlgorithm a) {
+  for (const auto& h : hashes) {
+    if (h.known() == a) {
+      return h.hex;
+    }
+  }
+  return std::nullopt;
+}
+
+// A PostgreSQL text[] literal.
+std::string text_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) {
+      out.push_back(',');
+    }
+    out.push_back('"');
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') {
+        out.push_back('\\');
+      }
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  out.push_back('}');
+  return out;
+}
+
+const char* k_resource_columns_sql =
+    "uri, state, lastmod, change_datetime, length, md5, sha1, sha256, type, encoding, links, "
+    "blob_sha256, fetched_at, fetched_from";
+
+std::string resource_select() {
+  return "SELECT uri, state, " + us("lastmod") + ", " + us("change_datetime") +
+         ", length, md5, sha1, sha256, type, encoding, links::text, blob_sha256, " + us("fetched_at") +
+         ", fetched_from FROM resource ";
+}
+
+ResourceRecord read_resource(const pqxx::row& r) {
+  ResourceRecord rec;
+  rec.uri = r[0].as<std::string>();
+  rec.state = r[1].as<std::string>() == "live" ? ResourceState::live : ResourceState::deleted;
+  rec.lastmod = read_ts(r[2]);
+  rec.change_datetime = read_ts(r[3]);
+  if (!r[4].is_null()) {
+    rec.length = r[4].as<unsigned long long>();
+  }
+  if (!r[5].is_null()) {
+    rec.hashes.push_back({"md5", r[5].as<std::string>()});
+  }
+  if (!r[6].is_null()) {
+    rec.hashes.push_back({"sha-1", r[6].as<std::string>()});
+  }
+  if (!r[7].is_null()) {
+    rec.hashes.push_back({"sha-256", r[7].as<std::string>()});
+  }
+  rec.type = read_str(r[8]);
+  rec.encoding = read_str(r[9]);
+  rec.links = links_from_json(r[10].as<std::string>());
+  rec.blob_sha256 = read_str(r[11]);
+  rec.fetched_at = read_ts(r[12]);
+  rec.fetched_from = read_str(r[13]);
+  return rec;
+}
+
+using ResourceRow =
+    std::tuple<std::string, std::string, std::optional<std::string>, std::optional<std::string>,
+               std::optional<long long>, std::optional<std::string>, std::optional<std::string>,
+               std::optional<std::string>, std::optional<std::string>, std::optional<std::string>, std::string,
+               std::optional<std::string>, std::optional<std::string>, std::optional<std::string>>;
+
+ResourceRow resource_row(const ResourceRecord& r) {
+  return ResourceRow{r.uri,
+                     r.state == ResourceState::live ? "live" : "deleted",
+                     ts(r.lastmod),
+                     ts(r.change_datetime),
+                     r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
+                     hash_of(r.hashes, rs::HashAlgorithm::md5),
+                     hash_of(r.hashes, rs::HashAlgorithm::sha1),
+                     hash_of(r.hashes, rs::HashAlgorithm::sha256),
+                     r.type,
+                     r.encoding,
+                     links_to_json(r.links),
+                     r.blob_sha256,
+                     ts(r.fetched_at),
+                     r.fetched_from};
+}
+
+void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const Watermark& w) {
+  tx.exec_params("INSERT INTO watermark (feed_id, baseline_at, change_list_url, last_time, last_uri, "
+                 "last_position, updated_at) VALUES ($1, $2, $3, $4, $5, $6, now()) "
+                 "ON CONFLICT (feed_id) DO UPDATE SET baseline_at = EXCLUDED.baseline_at, "
+                 "change_list_url = EXCLUDED.change_list_url, last_time = EXCLUDED.last_time, "
+                 "last_uri = EXCLUDED.last_uri, last_position = EXCLUDED.last_position, updated_at = now()",
+                 feed_id, ts(w.baseline_at), w.change_list_url, ts(w.last_time),
+                 w.last_uri.empty() ? std::nullopt : std::optional<std::string>(w.last_uri),
+                 w.last_position < 0 ? std::nullopt : std::optional<long long>(w.last_position));
+}
+
+Result<int> read_version(pqxx::transaction_base& tx) {
+  auto reg = tx.exec1("SELECT to_regclass('schema_version') IS NOT NULL");
+  if (!reg[0].as<bool>()) {
+    return 0;
+  }
+  return tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
+}
+
+} // namespace
+
+int expected_schema_version() { return k_schema_version; }
+
+Result<MigrateReport> migrate(const std::string& conninfo) {
+  return guarded("migrate", [&]() -> Result<MigrateReport> {
+    pqxx::connection c(conninfo);
+    MigrateReport report;
+    bool first = true;
+    for (;;) {
+      pqxx::work tx(c);
+      tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_migration_lock) + ")");
+      tx.exec0("CREATE TABLE IF NOT EXISTS schema_version ("
+               "version integer PRIMARY KEY, name text NOT NULL, "
+               "applied_at timestamptz NOT NULL DEFAULT now())");
+      int current = tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
+      if (first) {
+        report.from_version = current;
+        first = false;
+      }
+      report.to_version = current;
+      if (current > k_schema_version) {
+        return make_error(ErrorKind::conflict, "the database schema is at version " + std::to_string(current) +
+                                                   ", newer than this Tributary (" +
+                                                   std::to_string(k_schema_version) + "): upgrade Tributary");
+      }
+      const Migration* next = nullptr;
+      for (const auto& m : migrations()) {
+        if (m.version > current && m.version <= k_schema_version) {
+          next = &m;
+          break;
+        }
+      }
+      if (!next) {
+        tx.commit();
+        return report;
+      }
+      tx.exec0(next->sql);
+      tx.exec_params("INSERT INTO schema_version (version, name) VALUES ($1, $2)", next->version, next->name);
+      tx.commit();
+      report.applied.push_back(next->name);
+      report.to_version = next->version;
+    }
+  });
+}
+
+Result<int> schema_version(const std::string& conninfo) {
+  return guarded("schema version", [&]() -> Result<int> {
+    pqxx::connection c(conninfo);
+    pqxx::read_transaction tx(c);
+    return read_version(tx);
+  });
+}
+
+Result<void> check_schema(const std::string& conninfo) {
+  auto v = schema_version(conninfo);
+  if (!v) {
+    return tl::unexpected(v.error());
+  }
+  if (*v < k_schema_version) {
+    return make_error(ErrorKind::permanent,
+                      "the database schema is at version " + std::to_string(*v) + ", this Tributary needs " +
+                          std::to_string(k_schema_version) + ": run `tributary migrate --config FILE` first");
+  }
+  if (*v > k_schema_version) {
+    return make_error(ErrorKind::permanent, "the database schema is at version " + std::to_string(*v) +
+                                                ", newer than this Tributary (" +
+                                                std::to_string(k_schema_version) + "): upgrade Tributary");
+  }
+  return {};
+}
+
+struct PgStore::Impl {
+  explicit Impl(const std::string& conninfo) : conn(conninfo) {
+    pqxx::work tx(conn);
+    tx.exec0("CREATE TEMP TABLE stage_resource ("
+             "uri text, state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
+             "md5 text, sha1 text, sha256 text, type text, encoding text, links jsonb, blob_sha256 text, "
+             "fetched_at timestamptz, fetched_from text) ON COMMIT DELETE ROWS");
+    tx.exec0("CREATE TEMP TABLE stage_seen (uri text) ON COMMIT DELETE ROWS");
+    tx.commit();
+  }
+  std::mutex mutex;
+  pqxx::connection conn;
+};
+
+PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+PgStore::~PgStore() = default;
+
+Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo) {
+  if (auto ok = check_schema(conninfo); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return guarded("open store", [&]() -> Result<std::unique_ptr<PgStore>> {
+    return std::unique_ptr<PgStore>(new PgStore(std::make_unique<Impl>(conninfo)));
+  });
+}
+
+Result<int64_t> PgStore::ensure_source(const std::string& name, const std::string& url) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("ensure source", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("INSERT INTO source (name, url) VALUES ($1, $2) "
+                            "ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url RETURNING id",
+                            name, url);
+    tx.commit();
+    return r[0][0].as<int64_t>();
+  });
+}
+
+Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capability_list_url) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("ensure feed", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("INSERT INTO feed (source_id, capability_list_url) VALUES ($1, $2) "
+                            "ON CONFLICT (source_id, capability_list_url) DO UPDATE SET source_id = EXCLUDED.source_id "
+                            "RETURNING id",
+                            source_id, capability_list_url);
+    tx.commit();
+    return r[0][0].as<int64_t>();
+  });
+}
+
+Result<Watermark> PgStore::watermark(int64_t feed_id) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read watermark", [&]() -> Result<Watermark> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params("SELECT " + us("baseline_at") + ", change_list_url, " + us("last_time") +
+                                ", last_uri, last_position FROM watermark WHERE feed_id = $1",
+                            feed_id);
+    Watermark w;
+    if (r.empty()) {
+      return w;
+    }
+    w.baseline_at = read_ts(r[0][0]);
+    w.change_list_url = read_str(r[0][1]);
+    w.last_time = read_ts(r[0][2]);
+    w.last_uri = r[0][3].is_null() ? "" : r[0][3].as<std::string>();
+    w.last_position = r[0][4].is_null() ? -1 : r[0][4].as<int64_t>();
+    return w;
+  });
+}
+
+Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64_t feed_id,
+                                                                          const std::vector<std::string>& uris) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read resources", [&]() -> Result<std::unordered_map<std::string, ResourceRecord>> {
+    std::unordered_map<std::string, ResourceRecord> out;
+    if (uris.empty()) {
+      return out;
+    }
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params(resource_select() + "WHERE feed_id = $1 AND uri = ANY($2::text[])", feed_id,
+                            text_array(uris));
+    for (const auto& row : r) {
+      ResourceRecord rec = read_resource(row);
+      std::string key = rec.uri;
+      out.emplace(std::move(key), std::move(rec));
+    }
+    return out;
+  });
+}
+
+Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<void(const ResourceRecord&)>& fn) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("list resources", [&]() -> Result<void> {
+    // Keyset pagination keeps memory flat for feeds of millions.
+    std::optional<std::string> after;
+    for (;;) {
+      pqxx::read_transaction tx(m_impl->conn);
+      pqxx::result r = after ? tx.exec_params(resource_select() +
+                                                  "WHERE feed_id = $1 AND uri COLLATE \"C\" > $2 ORDER BY uri COLLATE \"C\" LIMIT 10000",
+                                              feed_id, *after)
+                             : tx.exec_params(resource_select() + "WHERE feed_id = $1 ORDER BY uri COLLATE \"C\" LIMIT 10000",
+                                              feed_id);
+      tx.commit();
+      for (const auto& row : r) {
+        fn(read_resource(row));
+      }
+      if (r.size() < 10000) {
+        return {};
+      }
+      after = r[r.size() - 1][0].as<std::string>();
+    }
+  });
+}
+
+Result<void> PgStore::apply(const Batch& b) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("apply batch", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    if (!b.upserts.empty()) {
+      pqxx::stream_to s(tx, "stage_resource",
+                        std::vector<std::string>{"uri", "state", "lastmod", "change_datetime", "length", "md5", "sha1",
+                                                 "sha256", "type", "encoding", "links", "blob_sha256", "fetched_at",
+                                                 "fetched_from"});
+      for (const auto& r : b.upserts) {
+        s << resource_row(r);
+      }
+      s.complete();
+      tx.exec_params(std::string("INSERT INTO resource (feed_id, ") + k_resource_columns_sql +
+                         ", updated_at) SELECT $1, " + k_resource_columns_sql +
+                         ", now() FROM stage_resource "
+                         "ON CONFLICT (feed_id, uri) DO UPDATE SET state = EXCLUDED.state, lastmod = EXCLUDED.lastmod, "
+                         "change_datetime = EXCLUDED.change_datetime, length = EXCLUDED.length, md5 = EXCLUDED.md5, "
+                         "sha1 = EXCLUDED.sha1, sha256 = EXCLUDED.sha256, type = EXCLUDED.type, "
+                         "encoding = EXCLUDED.encoding, links = EXCLUDED.links, blob_sha256 = EXCLUDED.blob_sha256, "
+                         "fetched_at = EXCLUDED.fetched_at, fetched_from = EXCLUDED.fetched_from, updated_at = now()",
+                     b.feed_id);
+    }
+    if (!b.changes.empty()) {
+      pqxx::stream_to s(tx, "change_log",
+                        std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
+                                                 "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
+      for (const auto& c : b.changes) {
+        const ResourceRecord& r = c.resource;
+        s << std::make_tuple(
+            static_cast<long long>(b.feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
+            ts(r.lastmod),
+            r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
+            hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
+            hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
+      }
+      s.complete();
+    }
+    if (!b.seen.empty() && b.run_id != 0) {
+      pqxx::stream_to s(tx, "stage_seen", std::vector<std::string>{"uri"});
+      for (const auto& u : b.seen) {
+        s << std::make_tuple(u);
+      }
+      s.complete();
+      tx.exec_params("UPDATE resource r SET last_seen_run = $2 FROM stage_seen s "
+                     "WHERE r.feed_id = $1 AND r.uri = s.uri",
+                     b.feed_id, b.run_id);
+    }
+    if (b.watermark) {
+      upsert_watermark(tx, b.feed_id, *b.watermark);
+    }
+    if (b.run_id != 0) {
+      const RunCounters& c = b.counters;
+      tx.exec_params("UPDATE sync_run SET created = created + $2, updated = updated + $3, deleted = deleted + $4, "
+                     "unchanged = unchanged + $5, failed = failed + $6, bytes = bytes + $7 WHERE id = $1",
+                     b.run_id, static_cast<long long>(c.created), static_cast<long long>(c.updated),
+                     static_cast<long long>(c.deleted), static_cast<long long>(c.unchanged),
+                     static_cast<long long>(c.failed), static_cast<long long>(c.bytes));
+    }
+    tx.commit();
+    return {};
+  });
+}
+
+Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("delete unseen resources", [&]() -> Result<uint64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params(
+        "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
+        "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "
+        "  RETURNING uri, lastmod, length, md5, sha1, sha256, type, encoding, links) "
+        "INSERT INTO change_log (feed_id, uri, change, lastmod, length, md5, sha1, sha256, type, encoding, links) "
+        "SELECT $1, uri, 'deleted', lastmod, length, md5, sha1, sha256, type, encoding, links FROM d ORDER BY uri",
+        feed_id, run_id);
+    const auto n = static_cast<uint64_t>(r.affected_rows());
+    if (w) {
+      upsert_watermark(tx, feed_id, *w);
+    }
+    tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id, static_cast<long long>(n));
+    tx.commit();
+    return n;
+  });
+}
+
+Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("begin run", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status) VALUES ($1, $2, 'running') RETURNING id",
+                            source_id, std::string(to_string(mode)));
+    tx.commit();
+    return r[0][0].as<int64_t>();
+  });
+}
+
+Result<void> PgStore::record_error(int64_t run_id, const std::string& url, const std::string& reason) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record error", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("INSERT INTO sync_error (run_id, url, reason) VALUES ($1, $2, $3)", run_id, url, reason);
+    tx.commit();
+    return {};
+  });
+}
+
+Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("finish run", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("UPDATE sync_run SET status = $2, message = $3, finished_at = now() WHERE id = $1", run_id,
+                   std::string(to_string(status)), message);
+    tx.commit();
+    return {};
+  });
+}
+
+Result<RunInfo> PgStore::run(int64_t run_id) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read run", [&]() -> Result<RunInfo> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params("SELECT id, mode, status, " + us("started_at") + ", " + us("finished_at") +
+                                ", created, updated, deleted, unchanged, failed, bytes, coalesce(message, '') "
+                                "FROM sync_run WHERE id = $1",
+                            run_id);
+    if (r.empty()) {
+      return make_error(ErrorKind::not_found, "no sync run " + std::to_string(run_id));
+    }
+    const auto& row = r[0];
+    RunInfo info;
+    info.id = row[0].as<int64_t>();
+    const std::string mode = row[1].as<std::string>();
+    info.mode = mode == "baseline" ? RunMode::baseline : mode == "audit" ? RunMode::audit : RunMode::incremental;
+    const std::string st = row[2].as<std::string>();
+    info.status = st == "running"     ? RunStatus::running
+                  : st == "succeeded" ? RunStatus::succeeded
+                  : st == "partial"   ? RunStatus::partial
+                                      : RunStatus::failed;
+    info.started_at = *read_ts(row[3]);
+    info.finished_at = read_ts(row[4]);
+    info.counters.created = row[5].as<unsigned long long>();
+    info.counters.updated = row[6].as<unsigned long long>();
+    info.counters.deleted = row[7].as<unsigned long long>();
+    info.counters.unchanged = row[8].as<unsigned long long>();
+    info.counters.failed = row[9].as<unsigned long long>();
+    info.counters.bytes = row[10].as<unsigned long long>();
+    info.message = row[11].as<std::string>();
+    return info;
+  });
+}
+
+} // namespace tributary::store

@@ -1,0 +1,69 @@
+#pragma once
+
+#include "sync_engine/store/store.h"
+
+#include <memory>
+
+namespace tributary::store {
+
+// The schema version this build expects; schema/NNNN_*.sql up to it are
+// compiled into the binary.
+int expected_schema_version();
+
+struct Migration {
+  int version;
+  std::string name; // file name, e.g. "0001_initial.sql"
+  std::string sql;
+};
+// The migrations compiled into this binary, in version order.
+const std::vector<Migration>& migrations();
+
+struct MigrateReport {
+  int from_version = 0;
+  int to_version = 0;
+  std::vector<std::string> applied; // file names
+};
+
+// Applies every missing migration, each in its own transaction, under an
+// advisory lock so that two `migrate`s cannot interleave. Fails (conflict)
+// if the database is newer than this build.
+Result<MigrateReport> migrate(const std::string& conninfo);
+
+// The database's schema version (0 when Tributary never migrated it).
+Result<int> schema_version(const std::string& conninfo);
+
+// Fails with a message that says to run `tributary migrate` when the schema
+// is behind, or to upgrade Tributary when it is ahead.
+Result<void> check_schema(const std::string& conninfo);
+
+// Store over PostgreSQL (libpqxx). One connection; safe to call from several
+// threads (calls are serialised). Batches go in through COPY into staging
+// tables and one upsert per table.
+class PgStore : public Store {
+public:
+  // Connects and checks the schema version (see check_schema).
+  static Result<std::unique_ptr<PgStore>> open(const std::string& conninfo);
+  ~PgStore() override;
+
+  Result<int64_t> ensure_source(const std::string& name, const std::string& url) override;
+  Result<int64_t> ensure_feed(int64_t source_id, const std::string& capability_list_url) override;
+  Result<Watermark> watermark(int64_t feed_id) override;
+  Result<std::unordered_map<std::string, ResourceRecord>>
+  resources(int64_t feed_id, const std::vector<std::string>& uris) override;
+  Result<void> for_each_resource(int64_t feed_id,
+                                 const std::function<void(const ResourceRecord&)>& fn) override;
+  Result<void> apply(const Batch& batch) override;
+  Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
+                                 const std::optional<Watermark>& watermark) override;
+  Result<int64_t> begin_run(int64_t source_id, RunMode mode) override;
+  Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;
+  Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
+  Result<RunInfo> run(int64_t run_id) override;
+
+private:
+  struct Impl;
+  explicit PgStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace tributary::store

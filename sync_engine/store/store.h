@@ -1,0 +1,135 @@
+#pragma once
+
+#include "common/result.h"
+#include "resourcesync/model.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+// The write and read sides of Tributary's state: sources, the feeds (one per
+// Capability List followed), resource state, watermarks, the append-only
+// change log and sync runs. PgStore implements it over PostgreSQL; callers
+// never see database types.
+namespace tributary::store {
+
+using rs::Timestamp;
+
+enum class ResourceState { live, deleted };
+
+// What we hold about one resource of a feed.
+struct ResourceRecord {
+  std::string uri;
+  ResourceState state = ResourceState::live;
+  std::optional<Timestamp> lastmod;
+  std::optional<Timestamp> change_datetime; // upstream change time
+  std::optional<uint64_t> length;
+  std::vector<rs::HashValue> hashes; // of the bytes we hold (md5, sha-1, sha-256 kept)
+  std::optional<std::string> type;
+  std::optional<std::string> encoding;
+  std::vector<rs::Link> links; // every rs:ln as received
+  std::optional<std::string> blob_sha256;
+  std::optional<Timestamp> fetched_at;
+  std::optional<std::string> fetched_from;
+
+  bool operator==(const ResourceRecord&) const = default;
+};
+
+// One applied change, as it goes into the change log: the change and the
+// resource's state after it.
+struct ChangeRecord {
+  rs::Change change = rs::Change::updated;
+  std::optional<Timestamp> upstream_datetime;
+  ResourceRecord resource;
+};
+
+// How far a feed has been applied. `last_*` identify the last applied change:
+// its time, URI and position among entries with that same time in the list.
+struct Watermark {
+  std::optional<Timestamp> baseline_at;
+  std::optional<std::string> change_list_url;
+  std::optional<Timestamp> last_time;
+  std::string last_uri;
+  int64_t last_position = -1;
+
+  bool operator==(const Watermark&) const = default;
+};
+
+struct RunCounters {
+  uint64_t created = 0;
+  uint64_t updated = 0;
+  uint64_t deleted = 0;
+  uint64_t unchanged = 0;
+  uint64_t failed = 0;
+  uint64_t bytes = 0;
+
+  RunCounters& operator+=(const RunCounters& o);
+  bool operator==(const RunCounters&) const = default;
+};
+
+enum class RunMode { baseline, incremental, audit };
+enum class RunStatus { running, succeeded, partial, failed };
+std::string_view to_string(RunMode m);
+std::string_view to_string(RunStatus s);
+
+struct RunInfo {
+  int64_t id = 0;
+  RunMode mode = RunMode::baseline;
+  RunStatus status = RunStatus::running;
+  Timestamp started_at;
+  std::optional<Timestamp> finished_at;
+  RunCounters counters;
+  std::string message;
+};
+
+// Everything one batch changes. Applied in one transaction: resource state,
+// change log, the URIs seen by a baseline, the watermark and the run's
+// counters commit together or not at all.
+struct Batch {
+  int64_t feed_id = 0;
+  int64_t run_id = 0;
+  std::vector<ResourceRecord> upserts; // at most one per URI
+  std::vector<ChangeRecord> changes;   // appended to the change log in this order
+  std::vector<std::string> seen;       // URIs listed by this run (baseline/audit)
+  std::optional<Watermark> watermark;
+  RunCounters counters;
+};
+
+// The write side (also readable, for the sync engine's own decisions).
+class Store {
+public:
+  virtual ~Store() = default;
+
+  // Id of the source named `name`, created if new (its URL updated if it
+  // changed).
+  virtual Result<int64_t> ensure_source(const std::string& name, const std::string& url) = 0;
+  // Id of the feed for this source and Capability List, created if new.
+  virtual Result<int64_t> ensure_feed(int64_t source_id, const std::string& capability_list_url) = 0;
+
+  // The feed's watermark; an empty one if it never synced.
+  virtual Result<Watermark> watermark(int64_t feed_id) = 0;
+  // What we hold for these URIs of the feed (absent URIs are not in the map).
+  virtual Result<std::unordered_map<std::string, ResourceRecord>>
+  resources(int64_t feed_id, const std::vector<std::string>& uris) = 0;
+  // Calls `fn` for every resource of the feed (live and deleted), in URI order.
+  virtual Result<void> for_each_resource(int64_t feed_id,
+                                         const std::function<void(const ResourceRecord&)>& fn) = 0;
+
+  // Applies a batch atomically (see Batch).
+  virtual Result<void> apply(const Batch& batch) = 0;
+  // Marks every live resource of the feed that `run_id` did not see as
+  // deleted, logging each deletion, in one transaction with `watermark`.
+  // Returns how many were deleted.
+  virtual Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
+                                         const std::optional<Watermark>& watermark) = 0;
+
+  virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode) = 0;
+  virtual Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) = 0;
+  virtual Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) = 0;
+  virtual Result<RunInfo> run(int64_t run_id) = 0;
+};
+
+} // namespace tributary::store

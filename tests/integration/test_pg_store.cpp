@@ -1,0 +1,199 @@
+#include "sync_engine/store/pg_store.h"
+
+#include "pg_fixture.h"
+
+using namespace tributary;
+using namespace tributary::store;
+
+namespace {
+
+rs::Timestamp t(const char* s) { return *rs::parse_w3c_datetime(s); }
+
+ResourceRecord resource(const std::string& uri, int n) {
+  ResourceRecord r;
+  r.uri = uri;
+  r.lastmod = t("2013-01-03T11:00:00Z") + std::chrono::seconds(n);
+  r.change_datetime = t("2013-01-03T12:00:00.123456Z");
+  r.length = 100 + static_cast<uint64_t>(n);
+  r.hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, uri)},
+              {"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, uri)}};
+  r.type = "text/html";
+  rs::Link dup{.rel = "duplicate", .href = uri + "?mirror", .pri = 2};
+  dup.modified = t("2013-01-01T00:00:00Z");
+  dup.hash = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, "x")}};
+  r.links = {dup, rs::Link{.rel = "via", .href = "http://original.example.org/x"}};
+  r.blob_sha256 = rs::hash_hex(rs::HashAlgorithm::sha256, uri);
+  r.fetched_at = t("2026-11-21T00:00:00Z");
+  r.fetched_from = uri;
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("Migrations: the pinned version matches the embedded files") {
+  REQUIRE_FALSE(migrations().empty());
+  CHECK(migrations().back().version == expected_schema_version());
+  for (size_t i = 0; i < migrations().size(); ++i) {
+    CHECK(migrations()[i].version == static_cast<int>(i + 1));
+  }
+}
+
+TEST_CASE("Migrations: apply from scratch, then nothing; a behind or ahead schema is refused") {
+  test::TempDatabase db;
+  auto before = check_schema(db.conninfo());
+  REQUIRE_FALSE(before);
+  CHECK(before.error().message ==
+        "the database schema is at version 0, this Tributary needs " + std::to_string(expected_schema_version()) +
+            ": run `tributary migrate --config FILE` first");
+  CHECK_FALSE(PgStore::open(db.conninfo()));
+
+  auto first = migrate(db.conninfo());
+  REQUIRE(first);
+  CHECK(first->from_version == 0);
+  CHECK(first->to_version == expected_schema_version());
+  CHECK(first->applied.size() == migrations().size());
+  CHECK(check_schema(db.conninfo()));
+
+  auto second = migrate(db.conninfo());
+  REQUIRE(second);
+  CHECK(second->applied.empty());
+  CHECK(*schema_version(db.conninfo()) == expected_schema_version());
+
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::work tx(c);
+    tx.exec0("INSERT INTO schema_version (version, name) VALUES (999, '0999_future.sql')");
+    tx.commit();
+  }
+  auto ahead = check_schema(db.conninfo());
+  REQUIRE_FALSE(ahead);
+  CHECK(ahead.error().message.find("newer than this Tributary") != std::string::npos);
+  auto m = migrate(db.conninfo());
+  REQUIRE_FALSE(m);
+  CHECK(m.error().kind == ErrorKind::conflict);
+}
+
+TEST_CASE("PgStore: a batch commits resources, change log, watermark and counters together") {
+  test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  auto store = PgStore::open(db.conninfo());
+  REQUIRE(store);
+  PgStore& s = **store;
+  auto source = s.ensure_source("example", "http://example.org/");
+  REQUIRE(source);
+  CHECK(*s.ensure_source("example", "http://example.org/") == *source);
+  auto feed = s.ensure_feed(*source, "http://example.org/caps.xml");
+  REQUIRE(feed);
+  CHECK(*s.ensure_feed(*source, "http://example.org/caps.xml") == *feed);
+  auto run = s.begin_run(*source, RunMode::baseline);
+  REQUIRE(run);
+
+  Batch b;
+  b.feed_id = *feed;
+  b.run_id = *run;
+  b.upserts = {resource("http://example.org/a", 1), resource("http://example.org/b'\"\\,{}", 2)};
+  b.changes = {ChangeRecord{rs::Change::created, t("2013-01-03T12:00:00Z"), b.upserts[0]},
+               ChangeRecord{rs::Change::created, t("2013-01-03T12:00:01Z"), b.upserts[1]}};
+  b.seen = {b.upserts[0].uri, b.upserts[1].uri};
+  Watermark w;
+  w.baseline_at = t("2013-01-03T09:00:00Z");
+  w.change_list_url = "http://example.org/changelist.xml";
+  w.last_time = t("2013-01-03T12:00:01Z");
+  w.last_uri = b.upserts[1].uri;
+  w.last_position = 3;
+  b.watermark = w;
+  b.counters.created = 2;
+  b.counters.bytes = 203;
+  REQUIRE(s.apply(b));
+
+  auto got = s.resources(*feed, {b.upserts[0].uri, b.upserts[1].uri, "http://example.org/none"});
+  REQUIRE(got);
+  REQUIRE(got->size() == 2);
+  CHECK(got->at(b.upserts[0].uri) == b.upserts[0]);
+  CHECK(got->at(b.upserts[1].uri) == b.upserts[1]);
+  CHECK(*s.watermark(*feed) == w);
+  auto info = s.run(*run);
+  REQUIRE(info);
+  CHECK(info->counters.created == 2);
+  CHECK(info->counters.bytes == 203);
+  CHECK(info->status == RunStatus::running);
+
+  pqxx::connection c(db.conninfo());
+  {
+    pqxx::read_transaction tx(c);
+    auto r = tx.exec("SELECT uri, change FROM change_log ORDER BY seq");
+    REQUIRE(r.size() == 2);
+    CHECK(r[0][0].as<std::string>() == "http://example.org/a");
+    CHECK(r[1][1].as<std::string>() == "created");
+  }
+
+  SUBCASE("a failing batch leaves nothing behind") {
+    Batch bad;
+    bad.feed_id = *feed;
+    bad.run_id = *run;
+    bad.upserts = {resource("http://example.org/c", 3)};
+    bad.changes = {ChangeRecord{rs::Change::created, std::nullopt, bad.upserts[0]}};
+    bad.counters.created = 1;
+    Watermark overflow = w;
+    overflow.last_position = int64_t(1) << 40; // out of range for the column: fails last
+    bad.watermark = overflow;
+    auto r = s.apply(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("apply batch") == 0);
+    CHECK(s.resources(*feed, {"http://example.org/c"})->empty());
+    CHECK(*s.watermark(*feed) == w);
+    CHECK(s.run(*run)->counters.created == 2);
+    pqxx::read_transaction tx(c);
+    CHECK(tx.exec1("SELECT count(*) FROM change_log")[0].as<int>() == 2);
+  }
+
+  SUBCASE("resources a baseline did not see are deleted and logged") {
+    auto run2 = s.begin_run(*source, RunMode::baseline);
+    REQUIRE(run2);
+    Batch seen;
+    seen.feed_id = *feed;
+    seen.run_id = *run2;
+    seen.seen = {"http://example.org/a"};
+    REQUIRE(s.apply(seen));
+    auto n = s.delete_unseen(*feed, *run2, std::nullopt);
+    REQUIRE(n);
+    CHECK(*n == 1);
+    auto after = s.resources(*feed, {b.upserts[0].uri, b.upserts[1].uri});
+    CHECK(after->at(b.upserts[0].uri).state == ResourceState::live);
+    CHECK(after->at(b.upserts[1].uri).state == ResourceState::deleted);
+    CHECK(s.run(*run2)->counters.deleted == 1);
+    REQUIRE(s.finish_run(*run2, RunStatus::succeeded, "ok"));
+    CHECK(s.run(*run2)->status == RunStatus::succeeded);
+    pqxx::read_transaction tx(c);
+    auto r = tx.exec("SELECT uri, change FROM change_log ORDER BY seq DESC LIMIT 1");
+    CHECK(r[0][0].as<std::string>() == b.upserts[1].uri);
+    CHECK(r[0][1].as<std::string>() == "deleted");
+  }
+}
+
+TEST_CASE("PgStore: for_each_resource pages through large feeds in URI order") {
+  test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  auto store = PgStore::open(db.conninfo());
+  REQUIRE(store);
+  auto source = (*store)->ensure_source("big", "http://big.example.org/");
+  auto feed = (*store)->ensure_feed(*source, "http://big.example.org/caps.xml");
+  Batch b;
+  b.feed_id = *feed;
+  for (int i = 0; i < 25000; ++i) {
+    ResourceRecord r;
+    r.uri = "http://big.example.org/r" + std::to_string(i);
+    b.upserts.push_back(std::move(r));
+  }
+  REQUIRE((*store)->apply(b));
+  size_t n = 0;
+  std::string prev;
+  bool ordered = true;
+  REQUIRE((*store)->for_each_resource(*feed, [&](const ResourceRecord& r) {
+    ordered = ordered && (n == 0 || prev < r.uri);
+    prev = r.uri;
+    ++n;
+  }));
+  CHECK(n == 25000);
+  CHECK(ordered);
+}
