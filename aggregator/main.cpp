@@ -1,4 +1,5 @@
 // The `tributary` command line.
+#include "aggregator/commands.h"
 #include "aggregator/inspect.h"
 #include "common/version.h"
 
@@ -19,6 +20,17 @@ int main(int argc, char** argv) {
   inspect_cmd->add_option("target", inspect.target, "Path, file:// URL or http(s):// URL")->required();
   inspect_cmd->add_flag("--json", inspect.json, "Print the whole document as JSON");
 
+  std::string check_path;
+  auto* check_cmd = app.add_subcommand(
+      "check-config", "Validate a configuration file and print every problem with its JSON pointer. "
+                      "Exit 0 valid, 1 invalid.");
+  check_cmd->add_option("file", check_path, "Configuration file (JSON)")->required();
+
+  std::string config_path;
+  auto* migrate_cmd = app.add_subcommand(
+      "migrate", "Apply missing database schema migrations (each in one transaction). Exit 0 on success.");
+  migrate_cmd->add_option("--config", config_path, "Configuration file (JSON)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -36,6 +48,12 @@ int main(int argc, char** argv) {
     if (inspect_cmd->parsed()) {
       auto fetcher = sync::make_default_fetcher();
       return agg::run_inspect(inspect, *fetcher, std::cout, std::cerr);
+    }
+    if (check_cmd->parsed()) {
+      return agg::run_check_config(check_path, std::cout, std::cerr);
+    }
+    if (migrate_cmd->parsed()) {
+      return agg::run_migrate(config_path, std::cout, std::cerr);
     }
   } catch (const std::exception& e) {
     std::cerr << "tributary: " << e.what() << '\n';

@@ -1,5 +1,7 @@
 // End to end: the built `tributary` executable run as a process against
 // files and a real HTTP server on 127.0.0.1.
+#include "process.h"
+
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <doctest/doctest.h>
@@ -16,26 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out;
-};
-
-// Runs `tributary ARGS` and captures stdout (stderr goes to stdout too).
-Run tributary(const std::string& args) {
-  std::string cmd = std::string(TRIBUTARY_BIN) + " " + args + " 2>&1";
-  Run r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-    r.out.append(buf.data(), n);
-  }
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using tributary::test::Run;
+using tributary::test::run_tributary;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -99,7 +83,7 @@ private:
 
 TEST_CASE("tributary inspect: a valid file prints a summary and exits 0") {
   const fs::path ex(fs::path(TRIBUTARY_REFERENCE_DIR) / "spec-examples" / "ex19.xml");
-  Run r = tributary("inspect " + ex.string());
+  Run r = run_tributary("inspect " + ex.string());
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK(r.out.find("capability: changelist") != std::string::npos);
@@ -112,44 +96,44 @@ TEST_CASE("tributary inspect: a valid file prints a summary and exits 0") {
 TEST_CASE("tributary inspect: over HTTP, plain, gzip, redirected, invalid, missing") {
   Source src;
   SUBCASE("plain") {
-    Run r = tributary("inspect " + src.url("/changelist.xml"));
+    Run r = run_tributary("inspect " + src.url("/changelist.xml"));
     INFO(r.out);
     CHECK(r.status == 0);
     CHECK(r.out.find("entries:    4") != std::string::npos);
   }
   SUBCASE("a .xml.gz document") {
-    Run r = tributary("inspect " + src.url("/changelist.xml.gz"));
+    Run r = run_tributary("inspect " + src.url("/changelist.xml.gz"));
     INFO(r.out);
     CHECK(r.status == 0);
     CHECK(r.out.find(", gzip ") != std::string::npos);
   }
   SUBCASE("redirect is followed and the final URL shown") {
-    Run r = tributary("inspect " + src.url("/moved"));
+    Run r = run_tributary("inspect " + src.url("/moved"));
     INFO(r.out);
     CHECK(r.status == 0);
     CHECK(r.out.find("document:   " + src.url("/changelist.xml")) != std::string::npos);
   }
   SUBCASE("redirect loop is an I/O error") {
-    Run r = tributary("inspect " + src.url("/loop"));
+    Run r = run_tributary("inspect " + src.url("/loop"));
     INFO(r.out);
     CHECK(r.status == 2);
     CHECK(r.out.find("more than 5 redirects") != std::string::npos);
   }
   SUBCASE("invalid document exits 1 with the reason and line") {
-    Run r = tributary("inspect " + src.url("/invalid.xml"));
+    Run r = run_tributary("inspect " + src.url("/invalid.xml"));
     INFO(r.out);
     CHECK(r.status == 1);
     CHECK(r.out.find("error   line 14: <rs:md> attribute 'hash': hash value 'sha-256:f4OxZX_x_DFGFDgghgdfb6rtSx-iosjf6735432nklj' is not hexadecimal") != std::string::npos);
     CHECK(r.out.find("valid:      no") != std::string::npos);
   }
   SUBCASE("404 exits 2") {
-    Run r = tributary("inspect " + src.url("/nothing.xml"));
+    Run r = run_tributary("inspect " + src.url("/nothing.xml"));
     INFO(r.out);
     CHECK(r.status == 2);
     CHECK(r.out.find("HTTP 404") != std::string::npos);
   }
   SUBCASE("--json prints the whole document") {
-    Run r = tributary("inspect --json " + src.url("/changelist.xml"));
+    Run r = run_tributary("inspect --json " + src.url("/changelist.xml"));
     REQUIRE(r.status == 0);
     auto j = nlohmann::json::parse(r.out);
     CHECK(j["root"] == "urlset");
@@ -166,14 +150,14 @@ TEST_CASE("tributary inspect: over HTTP, plain, gzip, redirected, invalid, missi
 }
 
 TEST_CASE("tributary inspect: usage and I/O errors exit 2") {
-  CHECK(tributary("inspect").status == 2);
-  CHECK(tributary("frobnicate").status == 2);
-  Run missing = tributary("inspect /nonexistent/list.xml");
+  CHECK(run_tributary("inspect").status == 2);
+  CHECK(run_tributary("frobnicate").status == 2);
+  Run missing = run_tributary("inspect /nonexistent/list.xml");
   CHECK(missing.status == 2);
   CHECK(missing.out.find("cannot open /nonexistent/list.xml") != std::string::npos);
-  Run dead = tributary("inspect http://127.0.0.1:1/x.xml");
+  Run dead = run_tributary("inspect http://127.0.0.1:1/x.xml");
   CHECK(dead.status == 2);
-  Run help = tributary("--help");
+  Run help = run_tributary("--help");
   CHECK(help.status == 0);
   CHECK(help.out.find("inspect") != std::string::npos);
 }

@@ -1,24 +1,10 @@
 // The integration suite's database: deploy/test.sh starts a throwaway
 // PostgreSQL 15 cluster and passes its connection string in
 // TRIBUTARY_TEST_PG. These tests fail, never skip, when it is missing.
-#define PQXX_HAVE_OPTIONAL 1
-#include <pqxx/pqxx>
-#include <doctest/doctest.h>
-
-#include <cstdlib>
-
-namespace {
-
-std::string conninfo() {
-  const char* env = std::getenv("TRIBUTARY_TEST_PG");
-  REQUIRE_MESSAGE(env != nullptr, "TRIBUTARY_TEST_PG is not set: run the tests through deploy/test.sh");
-  return env;
-}
-
-} // namespace
+#include "pg_fixture.h"
 
 TEST_CASE("PostgreSQL: the test cluster is PostgreSQL 15 and takes batched writes") {
-  pqxx::connection c(conninfo());
+  pqxx::connection c(tributary::test::admin_conninfo());
   pqxx::work tx(c);
   auto v = tx.exec1("SHOW server_version_num")[0].as<int>();
   CHECK(v / 10000 == 15);

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+namespace tributary::agg {
+
+// `tributary check-config FILE`: prints every problem with its JSON pointer.
+// Returns 0 when the file is valid, 1 otherwise.
+int run_check_config(const std::string& path, std::ostream& out, std::ostream& err);
+
+// `tributary migrate --config FILE`: applies missing schema migrations.
+// Returns 0 on success, 1 on failure (message on `err`).
+int run_migrate(const std::string& config_path, std::ostream& out, std::ostream& err);
+
+} // namespace tributary::agg

@@ -1,0 +1,343 @@
+#include "aggregator/config.h"
+
+#include "sync_engine/fetcher.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace tributary::agg {
+
+namespace {
+
+using nlohmann::json;
+
+std::string escape_pointer(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Walks the JSON with one table of keys per object: type, validation and
+// where the value goes. Collects every problem instead of stopping at the
+// first, so `check-config` can list them all.
+class Parser {
+public:
+  Parser(std::string file, std::vector<std::string>& problems) : m_file(std::move(file)), m_problems(problems) {}
+
+  void problem(const std::string& ptr, const std::string& msg) {
+    m_problems.push_back(m_file + ": " + (ptr.empty() ? "/" : ptr) + ": " + msg);
+  }
+
+  using Handler = std::function<void(const json&, const std::string&)>;
+  struct Key {
+    Handler handler;
+    bool required = false;
+  };
+
+  void object(const json& j, const std::string& ptr, const std::map<std::string, Key>& keys) {
+    if (!j.is_object()) {
+      problem(ptr, "expected an object");
+      return;
+    }
+    for (const auto& [k, v] : j.items()) {
+      auto it = keys.find(k);
+      const std::string child = ptr + "/" + escape_pointer(k);
+      if (it == keys.end()) {
+        problem(child, "unknown key");
+        continue;
+      }
+      it->second.handler(v, child);
+    }
+    for (const auto& [k, key] : keys) {
+      if (key.required && !j.contains(k)) {
+        problem(ptr + "/" + escape_pointer(k), "missing (required)");
+      }
+    }
+  }
+
+  Handler string(std::string& out, bool non_empty = true) {
+    return [this, &out, non_empty](const json& v, const std::string& ptr) {
+      if (!v.is_string()) {
+        problem(ptr, "expected a string");
+      } else if (non_empty && v.get<std::string>().empty()) {
+        problem(ptr, "must not be empty");
+      } else {
+        out = v.get<std::string>();
+      }
+    };
+  }
+
+  Handler url(std::string& out, bool allow_file) {
+    return [this, &out, allow_file](const json& v, const std::string& ptr) {
+      if (!v.is_string()) {
+        problem(ptr, "expected a URL string");
+        return;
+      }
+      auto u = sync::parse_url(v.get<std::string>());
+      if (!u || (u->scheme != "http" && u->scheme != "https" && !(allow_file && u->scheme == "file"))) {
+        problem(ptr, allow_file ? "expected an http(s) or file URL" : "expected an http(s) URL");
+        return;
+      }
+      out = v.get<std::string>();
+    };
+  }
+
+  template <typename T> Handler integer(T& out, long long min, long long max) {
+    return [this, &out, min, max](const json& v, const std::string& ptr) {
+      if (!v.is_number_integer()) {
+        problem(ptr, "expected an integer");
+        return;
+      }
+      long long n = v.get<long long>();
+      if (n < min || n > max) {
+        problem(ptr, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+        return;
+      }
+      out = static_cast<T>(n);
+    };
+  }
+
+  Handler number(double& out, double min, double max) {
+    return [this, &out, min, max](const json& v, const std::string& ptr) {
+      if (!v.is_number() || !std::isfinite(v.get<double>())) {
+        problem(ptr, "expected a number");
+        return;
+      }
+      double n = v.get<double>();
+      if (n < min || n > max) {
+        std::ostringstream s;
+        s << "must be between " << min << " and " << max;
+        problem(ptr, s.str());
+        return;
+      }
+      out = n;
+    };
+  }
+
+  Handler boolean(bool& out) {
+    return [this, &out](const json& v, const std::string& ptr) {
+      if (!v.is_boolean()) {
+        problem(ptr, "expected true or false");
+        return;
+      }
+      out = v.get<bool>();
+    };
+  }
+
+  template <typename T> Handler array(std::vector<T>& out, std::function<void(const json&, const std::string&, T&)> item) {
+    return [this, &out, item](const json& v, const std::string& ptr) {
+      if (!v.is_array()) {
+        problem(ptr, "expected an array");
+        return;
+      }
+      for (size_t i = 0; i < v.size(); ++i) {
+        T t{};
+        const size_t before = m_problems.size();
+        item(v[i], ptr + "/" + std::to_string(i), t);
+        if (m_problems.size() == before) {
+          out.push_back(std::move(t));
+        }
+      }
+    };
+  }
+
+  void filter(const json& v, const std::string& ptr, sync::UriFilter& f) {
+    if (!v.is_string() || v.get<std::string>().empty()) {
+      problem(ptr, "expected a URI prefix or \"re:<regular expression>\"");
+      return;
+    }
+    f.text = v.get<std::string>();
+    if (f.text.rfind("re:", 0) == 0) {
+      f.is_regex = true;
+      try {
+        f.regex = std::regex(f.text.substr(3), std::regex::ECMAScript | std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        problem(ptr, std::string("invalid regular expression: ") + e.what());
+      }
+    } else {
+      f.prefix = f.text;
+    }
+  }
+
+  void secret(const json& j, const std::string& ptr, sync::SecretRef& s, const char* what) {
+    const std::string file_key = std::string(what) + "_file";
+    const std::string env_key = std::string(what) + "_env";
+    if (j.contains(file_key) == j.contains(env_key)) {
+      problem(ptr, "give exactly one of " + file_key + " and " + env_key);
+      return;
+    }
+    if (j.contains(file_key) && j[file_key].is_string()) {
+      s.file = j[file_key].get<std::string>();
+      if (access(s.file.c_str(), R_OK) != 0) {
+        problem(ptr + "/" + file_key, "cannot read " + s.file);
+      }
+    }
+    if (j.contains(env_key) && j[env_key].is_string()) {
+      s.env = j[env_key].get<std::string>();
+      if (s.env.empty()) {
+        problem(ptr + "/" + env_key, "must not be empty");
+      }
+    }
+  }
+
+  void auth(const json& v, const std::string& ptr, sync::AuthConfig& a) {
+    std::string type;
+    std::string token_file, token_env, password_file, password_env;
+    object(v, ptr,
+           {{"type", {string(type), true}},
+            {"username", {string(a.username)}},
+            {"token_file", {string(token_file)}},
+            {"token_env", {string(token_env)}},
+            {"password_file", {string(password_file)}},
+            {"password_env", {string(password_env)}}});
+    if (!v.is_object()) {
+      return;
+    }
+    if (type == "bearer") {
+      a.type = sync::AuthConfig::Type::bearer;
+      secret(v, ptr, a.secret, "token");
+    } else if (type == "basic") {
+      a.type = sync::AuthConfig::Type::basic;
+      if (a.username.empty()) {
+        problem(ptr + "/username", "missing (required for basic auth)");
+      }
+      secret(v, ptr, a.secret, "password");
+    } else if (!type.empty()) {
+      problem(ptr + "/type", "expected \"bearer\" or \"basic\"");
+    }
+  }
+
+  void source(const json& v, const std::string& ptr, sync::SourceConfig& s) {
+    double timeout_seconds = 60;
+    object(v, ptr,
+           {{"name", {string(s.name), true}},
+            {"url", {url(s.url, true), true}},
+            {"enabled", {boolean(s.enabled)}},
+            {"mirrors", {array<sync::MirrorEndpoint>(s.mirrors,
+                                                     [this](const json& m, const std::string& p, sync::MirrorEndpoint& e) {
+                                                       object(m, p, {{"url", {url(e.url, true), true}},
+                                                                     {"pri", {integer(e.pri, 1, 999999)}}});
+                                                     })}},
+            {"capability_lists", {array<std::string>(s.capability_lists,
+                                                     [this](const json& c, const std::string& p, std::string& out) {
+                                                       url(out, true)(c, p);
+                                                     })}},
+            {"include", {array<sync::UriFilter>(s.include, [this](const json& f, const std::string& p,
+                                                                  sync::UriFilter& out) { filter(f, p, out); })}},
+            {"exclude", {array<sync::UriFilter>(s.exclude, [this](const json& f, const std::string& p,
+                                                                  sync::UriFilter& out) { filter(f, p, out); })}},
+            {"media_types", {array<std::string>(s.media_types,
+                                                [this](const json& m, const std::string& p, std::string& out) {
+                                                  if (!m.is_string() || m.get<std::string>().find('/') == std::string::npos) {
+                                                    problem(p, "expected a media type such as \"application/pdf\" or \"text/*\"");
+                                                    return;
+                                                  }
+                                                  out = m.get<std::string>();
+                                                })}},
+            {"auth", {[this, &s](const json& a, const std::string& p) { auth(a, p, s.auth); }}},
+            {"concurrency", {integer(s.concurrency, 1, 256)}},
+            {"max_requests_per_second", {number(s.max_requests_per_second, 0, 100000)}},
+            {"allow_hosts", {array<std::string>(s.allow_hosts,
+                                                [this](const json& h, const std::string& p, std::string& out) {
+                                                  string(out)(h, p);
+                                                })}},
+            {"verify_tls", {boolean(s.verify_tls)}},
+            {"timeout_seconds", {number(timeout_seconds, 0.1, 3600)}},
+            {"max_body_bytes", {integer(s.max_body_bytes, 1, 1LL << 40)}}});
+    s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
+    if (!s.name.empty()) {
+      for (char c : s.name) {
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                  c == '_' || c == '.';
+        if (!ok) {
+          problem(ptr + "/name", "use letters, digits, '-', '_' and '.' only");
+          break;
+        }
+      }
+    }
+  }
+
+  void config(const json& j, Config& c) {
+    object(j, "",
+           {{"database", {string(c.database), true}},
+            {"data_dir", {string(c.data_dir), true}},
+            {"sources", {array<sync::SourceConfig>(c.sources, [this](const json& s, const std::string& p,
+                                                                     sync::SourceConfig& out) { source(s, p, out); })}}});
+    // Duplicates are judged on the raw names, so that a source with other
+    // problems still counts.
+    std::set<std::string> names;
+    if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
+      const json& arr = j["sources"];
+      for (size_t i = 0; i < arr.size(); ++i) {
+        if (arr[i].is_object() && arr[i].contains("name") && arr[i]["name"].is_string()) {
+          const std::string name = arr[i]["name"].get<std::string>();
+          if (!names.insert(name).second) {
+            problem("/sources/" + std::to_string(i) + "/name", "duplicate source name '" + name + "'");
+          }
+        }
+      }
+    }
+  }
+
+private:
+  std::string m_file;
+  std::vector<std::string>& m_problems;
+};
+
+} // namespace
+
+const sync::SourceConfig* Config::find_source(const std::string& name) const {
+  for (const auto& s : sources) {
+    if (s.name == name) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+ConfigLoad parse_config(const std::string& text, const std::string& file_name) {
+  ConfigLoad out;
+  json j;
+  try {
+    j = json::parse(text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    out.problems.push_back(file_name + ": not valid JSON: " + e.what());
+    return out;
+  }
+  Config c;
+  Parser p(file_name, out.problems);
+  p.config(j, c);
+  if (out.problems.empty()) {
+    out.config = std::move(c);
+  }
+  return out;
+}
+
+ConfigLoad load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ConfigLoad out;
+    out.problems.push_back(path + ": cannot be read");
+    return out;
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_config(s.str(), path);
+}
+
+} // namespace tributary::agg

@@ -1,0 +1,30 @@
+#pragma once
+
+#include "sync_engine/source_config.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tributary::agg {
+
+// The configuration file (JSON). See config/example.json for every key.
+struct Config {
+  std::string database; // libpq connection string or postgresql:// URI
+  std::string data_dir; // blob store and temporary files
+  std::vector<sync::SourceConfig> sources;
+
+  const sync::SourceConfig* find_source(const std::string& name) const;
+};
+
+// Either a config or every problem found, each as
+// "<file>: <JSON pointer>: <what is wrong>" (unknown keys included).
+struct ConfigLoad {
+  std::optional<Config> config;
+  std::vector<std::string> problems;
+};
+
+ConfigLoad parse_config(const std::string& text, const std::string& file_name);
+ConfigLoad load_config(const std::string& path);
+
+} // namespace tributary::agg

@@ -1,0 +1,53 @@
+#include "sync_engine/source_config.h"
+
+namespace tributary::sync {
+
+namespace {
+
+bool type_matches(const std::string& pattern, const std::string& type) {
+  // Parameters ("; charset=...") do not take part.
+  std::string bare = type.substr(0, type.find(';'));
+  while (!bare.empty() && bare.back() == ' ') {
+    bare.pop_back();
+  }
+  if (pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, "/*") == 0) {
+    return bare.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
+  }
+  return bare == pattern;
+}
+
+} // namespace
+
+bool SourceConfig::selects(const std::string& uri, const std::optional<std::string>& type) const {
+  if (!include.empty()) {
+    bool any = false;
+    for (const auto& f : include) {
+      if (f.matches(uri)) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) {
+      return false;
+    }
+  }
+  for (const auto& f : exclude) {
+    if (f.matches(uri)) {
+      return false;
+    }
+  }
+  if (!media_types.empty()) {
+    if (!type) {
+      return false;
+    }
+    for (const auto& m : media_types) {
+      if (type_matches(m, *type)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
+} // namespace tributary::sync

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace tributary::sync {
+
+// Where a secret comes from: a file (first line) or an environment variable.
+// Secrets are read when needed and never logged.
+struct SecretRef {
+  std::string file;
+  std::string env;
+};
+
+struct AuthConfig {
+  enum class Type { none, bearer, basic };
+  Type type = Type::none;
+  std::string username;  // basic
+  SecretRef secret;      // the token (bearer) or password (basic)
+};
+
+// A URI filter: a prefix, or a regular expression (ECMAScript) matched
+// against the whole URI.
+struct UriFilter {
+  std::string text; // as configured: "prefix" or "re:<regex>"
+  bool is_regex = false;
+  std::string prefix;
+  std::regex regex;
+
+  bool matches(const std::string& uri) const {
+    return is_regex ? std::regex_match(uri, regex) : uri.compare(0, prefix.size(), prefix) == 0;
+  }
+};
+
+// Another endpoint serving the same Source; lower pri is preferred.
+struct MirrorEndpoint {
+  std::string url;
+  uint32_t pri = 999999;
+};
+
+// One upstream Source as configured.
+struct SourceConfig {
+  std::string name;
+  std::string url; // any entry URL: site root, Source Description, Capability List, list, page
+  std::vector<MirrorEndpoint> mirrors;
+  std::vector<std::string> capability_lists; // empty: every set the Source Description lists
+  std::vector<UriFilter> include;            // empty: everything
+  std::vector<UriFilter> exclude;
+  std::vector<std::string> media_types;      // "type/subtype" or "type/*"; empty: all
+  AuthConfig auth;
+  unsigned concurrency = 8;
+  double max_requests_per_second = 20; // per host; 0 = unlimited
+  std::vector<std::string> allow_hosts; // content hosts beyond the source's own and its mirrors
+  bool verify_tls = true;
+  std::chrono::milliseconds timeout{60000};
+  uint64_t max_body_bytes = 1ull << 30;
+  bool enabled = true;
+
+  // Whether a resource passes the include/exclude/media type filters.
+  bool selects(const std::string& uri, const std::optional<std::string>& type) const;
+};
+
+} // namespace tributary::sync

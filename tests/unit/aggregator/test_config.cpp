@@ -1,0 +1,98 @@
+#include "aggregator/config.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+using namespace tributary;
+using namespace tributary::agg;
+
+namespace {
+
+bool has(const ConfigLoad& l, const std::string& problem) {
+  return std::find(l.problems.begin(), l.problems.end(), problem) != l.problems.end();
+}
+
+std::string all(const ConfigLoad& l) {
+  std::string s;
+  for (const auto& p : l.problems) {
+    s += p + "\n";
+  }
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("Config: the commented example is valid") {
+  setenv("EXAMPLE_REPOSITORY_TOKEN", "t", 1);
+  auto l = load_config(std::string(TRIBUTARY_SOURCE_DIR) + "/config/example.json");
+  INFO(all(l));
+  REQUIRE(l.config);
+  const auto& s = l.config->sources.at(0);
+  CHECK(s.name == "example-repository");
+  CHECK(s.mirrors.at(0).pri == 2);
+  CHECK(s.auth.type == sync::AuthConfig::Type::bearer);
+  CHECK(s.auth.secret.env == "EXAMPLE_REPOSITORY_TOKEN");
+  CHECK(s.timeout == std::chrono::seconds(60));
+  CHECK(s.selects("https://repository.example.org/items/1.pdf", std::string("application/pdf")));
+  CHECK(s.selects("https://repository.example.org/items/1.txt", std::string("text/plain; charset=utf-8")));
+  CHECK_FALSE(s.selects("https://repository.example.org/items/1.tmp", std::string("text/plain")));
+  CHECK_FALSE(s.selects("https://repository.example.org/other/1.pdf", std::string("application/pdf")));
+  CHECK_FALSE(s.selects("https://repository.example.org/items/1.png", std::string("image/png")));
+  CHECK_FALSE(s.selects("https://repository.example.org/items/1", std::nullopt));
+}
+
+TEST_CASE("Config: defaults") {
+  auto l = parse_config(R"({"database": "dbname=t", "data_dir": "/tmp/d",
+                            "sources": [{"name": "a", "url": "http://a.example.org/"}]})",
+                        "c.json");
+  REQUIRE(l.config);
+  const auto& s = l.config->sources[0];
+  CHECK(s.concurrency == 8);
+  CHECK(s.verify_tls);
+  CHECK(s.enabled);
+  CHECK(s.capability_lists.empty());
+  CHECK(s.selects("http://anything", std::nullopt));
+}
+
+TEST_CASE("Config: every problem is reported with its JSON pointer") {
+  auto l = parse_config(R"({
+    "database": "",
+    "colour": "blue",
+    "sources": [
+      {"name": "ok", "url": "http://a.example.org/"},
+      {"name": "bad name!", "url": "ftp://x", "concurrency": 0, "mirrors": [{"url": "http://m/", "pri": 0}],
+       "include": ["re:(unclosed"], "media_types": ["pdf"], "auth": {"type": "basic", "password_env": "P"},
+       "verify_tls": "yes", "timeout_seconds": -1, "extra": 1},
+      {"name": "ok", "url": "http://b.example.org/", "auth": {"type": "bearer"}}
+    ]})",
+                        "c.json");
+  INFO(all(l));
+  CHECK_FALSE(l.config);
+  CHECK(has(l, "c.json: /database: must not be empty"));
+  CHECK(has(l, "c.json: /colour: unknown key"));
+  CHECK(has(l, "c.json: /data_dir: missing (required)"));
+  CHECK(has(l, "c.json: /sources/1/name: use letters, digits, '-', '_' and '.' only"));
+  CHECK(has(l, "c.json: /sources/1/url: expected an http(s) or file URL"));
+  CHECK(has(l, "c.json: /sources/1/concurrency: must be between 1 and 256"));
+  CHECK(has(l, "c.json: /sources/1/mirrors/0/pri: must be between 1 and 999999"));
+  CHECK(l.problems.end() != std::find_if(l.problems.begin(), l.problems.end(), [](const std::string& p) {
+          return p.rfind("c.json: /sources/1/include/0: invalid regular expression", 0) == 0;
+        }));
+  CHECK(has(l, "c.json: /sources/1/media_types/0: expected a media type such as \"application/pdf\" or \"text/*\""));
+  CHECK(has(l, "c.json: /sources/1/auth/username: missing (required for basic auth)"));
+  CHECK(has(l, "c.json: /sources/1/verify_tls: expected true or false"));
+  CHECK(has(l, "c.json: /sources/1/timeout_seconds: must be between 0.1 and 3600"));
+  CHECK(has(l, "c.json: /sources/1/extra: unknown key"));
+  CHECK(has(l, "c.json: /sources/2/auth: give exactly one of token_file and token_env"));
+  CHECK(has(l, "c.json: /sources/2/name: duplicate source name 'ok'"));
+}
+
+TEST_CASE("Config: not JSON, or not readable") {
+  auto l = parse_config("{", "c.json");
+  REQUIRE(l.problems.size() == 1);
+  CHECK(l.problems[0].rfind("c.json: not valid JSON:", 0) == 0);
+  auto m = load_config("/nonexistent/tributary.json");
+  CHECK(has(m, "/nonexistent/tributary.json: cannot be read"));
+}
