@@ -1,0 +1,238 @@
+#include "sync_engine/blob_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <set>
+
+namespace tributary::sync {
+
+namespace fs = std::filesystem;
+
+struct BlobStore::Dirty {
+  std::mutex mutex;
+  std::set<fs::path> dirs;
+};
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+bool valid_name(const std::string& s) {
+  if (s.size() != 64) {
+    return false;
+  }
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Result<void> fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return make_error(ErrorKind::io, "open " + dir.string() + ": " + errno_text());
+  }
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) {
+    return make_error(ErrorKind::io, "fsync " + dir.string() + ": " + errno_text());
+  }
+  return {};
+}
+
+} // namespace
+
+Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
+  std::error_code ec;
+  fs::create_directories(root / "blobs", ec);
+  if (!ec) {
+    fs::create_directories(root / "tmp", ec);
+  }
+  if (ec) {
+    return make_error(ErrorKind::io, "cannot create blob store under " + root.string() + ": " + ec.message());
+  }
+  // Temporary files of a previous run that died are garbage.
+  for (const auto& e : fs::directory_iterator(root / "tmp", ec)) {
+    fs::remove(e.path(), ec);
+  }
+  auto store = std::shared_ptr<BlobStore>(new BlobStore(root));
+  store->m_dirty = std::make_shared<Dirty>();
+  return store;
+}
+
+BlobStore::Writer::Writer(BlobStore& store, fs::path tmp, int fd, std::vector<rs::HashAlgorithm> algorithms)
+    : m_store(&store), m_tmp(std::move(tmp)), m_fd(fd), m_algorithms(algorithms), m_hasher(algorithms) {}
+
+BlobStore::Writer::Writer(Writer&& o) noexcept
+    : m_store(o.m_store), m_tmp(std::move(o.m_tmp)), m_fd(o.m_fd), m_size(o.m_size),
+      m_algorithms(std::move(o.m_algorithms)), m_hasher(std::move(o.m_hasher)), m_digests(std::move(o.m_digests)),
+      m_finished(o.m_finished) {
+  o.m_fd = -1;
+  o.m_finished = true;
+}
+
+BlobStore::Writer::~Writer() {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+  }
+  if (!m_finished) {
+    std::error_code ec;
+    fs::remove(m_tmp, ec);
+  }
+}
+
+Result<void> BlobStore::Writer::write(const char* data, size_t size) {
+  if (!m_digests.empty()) {
+    return make_error(ErrorKind::usage, "blob writer: write after digests were taken");
+  }
+  m_hasher.update(data, size);
+  while (size > 0) {
+    ssize_t n = ::write(m_fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return make_error(ErrorKind::io, "write " + m_tmp.string() + ": " + errno_text());
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+    m_size += static_cast<uint64_t>(n);
+  }
+  return {};
+}
+
+std::vector<rs::HashValue> BlobStore::Writer::digests() {
+  if (m_digests.empty()) {
+    m_digests = m_hasher.finish();
+  }
+  return m_digests;
+}
+
+Result<BlobInfo> BlobStore::Writer::commit() {
+  BlobInfo info;
+  info.hashes = digests();
+  info.length = m_size;
+  for (const auto& h : info.hashes) {
+    if (h.known() == rs::HashAlgorithm::sha256) {
+      info.sha256 = h.hex;
+    }
+  }
+  auto dest = m_store->path_for(info.sha256);
+  if (!dest) {
+    return tl::unexpected(dest.error());
+  }
+  if (::fsync(m_fd) != 0) {
+    return make_error(ErrorKind::io, "fsync " + m_tmp.string() + ": " + errno_text());
+  }
+  ::close(m_fd);
+  m_fd = -1;
+  std::error_code ec;
+  if (fs::exists(*dest, ec)) {
+    // Same bytes already stored (content addressing): keep the old copy.
+    fs::remove(m_tmp, ec);
+    m_finished = true;
+    return info;
+  }
+  fs::create_directories(dest->parent_path(), ec);
+  if (ec) {
+    return make_error(ErrorKind::io, "create " + dest->parent_path().string() + ": " + ec.message());
+  }
+  if (::rename(m_tmp.c_str(), dest->c_str()) != 0) {
+    return make_error(ErrorKind::io, "rename into " + dest->string() + ": " + errno_text());
+  }
+  m_finished = true;
+  {
+    std::lock_guard lock(m_store->m_dirty->mutex);
+    m_store->m_dirty->dirs.insert(dest->parent_path());
+  }
+  return info;
+}
+
+Result<BlobStore::Writer> BlobStore::begin(const std::vector<rs::HashAlgorithm>& extra) {
+  static std::atomic<uint64_t> counter{0};
+  std::vector<rs::HashAlgorithm> algorithms{rs::HashAlgorithm::sha256};
+  for (auto a : extra) {
+    if (a != rs::HashAlgorithm::sha256) {
+      algorithms.push_back(a);
+    }
+  }
+  fs::path tmp = m_root / "tmp" /
+                 ("blob-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".part");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return make_error(ErrorKind::io, "create " + tmp.string() + ": " + errno_text());
+  }
+  return Writer(*this, tmp, fd, algorithms);
+}
+
+Result<BlobInfo> BlobStore::put(std::string_view data, const std::vector<rs::HashAlgorithm>& extra) {
+  auto w = begin(extra);
+  if (!w) {
+    return tl::unexpected(w.error());
+  }
+  if (auto r = w->write(data.data(), data.size()); !r) {
+    return tl::unexpected(r.error());
+  }
+  return w->commit();
+}
+
+bool BlobStore::contains(const std::string& sha256) const {
+  auto p = path_for(sha256);
+  std::error_code ec;
+  return p && fs::exists(*p, ec);
+}
+
+Result<fs::path> BlobStore::path_for(const std::string& sha256) const {
+  if (!valid_name(sha256)) {
+    return make_error(ErrorKind::usage, "'" + sha256 + "' is not a sha-256 blob name");
+  }
+  return m_root / "blobs" / sha256.substr(0, 2) / sha256.substr(2, 2) / sha256;
+}
+
+Result<std::string> BlobStore::read(const std::string& sha256) const {
+  auto p = path_for(sha256);
+  if (!p) {
+    return tl::unexpected(p.error());
+  }
+  std::ifstream in(*p, std::ios::binary);
+  if (!in) {
+    return make_error(ErrorKind::not_found, "blob " + sha256 + " is not in the store");
+  }
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+Result<void> BlobStore::sync_directories() {
+  std::set<fs::path> dirs;
+  {
+    std::lock_guard lock(m_dirty->mutex);
+    dirs.swap(m_dirty->dirs);
+  }
+  std::set<fs::path> parents;
+  for (const auto& d : dirs) {
+    if (auto r = fsync_dir(d); !r) {
+      return r;
+    }
+    parents.insert(d.parent_path());
+  }
+  // New two-level directories must be durable in their parents too.
+  for (const auto& p : parents) {
+    if (auto r = fsync_dir(p); !r) {
+      return r;
+    }
+  }
+  if (!dirs.empty()) {
+    return fsync_dir(m_root / "blobs");
+  }
+  return {};
+}
+
+} // namespace tributary::sync
