@@ -43,6 +43,12 @@ struct FetchOptions {
   bool verify_tls = true;
   // Extra request headers (If-None-Match, Authorization, ...). Never logged.
   std::map<std::string, std::string> headers;
+  // Requests per second to the URL's host (used by RetryingFetcher's
+  // limiter); 0 = unlimited.
+  double requests_per_second = 0;
+  // Called before retrying a request whose body had partly reached the
+  // sink; return false to give up instead (the default when unset).
+  std::function<bool()> restart;
 };
 
 struct FetchResponse {

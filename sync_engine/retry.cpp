@@ -1,0 +1,125 @@
+#include "sync_engine/retry.h"
+
+#include <ctime>
+#include <thread>
+
+namespace tributary::sync {
+
+Sleeper real_sleeper() {
+  return [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+}
+
+bool is_retryable_status(int status) {
+  return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& value,
+                                                           std::chrono::system_clock::time_point now) {
+  if (value.empty()) {
+    return std::nullopt;
+  }
+  bool digits = true;
+  for (char c : value) {
+    digits = digits && c >= '0' && c <= '9';
+  }
+  if (digits) {
+    if (value.size() > 9) {
+      return std::chrono::milliseconds(std::chrono::hours(24 * 365));
+    }
+    return std::chrono::seconds(std::stol(value));
+  }
+  // IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT".
+  std::tm tm{};
+  if (!strptime(value.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) {
+    return std::nullopt;
+  }
+  auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
+  auto d = std::chrono::duration_cast<std::chrono::milliseconds>(when - now);
+  return d.count() > 0 ? d : std::chrono::milliseconds(0);
+}
+
+void HostRateLimiter::acquire(const std::string& host, double per_second) {
+  if (per_second <= 0) {
+    return;
+  }
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(1.0 / per_second));
+  std::chrono::steady_clock::duration wait{0};
+  {
+    std::lock_guard lock(m_mutex);
+    auto now = std::chrono::steady_clock::now();
+    auto& next = m_next[host];
+    if (next < now) {
+      next = now;
+    }
+    wait = next - now;
+    next += interval; // reserve our slot, then sleep outside the lock
+  }
+  if (wait.count() > 0) {
+    m_sleeper(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
+  }
+}
+
+RetryingFetcher::RetryingFetcher(std::shared_ptr<Fetcher> inner, RetryPolicy policy,
+                                 std::shared_ptr<HostRateLimiter> limiter, Sleeper sleeper)
+    : m_inner(std::move(inner)), m_policy(policy), m_limiter(std::move(limiter)), m_sleeper(std::move(sleeper)) {}
+
+std::chrono::milliseconds RetryingFetcher::backoff(int attempt) {
+  double base = static_cast<double>(m_policy.initial_backoff.count());
+  for (int i = 1; i < attempt; ++i) {
+    base *= 4;
+  }
+  base = std::min(base, static_cast<double>(m_policy.max_backoff.count()));
+  // Full jitter between half and the whole backoff: spreads retries of many
+  // clients without ever retrying immediately.
+  std::lock_guard lock(m_rng_mutex);
+  std::uniform_real_distribution<double> d(0.5, 1.0);
+  return std::chrono::milliseconds(static_cast<long long>(base * d(m_rng)));
+}
+
+Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const FetchOptions& options,
+                                             const BodySink& sink) {
+  auto parsed = parse_url(url);
+  const std::string host = parsed ? parsed->origin() : url;
+  Result<FetchResponse> last = make_error(ErrorKind::transient, "GET " + url + ": not attempted");
+  for (int attempt = 1; attempt <= m_policy.max_attempts; ++attempt) {
+    if (m_limiter) {
+      m_limiter->acquire(host, options.requests_per_second);
+    }
+    bool delivered = false;
+    last = m_inner->fetch(url, options, [&](const char* d, size_t n) {
+      delivered = true;
+      return sink(d, n);
+    });
+    std::optional<std::chrono::milliseconds> wait;
+    if (last) {
+      if (!is_retryable_status(last->status)) {
+        return last;
+      }
+      wait = parse_retry_after(last->header("retry-after"), std::chrono::system_clock::now());
+      if (wait && *wait > m_policy.max_retry_after) {
+        // The server asks for longer than we wait inside one request: give
+        // up now and let the scheduler come back later.
+        return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) +
+                                                    ", Retry-After " + std::to_string(wait->count() / 1000) + " s");
+      }
+    } else if (last.error().kind != ErrorKind::transient) {
+      return last;
+    }
+    if (delivered && !(options.restart && options.restart())) {
+      return last;
+    }
+    if (attempt == m_policy.max_attempts) {
+      break;
+    }
+    m_sleeper(wait ? *wait : backoff(attempt));
+  }
+  if (last) {
+    return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) + " after " +
+                                                std::to_string(m_policy.max_attempts) + " attempts");
+  }
+  return make_error(ErrorKind::transient,
+                    last.error().message + " (after " + std::to_string(m_policy.max_attempts) + " attempts)");
+}
+
+} // namespace tributary::sync

@@ -1,0 +1,160 @@
+#include "sync_engine/retry.h"
+
+#include <doctest/doctest.h>
+
+#include <deque>
+
+using namespace tributary;
+using namespace tributary::sync;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Answers from a script: a status (with optional Retry-After and body) or a
+// transport error.
+struct Step {
+  int status = 200;
+  std::string body;
+  std::string retry_after;
+  std::optional<ErrorKind> error;
+  bool error_after_body = false;
+};
+
+class ScriptedFetcher : public Fetcher {
+public:
+  explicit ScriptedFetcher(std::deque<Step> steps) : m_steps(std::move(steps)) {}
+  Result<FetchResponse> fetch(const std::string& url, const FetchOptions&, const BodySink& sink) override {
+    ++calls;
+    REQUIRE_FALSE(m_steps.empty());
+    Step s = m_steps.front();
+    m_steps.pop_front();
+    if (s.error && !s.error_after_body) {
+      return make_error(*s.error, "GET " + url + ": Connection");
+    }
+    FetchResponse r;
+    r.status = s.status;
+    if (!s.retry_after.empty()) {
+      r.headers["retry-after"] = s.retry_after;
+    }
+    if (s.status >= 200 && s.status < 300) {
+      sink(s.body.data(), s.body.size());
+    }
+    if (s.error) {
+      return make_error(*s.error, "GET " + url + ": Read");
+    }
+    return r;
+  }
+  int calls = 0;
+
+private:
+  std::deque<Step> m_steps;
+};
+
+struct Harness {
+  std::vector<std::chrono::milliseconds> sleeps;
+  std::shared_ptr<ScriptedFetcher> inner;
+  std::unique_ptr<RetryingFetcher> fetcher;
+  explicit Harness(std::deque<Step> steps, RetryPolicy policy = {}) {
+    inner = std::make_shared<ScriptedFetcher>(std::move(steps));
+    fetcher = std::make_unique<RetryingFetcher>(inner, policy, nullptr,
+                                                [this](std::chrono::milliseconds d) { sleeps.push_back(d); });
+  }
+  Result<FetchResponse> get(std::string& body, FetchOptions o = {}) {
+    return fetcher->fetch("http://h.example.org/x", o, [&](const char* d, size_t n) {
+      body.append(d, n);
+      return true;
+    });
+  }
+};
+
+} // namespace
+
+TEST_CASE("RetryingFetcher: retries 503 and network errors with growing, jittered backoff") {
+  Harness h({{503}, {.error = ErrorKind::transient}, {502}, {200, "ok"}});
+  std::string body;
+  auto r = h.get(body);
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(body == "ok");
+  CHECK(h.inner->calls == 4);
+  REQUIRE(h.sleeps.size() == 3);
+  CHECK(h.sleeps[0] >= 125ms);
+  CHECK(h.sleeps[0] <= 250ms);
+  CHECK(h.sleeps[1] >= 500ms);
+  CHECK(h.sleeps[1] <= 1000ms);
+  CHECK(h.sleeps[2] >= 2000ms);
+  CHECK(h.sleeps[2] <= 4000ms);
+}
+
+TEST_CASE("RetryingFetcher: honours Retry-After, and gives up when it is too long") {
+  Harness h({{429, "", "7"}, {200, "ok"}});
+  std::string body;
+  REQUIRE(h.get(body));
+  REQUIRE(h.sleeps.size() == 1);
+  CHECK(h.sleeps[0] == 7000ms);
+
+  Harness longer({{503, "", "86400"}});
+  auto r = longer.get(body);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::transient);
+  CHECK(r.error().message == "GET http://h.example.org/x: HTTP 503, Retry-After 86400 s");
+}
+
+TEST_CASE("RetryingFetcher: 404 and permanent errors are not retried; attempts are bounded") {
+  Harness h(std::deque<Step>{Step{404}});
+  std::string body;
+  auto r = h.get(body);
+  REQUIRE(r);
+  CHECK(r->status == 404);
+  CHECK(h.inner->calls == 1);
+
+  Harness tls({{.error = ErrorKind::permanent}});
+  CHECK_FALSE(tls.get(body));
+  CHECK(tls.inner->calls == 1);
+
+  Harness down({{503}, {503}, {503}}, RetryPolicy{.max_attempts = 3});
+  auto d = down.get(body);
+  REQUIRE_FALSE(d);
+  CHECK(d.error().message == "GET http://h.example.org/x: HTTP 503 after 3 attempts");
+  CHECK(down.sleeps.size() == 2);
+}
+
+TEST_CASE("RetryingFetcher: a body cut off midway is retried only if the caller can restart") {
+  Harness h({{200, "par", "", ErrorKind::transient, true}, {200, "full"}});
+  std::string body;
+  auto r = h.get(body);
+  CHECK_FALSE(r);
+  CHECK(h.inner->calls == 1);
+
+  Harness again({{200, "par", "", ErrorKind::transient, true}, {200, "full"}});
+  std::string b2;
+  FetchOptions o;
+  o.restart = [&] {
+    b2.clear();
+    return true;
+  };
+  auto r2 = again.get(b2, o);
+  REQUIRE(r2);
+  CHECK(b2 == "full");
+}
+
+TEST_CASE("parse_retry_after: seconds and HTTP dates") {
+  auto now = std::chrono::system_clock::from_time_t(784111777); // Sun, 06 Nov 1994 08:49:37 GMT
+  CHECK(parse_retry_after("120", now) == std::chrono::milliseconds(120000));
+  CHECK(parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", now) == std::chrono::milliseconds(10000));
+  CHECK(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now) == std::chrono::milliseconds(0));
+  CHECK_FALSE(parse_retry_after("soon", now));
+}
+
+TEST_CASE("HostRateLimiter: spaces requests to one host, not across hosts") {
+  std::vector<std::chrono::milliseconds> sleeps;
+  HostRateLimiter limiter([&](std::chrono::milliseconds d) { sleeps.push_back(d); });
+  limiter.acquire("a", 10);
+  limiter.acquire("a", 10);
+  limiter.acquire("a", 10);
+  limiter.acquire("b", 10);
+  limiter.acquire("c", 0);
+  REQUIRE(sleeps.size() == 2);
+  CHECK(sleeps[0] >= 90ms);
+  CHECK(sleeps[1] >= 190ms);
+}
