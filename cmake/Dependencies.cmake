@@ -40,6 +40,11 @@ find_package(PostgreSQL REQUIRED)
 pkg_check_modules(PQXX REQUIRED IMPORTED_TARGET libpqxx)
 tributary_alias(dep::pqxx "PkgConfig::PQXX;PostgreSQL::PostgreSQL")
 
+# RFC 3986 reference resolution (relative links in HTML, Link headers,
+# redirects, well-known locations).
+find_package(uriparser CONFIG REQUIRED)
+tributary_alias(dep::uriparser uriparser::uriparser)
+
 find_package(Threads REQUIRED)
 tributary_alias(dep::threads Threads::Threads)
 
