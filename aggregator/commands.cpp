@@ -3,7 +3,12 @@
 #include "aggregator/config.h"
 #include "sync_engine/store/pg_store.h"
 
+#include "sync_engine/sync.h"
+
+#include <iomanip>
 #include <ostream>
+#include <sstream>
+#include <unistd.h>
 
 namespace tributary::agg {
 
@@ -43,6 +48,94 @@ int run_migrate(const std::string& config_path, std::ostream& out, std::ostream&
     out << '\n';
   }
   return 0;
+}
+
+int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
+  const int modes = int(cmd.baseline) + int(cmd.incremental) + int(cmd.audit);
+  if (modes != 1) {
+    err << "tributary sync: give exactly one of --baseline, --incremental, --audit\n";
+    return 2;
+  }
+  if (cmd.repair && !cmd.audit) {
+    err << "tributary sync: --repair goes with --audit\n";
+    return 2;
+  }
+  auto load = load_config(cmd.config_path);
+  for (const auto& p : load.problems) {
+    err << p << '\n';
+  }
+  if (!load.config) {
+    return 2;
+  }
+  const Config& config = *load.config;
+  std::vector<const sync::SourceConfig*> sources;
+  for (const auto& s : config.sources) {
+    if (cmd.source.empty() ? s.enabled : s.name == cmd.source) {
+      sources.push_back(&s);
+    }
+  }
+  if (!cmd.source.empty() && sources.empty()) {
+    err << "tributary sync: no source named '" << cmd.source << "' in " << cmd.config_path << '\n';
+    return 2;
+  }
+  auto store = store::PgStore::open(config.database);
+  if (!store) {
+    err << "tributary sync: " << store.error().message << '\n';
+    return 1;
+  }
+  auto blobs = sync::BlobStore::open(config.data_dir);
+  if (!blobs) {
+    err << "tributary sync: " << blobs.error().message << '\n';
+    return 1;
+  }
+  sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(*store)), *blobs, sync::make_default_fetcher(),
+                          std::make_shared<sync::HostRateLimiter>(),
+                          std::filesystem::path(config.data_dir) / "tmp");
+  sync::RunOptions options;
+  options.mode = cmd.baseline ? store::RunMode::baseline
+                 : cmd.audit  ? store::RunMode::audit
+                              : store::RunMode::incremental;
+  options.repair = cmd.repair;
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  if (tty) {
+    options.on_progress = [&err](const sync::Progress& p) {
+      std::ostringstream line;
+      line << "\r" << p.source << ": " << p.done << "/" << p.total;
+      if (p.per_second > 0) {
+        line << " (" << static_cast<uint64_t>(p.per_second) << "/s";
+        if (p.total > p.done) {
+          line << ", ETA " << static_cast<uint64_t>(static_cast<double>(p.total - p.done) / p.per_second) << " s";
+        }
+        line << ")";
+      }
+      line << "\x1b[K";
+      err << line.str() << std::flush;
+    };
+  }
+  bool all_ok = true;
+  for (const auto* s : sources) {
+    auto report = engine.run(*s, options);
+    if (tty) {
+      err << "\r\x1b[K" << std::flush;
+    }
+    std::ostringstream secs;
+    secs << std::fixed << std::setprecision(1) << static_cast<double>(report.duration.count()) / 1000.0;
+    out << "source '" << report.source << "': " << store::to_string(report.mode) << " "
+        << store::to_string(report.status) << " in " << secs.str() << " s: " << sync::format_counters(report.counters)
+        << (report.error_count ? ", " + std::to_string(report.error_count) + " error(s)" : std::string()) << '\n';
+    for (const auto& n : report.notes) {
+      out << "  note: " << n << '\n';
+    }
+    for (const auto& e : report.errors) {
+      out << "  error: " << e << '\n';
+    }
+    if (report.error_count > report.errors.size()) {
+      out << "  (" << report.error_count - report.errors.size() << " more errors recorded on run " << report.run_id
+          << ")\n";
+    }
+    all_ok = all_ok && report.status == store::RunStatus::succeeded;
+  }
+  return all_ok ? 0 : 1;
 }
 
 } // namespace tributary::agg

@@ -13,4 +13,18 @@ int run_check_config(const std::string& path, std::ostream& out, std::ostream& e
 // Returns 0 on success, 1 on failure (message on `err`).
 int run_migrate(const std::string& config_path, std::ostream& out, std::ostream& err);
 
+struct SyncCommand {
+  std::string config_path;
+  std::string source; // empty: every enabled source
+  bool baseline = false;
+  bool incremental = false;
+  bool audit = false;
+  bool repair = false;
+};
+
+// `tributary sync`: runs each source once and prints one summary line per
+// source (plus its notes and first errors). Returns 0 when every source
+// succeeded, 1 when any failed or had failed resources, 2 for usage errors.
+int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err);
+
 } // namespace tributary::agg

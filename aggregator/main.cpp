@@ -31,6 +31,18 @@ int main(int argc, char** argv) {
       "migrate", "Apply missing database schema migrations (each in one transaction). Exit 0 on success.");
   migrate_cmd->add_option("--config", config_path, "Configuration file (JSON)")->required();
 
+  agg::SyncCommand sync_cmd;
+  auto* sync_sub = app.add_subcommand(
+      "sync", "Run each source (or one) once: --baseline, --incremental or --audit [--repair]. Prints one line "
+              "per source. Exit 0 when all succeeded, 1 if any failed or had failed resources, 2 usage.");
+  sync_sub->add_option("--config", sync_cmd.config_path, "Configuration file (JSON)")->required();
+  sync_sub->add_option("--source", sync_cmd.source, "Only this source (by name)");
+  sync_sub->add_flag("--baseline", sync_cmd.baseline, "Full sync from the Resource List");
+  sync_sub->add_flag("--incremental", sync_cmd.incremental,
+                     "Apply the Change List after the watermark (baselines first if never synced)");
+  sync_sub->add_flag("--audit", sync_cmd.audit, "Compare the store with the current Resource List");
+  sync_sub->add_flag("--repair", sync_cmd.repair, "With --audit: fix what differs");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -51,6 +63,9 @@ int main(int argc, char** argv) {
     }
     if (check_cmd->parsed()) {
       return agg::run_check_config(check_path, std::cout, std::cerr);
+    }
+    if (sync_sub->parsed()) {
+      return agg::run_sync(sync_cmd, std::cout, std::cerr);
     }
     if (migrate_cmd->parsed()) {
       return agg::run_migrate(config_path, std::cout, std::cerr);

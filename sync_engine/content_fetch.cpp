@@ -1,0 +1,140 @@
+#include "sync_engine/content_fetch.h"
+
+#include <algorithm>
+
+namespace tributary::sync {
+
+std::vector<std::string> candidate_locations(const std::string& loc, const std::vector<rs::Link>& links) {
+  std::vector<const rs::Link*> dups;
+  for (const auto& l : links) {
+    if (l.rel == "duplicate" && !l.href.empty()) {
+      dups.push_back(&l);
+    }
+  }
+  std::stable_sort(dups.begin(), dups.end(),
+                   [](const rs::Link* a, const rs::Link* b) { return a->effective_pri() < b->effective_pri(); });
+  std::vector<std::string> out;
+  for (const auto* d : dups) {
+    if (std::find(out.begin(), out.end(), d->href) == out.end()) {
+      out.push_back(d->href);
+    }
+  }
+  if (std::find(out.begin(), out.end(), loc) == out.end()) {
+    out.push_back(loc);
+  }
+  return out;
+}
+
+Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const FetchOptions& options,
+                                     const std::string& loc, const std::vector<rs::Link>& links,
+                                     const Expected& expected, const HostPolicy& allowed) {
+  const rs::HashValue* check = rs::strongest_hash(expected.hashes);
+  std::vector<rs::HashAlgorithm> extra;
+  if (check) {
+    extra.push_back(*check->known());
+  }
+  // Keep every digest we can store, so later audits can compare any of them.
+  for (auto a : {rs::HashAlgorithm::md5, rs::HashAlgorithm::sha1}) {
+    for (const auto& h : expected.hashes) {
+      if (h.known() == a && std::find(extra.begin(), extra.end(), a) == extra.end()) {
+        extra.push_back(a);
+      }
+    }
+  }
+  std::vector<std::string> reasons;
+  bool all_missing = true;
+  bool any_mismatch = false;
+  for (const auto& url : candidate_locations(loc, links)) {
+    auto parsed = parse_url(url);
+    if (!parsed || (parsed->scheme != "http" && parsed->scheme != "https" && parsed->scheme != "file")) {
+      reasons.push_back(url + ": not fetched (scheme)");
+      all_missing = false;
+      continue;
+    }
+    std::string why;
+    if (allowed && !allowed(url, why)) {
+      reasons.push_back(url + ": " + why);
+      all_missing = false;
+      continue;
+    }
+    auto writer = blobs.begin(extra);
+    if (!writer) {
+      return tl::unexpected(writer.error());
+    }
+    std::optional<BlobStore::Writer> w(std::move(*writer));
+    Error write_error;
+    bool write_failed = false;
+    FetchOptions o = options;
+    if (expected.length) {
+      // Never accept (or download) more than was announced.
+      o.max_body_bytes = std::min(o.max_body_bytes, *expected.length);
+    }
+    o.restart = [&] {
+      w.reset();
+      auto again = blobs.begin(extra);
+      if (!again) {
+        return false;
+      }
+      w.emplace(std::move(*again));
+      return true;
+    };
+    auto r = fetcher.fetch(url, o, [&](const char* d, size_t n) {
+      if (auto ok = w->write(d, n); !ok) {
+        write_error = ok.error();
+        write_failed = true;
+        return false;
+      }
+      return true;
+    });
+    if (write_failed) {
+      return tl::unexpected(write_error); // local disk trouble: no point trying elsewhere
+    }
+    if (!r) {
+      reasons.push_back(r.error().message);
+      all_missing = false;
+      continue;
+    }
+    if (r->status < 200 || r->status > 299) {
+      reasons.push_back(url + ": HTTP " + std::to_string(r->status));
+      if (r->status != 404 && r->status != 410) {
+        all_missing = false;
+      }
+      continue;
+    }
+    all_missing = false;
+    if (expected.length && w->size() != *expected.length) {
+      reasons.push_back(url + ": length " + std::to_string(w->size()) + ", expected " +
+                        std::to_string(*expected.length));
+      any_mismatch = true;
+      continue;
+    }
+    if (check) {
+      std::string mismatch;
+      if (!rs::hashes_match({*check}, w->digests(), &mismatch)) {
+        reasons.push_back(url + ": hash mismatch, " + mismatch);
+        any_mismatch = true;
+        continue;
+      }
+    }
+    auto info = w->commit();
+    if (!info) {
+      return tl::unexpected(info.error());
+    }
+    FetchedContent out;
+    out.blob = std::move(*info);
+    out.served_from = url;
+    if (auto ct = r->header("content-type"); !ct.empty()) {
+      out.type = ct;
+    }
+    return out;
+  }
+  std::string joined;
+  for (const auto& r : reasons) {
+    joined += (joined.empty() ? "" : "; ") + r;
+  }
+  ErrorKind kind = all_missing ? ErrorKind::not_found : any_mismatch ? ErrorKind::invalid_document
+                                                                     : ErrorKind::transient;
+  return make_error(kind, joined.empty() ? "no location to fetch " + loc + " from" : joined);
+}
+
+} // namespace tributary::sync

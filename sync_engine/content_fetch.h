@@ -1,0 +1,41 @@
+#pragma once
+
+#include "resourcesync/model.h"
+#include "sync_engine/blob_store.h"
+#include "sync_engine/fetcher.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tributary::sync {
+
+// What a resource should be: the length and digests the document offered.
+struct Expected {
+  std::optional<uint64_t> length;
+  std::vector<rs::HashValue> hashes;
+};
+
+struct FetchedContent {
+  BlobInfo blob;
+  std::string served_from; // which location the bytes came from
+  std::optional<std::string> type; // Content-Type of the response
+};
+
+// Decides whether content may be fetched from a URL; sets `why` when not.
+using HostPolicy = std::function<bool(const std::string& url, std::string& why)>;
+
+// The locations to try for an entry: its rel="duplicate" links in pri order
+// (lowest first, absent = 999999, ties in document order), then `loc`.
+std::vector<std::string> candidate_locations(const std::string& loc, const std::vector<rs::Link>& links);
+
+// Fetches a resource into the blob store, trying each candidate location in
+// turn and verifying the bytes against `expected` (length, and the strongest
+// hash offered). Fails with every location's reason when none delivers the
+// right bytes: `not_found` if every location said 404/410, otherwise
+// `invalid_document` for a mismatch or `transient`.
+Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const FetchOptions& options,
+                                     const std::string& loc, const std::vector<rs::Link>& links,
+                                     const Expected& expected, const HostPolicy& allowed);
+
+} // namespace tributary::sync

@@ -1,0 +1,166 @@
+#include "sync_engine/endpoint_fetcher.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+namespace tributary::sync {
+
+namespace {
+
+constexpr auto k_down_for = std::chrono::seconds(60);
+
+// The directory part of a URL: "https://h/a/b.xml" -> "https://h/a/".
+std::string base_of(const std::string& url) {
+  auto u = parse_url(url);
+  if (!u) {
+    return url;
+  }
+  std::string path = u->target.substr(0, u->target.find('?'));
+  return u->origin() + path.substr(0, path.rfind('/') + 1);
+}
+
+Result<std::string> read_secret(const SecretRef& s, const std::string& source) {
+  if (!s.env.empty()) {
+    const char* v = std::getenv(s.env.c_str());
+    if (!v || !*v) {
+      return make_error(ErrorKind::permanent,
+                        "source '" + source + "': environment variable " + s.env + " is not set");
+    }
+    return std::string(v);
+  }
+  std::ifstream in(s.file);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    return make_error(ErrorKind::permanent, "source '" + source + "': cannot read secret file " + s.file);
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+    line.pop_back();
+  }
+  return line;
+}
+
+std::string base64(const std::string& in) {
+  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+} // namespace
+
+EndpointFetcher::EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceConfig& source)
+    : m_inner(std::move(inner)) {
+  m_base.connect_timeout = std::min(source.timeout, std::chrono::milliseconds(10000));
+  m_base.read_timeout = source.timeout;
+  m_base.verify_tls = source.verify_tls;
+  m_base.max_body_bytes = source.max_body_bytes;
+  m_base.requests_per_second = source.max_requests_per_second;
+  m_endpoints.push_back(Endpoint{base_of(source.url), 0, {}});
+  std::vector<MirrorEndpoint> mirrors = source.mirrors;
+  std::stable_sort(mirrors.begin(), mirrors.end(),
+                   [](const MirrorEndpoint& a, const MirrorEndpoint& b) { return a.pri < b.pri; });
+  for (const auto& m : mirrors) {
+    m_endpoints.push_back(Endpoint{base_of(m.url), m.pri, {}});
+  }
+}
+
+Result<std::shared_ptr<EndpointFetcher>> EndpointFetcher::create(std::shared_ptr<Fetcher> inner,
+                                                                  const SourceConfig& source) {
+  auto f = std::shared_ptr<EndpointFetcher>(new EndpointFetcher(std::move(inner), source));
+  if (source.auth.type != AuthConfig::Type::none) {
+    auto secret = read_secret(source.auth.secret, source.name);
+    if (!secret) {
+      return tl::unexpected(secret.error());
+    }
+    f->m_auth_header = source.auth.type == AuthConfig::Type::bearer
+                           ? "Bearer " + *secret
+                           : "Basic " + base64(source.auth.username + ":" + *secret);
+  }
+  return f;
+}
+
+FetchOptions EndpointFetcher::base_options() const { return m_base; }
+
+bool EndpointFetcher::is_own_host(const std::string& url) const {
+  auto u = parse_url(url);
+  if (!u) {
+    return false;
+  }
+  for (const auto& e : m_endpoints) {
+    auto b = parse_url(e.base);
+    if (b && b->origin() == u->origin()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string EndpointFetcher::active_endpoint() const {
+  std::lock_guard lock(m_mutex);
+  return m_endpoints[m_active].base;
+}
+
+Result<FetchResponse> EndpointFetcher::fetch(const std::string& url, const FetchOptions& options,
+                                             const BodySink& sink) {
+  FetchOptions o = options;
+  const std::string& primary = m_endpoints[0].base;
+  const bool under_base = url.compare(0, primary.size(), primary) == 0;
+  if (!under_base || m_endpoints.size() == 1) {
+    if (!m_auth_header.empty() && is_own_host(url)) {
+      o.headers["Authorization"] = m_auth_header;
+    }
+    return m_inner->fetch(url, o, sink);
+  }
+  // Try endpoints from the current one, in priority order, skipping ones
+  // that failed recently (unless all did).
+  const std::string suffix = url.substr(primary.size());
+  std::vector<size_t> order;
+  {
+    std::lock_guard lock(m_mutex);
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < m_endpoints.size(); ++i) {
+      if (m_endpoints[i].down_until <= now) {
+        order.push_back(i);
+      }
+    }
+    for (size_t i = 0; i < m_endpoints.size(); ++i) {
+      if (m_endpoints[i].down_until > now) {
+        order.push_back(i);
+      }
+    }
+  }
+  Result<FetchResponse> last = make_error(ErrorKind::transient, "GET " + url + ": no endpoint");
+  for (size_t i : order) {
+    const std::string target = m_endpoints[i].base + suffix;
+    FetchOptions oi = o;
+    if (!m_auth_header.empty()) {
+      oi.headers["Authorization"] = m_auth_header;
+    }
+    bool delivered = false;
+    last = m_inner->fetch(target, oi, [&](const char* d, size_t n) {
+      delivered = true;
+      return sink(d, n);
+    });
+    const bool endpoint_failed =
+        (!last && last.error().kind == ErrorKind::transient) || (last && last->status >= 500);
+    if (!endpoint_failed) {
+      std::lock_guard lock(m_mutex);
+      m_active = i;
+      return last;
+    }
+    {
+      std::lock_guard lock(m_mutex);
+      m_endpoints[i].down_until = std::chrono::steady_clock::now() + k_down_for;
+    }
+    if (delivered && !(o.restart && o.restart())) {
+      return last;
+    }
+  }
+  return last;
+}
+
+} // namespace tributary::sync

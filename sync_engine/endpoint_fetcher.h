@@ -1,0 +1,52 @@
+#pragma once
+
+#include "sync_engine/fetcher.h"
+#include "sync_engine/source_config.h"
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tributary::sync {
+
+// The fetcher one source uses. It
+// - fails over between the source's endpoints: URLs under the configured
+//   URL's base are served by the highest-priority endpoint that works
+//   (the configured URL first, then `mirrors` by pri); an endpoint that fails
+//   with a transient error or a 5xx is skipped for a while;
+// - adds the source's credentials, to its own endpoints' hosts only (a
+//   token never travels to a mirror named in a document);
+// - sets the source's timeout, TLS verification, body limit and request rate.
+class EndpointFetcher : public Fetcher {
+public:
+  // Reads the auth secret now; fails (permanent) if it cannot.
+  static Result<std::shared_ptr<EndpointFetcher>> create(std::shared_ptr<Fetcher> inner, const SourceConfig& source);
+
+  Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options, const BodySink& sink) override;
+
+  // The options every request of this source starts from.
+  FetchOptions base_options() const;
+  // Whether `url`'s host is one of the source's endpoints.
+  bool is_own_host(const std::string& url) const;
+  // The endpoint that served the last request under the base.
+  std::string active_endpoint() const;
+
+private:
+  struct Endpoint {
+    std::string base; // scheme://host[:port]/path-prefix/
+    uint32_t pri = 0;
+    std::chrono::steady_clock::time_point down_until{};
+  };
+  EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceConfig& source);
+
+  std::shared_ptr<Fetcher> m_inner;
+  FetchOptions m_base;
+  std::string m_auth_header; // "Authorization" value, never logged
+  std::vector<Endpoint> m_endpoints;
+  mutable std::mutex m_mutex;
+  size_t m_active = 0;
+};
+
+} // namespace tributary::sync

@@ -1,0 +1,95 @@
+#include "sync_engine/spool.h"
+
+#include <atomic>
+#include <fstream>
+#include <unistd.h>
+
+namespace tributary::sync {
+
+namespace {
+
+struct NullHandler : rs::DocumentHandler {
+  void on_entry(rs::Entry&&, uint64_t) override {}
+};
+
+} // namespace
+
+SpooledDocument::~SpooledDocument() {
+  std::error_code ec;
+  if (!m_path.empty()) {
+    std::filesystem::remove(m_path, ec);
+  }
+}
+
+std::string SpooledDocument::error_text(size_t max) const {
+  std::string out;
+  size_t n = 0;
+  for (const auto& d : m_summary.diagnostics) {
+    if (d.severity != rs::Severity::error) {
+      continue;
+    }
+    if (n++ == max) {
+      out += "; ...";
+      break;
+    }
+    out += (out.empty() ? "" : "; ") + std::string("line ") + std::to_string(d.line) + ": " + d.message;
+  }
+  return out;
+}
+
+Result<rs::ReadSummary> SpooledDocument::read(rs::DocumentHandler& handler) const {
+  std::ifstream in(m_path, std::ios::binary);
+  if (!in) {
+    return make_error(ErrorKind::io, "cannot reopen spooled " + m_path.string());
+  }
+  return rs::read_document(in, handler);
+}
+
+Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const std::string& url,
+                                                        const FetchOptions& options,
+                                                        const std::filesystem::path& tmp_dir) {
+  static std::atomic<uint64_t> counter{0};
+  std::error_code ec;
+  std::filesystem::create_directories(tmp_dir, ec);
+  auto doc = std::unique_ptr<SpooledDocument>(new SpooledDocument());
+  doc->m_url = url;
+  doc->m_path = tmp_dir / ("doc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".xml");
+  std::ofstream out;
+  auto open = [&] {
+    out.close();
+    out.open(doc->m_path, std::ios::binary | std::ios::trunc);
+    return static_cast<bool>(out);
+  };
+  if (!open()) {
+    return make_error(ErrorKind::io, "cannot create " + doc->m_path.string());
+  }
+  FetchOptions o = options;
+  o.restart = open;
+  auto r = fetcher.fetch(url, o, [&](const char* d, size_t n) {
+    out.write(d, static_cast<std::streamsize>(n));
+    return static_cast<bool>(out);
+  });
+  out.close();
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->status < 200 || r->status > 299) {
+    return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found
+                      : r->status >= 500 || r->status == 429 ? ErrorKind::transient
+                                                             : ErrorKind::permanent,
+                      "GET " + url + ": HTTP " + std::to_string(r->status));
+  }
+  doc->m_response = *r;
+  NullHandler null;
+  auto s = doc->read(null);
+  if (!s) {
+    return tl::unexpected(s.error());
+  }
+  doc->m_summary = std::move(*s);
+  if (!doc->m_summary.header) {
+    return make_error(ErrorKind::invalid_document, "GET " + url + ": not a ResourceSync document: " + doc->error_text());
+  }
+  return doc;
+}
+
+} // namespace tributary::sync

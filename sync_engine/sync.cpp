@@ -1,0 +1,942 @@
+#include "sync_engine/sync.h"
+
+#include "sync_engine/content_fetch.h"
+#include "sync_engine/discovery.h"
+#include "sync_engine/document_fetch.h"
+#include "sync_engine/endpoint_fetcher.h"
+#include "sync_engine/spool.h"
+#include "sync_engine/url_resolve.h"
+
+#include <algorithm>
+#include <atomic>
+#include <iomanip>
+#include <sstream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tributary::sync {
+
+namespace {
+
+using store::ChangeRecord;
+using store::ResourceRecord;
+using store::ResourceState;
+using store::Watermark;
+
+constexpr size_t k_max_reported_errors = 20;
+constexpr size_t k_max_stored_errors = 1000;
+
+std::string human_bytes(uint64_t n) {
+  std::ostringstream s;
+  if (n >= 1024ull * 1024 * 1024) {
+    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / (1024.0 * 1024 * 1024) << " GiB";
+  } else if (n >= 1024 * 1024) {
+    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / (1024.0 * 1024) << " MiB";
+  } else if (n >= 1024) {
+    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / 1024.0 << " KiB";
+  } else {
+    s << n << " B";
+  }
+  return s.str();
+}
+
+std::string origin_of(const std::string& url) {
+  auto u = parse_url(url);
+  return u ? u->origin() : std::string();
+}
+
+const std::vector<rs::HashValue>& offered_hashes(const rs::Entry& e) {
+  static const std::vector<rs::HashValue> k_none;
+  return e.md ? e.md->hash : k_none;
+}
+
+// Whether what we hold already is what the entry describes: the strongest
+// hash offered when we hold that digest, else lastmod (and length).
+bool same_content(const ResourceRecord& held, const rs::Entry& e) {
+  if (held.state != ResourceState::live || !held.blob_sha256) {
+    return false;
+  }
+  const std::optional<uint64_t> length = e.md ? e.md->length : std::nullopt;
+  if (length && held.length && *length != *held.length) {
+    return false;
+  }
+  if (const rs::HashValue* want = rs::strongest_hash(offered_hashes(e))) {
+    for (const auto& h : held.hashes) {
+      if (h.algorithm == want->algorithm) {
+        return h.hex == want->hex;
+      }
+    }
+  }
+  if (e.lastmod && held.lastmod) {
+    return *e.lastmod == *held.lastmod;
+  }
+  return false;
+}
+
+Expected expected_of(const rs::Entry& e) {
+  Expected x;
+  if (e.md) {
+    x.length = e.md->length;
+    x.hashes = e.md->hash;
+  }
+  return x;
+}
+
+// The record for an entry whose bytes we now hold.
+ResourceRecord record_for(const rs::Entry& e, const BlobInfo& blob, const std::string& served_from,
+                          const std::optional<std::string>& response_type) {
+  ResourceRecord r;
+  r.uri = e.loc;
+  r.state = ResourceState::live;
+  r.lastmod = e.lastmod;
+  r.change_datetime = e.change_time();
+  r.length = blob.length;
+  r.hashes = blob.hashes;
+  r.type = e.md && e.md->type ? e.md->type : response_type;
+  r.encoding = e.md ? e.md->encoding : std::nullopt;
+  r.links = e.links;
+  r.blob_sha256 = blob.sha256;
+  r.fetched_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  r.fetched_from = served_from;
+  return r;
+}
+
+// The record a change describes without its bytes (an intermediate change
+// of a resource changed again later in the same batch, or a deletion).
+ResourceRecord record_from_entry(const rs::Entry& e, ResourceState state) {
+  ResourceRecord r;
+  r.uri = e.loc;
+  r.state = state;
+  r.lastmod = e.lastmod;
+  r.change_datetime = e.change_time();
+  if (e.md) {
+    r.length = e.md->length;
+    r.hashes = e.md->hash;
+    r.type = e.md->type;
+    r.encoding = e.md->encoding;
+  }
+  r.links = e.links;
+  return r;
+}
+
+// Reads a spooled document's entries into memory in chunks, handing each
+// chunk on; used for index children and change lists.
+class ChunkHandler : public rs::DocumentHandler {
+public:
+  ChunkHandler(size_t chunk, std::function<bool(std::vector<rs::Entry>&)> flush)
+      : m_chunk(chunk), m_flush(std::move(flush)) {}
+  void on_entry(rs::Entry&& e, uint64_t) override {
+    if (m_stopped) {
+      return;
+    }
+    m_pending.push_back(std::move(e));
+    if (m_pending.size() >= m_chunk) {
+      drain();
+    }
+  }
+  bool finish() {
+    if (!m_stopped && !m_pending.empty()) {
+      drain();
+    }
+    return !m_stopped;
+  }
+
+private:
+  void drain() {
+    if (!m_flush(m_pending)) {
+      m_stopped = true;
+    }
+    m_pending.clear();
+  }
+  size_t m_chunk;
+  std::function<bool(std::vector<rs::Entry>&)> m_flush;
+  std::vector<rs::Entry> m_pending;
+  bool m_stopped = false;
+};
+
+struct ListRef {
+  std::string url;
+  std::optional<rs::Timestamp> from;
+  std::optional<rs::Timestamp> until;
+};
+
+// One run over one source.
+class SourceRun {
+public:
+  SourceRun(store::Store& st, BlobStore& blobs, std::shared_ptr<Fetcher> transport,
+            std::shared_ptr<HostRateLimiter> limiter, const std::filesystem::path& tmp, const SourceConfig& src,
+            const RunOptions& opt, SourceReport& report)
+      : m_store(st), m_blobs(blobs), m_transport(std::move(transport)), m_limiter(std::move(limiter)), m_tmp(tmp),
+        m_src(src), m_opt(opt), m_report(report) {}
+
+  void execute() {
+    const auto started = std::chrono::steady_clock::now();
+    m_report.source = m_src.name;
+    m_report.mode = m_opt.mode;
+    auto sid = m_store.ensure_source(m_src.name, m_src.url);
+    if (!sid) {
+      error(m_src.url, sid.error().message);
+      m_report.status = store::RunStatus::failed;
+      return;
+    }
+    m_source_id = *sid;
+    auto rid = m_store.begin_run(m_source_id, m_opt.mode);
+    if (!rid) {
+      error(m_src.url, rid.error().message);
+      m_report.status = store::RunStatus::failed;
+      return;
+    }
+    m_report.run_id = m_run_id = *rid;
+    bool ok = setup() && run_feeds();
+    m_report.status = !ok                         ? store::RunStatus::failed
+                      : m_report.counters.failed ? store::RunStatus::partial
+                                                  : store::RunStatus::succeeded;
+    m_report.duration =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    std::string message = format_counters(m_report.counters);
+    for (const auto& n : m_report.notes) {
+      message += "; " + n;
+    }
+    if (!m_report.errors.empty()) {
+      message += "; first error: " + m_report.errors.front();
+    }
+    (void)m_store.finish_run(m_run_id, m_report.status, message);
+  }
+
+private:
+  // ---- plumbing -------------------------------------------------------------
+
+  void error(const std::string& url, const std::string& reason) {
+    ++m_report.error_count;
+    const std::string line = url.empty() || reason.find(url) != std::string::npos ? reason : url + ": " + reason;
+    if (m_report.errors.size() < k_max_reported_errors) {
+      m_report.errors.push_back(line);
+    }
+    if (m_run_id != 0 && m_report.error_count <= k_max_stored_errors) {
+      (void)m_store.record_error(m_run_id, url, reason);
+    }
+  }
+
+  void note(std::string n) { m_report.notes.push_back(std::move(n)); }
+
+  bool setup() {
+    auto ep = EndpointFetcher::create(m_transport, m_src);
+    if (!ep) {
+      error(m_src.url, ep.error().message);
+      return false;
+    }
+    m_endpoint = *ep;
+    m_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, m_opt.retry, m_limiter);
+    m_options = m_endpoint->base_options();
+    m_source_is_file = m_src.url.rfind("file:", 0) == 0;
+    for (const auto& h : m_src.allow_hosts) {
+      m_allowed_hosts.insert(h);
+    }
+    return true;
+  }
+
+  bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const {
+    auto u = parse_url(url);
+    if (!u) {
+      why = "not a URL";
+      return false;
+    }
+    if (u->scheme == "file") {
+      if (m_source_is_file) {
+        return true;
+      }
+      why = "file URLs are only fetched for file sources";
+      return false;
+    }
+    if (m_endpoint->is_own_host(url) || m_allowed_hosts.count(u->host) > 0) {
+      return true;
+    }
+    // Hosts the source's own document names as mirrors of this resource.
+    for (const auto& l : e.links) {
+      if (l.rel == "duplicate" && origin_of(l.href) == u->origin()) {
+        return true;
+      }
+    }
+    why = "host " + u->host + " is not the source's and not in allow_hosts";
+    return false;
+  }
+
+  void progress(const std::string& doc) {
+    if (!m_opt.on_progress) {
+      return;
+    }
+    Progress p;
+    p.source = m_src.name;
+    p.document = doc;
+    p.done = m_done;
+    p.total = std::max(m_total, m_done);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m_progress_start).count();
+    p.per_second = secs > 0 ? static_cast<double>(m_done) / secs : 0;
+    m_opt.on_progress(p);
+  }
+
+  Result<std::unique_ptr<SpooledDocument>> spool(const std::string& url, rs::Capability want) {
+    auto doc = spool_document(*m_fetcher, url, m_options, m_tmp);
+    if (!doc) {
+      return doc;
+    }
+    const auto& s = (*doc)->summary();
+    if (!s.valid()) {
+      return make_error(ErrorKind::invalid_document,
+                        url + ": invalid document, nothing applied from it: " + (*doc)->error_text());
+    }
+    if ((*doc)->header().capability() != want) {
+      return make_error(ErrorKind::invalid_document,
+                        url + ": expected a " + std::string(rs::to_string(want)) + ", got capability '" +
+                            (*doc)->header().md->capability.value_or("") + "'");
+    }
+    return doc;
+  }
+
+  // Fetches the content of several entries in parallel (the source's
+  // concurrency), each through fetch_content.
+  std::vector<Result<FetchedContent>> fetch_all(const std::vector<const rs::Entry*>& entries) {
+    std::vector<Result<FetchedContent>> results(entries.size(),
+                                                make_error(ErrorKind::transient, "not fetched"));
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i = next++; i < entries.size(); i = next++) {
+        const rs::Entry& e = *entries[i];
+        results[i] = fetch_content(*m_fetcher, m_blobs, m_options, e.loc, e.links, expected_of(e),
+                                   [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); });
+      }
+    };
+    const size_t n = std::min<size_t>(m_src.concurrency, entries.size());
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < n; ++t) {
+      threads.emplace_back(work);
+    }
+    work();
+    for (auto& t : threads) {
+      t.join();
+    }
+    return results;
+  }
+
+  Result<void> commit(store::Batch& batch) {
+    if (auto r = m_blobs.sync_directories(); !r) {
+      return r;
+    }
+    auto r = m_store.apply(batch);
+    if (r) {
+      m_report.counters += batch.counters;
+    }
+    return r;
+  }
+
+  // ---- feeds ----------------------------------------------------------------
+
+  bool run_feeds() {
+    std::vector<std::string> caplists;
+    auto found = discover(*m_fetcher, m_src.url, m_options);
+    if (!m_src.capability_lists.empty()) {
+      caplists = m_src.capability_lists;
+    } else if (found) {
+      caplists = found->capability_lists;
+    } else {
+      error(m_src.url, found.error().message);
+      return false;
+    }
+    bool ok = true;
+    for (const auto& caplist : caplists) {
+      auto feed = m_store.ensure_feed(m_source_id, caplist);
+      if (!feed) {
+        error(caplist, feed.error().message);
+        ok = false;
+        continue;
+      }
+      if (auto r = sync_feed(*feed, caplist); !r) {
+        error(caplist, r.error().message);
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+  Result<void> sync_feed(int64_t feed, const std::string& caplist_url) {
+    CollectingHandler h;
+    auto got = fetch_document(*m_fetcher, caplist_url, m_options, h, [&] { h.reset(); });
+    if (!got) {
+      return tl::unexpected(got.error());
+    }
+    if (!got->summary.valid() || h.document.header.capability() != rs::Capability::capabilitylist) {
+      return make_error(ErrorKind::invalid_document, caplist_url + ": not a valid Capability List");
+    }
+    std::string rl;
+    std::string cl;
+    for (const auto& e : h.document.entries) {
+      if (!e.md || !e.md->capability) {
+        continue;
+      }
+      const std::string& cap = *e.md->capability;
+      auto abs = resolve_reference(caplist_url, e.loc);
+      if (!abs) {
+        continue;
+      }
+      if (cap == "resourcelist" && rl.empty()) {
+        rl = *abs;
+      } else if (cap == "changelist" && cl.empty()) {
+        cl = *abs;
+      }
+    }
+    auto need_rl = [&]() -> Result<void> {
+      if (rl.empty()) {
+        return make_error(ErrorKind::invalid_document, caplist_url + ": the Capability List offers no Resource List");
+      }
+      return {};
+    };
+    switch (m_opt.mode) {
+    case store::RunMode::baseline:
+      if (auto r = need_rl(); !r) {
+        return r;
+      }
+      return baseline(feed, rl);
+    case store::RunMode::audit:
+      if (auto r = need_rl(); !r) {
+        return r;
+      }
+      return audit(feed, rl);
+    case store::RunMode::incremental: {
+      auto wm = m_store.watermark(feed);
+      if (!wm) {
+        return tl::unexpected(wm.error());
+      }
+      if (!wm->baseline_at && !wm->last_time) {
+        note("never synced: baseline first");
+        if (auto r = need_rl(); !r) {
+          return r;
+        }
+        if (auto r = baseline(feed, rl); !r) {
+          return r;
+        }
+      }
+      if (cl.empty()) {
+        note("no Change List offered: nothing incremental to do");
+        return {};
+      }
+      return incremental(feed, cl, rl);
+    }
+    }
+    return {};
+  }
+
+  // ---- baseline ---------------------------------------------------------------
+
+  Result<void> baseline(int64_t feed, const std::string& rl_url) {
+    auto doc = spool(rl_url, rs::Capability::resourcelist);
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    const auto at = (*doc)->header().md->at;
+    std::vector<std::string> parts;
+    if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+      CollectingHandler h;
+      if (auto r = (*doc)->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      for (const auto& e : h.document.entries) {
+        parts.push_back(e.loc);
+      }
+      m_total += (*doc)->summary().entries * 1; // parts, refined below as they are read
+    }
+    m_progress_start = std::chrono::steady_clock::now();
+    if (parts.empty()) {
+      m_total += (*doc)->summary().entries;
+      if (auto r = baseline_document(feed, **doc); !r) {
+        return r;
+      }
+    } else {
+      for (const auto& part : parts) {
+        auto p = spool(part, rs::Capability::resourcelist);
+        if (!p) {
+          return tl::unexpected(p.error());
+        }
+        m_total += (*p)->summary().entries;
+        if (auto r = baseline_document(feed, **p); !r) {
+          return r;
+        }
+      }
+    }
+    // Everything listed was seen: what we hold beyond it is gone upstream.
+    auto wm = m_store.watermark(feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    Watermark w = *wm;
+    w.baseline_at = at;
+    w.last_time = at;
+    w.last_uri.clear();
+    w.last_position = -1;
+    auto deleted = m_store.delete_unseen(feed, m_run_id, w);
+    if (!deleted) {
+      return tl::unexpected(deleted.error());
+    }
+    m_report.counters.deleted += *deleted;
+    return {};
+  }
+
+  Result<void> baseline_document(int64_t feed, const SpooledDocument& doc) {
+    Result<void> status;
+    ChunkHandler h(m_opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+      status = baseline_batch(feed, entries);
+      m_done += entries.size();
+      progress(doc.url());
+      return static_cast<bool>(status);
+    });
+    auto r = doc.read(h);
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    h.finish();
+    return status;
+  }
+
+  Result<void> baseline_batch(int64_t feed, std::vector<rs::Entry>& all) {
+    std::vector<const rs::Entry*> entries;
+    std::vector<std::string> uris;
+    for (const auto& e : all) {
+      if (m_src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+        entries.push_back(&e);
+        uris.push_back(e.loc);
+      }
+    }
+    store::Batch batch;
+    batch.feed_id = feed;
+    batch.run_id = m_run_id;
+    batch.seen = uris;
+    auto held = m_store.resources(feed, uris);
+    if (!held) {
+      return tl::unexpected(held.error());
+    }
+    std::vector<const rs::Entry*> to_fetch;
+    for (const auto* e : entries) {
+      auto it = held->find(e->loc);
+      if (it != held->end() && same_content(it->second, *e)) {
+        ++batch.counters.unchanged;
+        continue;
+      }
+      to_fetch.push_back(e);
+    }
+    auto results = fetch_all(to_fetch);
+    for (size_t i = 0; i < to_fetch.size(); ++i) {
+      const rs::Entry& e = *to_fetch[i];
+      if (!results[i]) {
+        ++batch.counters.failed;
+        error(e.loc, results[i].error().message);
+        continue;
+      }
+      ResourceRecord rec = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
+      batch.counters.bytes += results[i]->blob.length;
+      auto it = held->find(e.loc);
+      const bool had = it != held->end() && it->second.state == ResourceState::live;
+      if (had && it->second.blob_sha256 == rec.blob_sha256) {
+        ++batch.counters.unchanged; // same bytes: refresh metadata, log nothing
+        batch.upserts.push_back(std::move(rec));
+        continue;
+      }
+      if (had) {
+        ++batch.counters.updated;
+      } else {
+        ++batch.counters.created;
+      }
+      batch.changes.push_back(ChangeRecord{had ? rs::Change::updated : rs::Change::created, e.change_time(), rec});
+      batch.upserts.push_back(std::move(rec));
+    }
+    return commit(batch);
+  }
+
+  // ---- incremental --------------------------------------------------------------
+
+  Result<void> incremental(int64_t feed, const std::string& cl_url, const std::string& rl_url) {
+    auto wm = m_store.watermark(feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    Watermark w = *wm;
+    auto doc = spool(cl_url, rs::Capability::changelist);
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    std::vector<ListRef> lists;
+    if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+      CollectingHandler h;
+      if (auto r = (*doc)->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      for (const auto& e : h.document.entries) {
+        lists.push_back(ListRef{e.loc, e.md ? e.md->from : std::nullopt, e.md ? e.md->until : std::nullopt});
+      }
+    } else {
+      lists.push_back(ListRef{cl_url, (*doc)->header().md->from, (*doc)->header().md->until});
+    }
+    if (lists.empty()) {
+      return {};
+    }
+    // Gap detection: the earliest change still published is later than what
+    // we have applied, so changes in between are lost upstream.
+    std::optional<rs::Timestamp> earliest = lists.front().from;
+    if (!earliest) {
+      earliest = (*doc)->header().md->from;
+    }
+    if (earliest && w.last_time && *earliest > *w.last_time) {
+      note("re-baselined: the Change List starts at " + rs::format_w3c_datetime(*earliest) +
+           ", after the last change applied (" + rs::format_w3c_datetime(*w.last_time) + ")");
+      if (rl_url.empty()) {
+        return make_error(ErrorKind::invalid_document, "gap in the change history and no Resource List to re-baseline from");
+      }
+      if (auto r = baseline(feed, rl_url); !r) {
+        return r;
+      }
+      auto again = m_store.watermark(feed);
+      if (!again) {
+        return tl::unexpected(again.error());
+      }
+      w = *again;
+    }
+    m_progress_start = std::chrono::steady_clock::now();
+    for (const auto& l : lists) {
+      if (l.until && w.last_time && *l.until < *w.last_time) {
+        continue; // closed and entirely before the watermark
+      }
+      std::unique_ptr<SpooledDocument> part;
+      const SpooledDocument* d = doc->get();
+      if (l.url != cl_url) {
+        auto p = spool(l.url, rs::Capability::changelist);
+        if (!p) {
+          return tl::unexpected(p.error());
+        }
+        part = std::move(*p);
+        d = part.get();
+      }
+      m_total += d->summary().entries;
+      if (auto r = apply_change_list(feed, *d, w); !r) {
+        return r;
+      }
+    }
+    return {};
+  }
+
+  struct PendingChange {
+    rs::Entry entry;
+    rs::Timestamp time;
+    int64_t position = 0;
+    bool selected = true;
+  };
+
+  Result<void> apply_change_list(int64_t feed, const SpooledDocument& doc, Watermark& w) {
+    std::vector<PendingChange> pending;
+    std::optional<rs::Timestamp> prev_time;
+    int64_t position = -1;
+    Result<void> status;
+    auto after_watermark = [&](const rs::Entry& e, rs::Timestamp t, int64_t pos) {
+      if (!w.last_time || t > *w.last_time) {
+        return true;
+      }
+      if (t < *w.last_time) {
+        return false;
+      }
+      if (w.change_list_url && *w.change_list_url == doc.url()) {
+        return pos > w.last_position;
+      }
+      return e.loc != w.last_uri;
+    };
+    ChunkHandler h(m_opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+      for (auto& e : entries) {
+        const rs::Timestamp t = *e.change_time(); // validated: every change has a time
+        position = prev_time && *prev_time == t ? position + 1 : 0;
+        prev_time = t;
+        m_done += 1;
+        if (!after_watermark(e, t, position)) {
+          continue;
+        }
+        const bool selected = m_src.selects(e.loc, e.md ? e.md->type : std::nullopt);
+        pending.push_back(PendingChange{std::move(e), t, position, selected});
+        if (pending.size() >= m_opt.batch_size) {
+          status = change_batch(feed, doc.url(), pending, w);
+          pending.clear();
+          progress(doc.url());
+          if (!status) {
+            return false;
+          }
+        }
+      }
+      return true;
+    });
+    auto r = doc.read(h);
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    if (!h.finish() || !status) {
+      return status;
+    }
+    if (!pending.empty()) {
+      status = change_batch(feed, doc.url(), pending, w);
+      progress(doc.url());
+    }
+    return status;
+  }
+
+  Result<void> change_batch(int64_t feed, const std::string& list_url, std::vector<PendingChange>& changes,
+                            Watermark& w) {
+    // The last change of each resource decides its final state; each change
+    // is logged, but a resource is fetched at most once.
+    std::unordered_map<std::string, size_t> last;
+    std::vector<std::string> uris;
+    for (size_t i = 0; i < changes.size(); ++i) {
+      if (!changes[i].selected) {
+        continue;
+      }
+      auto [it, inserted] = last.try_emplace(changes[i].entry.loc, i);
+      if (inserted) {
+        uris.push_back(changes[i].entry.loc);
+      } else {
+        it->second = i;
+      }
+    }
+    auto held = m_store.resources(feed, uris);
+    if (!held) {
+      return tl::unexpected(held.error());
+    }
+    store::Batch batch;
+    batch.feed_id = feed;
+    batch.run_id = m_run_id;
+
+    std::unordered_map<std::string, ResourceRecord> final_state;
+    std::unordered_set<std::string> failed;
+    std::unordered_set<std::string> unchanged;
+    std::vector<const rs::Entry*> to_fetch;
+    for (const auto& uri : uris) {
+      const PendingChange& c = changes[last[uri]];
+      const rs::Entry& e = c.entry;
+      auto it = held->find(uri);
+      if (c.entry.change() == rs::Change::deleted) {
+        ResourceRecord r = it != held->end() ? it->second : record_from_entry(e, ResourceState::deleted);
+        r.state = ResourceState::deleted;
+        r.lastmod = e.lastmod ? e.lastmod : r.lastmod;
+        r.change_datetime = c.time;
+        final_state[uri] = std::move(r);
+        continue;
+      }
+      if (it != held->end() && same_content(it->second, e)) {
+        unchanged.insert(uri); // already in this state (a re-applied or re-baselined change)
+        continue;
+      }
+      const rs::HashValue* want = rs::strongest_hash(offered_hashes(e));
+      if (want && want->known() == rs::HashAlgorithm::sha256 && m_blobs.contains(want->hex)) {
+        // Content already present (another source, or an earlier copy).
+        BlobInfo blob;
+        blob.sha256 = want->hex;
+        blob.length = e.md && e.md->length ? *e.md->length : 0;
+        blob.hashes = offered_hashes(e);
+        final_state[uri] = record_for(e, blob, "blob store", std::nullopt);
+        continue;
+      }
+      to_fetch.push_back(&e);
+    }
+    auto results = fetch_all(to_fetch);
+    std::vector<std::string> transient;
+    for (size_t i = 0; i < to_fetch.size(); ++i) {
+      const rs::Entry& e = *to_fetch[i];
+      if (!results[i]) {
+        if (results[i].error().kind == ErrorKind::transient) {
+          transient.push_back(results[i].error().message);
+        } else {
+          failed.insert(e.loc);
+          ++batch.counters.failed;
+          error(e.loc, results[i].error().message);
+        }
+        continue;
+      }
+      batch.counters.bytes += results[i]->blob.length;
+      final_state[e.loc] = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
+    }
+    if (!transient.empty()) {
+      // Do not move past changes we could not apply for a passing reason:
+      // the next run resumes at the watermark and tries again.
+      return make_error(ErrorKind::transient,
+                        std::to_string(transient.size()) + " resource(s) could not be fetched (first: " +
+                            transient.front() + "); this batch was not applied and the next run resumes at " +
+                            (w.last_time ? rs::format_w3c_datetime(*w.last_time) : std::string("the start")));
+    }
+    for (size_t i = 0; i < changes.size(); ++i) {
+      const PendingChange& c = changes[i];
+      const std::string& uri = c.entry.loc;
+      if (!c.selected || failed.count(uri) || unchanged.count(uri)) {
+        if (unchanged.count(uri) && last[uri] == i) {
+          ++batch.counters.unchanged;
+        }
+        continue;
+      }
+      const rs::Change change = c.entry.change().value_or(rs::Change::updated);
+      ResourceRecord state = last[uri] == i ? final_state[uri]
+                                            : record_from_entry(c.entry, change == rs::Change::deleted
+                                                                             ? ResourceState::deleted
+                                                                             : ResourceState::live);
+      switch (change) {
+      case rs::Change::created:
+        ++batch.counters.created;
+        break;
+      case rs::Change::updated:
+        ++batch.counters.updated;
+        break;
+      case rs::Change::deleted:
+        ++batch.counters.deleted;
+        break;
+      }
+      batch.changes.push_back(ChangeRecord{change, c.time, std::move(state)});
+    }
+    for (auto& [uri, rec] : final_state) {
+      batch.upserts.push_back(std::move(rec));
+    }
+    const PendingChange& tail = changes.back();
+    Watermark next = w;
+    next.change_list_url = list_url;
+    next.last_time = tail.time;
+    next.last_uri = tail.entry.loc;
+    next.last_position = tail.position;
+    batch.watermark = next;
+    if (auto r = commit(batch); !r) {
+      return r;
+    }
+    w = next;
+    return {};
+  }
+
+  // ---- audit ---------------------------------------------------------------------
+
+  Result<void> audit(int64_t feed, const std::string& rl_url) {
+    auto doc = spool(rl_url, rs::Capability::resourcelist);
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    std::vector<std::unique_ptr<SpooledDocument>> parts;
+    if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+      CollectingHandler h;
+      if (auto r = (*doc)->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      for (const auto& e : h.document.entries) {
+        auto p = spool(e.loc, rs::Capability::resourcelist);
+        if (!p) {
+          return tl::unexpected(p.error());
+        }
+        parts.push_back(std::move(*p));
+      }
+    } else {
+      parts.push_back(std::move(*doc));
+    }
+    std::unordered_set<std::string> listed;
+    AuditCounts& a = m_report.audit;
+    Result<void> status;
+    for (const auto& p : parts) {
+      ChunkHandler h(m_opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+        std::vector<std::string> uris;
+        for (const auto& e : entries) {
+          if (m_src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+            uris.push_back(e.loc);
+          }
+        }
+        auto held = m_store.resources(feed, uris);
+        if (!held) {
+          status = tl::unexpected(held.error());
+          return false;
+        }
+        for (const auto& e : entries) {
+          if (!m_src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+            continue;
+          }
+          listed.insert(e.loc);
+          auto it = held->find(e.loc);
+          if (it == held->end() || it->second.state == ResourceState::deleted) {
+            ++a.missing;
+          } else if (same_content(it->second, e) ||
+                     (!rs::strongest_hash(offered_hashes(e)) && !e.lastmod &&
+                      (!e.md || !e.md->length || e.md->length == it->second.length))) {
+            ++a.in_sync;
+          } else {
+            ++a.changed;
+          }
+        }
+        return true;
+      });
+      if (auto r = p->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      h.finish();
+      if (!status) {
+        return status;
+      }
+    }
+    auto each = m_store.for_each_resource(feed, [&](const ResourceRecord& r) {
+      if (r.state == ResourceState::live && !listed.count(r.uri)) {
+        ++a.extra;
+      }
+    });
+    if (!each) {
+      return each;
+    }
+    note("audit: in sync " + std::to_string(a.in_sync) + ", missing " + std::to_string(a.missing) + ", extra " +
+         std::to_string(a.extra) + ", changed " + std::to_string(a.changed));
+    if (m_opt.repair && (a.missing || a.extra || a.changed)) {
+      note("repair: baseline from the Resource List");
+      return baseline(feed, rl_url);
+    }
+    return {};
+  }
+
+  store::Store& m_store;
+  BlobStore& m_blobs;
+  std::shared_ptr<Fetcher> m_transport;
+  std::shared_ptr<HostRateLimiter> m_limiter;
+  std::filesystem::path m_tmp;
+  const SourceConfig& m_src;
+  const RunOptions& m_opt;
+  SourceReport& m_report;
+
+  std::shared_ptr<EndpointFetcher> m_endpoint;
+  std::shared_ptr<Fetcher> m_fetcher;
+  FetchOptions m_options;
+  bool m_source_is_file = false;
+  std::unordered_set<std::string> m_allowed_hosts;
+  int64_t m_source_id = 0;
+  int64_t m_run_id = 0;
+  uint64_t m_done = 0;
+  uint64_t m_total = 0;
+  std::chrono::steady_clock::time_point m_progress_start = std::chrono::steady_clock::now();
+};
+
+} // namespace
+
+std::string format_counters(const store::RunCounters& c) {
+  return "created " + std::to_string(c.created) + ", updated " + std::to_string(c.updated) + ", deleted " +
+         std::to_string(c.deleted) + ", unchanged " + std::to_string(c.unchanged) + ", failed " +
+         std::to_string(c.failed) + ", " + human_bytes(c.bytes);
+}
+
+SyncEngine::SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<BlobStore> blobs,
+                       std::shared_ptr<Fetcher> transport, std::shared_ptr<HostRateLimiter> limiter,
+                       std::filesystem::path tmp_dir)
+    : m_store(std::move(store)), m_blobs(std::move(blobs)), m_transport(std::move(transport)),
+      m_limiter(std::move(limiter)), m_tmp(std::move(tmp_dir)) {}
+
+SourceReport SyncEngine::run(const SourceConfig& source, const RunOptions& options) {
+  SourceReport report;
+  try {
+    SourceRun run(*m_store, *m_blobs, m_transport, m_limiter, m_tmp, source, options, report);
+    run.execute();
+  } catch (const std::exception& e) {
+    report.status = store::RunStatus::failed;
+    report.errors.push_back(std::string("internal error: ") + e.what());
+    ++report.error_count;
+  }
+  return report;
+}
+
+} // namespace tributary::sync
