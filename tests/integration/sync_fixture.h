@@ -1,0 +1,208 @@
+#pragma once
+
+// Shared set-up for sync tests: a fresh database, a data directory, the
+// engine, and helpers that build upstream documents with Tributary's own
+// writer and read back what the store holds.
+#include "pg_fixture.h"
+#include "upstream.h"
+
+#include "resourcesync/hash.h"
+#include "sync_engine/store/pg_store.h"
+#include "sync_engine/sync.h"
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+namespace tributary::test {
+
+inline rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
+
+inline rs::Document make_doc(const char* capability, rs::RootElement root = rs::RootElement::urlset) {
+  rs::Document d;
+  d.header.root = root;
+  d.header.md = rs::Metadata{};
+  d.header.md->capability = capability;
+  return d;
+}
+
+inline rs::Entry cap_entry(const std::string& loc, const char* capability) {
+  rs::Entry e{.loc = loc};
+  e.md = rs::Metadata{};
+  e.md->capability = capability;
+  return e;
+}
+
+// An entry describing `content` at `loc`.
+inline rs::Entry resource_entry(const std::string& loc, const std::string& content,
+                                std::optional<rs::Timestamp> lastmod = std::nullopt) {
+  rs::Entry e{.loc = loc};
+  e.lastmod = lastmod;
+  e.md = rs::Metadata{};
+  e.md->hash = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, content)}};
+  e.md->length = content.size();
+  e.md->type = "text/plain";
+  return e;
+}
+
+// A change entry; 1.1 style (datetime) unless `v10`, which uses lastmod.
+inline rs::Entry change_entry(const std::string& loc, rs::Change change, rs::Timestamp t,
+                              const std::string& content = "", bool v10 = false) {
+  rs::Entry e{.loc = loc};
+  e.md = rs::Metadata{};
+  e.md->change = change;
+  if (v10) {
+    e.lastmod = t;
+  } else {
+    e.md->datetime = t;
+    e.lastmod = t;
+  }
+  if (change != rs::Change::deleted) {
+    e.md->hash = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, content)}};
+    e.md->length = content.size();
+  }
+  return e;
+}
+
+// A Source at `up`: Source Description, one Capability List, resources.
+struct Site {
+  Upstream& up;
+  std::map<std::string, std::string> content; // path -> bytes, served as text/plain
+
+  explicit Site(Upstream& u) : up(u) {
+    rs::Document sd = make_doc("description");
+    sd.entries.push_back(cap_entry(up.url("/caps.xml"), "capabilitylist"));
+    up.set_document("/.well-known/resourcesync", sd);
+    rs::Document caps = make_doc("capabilitylist");
+    caps.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/.well-known/resourcesync")});
+    caps.entries.push_back(cap_entry(up.url("/rl.xml"), "resourcelist"));
+    caps.entries.push_back(cap_entry(up.url("/cl.xml"), "changelist"));
+    up.set_document("/caps.xml", caps);
+  }
+
+  void put(const std::string& path, const std::string& bytes) {
+    content[path] = bytes;
+    up.set(path, bytes, "text/plain");
+  }
+  void erase(const std::string& path) {
+    content.erase(path);
+    up.remove(path);
+  }
+  // Publishes the Resource List of everything in `content`, snapshot at `at`.
+  void publish_resource_list(rs::Timestamp at) {
+    rs::Document rl = make_doc("resourcelist");
+    rl.header.md->at = at;
+    rl.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+    for (const auto& [path, bytes] : content) {
+      rl.entries.push_back(resource_entry(up.url(path), bytes));
+    }
+    up.set_document("/rl.xml", rl);
+  }
+  void publish_change_list(const std::string& path, rs::Timestamp from, std::optional<rs::Timestamp> until,
+                           const std::vector<rs::Entry>& entries) {
+    rs::Document cl = make_doc("changelist");
+    cl.header.md->from = from;
+    cl.header.md->until = until;
+    cl.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+    cl.entries = entries;
+    up.set_document(path, cl);
+  }
+};
+
+struct SyncEnv {
+  TempDatabase db;
+  std::filesystem::path data;
+  std::shared_ptr<store::PgStore> store;
+  std::shared_ptr<sync::BlobStore> blobs;
+  std::unique_ptr<sync::SyncEngine> engine;
+
+  SyncEnv() {
+    static int n = 0;
+    data = std::filesystem::temp_directory_path() /
+           ("tributary-sync-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    std::filesystem::remove_all(data);
+    REQUIRE(store::migrate(db.conninfo()));
+    auto s = store::PgStore::open(db.conninfo());
+    REQUIRE(s);
+    store = std::shared_ptr<store::PgStore>(std::move(*s));
+    auto b = sync::BlobStore::open(data);
+    REQUIRE(b);
+    blobs = *b;
+    engine = std::make_unique<sync::SyncEngine>(store, blobs, sync::make_default_fetcher(),
+                                                std::make_shared<sync::HostRateLimiter>(), data / "tmp");
+  }
+  ~SyncEnv() { std::filesystem::remove_all(data); }
+
+  static sync::SourceConfig source(const std::string& url, const std::string& name = "up") {
+    sync::SourceConfig s;
+    s.name = name;
+    s.url = url;
+    s.max_requests_per_second = 0;
+    return s;
+  }
+
+  sync::SourceReport run(const sync::SourceConfig& s, store::RunMode mode, bool repair = false) {
+    sync::RunOptions o;
+    o.mode = mode;
+    o.repair = repair;
+    o.batch_size = 50;
+    o.retry.max_attempts = 2;
+    o.retry.initial_backoff = std::chrono::milliseconds(5);
+    auto r = engine->run(s, o);
+    std::string errors;
+    for (const auto& e : r.errors) {
+      errors += "\n  " + e;
+    }
+    MESSAGE(r.source << ": " << store::to_string(r.status) << ": " << sync::format_counters(r.counters) << errors);
+    return r;
+  }
+
+  // uri -> blob bytes for live resources.
+  std::map<std::string, std::string> live() {
+    std::map<std::string, std::string> out;
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    for (const auto& row : tx.exec("SELECT uri, blob_sha256 FROM resource WHERE state = 'live'")) {
+      auto bytes = blobs->read(row[1].as<std::string>());
+      out[row[0].as<std::string>()] = bytes ? *bytes : "<missing blob>";
+    }
+    return out;
+  }
+  std::set<std::string> deleted() {
+    std::set<std::string> out;
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    for (const auto& row : tx.exec("SELECT uri FROM resource WHERE state = 'deleted'")) {
+      out.insert(row[0].as<std::string>());
+    }
+    return out;
+  }
+  // "change uri" lines of the change log, in order.
+  std::vector<std::string> log() {
+    std::vector<std::string> out;
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    for (const auto& row : tx.exec("SELECT change, uri FROM change_log ORDER BY seq")) {
+      out.push_back(row[0].as<std::string>() + " " + row[1].as<std::string>());
+    }
+    return out;
+  }
+  std::string fetched_from(const std::string& uri) {
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    auto r = tx.exec_params("SELECT fetched_from FROM resource WHERE uri = $1", uri);
+    return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
+  }
+};
+
+// Expected live content: upstream URL -> bytes.
+inline std::map<std::string, std::string> expected_live(const Site& site) {
+  std::map<std::string, std::string> out;
+  for (const auto& [path, bytes] : site.content) {
+    out[site.up.url(path)] = bytes;
+  }
+  return out;
+}
+
+} // namespace tributary::test

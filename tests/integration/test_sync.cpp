@@ -1,0 +1,333 @@
+// The sync engine against a real upstream over HTTP on 127.0.0.1 and the
+// real PostgreSQL from deploy/test.sh.
+#include "sync_fixture.h"
+
+using namespace tributary;
+using namespace tributary::test;
+using store::RunMode;
+using store::RunStatus;
+
+TEST_CASE("Sync: baseline creates, then leaves unchanged, then deletes what vanished") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "alpha");
+  site.put("/res/b.txt", "bravo");
+  site.put("/res/c.txt", "charlie");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+
+  auto r1 = env.run(src, RunMode::baseline);
+  CHECK(r1.status == RunStatus::succeeded);
+  CHECK(r1.counters.created == 3);
+  CHECK(env.live() == expected_live(site));
+  CHECK(env.log().size() == 3);
+
+  auto r2 = env.run(src, RunMode::baseline);
+  CHECK(r2.status == RunStatus::succeeded);
+  CHECK(r2.counters.unchanged == 3);
+  CHECK(r2.counters.created == 0);
+  CHECK(up.requests("/res/a.txt") == 1); // unchanged resources are not fetched again
+
+  site.erase("/res/b.txt");
+  site.put("/res/c.txt", "charlie v2");
+  site.publish_resource_list(ts("2026-01-02T00:00:00Z"));
+  auto r3 = env.run(src, RunMode::baseline);
+  CHECK(r3.status == RunStatus::succeeded);
+  CHECK(r3.counters.updated == 1);
+  CHECK(r3.counters.deleted == 1);
+  CHECK(env.live() == expected_live(site));
+  CHECK(env.deleted() == std::set<std::string>{up.url("/res/b.txt")});
+  auto wm = env.store->watermark(1);
+  REQUIRE(wm);
+  CHECK(wm->baseline_at == ts("2026-01-02T00:00:00Z"));
+}
+
+TEST_CASE("Sync: incremental across an index of closed and open lists, 1.0 and 1.1, deletes and repeats") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a0");
+  site.put("/res/b.txt", "b0");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+
+  // Day 1 (closed, 1.0 lastmod): c created, a updated. Day 2 (open, 1.1):
+  // b deleted, c updated twice, d created twice at the same instant as c.
+  site.put("/res/a.txt", "a1");
+  site.put("/res/c.txt", "c2");
+  site.put("/res/d.txt", "d1");
+  site.erase("/res/b.txt");
+  site.publish_change_list("/cl-1.xml", ts("2026-01-01T00:00:00Z"), ts("2026-01-02T00:00:00Z"),
+                           {change_entry(up.url("/res/c.txt"), rs::Change::created, ts("2026-01-01T10:00:00Z"), "c0", true),
+                            change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-01T11:00:00Z"), "a1", true)});
+  site.publish_change_list("/cl-2.xml", ts("2026-01-02T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-02T09:00:00Z")),
+                            change_entry(up.url("/res/c.txt"), rs::Change::updated, ts("2026-01-02T10:00:00Z"), "c1"),
+                            change_entry(up.url("/res/c.txt"), rs::Change::updated, ts("2026-01-02T11:00:00Z"), "c2"),
+                            change_entry(up.url("/res/d.txt"), rs::Change::created, ts("2026-01-02T11:00:00Z"), "d1")});
+  rs::Document index = make_doc("changelist", rs::RootElement::sitemapindex);
+  index.header.md->from = ts("2026-01-01T00:00:00Z");
+  index.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+  rs::Entry p1{.loc = up.url("/cl-1.xml")};
+  p1.md = rs::Metadata{};
+  p1.md->from = ts("2026-01-01T00:00:00Z");
+  p1.md->until = ts("2026-01-02T00:00:00Z");
+  rs::Entry p2{.loc = up.url("/cl-2.xml")};
+  p2.md = rs::Metadata{};
+  p2.md->from = ts("2026-01-02T00:00:00Z");
+  index.entries = {p1, p2};
+  up.set_document("/cl.xml", index);
+
+  auto r = env.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::partial); // c's first change offers "c0", but c now serves c2
+  // The hash of an intermediate change may not match what is served now;
+  // the final state is what counts.
+  CHECK(env.live() == expected_live(site));
+  CHECK(up.requests("/res/c.txt") <= 2);
+  CHECK(env.deleted() == std::set<std::string>{up.url("/res/b.txt")});
+  auto log = env.log();
+  CHECK(std::count(log.begin(), log.end(), "updated " + up.url("/res/c.txt")) == 2);
+  CHECK(std::count(log.begin(), log.end(), "deleted " + up.url("/res/b.txt")) == 1);
+  CHECK(std::count(log.begin(), log.end(), "created " + up.url("/res/d.txt")) == 1);
+
+  // The open list grows: only the new change is applied, none twice.
+  const size_t before = log.size();
+  site.put("/res/e.txt", "e1");
+  site.publish_change_list("/cl-2.xml", ts("2026-01-02T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-02T09:00:00Z")),
+                            change_entry(up.url("/res/c.txt"), rs::Change::updated, ts("2026-01-02T10:00:00Z"), "c1"),
+                            change_entry(up.url("/res/c.txt"), rs::Change::updated, ts("2026-01-02T11:00:00Z"), "c2"),
+                            change_entry(up.url("/res/d.txt"), rs::Change::created, ts("2026-01-02T11:00:00Z"), "d1"),
+                            change_entry(up.url("/res/e.txt"), rs::Change::created, ts("2026-01-02T11:00:00Z"), "e1")});
+  auto again = env.run(src, RunMode::incremental);
+  CHECK(again.status == RunStatus::succeeded);
+  CHECK(again.counters.created == 1);
+  CHECK(env.log().size() == before + 1);
+  CHECK(env.live() == expected_live(site));
+}
+
+TEST_CASE("Sync: equal timestamps resume by position within the list") {
+  Upstream up;
+  Site site(up);
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  std::vector<rs::Entry> changes;
+  for (int i = 0; i < 5; ++i) {
+    const std::string p = "/res/same" + std::to_string(i) + ".txt";
+    site.put(p, "x" + std::to_string(i));
+    changes.push_back(change_entry(up.url(p), rs::Change::created, ts("2026-01-01T12:00:00Z"), "x" + std::to_string(i)));
+  }
+  // First run sees three of the five equal-time changes.
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           std::vector<rs::Entry>(changes.begin(), changes.begin() + 3));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  CHECK(env.log().size() == 3);
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+  auto r = env.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.created == 2);
+  CHECK(env.log().size() == 5);
+  CHECK(env.live() == expected_live(site));
+}
+
+TEST_CASE("Sync: a gap in the change history re-baselines automatically") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a0");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+
+  // History rolled off: the Change List now starts days after our watermark.
+  site.put("/res/a.txt", "a9");
+  site.put("/res/z.txt", "z9");
+  site.publish_resource_list(ts("2026-01-10T00:00:00Z"));
+  site.put("/res/y.txt", "y9");
+  site.publish_change_list("/cl.xml", ts("2026-01-10T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/res/y.txt"), rs::Change::created, ts("2026-01-10T01:00:00Z"), "y9")});
+  auto r = env.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  REQUIRE_FALSE(r.notes.empty());
+  CHECK(r.notes[0].rfind("re-baselined: the Change List starts at 2026-01-10T00:00:00Z", 0) == 0);
+  CHECK(env.live() == expected_live(site));
+}
+
+TEST_CASE("Sync: audit counts differences and repair fixes them") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a");
+  site.put("/res/b.txt", "b");
+  site.put("/res/c.txt", "c");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  site.erase("/res/a.txt");     // extra
+  site.put("/res/b.txt", "b2"); // changed
+  site.put("/res/d.txt", "d");  // missing
+  site.publish_resource_list(ts("2026-01-02T00:00:00Z"));
+  auto audit = env.run(src, RunMode::audit);
+  CHECK(audit.status == RunStatus::succeeded);
+  CHECK(audit.audit.in_sync == 1);
+  CHECK(audit.audit.missing == 1);
+  CHECK(audit.audit.extra == 1);
+  CHECK(audit.audit.changed == 1);
+  CHECK(env.live() != expected_live(site)); // audit alone changes nothing
+  auto repair = env.run(src, RunMode::audit, true);
+  CHECK(repair.status == RunStatus::succeeded);
+  CHECK(env.live() == expected_live(site));
+  auto check = env.run(src, RunMode::audit);
+  CHECK(check.audit.in_sync == 3);
+  CHECK(check.audit.missing + check.audit.extra + check.audit.changed == 0);
+}
+
+TEST_CASE("Sync: duplicate links are tried in pri order before loc, and the serving location recorded") {
+  Upstream up;
+  Upstream mirror("127.0.0.2");
+  Site site(up);
+  site.put("/res/a.txt", "alpha");
+  mirror.set("/m1/a.txt", Served{500, "", "text/plain", {}});
+  mirror.set("/m2/a.txt", "alpha", "text/plain");
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  rs::Entry e = resource_entry(up.url("/res/a.txt"), "alpha");
+  e.links.push_back(rs::Link{.rel = "duplicate", .href = mirror.url("/m2/a.txt"), .pri = 2});
+  e.links.push_back(rs::Link{.rel = "duplicate", .href = mirror.url("/m1/a.txt"), .pri = 1});
+  rl.entries.push_back(e);
+  up.set_document("/rl.xml", rl);
+  SyncEnv env;
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(env.fetched_from(up.url("/res/a.txt")) == mirror.url("/m2/a.txt"));
+  CHECK(mirror.requests("/m1/a.txt") >= 1);
+  CHECK(up.requests("/res/a.txt") == 0);
+}
+
+TEST_CASE("Sync: a source-level mirror takes over when the primary endpoint fails") {
+  Upstream primary;
+  Upstream mirror("127.0.0.2");
+  // The mirror serves the same documents; its locs name the primary's URLs
+  // (the documents are copies), which the endpoint fetcher maps over.
+  Site site(mirror);
+  site.put("/res/a.txt", "alpha");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  primary.fail_all(503);
+  auto src = SyncEnv::source(primary.url("/"));
+  src.mirrors.push_back(sync::MirrorEndpoint{mirror.url("/"), 1});
+  src.capability_lists = {primary.url("/caps.xml")};
+  SyncEnv env;
+  auto r = env.run(src, RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(primary.total_requests() >= 1);
+  CHECK(env.live().size() == 1);
+}
+
+TEST_CASE("Sync: include/exclude and media type filters") {
+  Upstream up;
+  Site site(up);
+  site.put("/keep/a.txt", "a");
+  site.put("/keep/b.tmp", "b");
+  site.put("/skip/c.txt", "c");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  auto src = SyncEnv::source(up.url("/"));
+  sync::UriFilter inc;
+  inc.prefix = up.url("/keep/");
+  src.include.push_back(inc);
+  sync::UriFilter exc;
+  exc.is_regex = true;
+  exc.regex = std::regex(".*\\.tmp");
+  src.exclude.push_back(exc);
+  src.media_types = {"text/*"};
+  SyncEnv env;
+  auto r = env.run(src, RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(env.live() == std::map<std::string, std::string>{{up.url("/keep/a.txt"), "a"}});
+}
+
+TEST_CASE("Sync: credentials are sent to the source's hosts only") {
+  Upstream up;
+  Upstream mirror("127.0.0.2");
+  Site site(up);
+  site.put("/res/a.txt", "alpha");
+  mirror.set("/m/a.txt", "alpha", "text/plain");
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  rs::Entry e = resource_entry(up.url("/res/a.txt"), "alpha");
+  e.links.push_back(rs::Link{.rel = "duplicate", .href = mirror.url("/m/a.txt"), .pri = 1});
+  rl.entries.push_back(e);
+  up.set_document("/rl.xml", rl);
+  up.require_auth("Bearer s3cret");
+  auto src = SyncEnv::source(up.url("/"));
+  SyncEnv env;
+
+  auto denied = env.run(src, RunMode::baseline);
+  CHECK(denied.status == RunStatus::failed);
+
+  setenv("TRIBUTARY_TEST_TOKEN", "s3cret", 1);
+  src.auth.type = sync::AuthConfig::Type::bearer;
+  src.auth.secret.env = "TRIBUTARY_TEST_TOKEN";
+  auto ok = env.run(src, RunMode::baseline);
+  CHECK(ok.status == RunStatus::succeeded);
+  for (const auto& h : mirror.auth_headers()) {
+    CHECK(h.empty());
+  }
+  bool sent = false;
+  for (const auto& h : up.auth_headers()) {
+    sent = sent || h == "Bearer s3cret";
+  }
+  CHECK(sent);
+}
+
+TEST_CASE("Sync: a hash mismatch and a 404 fail those resources only") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/good.txt", "good");
+  site.put("/res/gone.txt", "gone");
+  site.put("/res/bad.txt", "expected");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  up.set("/res/bad.txt", "tampered", "text/plain"); // same length, other bytes
+  up.remove("/res/gone.txt");
+  SyncEnv env;
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(r.status == RunStatus::partial);
+  CHECK(r.counters.created == 1);
+  CHECK(r.counters.failed == 2);
+  std::string errors;
+  for (const auto& e : r.errors) {
+    errors += e + "\n";
+  }
+  CHECK(errors.find(up.url("/res/bad.txt") + ": hash mismatch, md5: expected") != std::string::npos);
+  CHECK(errors.find(up.url("/res/gone.txt") + ": HTTP 404") != std::string::npos);
+  CHECK(env.live().size() == 1);
+}
+
+TEST_CASE("Sync: a list that fails to parse applies nothing and names the reason") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "alpha");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  const auto log_before = env.log();
+  up.set("/cl.xml", std::string(rs::write_document(make_doc("changelist"))).substr(0, 150)); // truncated
+  auto r = env.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::failed);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors[0].find(up.url("/cl.xml") + ": invalid document, nothing applied from it: line") != std::string::npos);
+  CHECK(env.log() == log_before);
+}
+
+TEST_CASE("Sync: a dead upstream fails the run with a clear error") {
+  SyncEnv env;
+  auto r = env.run(SyncEnv::source("http://127.0.0.1:1/"), RunMode::incremental);
+  CHECK(r.status == RunStatus::failed);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors[0].find("no Capability List found from http://127.0.0.1:1/") != std::string::npos);
+}

@@ -1,0 +1,163 @@
+#pragma once
+
+// A programmable upstream ResourceSync Source on a loopback address: a real
+// cpp-httplib server whose documents and resources tests set and change
+// between runs, with a request log and injectable failures.
+#include "resourcesync/writer.h"
+
+#include <httplib.h>
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tributary::test {
+
+struct Served {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/xml";
+  std::map<std::string, std::string> headers;
+};
+
+class Upstream {
+public:
+  explicit Upstream(const std::string& host = "127.0.0.1") : m_host(host) {
+    m_server.set_tcp_nodelay(true);
+    m_server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); });
+    m_port = m_server.bind_to_any_port(host);
+    REQUIRE(m_port > 0);
+    m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    while (!m_server.is_running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ~Upstream() {
+    m_server.stop();
+    m_thread.join();
+  }
+  Upstream(const Upstream&) = delete;
+  Upstream& operator=(const Upstream&) = delete;
+
+  std::string base() const { return "http://" + m_host + ":" + std::to_string(m_port); }
+  std::string url(const std::string& path) const { return base() + path; }
+
+  void set(const std::string& path, Served s) {
+    std::lock_guard lock(m_mutex);
+    m_paths[path] = std::move(s);
+  }
+  void set(const std::string& path, const std::string& body, const std::string& type = "application/xml") {
+    set(path, Served{200, body, type, {}});
+  }
+  void set_document(const std::string& path, const rs::Document& doc) { set(path, rs::write_document(doc)); }
+  void remove(const std::string& path) {
+    std::lock_guard lock(m_mutex);
+    m_paths.erase(path);
+  }
+  // Every request must carry this Authorization header, else 401.
+  void require_auth(const std::string& value) {
+    std::lock_guard lock(m_mutex);
+    m_auth = value;
+  }
+  // Answers every request with `status` (e.g. 503) until cleared.
+  void fail_all(std::optional<int> status) {
+    std::lock_guard lock(m_mutex);
+    m_fail_all = status;
+  }
+  // Delay before answering each resource (paths not ending in .xml).
+  void set_delay(std::chrono::milliseconds d) {
+    std::lock_guard lock(m_mutex);
+    m_delay = d;
+  }
+
+  size_t requests(const std::string& path) const {
+    std::lock_guard lock(m_mutex);
+    size_t n = 0;
+    for (const auto& r : m_log) {
+      n += r.path == path ? 1 : 0;
+    }
+    return n;
+  }
+  size_t total_requests() const {
+    std::lock_guard lock(m_mutex);
+    return m_log.size();
+  }
+  // Authorization headers seen (empty string for none).
+  std::vector<std::string> auth_headers() const {
+    std::lock_guard lock(m_mutex);
+    std::vector<std::string> out;
+    for (const auto& r : m_log) {
+      out.push_back(r.auth);
+    }
+    return out;
+  }
+
+private:
+  struct Logged {
+    std::string path;
+    std::string auth;
+  };
+
+  void handle(const httplib::Request& req, httplib::Response& res) {
+    Served s;
+    bool found = false;
+    std::chrono::milliseconds delay{0};
+    {
+      std::lock_guard lock(m_mutex);
+      m_log.push_back(Logged{req.path, req.get_header_value("Authorization")});
+      if (m_fail_all) {
+        res.status = *m_fail_all;
+        return;
+      }
+      if (!m_auth.empty() && req.get_header_value("Authorization") != m_auth) {
+        res.status = 401;
+        return;
+      }
+      auto it = m_paths.find(req.path);
+      if (it != m_paths.end()) {
+        s = it->second;
+        found = true;
+      }
+      if (req.path.size() < 4 || req.path.compare(req.path.size() - 4, 4, ".xml") != 0) {
+        delay = m_delay;
+      }
+    }
+    if (delay.count() > 0) {
+      std::this_thread::sleep_for(delay);
+    }
+    if (!found) {
+      res.status = 404;
+      return;
+    }
+    res.status = s.status;
+    for (const auto& [k, v] : s.headers) {
+      res.set_header(k, v);
+    }
+    // Served through a content provider so that httplib does not compress
+    // it on its own (the bytes are what the test says they are).
+    auto body = std::make_shared<std::string>(s.body);
+    res.set_content_provider(body->size(), s.content_type,
+                             [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                               sink.write(body->data() + offset, length);
+                               return true;
+                             });
+  }
+
+  std::string m_host;
+  httplib::Server m_server;
+  std::thread m_thread;
+  int m_port = 0;
+  mutable std::mutex m_mutex;
+  std::map<std::string, Served> m_paths;
+  std::vector<Logged> m_log;
+  std::string m_auth;
+  std::optional<int> m_fail_all;
+  std::chrono::milliseconds m_delay{0};
+};
+
+} // namespace tributary::test
