@@ -5,6 +5,7 @@
 
 #include "sync_engine/sync.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -96,6 +97,7 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
                  : cmd.audit  ? store::RunMode::audit
                               : store::RunMode::incremental;
   options.repair = cmd.repair;
+  options.batch_size = std::max<size_t>(1, cmd.batch_size);
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   if (tty) {
     options.on_progress = [&err](const sync::Progress& p) {

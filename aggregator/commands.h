@@ -20,6 +20,7 @@ struct SyncCommand {
   bool incremental = false;
   bool audit = false;
   bool repair = false;
+  size_t batch_size = 1000;
 };
 
 // `tributary sync`: runs each source once and prints one summary line per

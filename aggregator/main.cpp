@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
                      "Apply the Change List after the watermark (baselines first if never synced)");
   sync_sub->add_flag("--audit", sync_cmd.audit, "Compare the store with the current Resource List");
   sync_sub->add_flag("--repair", sync_cmd.repair, "With --audit: fix what differs");
+  sync_sub->add_option("--batch-size", sync_cmd.batch_size,
+                       "Entries applied per transaction (default 1000)")->check(CLI::Range(1, 1000000));
 
   try {
     app.parse(argc, argv);
