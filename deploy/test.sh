@@ -30,30 +30,12 @@ cmake -S "$root" -B "$build" -G Ninja -DTRIBUTARY_WERROR=ON "${extra[@]}" >/dev/
 log "building in $build"
 cmake --build "$build" -j "$jobs"
 
-# 3. A throwaway PostgreSQL 15 cluster, reachable over a unix socket in its
-#    own directory (no port to collide with). initdb refuses to run as root,
-#    so as root the cluster belongs to the postgres user.
-pgbin=/usr/lib/postgresql/15/bin
-tmp=$(mktemp -d /tmp/tributary-pg.XXXXXX)
-as_pg=()
-if [ "$(id -u)" -eq 0 ]; then
-  chown postgres: "$tmp"
-  as_pg=(runuser -u postgres --)
-fi
-chmod 700 "$tmp"
-cleanup() {
-  "${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/data" -m immediate stop >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-
-log "starting PostgreSQL in $tmp"
-"${as_pg[@]}" "$pgbin/initdb" -D "$tmp/data" -U postgres -A trust --no-sync -E UTF8 --locale=C.UTF-8 >"$tmp/initdb.log" 2>&1 ||
-  { cat "$tmp/initdb.log"; exit 1; }
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$tmp/data" -l "$tmp/postgres.log" -w -t 60 \
-  -o "-k $tmp -c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off" start >/dev/null ||
-  { cat "$tmp/postgres.log"; exit 1; }
-export TRIBUTARY_TEST_PG="host=$tmp port=5432 user=postgres dbname=postgres"
+# 3. A throwaway PostgreSQL 15 cluster (deploy/lib/pg-temp.sh). Durability
+#    settings are relaxed: the tests check atomicity, not the disk.
+source "$here/lib/pg-temp.sh"
+log "starting PostgreSQL"
+PG_TEMP_OPTIONS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" pg_temp_start
+export TRIBUTARY_TEST_PG="$PG_TEMP_CONNINFO"
 
 # 4. Every test, through ctest.
 log "running tests"

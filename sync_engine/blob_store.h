@@ -18,9 +18,11 @@ struct BlobInfo {
 };
 
 // Content-addressed storage on disk: each blob lives at
-// <root>/blobs/<first 2 hex>/<next 2 hex>/<sha-256>, written to a temporary
-// file under <root>/tmp, fsynced and renamed into place, so a reader never
-// sees a half-written blob. Identical content from any source is stored once.
+// <root>/blobs/<first 2 hex>/<sha-256>. It is written to an unnamed
+// O_TMPFILE file (or, where the file system lacks that, a temporary file
+// under <root>/tmp), fsynced, and linked (renamed) into place, so a reader
+// never sees a half-written blob. Identical content from any source is
+// stored once.
 class BlobStore {
 public:
   // Creates the directories if needed; fails (io) if it cannot.

@@ -63,6 +63,7 @@ private:
     }
     auto c = std::make_unique<httplib::Client>(u.origin());
     c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
     c->set_follow_location(false);
     c->set_decompress(true);
     c->enable_server_certificate_verification(o.verify_tls);

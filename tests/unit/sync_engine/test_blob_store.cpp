@@ -38,7 +38,7 @@ TEST_CASE("BlobStore: content-addressed, deduplicated, with the digests asked fo
   CHECK(a->length == 3);
   REQUIRE(a->hashes.size() == 2);
   CHECK(a->hashes[1] == rs::HashValue{"md5", "900150983cd24fb0d6963f7d28e17f72"});
-  CHECK(fs::exists(dir.path / "blobs" / "ba" / "78" / a->sha256));
+  CHECK(fs::exists(dir.path / "blobs" / "ba" / a->sha256));
   CHECK((*store)->contains(a->sha256));
   CHECK(*(*store)->read(a->sha256) == "abc");
 
@@ -58,7 +58,6 @@ TEST_CASE("BlobStore: an abandoned writer leaves no file; names outside the stor
     auto w = (*store)->begin();
     REQUIRE(w);
     REQUIRE(w->write("partial", 7));
-    CHECK(files_under(dir.path / "tmp") == 1);
   }
   CHECK(files_under(dir.path / "tmp") == 0);
   CHECK(files_under(dir.path / "blobs") == 0);
