@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <sys/socket.h>
 #include <unistd.h>
 
 using namespace tributary;
@@ -104,7 +105,17 @@ int main(int argc, char** argv) {
                                return true;
                              });
   });
+  // cpp-httplib 0.11 listens with a backlog of 5: eight clients connecting
+  // at once lose SYNs and wait out a 1 s retransmit. Listening again on the
+  // same socket raises the backlog (Linux).
+  int listen_fd = -1;
+  server.set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
+  });
   const int port = server.bind_to_any_port("127.0.0.1");
+  ::listen(listen_fd, 1024);
   std::thread server_thread([&] { server.listen_after_bind(); });
   while (!server.is_running()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -165,6 +176,12 @@ int main(int argc, char** argv) {
   }
 
   auto t0 = std::chrono::steady_clock::now();
+  if (std::getenv("TRIB_DEBUG")) {
+    opt.on_progress = [&](const sync::Progress& p) {
+      std::fprintf(stderr, "%.3f %llu\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                   static_cast<unsigned long long>(p.done));
+    };
+  }
   auto r1 = engine.run(src, opt);
   double baseline_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (r1.status != store::RunStatus::succeeded || r1.counters.created != static_cast<uint64_t>(resources)) {

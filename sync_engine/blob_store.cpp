@@ -10,6 +10,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <unordered_set>
 
 namespace tributary::sync {
 
@@ -18,6 +19,9 @@ namespace fs = std::filesystem;
 struct BlobStore::Dirty {
   std::mutex mutex;
   std::set<fs::path> dirs;
+  // Blobs known to exist (blobs are never removed behind our back), so that
+  // "is this content already here?" is a lookup, not a stat.
+  std::unordered_set<std::string> known;
 };
 
 namespace {
@@ -170,6 +174,7 @@ Result<BlobInfo> BlobStore::Writer::commit() {
   {
     std::lock_guard lock(m_store->m_dirty->mutex);
     m_store->m_dirty->dirs.insert(dest->parent_path());
+    m_store->remember(info.sha256);
   }
   return info;
 }
@@ -207,10 +212,28 @@ Result<BlobInfo> BlobStore::put(std::string_view data, const std::vector<rs::Has
   return w->commit();
 }
 
+void BlobStore::remember(const std::string& sha256) {
+  // Bounded: past the cap we simply stat again.
+  if (m_dirty->known.size() < 4'000'000) {
+    m_dirty->known.insert(sha256);
+  }
+}
+
 bool BlobStore::contains(const std::string& sha256) const {
+  {
+    std::lock_guard lock(m_dirty->mutex);
+    if (m_dirty->known.count(sha256)) {
+      return true;
+    }
+  }
   auto p = path_for(sha256);
   std::error_code ec;
-  return p && fs::exists(*p, ec);
+  if (!p || !fs::exists(*p, ec)) {
+    return false;
+  }
+  std::lock_guard lock(m_dirty->mutex);
+  const_cast<BlobStore*>(this)->remember(sha256);
+  return true;
 }
 
 Result<fs::path> BlobStore::path_for(const std::string& sha256) const {

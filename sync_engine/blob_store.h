@@ -78,6 +78,7 @@ public:
 
 private:
   explicit BlobStore(std::filesystem::path root) : m_root(std::move(root)) {}
+  void remember(const std::string& sha256); // call with m_dirty->mutex held
   std::filesystem::path m_root;
   struct Dirty;
   std::shared_ptr<Dirty> m_dirty;

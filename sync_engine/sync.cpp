@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <future>
+#include <mutex>
 #include <iomanip>
 #include <sstream>
 #include <thread>
@@ -155,6 +157,52 @@ private:
   bool m_stopped = false;
 };
 
+// Commits batches on a store session of its own in a background thread, one
+// batch in flight at a time, so that the next batch is read, compared and
+// fetched while the previous one commits (measured: the client and
+// PostgreSQL otherwise take turns and leave a core idle).
+class Committer {
+public:
+  Committer(std::unique_ptr<store::Store> session, BlobStore& blobs) : m_session(std::move(session)), m_blobs(blobs) {}
+  ~Committer() { (void)wait(); }
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Waits for the batch in flight (returning its failure, if any, without
+  // submitting), then hands this one over; `on_committed` runs after it
+  // commits.
+  Result<void> submit(store::Batch batch, std::function<void(const store::Batch&)> on_committed) {
+    if (auto prev = wait(); !prev) {
+      return prev;
+    }
+    m_future = std::async(std::launch::async, [this, b = std::move(batch), done = std::move(on_committed)]() {
+      if (auto r = m_blobs.sync_directories(); !r) {
+        return r;
+      }
+      auto r = m_session->apply(b);
+      if (r && done) {
+        done(b);
+      }
+      return r;
+    });
+    return {};
+  }
+
+  // Waits for the batch in flight; its result (or the last one's).
+  Result<void> wait() {
+    if (m_future.valid()) {
+      m_last = m_future.get();
+    }
+    return m_last;
+  }
+
+private:
+  std::unique_ptr<store::Store> m_session;
+  BlobStore& m_blobs;
+  std::future<Result<void>> m_future;
+  Result<void> m_last;
+};
+
 struct ListRef {
   std::string url;
   std::optional<rs::Timestamp> from;
@@ -227,6 +275,12 @@ private:
       return false;
     }
     m_endpoint = *ep;
+    auto session = m_store.open_session();
+    if (!session) {
+      error(m_src.url, session.error().message);
+      return false;
+    }
+    m_committer = std::make_unique<Committer>(std::move(*session), m_blobs);
     m_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, m_opt.retry, m_limiter);
     m_options = m_endpoint->base_options();
     m_source_is_file = m_src.url.rfind("file:", 0) == 0;
@@ -320,15 +374,42 @@ private:
     return results;
   }
 
+  // Hands the batch to the committer. Until it commits, lookups of the next
+  // batch may not see it, so its resource states are kept as an overlay.
   Result<void> commit(store::Batch& batch) {
-    if (auto r = m_blobs.sync_directories(); !r) {
-      return r;
+    std::unordered_map<std::string, ResourceRecord> overlay;
+    for (const auto& r : batch.upserts) {
+      overlay[r.uri] = r;
     }
-    auto r = m_store.apply(batch);
+    auto r = m_committer->submit(std::move(batch), [this](const store::Batch& b) {
+      std::lock_guard lock(m_counters_mutex);
+      m_report.counters += b.counters;
+    });
     if (r) {
-      m_report.counters += batch.counters;
+      m_overlay = std::move(overlay);
     }
     return r;
+  }
+
+  // Waits until every submitted batch is committed.
+  Result<void> drain() {
+    auto r = m_committer->wait();
+    m_overlay.clear();
+    return r;
+  }
+
+  // What the store holds for these URIs, as it will be once the batch in
+  // flight commits.
+  Result<std::unordered_map<std::string, ResourceRecord>> held_for(int64_t feed, const std::vector<std::string>& uris) {
+    auto held = m_store.resources(feed, uris);
+    if (held && !m_overlay.empty()) {
+      for (const auto& u : uris) {
+        if (auto it = m_overlay.find(u); it != m_overlay.end()) {
+          (*held)[u] = it->second;
+        }
+      }
+    }
+    return held;
   }
 
   // ---- feeds ----------------------------------------------------------------
@@ -352,8 +433,13 @@ private:
         ok = false;
         continue;
       }
-      if (auto r = sync_feed(*feed, caplist); !r) {
+      auto r = sync_feed(*feed, caplist);
+      auto drained = drain(); // a batch still in flight commits (or fails) before we judge the feed
+      if (!r) {
         error(caplist, r.error().message);
+        ok = false;
+      } else if (!drained) {
+        error(caplist, drained.error().message);
         ok = false;
       }
     }
@@ -465,6 +551,9 @@ private:
       }
     }
     // Everything listed was seen: what we hold beyond it is gone upstream.
+    if (auto r = drain(); !r) {
+      return r;
+    }
     auto wm = m_store.watermark(feed);
     if (!wm) {
       return tl::unexpected(wm.error());
@@ -511,7 +600,7 @@ private:
     batch.feed_id = feed;
     batch.run_id = m_run_id;
     batch.seen = uris;
-    auto held = m_store.resources(feed, uris);
+    auto held = held_for(feed, uris);
     if (!held) {
       return tl::unexpected(held.error());
     }
@@ -555,6 +644,9 @@ private:
   // ---- incremental --------------------------------------------------------------
 
   Result<void> incremental(int64_t feed, const std::string& cl_url, const std::string& rl_url) {
+    if (auto r = drain(); !r) {
+      return r;
+    }
     auto wm = m_store.watermark(feed);
     if (!wm) {
       return tl::unexpected(wm.error());
@@ -700,7 +792,7 @@ private:
         it->second = i;
       }
     }
-    auto held = m_store.resources(feed, uris);
+    auto held = held_for(feed, uris);
     if (!held) {
       return tl::unexpected(held.error());
     }
@@ -812,6 +904,9 @@ private:
   // ---- audit ---------------------------------------------------------------------
 
   Result<void> audit(int64_t feed, const std::string& rl_url) {
+    if (auto r = drain(); !r) {
+      return r;
+    }
     auto doc = spool(rl_url, rs::Capability::resourcelist);
     if (!doc) {
       return tl::unexpected(doc.error());
@@ -901,6 +996,9 @@ private:
   SourceReport& m_report;
 
   std::shared_ptr<EndpointFetcher> m_endpoint;
+  std::unique_ptr<Committer> m_committer;
+  std::unordered_map<std::string, ResourceRecord> m_overlay;
+  std::mutex m_counters_mutex;
   std::shared_ptr<Fetcher> m_fetcher;
   FetchOptions m_options;
   bool m_source_is_file = false;

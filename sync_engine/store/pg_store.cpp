@@ -320,7 +320,7 @@ Result<void> check_schema(const std::string& conninfo) {
 }
 
 struct PgStore::Impl {
-  explicit Impl(const std::string& conninfo) : conn(conninfo) {
+  explicit Impl(const std::string& info) : conninfo(info), conn(info) {
     pqxx::work tx(conn);
     tx.exec0("CREATE TEMP TABLE stage_resource ("
              "uri text, state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
@@ -329,6 +329,7 @@ struct PgStore::Impl {
     tx.exec0("CREATE TEMP TABLE stage_seen (uri text) ON COMMIT DELETE ROWS");
     tx.commit();
   }
+  std::string conninfo;
   std::mutex mutex;
   pqxx::connection conn;
 };
@@ -516,6 +517,12 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
     tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id, static_cast<long long>(n));
     tx.commit();
     return n;
+  });
+}
+
+Result<std::unique_ptr<Store>> PgStore::open_session() {
+  return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
+    return std::unique_ptr<Store>(new PgStore(std::make_unique<Impl>(m_impl->conninfo)));
   });
 }
 

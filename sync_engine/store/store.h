@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -125,6 +126,11 @@ public:
   // Returns how many were deleted.
   virtual Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
                                          const std::optional<Watermark>& watermark) = 0;
+
+  // An independent session on the same store (PgStore: another database
+  // connection), so that one thread can commit a batch while another
+  // prepares the next.
+  virtual Result<std::unique_ptr<Store>> open_session() = 0;
 
   virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode) = 0;
   virtual Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) = 0;

@@ -8,6 +8,8 @@
 #include <httplib.h>
 #include <doctest/doctest.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -30,7 +32,16 @@ public:
   explicit Upstream(const std::string& host = "127.0.0.1") : m_host(host) {
     m_server.set_tcp_nodelay(true);
     m_server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); });
+    // cpp-httplib 0.11 listens with a backlog of 5; concurrent clients would
+    // lose SYNs and stall for a 1 s retransmit. Listen again, deeper.
+    int listen_fd = -1;
+    m_server.set_socket_options([&listen_fd](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd = sock;
+    });
     m_port = m_server.bind_to_any_port(host);
+    ::listen(listen_fd, 1024);
     REQUIRE(m_port > 0);
     m_thread = std::thread([this] { m_server.listen_after_bind(); });
     while (!m_server.is_running()) {
