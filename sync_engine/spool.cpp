@@ -73,6 +73,10 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
   if (!r) {
     return tl::unexpected(r.error());
   }
+  if (r->status == 304) {
+    doc->m_response = *r;
+    return doc;
+  }
   if (r->status < 200 || r->status > 299) {
     return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found
                       : r->status >= 500 || r->status == 429 ? ErrorKind::transient

@@ -19,6 +19,9 @@ public:
   SpooledDocument& operator=(const SpooledDocument&) = delete;
 
   const std::string& url() const { return m_url; }
+  // True when the server answered 304 Not Modified to a conditional request
+  // (there is then no document to read).
+  bool not_modified() const { return m_response.status == 304; }
   const FetchResponse& response() const { return m_response; }
   // The validation pass: header, entry count, diagnostics.
   const rs::ReadSummary& summary() const { return m_summary; }
@@ -40,9 +43,9 @@ private:
 };
 
 // Downloads `url` into `tmp_dir` and validates it. Fails for transport
-// errors and non-2xx statuses, and (invalid_document) when the body is not a
-// ResourceSync document at all; a document with validation errors is
-// returned (check summary().valid()).
+// errors and non-2xx statuses (304 excepted: see not_modified()), and
+// (invalid_document) when the body is not a ResourceSync document at all; a
+// document with validation errors is returned (check summary().valid()).
 Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const std::string& url,
                                                         const FetchOptions& options,
                                                         const std::filesystem::path& tmp_dir);

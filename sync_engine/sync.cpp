@@ -214,9 +214,9 @@ class SourceRun {
 public:
   SourceRun(store::Store& st, BlobStore& blobs, std::shared_ptr<Fetcher> transport,
             std::shared_ptr<HostRateLimiter> limiter, const std::filesystem::path& tmp, const SourceConfig& src,
-            const RunOptions& opt, SourceReport& report)
+            const RunOptions& opt, SourceReport& report, ValidatorCache& validators)
       : m_store(st), m_blobs(blobs), m_transport(std::move(transport)), m_limiter(std::move(limiter)), m_tmp(tmp),
-        m_src(src), m_opt(opt), m_report(report) {}
+        m_src(src), m_opt(opt), m_report(report), m_validators(validators) {}
 
   void execute() {
     const auto started = std::chrono::steady_clock::now();
@@ -331,9 +331,25 @@ private:
     m_opt.on_progress(p);
   }
 
-  Result<std::unique_ptr<SpooledDocument>> spool(const std::string& url, rs::Capability want) {
-    auto doc = spool_document(*m_fetcher, url, m_options, m_tmp);
-    if (!doc) {
+  // Fetches and validates a document. With `conditional`, a document
+  // applied to its end before is asked for with If-None-Match /
+  // If-Modified-Since, and may come back not_modified().
+  Result<std::unique_ptr<SpooledDocument>> spool(const std::string& url, rs::Capability want,
+                                                 bool conditional = false) {
+    FetchOptions o = m_options;
+    const std::string key = m_src.name + " " + url;
+    if (conditional) {
+      if (auto v = m_validators.get(key)) {
+        if (!v->etag.empty()) {
+          o.headers["If-None-Match"] = v->etag;
+        }
+        if (!v->last_modified.empty()) {
+          o.headers["If-Modified-Since"] = v->last_modified;
+        }
+      }
+    }
+    auto doc = spool_document(*m_fetcher, url, o, m_tmp);
+    if (!doc || (*doc)->not_modified()) {
       return doc;
     }
     const auto& s = (*doc)->summary();
@@ -410,6 +426,16 @@ private:
       }
     }
     return held;
+  }
+
+  void remember_validators(const SpooledDocument& d) {
+    ValidatorCache::Validators v{d.response().header("etag"), d.response().header("last-modified")};
+    const std::string key = m_src.name + " " + d.url();
+    if (v.etag.empty() && v.last_modified.empty()) {
+      m_validators.forget(key);
+    } else {
+      m_validators.put(key, std::move(v));
+    }
   }
 
   // ---- feeds ----------------------------------------------------------------
@@ -516,6 +542,7 @@ private:
   // ---- baseline ---------------------------------------------------------------
 
   Result<void> baseline(int64_t feed, const std::string& rl_url) {
+    m_validators.forget_prefix(m_src.name + " "); // the watermark moves: ask for everything again
     auto doc = spool(rl_url, rs::Capability::resourcelist);
     if (!doc) {
       return tl::unexpected(doc.error());
@@ -652,9 +679,13 @@ private:
       return tl::unexpected(wm.error());
     }
     Watermark w = *wm;
-    auto doc = spool(cl_url, rs::Capability::changelist);
+    auto doc = spool(cl_url, rs::Capability::changelist, true);
     if (!doc) {
       return tl::unexpected(doc.error());
+    }
+    if ((*doc)->not_modified()) {
+      note("Change List not modified since it was last applied");
+      return {};
     }
     std::vector<ListRef> lists;
     if ((*doc)->header().root == rs::RootElement::sitemapindex) {
@@ -700,17 +731,28 @@ private:
       std::unique_ptr<SpooledDocument> part;
       const SpooledDocument* d = doc->get();
       if (l.url != cl_url) {
-        auto p = spool(l.url, rs::Capability::changelist);
+        auto p = spool(l.url, rs::Capability::changelist, true);
         if (!p) {
           return tl::unexpected(p.error());
         }
         part = std::move(*p);
+        if (part->not_modified()) {
+          continue;
+        }
         d = part.get();
       }
       m_total += d->summary().entries;
       if (auto r = apply_change_list(feed, *d, w); !r) {
         return r;
       }
+      if (auto r = drain(); !r) {
+        return r;
+      }
+      remember_validators(*d);
+    }
+    if ((*doc)->header().root == rs::RootElement::urlset) {
+      // Only leaf lists: an index stays the same while its open list grows.
+      remember_validators(**doc);
     }
     return {};
   }
@@ -994,6 +1036,7 @@ private:
   const SourceConfig& m_src;
   const RunOptions& m_opt;
   SourceReport& m_report;
+  ValidatorCache& m_validators;
 
   std::shared_ptr<EndpointFetcher> m_endpoint;
   std::unique_ptr<Committer> m_committer;
@@ -1012,6 +1055,29 @@ private:
 
 } // namespace
 
+std::optional<ValidatorCache::Validators> ValidatorCache::get(const std::string& key) const {
+  std::lock_guard lock(m_mutex);
+  auto it = m_map.find(key);
+  return it == m_map.end() ? std::nullopt : std::optional<Validators>(it->second);
+}
+
+void ValidatorCache::put(const std::string& key, Validators v) {
+  std::lock_guard lock(m_mutex);
+  m_map[key] = std::move(v);
+}
+
+void ValidatorCache::forget(const std::string& key) {
+  std::lock_guard lock(m_mutex);
+  m_map.erase(key);
+}
+
+void ValidatorCache::forget_prefix(const std::string& prefix) {
+  std::lock_guard lock(m_mutex);
+  for (auto it = m_map.lower_bound(prefix); it != m_map.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    it = m_map.erase(it);
+  }
+}
+
 std::string format_counters(const store::RunCounters& c) {
   return "created " + std::to_string(c.created) + ", updated " + std::to_string(c.updated) + ", deleted " +
          std::to_string(c.deleted) + ", unchanged " + std::to_string(c.unchanged) + ", failed " +
@@ -1027,7 +1093,7 @@ SyncEngine::SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<Blob
 SourceReport SyncEngine::run(const SourceConfig& source, const RunOptions& options) {
   SourceReport report;
   try {
-    SourceRun run(*m_store, *m_blobs, m_transport, m_limiter, m_tmp, source, options, report);
+    SourceRun run(*m_store, *m_blobs, m_transport, m_limiter, m_tmp, source, options, report, *m_validators);
     run.execute();
   } catch (const std::exception& e) {
     report.status = store::RunStatus::failed;

@@ -9,6 +9,9 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +61,25 @@ struct SourceReport {
 // order strictly after the watermark, audit (and repair). Each batch of
 // changes commits with its watermark in one transaction, so a run that dies
 // is resumed exactly by the next one.
+// ETag / Last-Modified of documents polled repeatedly (open Change Lists),
+// recorded only once a document was applied to its end, so that a 304 can
+// never hide changes we have not applied.
+class ValidatorCache {
+public:
+  struct Validators {
+    std::string etag;
+    std::string last_modified;
+  };
+  std::optional<Validators> get(const std::string& key) const;
+  void put(const std::string& key, Validators v);
+  void forget(const std::string& key);
+  void forget_prefix(const std::string& prefix);
+
+private:
+  mutable std::mutex m_mutex;
+  std::map<std::string, Validators> m_map;
+};
+
 class SyncEngine {
 public:
   // `transport` fetches URLs (normally make_default_fetcher()); `limiter` is
@@ -77,6 +99,7 @@ private:
   std::shared_ptr<Fetcher> m_transport;
   std::shared_ptr<HostRateLimiter> m_limiter;
   std::filesystem::path m_tmp;
+  std::shared_ptr<ValidatorCache> m_validators = std::make_shared<ValidatorCache>();
 };
 
 // "created 3, updated 1, deleted 0, unchanged 7, failed 0, 12.0 KiB"

@@ -331,3 +331,39 @@ TEST_CASE("Sync: a dead upstream fails the run with a clear error") {
   REQUIRE_FALSE(r.errors.empty());
   CHECK(r.errors[0].find("no Capability List found from http://127.0.0.1:1/") != std::string::npos);
 }
+
+TEST_CASE("Sync: an open Change List that did not change is not downloaded again (ETag)") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-01T01:00:00Z"), "a")});
+  auto with_etag = [&](const std::string& tag) {
+    test::Served s{200, rs::write_document([&] {
+                     rs::Document cl = make_doc("changelist");
+                     cl.header.md->from = ts("2026-01-01T00:00:00Z");
+                     cl.entries = {change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-01T01:00:00Z"), "a")};
+                     if (tag == "\"v2\"") {
+                       site.put("/res/b.txt", "b");
+                       cl.entries.push_back(change_entry(up.url("/res/b.txt"), rs::Change::created, ts("2026-01-01T02:00:00Z"), "b"));
+                     }
+                     return cl;
+                   }()),
+                   "application/xml", {{"ETag", tag}}};
+    up.set("/cl.xml", s);
+  };
+  with_etag("\"v1\"");
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  auto second = env.run(src, RunMode::incremental);
+  CHECK(second.status == RunStatus::succeeded);
+  REQUIRE_FALSE(second.notes.empty());
+  CHECK(second.notes.back() == "Change List not modified since it was last applied");
+  with_etag("\"v2\"");
+  auto third = env.run(src, RunMode::incremental);
+  CHECK(third.status == RunStatus::succeeded);
+  CHECK(third.counters.created == 1);
+  CHECK(env.live() == expected_live(site));
+}

@@ -145,6 +145,11 @@ private:
       res.status = 404;
       return;
     }
+    if (auto etag = s.headers.find("ETag");
+        etag != s.headers.end() && req.get_header_value("If-None-Match") == etag->second) {
+      res.status = 304;
+      return;
+    }
     res.status = s.status;
     for (const auto& [k, v] : s.headers) {
       res.set_header(k, v);
