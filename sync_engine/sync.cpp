@@ -282,6 +282,11 @@ private:
     }
     m_committer = std::make_unique<Committer>(std::move(*session), m_blobs);
     m_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, m_opt.retry, m_limiter);
+    // Content: each location once per round (a failing mirror must not cost
+    // a full backoff before the next one is tried); rounds are retried below.
+    RetryPolicy once = m_opt.retry;
+    once.max_attempts = 1;
+    m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_limiter);
     m_options = m_endpoint->base_options();
     m_source_is_file = m_src.url.rfind("file:", 0) == 0;
     for (const auto& h : m_src.allow_hosts) {
@@ -374,8 +379,16 @@ private:
     auto work = [&] {
       for (size_t i = next++; i < entries.size(); i = next++) {
         const rs::Entry& e = *entries[i];
-        results[i] = fetch_content(*m_fetcher, m_blobs, m_options, e.loc, e.links, expected_of(e),
-                                   [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); });
+        auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
+        auto delay = m_opt.retry.initial_backoff;
+        for (int round = 1;; ++round) {
+          results[i] = fetch_content(*m_content_fetcher, m_blobs, m_options, e.loc, e.links, expected_of(e), policy);
+          if (results[i] || results[i].error().kind != ErrorKind::transient || round >= m_opt.retry.max_attempts) {
+            break;
+          }
+          std::this_thread::sleep_for(delay);
+          delay = std::min(delay * 4, m_opt.retry.max_backoff);
+        }
       }
     };
     const size_t n = std::min<size_t>(m_src.concurrency, entries.size());
@@ -441,15 +454,14 @@ private:
   // ---- feeds ----------------------------------------------------------------
 
   bool run_feeds() {
-    std::vector<std::string> caplists;
-    auto found = discover(*m_fetcher, m_src.url, m_options);
-    if (!m_src.capability_lists.empty()) {
-      caplists = m_src.capability_lists;
-    } else if (found) {
+    std::vector<std::string> caplists = m_src.capability_lists;
+    if (caplists.empty()) {
+      auto found = discover(*m_fetcher, m_src.url, m_options);
+      if (!found) {
+        error(m_src.url, found.error().message);
+        return false;
+      }
       caplists = found->capability_lists;
-    } else {
-      error(m_src.url, found.error().message);
-      return false;
     }
     bool ok = true;
     for (const auto& caplist : caplists) {
@@ -557,7 +569,6 @@ private:
       for (const auto& e : h.document.entries) {
         parts.push_back(e.loc);
       }
-      m_total += (*doc)->summary().entries * 1; // parts, refined below as they are read
     }
     m_progress_start = std::chrono::steady_clock::now();
     if (parts.empty()) {
@@ -1043,6 +1054,7 @@ private:
   std::unordered_map<std::string, ResourceRecord> m_overlay;
   std::mutex m_counters_mutex;
   std::shared_ptr<Fetcher> m_fetcher;
+  std::shared_ptr<Fetcher> m_content_fetcher;
   FetchOptions m_options;
   bool m_source_is_file = false;
   std::unordered_set<std::string> m_allowed_hosts;

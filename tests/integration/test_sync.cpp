@@ -204,7 +204,7 @@ TEST_CASE("Sync: duplicate links are tried in pri order before loc, and the serv
   auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
   CHECK(r.status == RunStatus::succeeded);
   CHECK(env.fetched_from(up.url("/res/a.txt")) == mirror.url("/m2/a.txt"));
-  CHECK(mirror.requests("/m1/a.txt") >= 1);
+  CHECK(mirror.requests("/m1/a.txt") == 1); // a failing mirror is tried once, not retried first
   CHECK(up.requests("/res/a.txt") == 0);
 }
 
