@@ -1,7 +1,7 @@
 // `tributary check-config` and `tributary migrate` as processes, against
 // a fresh database on the test cluster.
-#include "pg_fixture.h"
 #include "process.h"
+#include "sync_fixture.h"
 
 #include <filesystem>
 #include <fstream>
@@ -53,4 +53,43 @@ TEST_CASE("tributary migrate: an unreachable database is an error, not a crash")
   CHECK(m.status == 1);
   CHECK(m.out.rfind("tributary migrate: migrate: database connection lost:", 0) == 0);
   fs::remove(cfg);
+}
+
+TEST_CASE("tributary sync: one line per source and an exit status scripts can use") {
+  tributary::test::TempDatabase db;
+  tributary::test::Upstream up;
+  tributary::test::Site site(up);
+  site.put("/res/a.txt", "alpha");
+  site.put("/res/gone.txt", "gone");
+  site.publish_resource_list(tributary::test::ts("2026-01-01T00:00:00Z"));
+  up.remove("/res/gone.txt");
+  const auto data = fs::temp_directory_path() / ("tributary-cli-sync-" + std::to_string(::getpid()));
+  auto cfg = write_config("tributary-cli-sync.json",
+                          "{\"database\": \"" + db.conninfo() + "\", \"data_dir\": \"" + data.string() +
+                              "\", \"sources\": [{\"name\": \"up\", \"url\": \"" + up.url("/") + "\"}]}");
+  auto behind = run_tributary("sync --config " + cfg.string() + " --baseline");
+  CHECK(behind.status == 1);
+  CHECK(behind.out.find("run `tributary migrate --config FILE` first") != std::string::npos);
+  REQUIRE(run_tributary("migrate --config " + cfg.string()).status == 0);
+
+  auto partial = run_tributary("sync --config " + cfg.string() + " --baseline");
+  INFO(partial.out);
+  CHECK(partial.status == 1);
+  CHECK(partial.out.rfind("source 'up': baseline partial in ", 0) == 0);
+  CHECK(partial.out.find(": created 1, updated 0, deleted 0, unchanged 0, failed 1, 5 B, 1 error(s)\n") !=
+        std::string::npos);
+  CHECK(partial.out.find("  error: " + up.url("/res/gone.txt") + ": HTTP 404\n") != std::string::npos);
+
+  site.erase("/res/gone.txt");
+  site.publish_resource_list(tributary::test::ts("2026-01-02T00:00:00Z"));
+  auto ok = run_tributary("sync --config " + cfg.string() + " --audit");
+  INFO(ok.out);
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("  note: audit: in sync 1, missing 0, extra 0, changed 0\n") != std::string::npos);
+
+  CHECK(run_tributary("sync --config " + cfg.string() + " --source nope --baseline").status == 2);
+  CHECK(run_tributary("sync --config " + cfg.string() + " --baseline --incremental").status == 2);
+  CHECK(run_tributary("sync --config " + cfg.string() + " --incremental --repair").status == 2);
+  fs::remove(cfg);
+  fs::remove_all(data);
 }

@@ -2,6 +2,8 @@
 // real PostgreSQL from deploy/test.sh.
 #include "sync_fixture.h"
 
+#include <fstream>
+
 using namespace tributary;
 using namespace tributary::test;
 using store::RunMode;
@@ -198,6 +200,8 @@ TEST_CASE("Sync: duplicate links are tried in pri order before loc, and the serv
   rs::Entry e = resource_entry(up.url("/res/a.txt"), "alpha");
   e.links.push_back(rs::Link{.rel = "duplicate", .href = mirror.url("/m2/a.txt"), .pri = 2});
   e.links.push_back(rs::Link{.rel = "duplicate", .href = mirror.url("/m1/a.txt"), .pri = 1});
+  // Another scheme: recorded, never dereferenced.
+  e.links.push_back(rs::Link{.rel = "duplicate", .href = "gsiftp://grid.example.org/a.txt"});
   rl.entries.push_back(e);
   up.set_document("/rl.xml", rl);
   SyncEnv env;
@@ -206,6 +210,33 @@ TEST_CASE("Sync: duplicate links are tried in pri order before loc, and the serv
   CHECK(env.fetched_from(up.url("/res/a.txt")) == mirror.url("/m2/a.txt"));
   CHECK(mirror.requests("/m1/a.txt") == 1); // a failing mirror is tried once, not retried first
   CHECK(up.requests("/res/a.txt") == 0);
+  auto held = env.store->resources(1, {up.url("/res/a.txt")});
+  REQUIRE(held);
+  REQUIRE(held->count(up.url("/res/a.txt")));
+  CHECK(held->at(up.url("/res/a.txt")).links.size() == 3);
+  CHECK(held->at(up.url("/res/a.txt")).links[2].href == "gsiftp://grid.example.org/a.txt");
+}
+
+TEST_CASE("Sync: content is fetched only from the source's hosts, its named mirrors, and allow_hosts") {
+  Upstream up;
+  Upstream other("127.0.0.2");
+  Site site(up);
+  other.set("/x.txt", "elsewhere", "text/plain");
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  rl.entries.push_back(resource_entry(other.url("/x.txt"), "elsewhere"));
+  up.set_document("/rl.xml", rl);
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  auto refused = env.run(src, RunMode::baseline);
+  CHECK(refused.status == RunStatus::partial);
+  REQUIRE_FALSE(refused.errors.empty());
+  CHECK(refused.errors[0] == other.url("/x.txt") + ": host 127.0.0.2 is not the source's and not in allow_hosts");
+  CHECK(other.total_requests() == 0);
+  src.allow_hosts = {"127.0.0.2"};
+  auto allowed = env.run(src, RunMode::baseline);
+  CHECK(allowed.status == RunStatus::succeeded);
+  CHECK(env.live() == std::map<std::string, std::string>{{other.url("/x.txt"), "elsewhere"}});
 }
 
 TEST_CASE("Sync: a source-level mirror takes over when the primary endpoint fails") {
@@ -281,6 +312,16 @@ TEST_CASE("Sync: credentials are sent to the source's hosts only") {
     sent = sent || h == "Bearer s3cret";
   }
   CHECK(sent);
+
+  SUBCASE("basic auth with the password in a file") {
+    up.require_auth("Basic dXNlcjpzM2NyZXQ="); // user:s3cret
+    const auto secret = env.data / "password";
+    std::ofstream(secret) << "s3cret\n";
+    src.auth.type = sync::AuthConfig::Type::basic;
+    src.auth.username = "user";
+    src.auth.secret = sync::SecretRef{secret.string(), ""};
+    CHECK(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  }
 }
 
 TEST_CASE("Sync: a hash mismatch and a 404 fail those resources only") {

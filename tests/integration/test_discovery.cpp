@@ -1,0 +1,92 @@
+// Discovery over real HTTP: every way a Source can point at its
+// Capability Lists.
+#include "sync_fixture.h"
+
+#include "sync_engine/discovery.h"
+
+using namespace tributary;
+using namespace tributary::test;
+
+namespace {
+
+std::vector<std::string> found(const std::string& entry) {
+  auto f = sync::make_default_fetcher();
+  auto r = sync::discover(*f, entry, {});
+  if (!r) {
+    MESSAGE(r.error().message);
+    return {};
+  }
+  return r->capability_lists;
+}
+
+} // namespace
+
+TEST_CASE("Discovery: from a site root, the well-known URI at the host root") {
+  Upstream up;
+  Site site(up);
+  CHECK(found(up.url("/")) == std::vector<std::string>{up.url("/caps.xml")});
+}
+
+TEST_CASE("Discovery: the well-known URI at the URL's path base comes first") {
+  Upstream up;
+  rs::Document sd = make_doc("description");
+  sd.entries.push_back(cap_entry(up.url("/repo/caps-a.xml"), "capabilitylist"));
+  sd.entries.push_back(cap_entry(up.url("/repo/caps-b.xml"), "capabilitylist"));
+  up.set_document("/repo/.well-known/resourcesync", sd);
+  CHECK(found(up.url("/repo/index.html")) ==
+        std::vector<std::string>{up.url("/repo/caps-a.xml"), up.url("/repo/caps-b.xml")});
+}
+
+TEST_CASE("Discovery: climbing rel=up from a Resource List, and from an index part via rel=index") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a");
+  site.publish_resource_list(rs::Timestamp{});
+  CHECK(found(up.url("/rl.xml")) == std::vector<std::string>{up.url("/caps.xml")});
+  rs::Document part = make_doc("resourcelist");
+  part.header.md->at = rs::Timestamp{};
+  part.header.links.push_back(rs::Link{.rel = "index", .href = up.url("/rl-index.xml")});
+  up.set_document("/rl-part1.xml", part);
+  rs::Document index = make_doc("resourcelist", rs::RootElement::sitemapindex);
+  index.header.md->at = rs::Timestamp{};
+  index.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+  up.set_document("/rl-index.xml", index);
+  CHECK(found(up.url("/rl-part1.xml")) == std::vector<std::string>{up.url("/caps.xml")});
+}
+
+TEST_CASE("Discovery: HTML <link rel=resourcesync> and the HTTP Link header") {
+  Upstream up;
+  Site site(up);
+  up.set("/page.html",
+         "<!DOCTYPE html><html><head><link rel=\"resourcesync\" href=\"/caps.xml\"></head><body></body></html>",
+         "text/html");
+  CHECK(found(up.url("/page.html")) == std::vector<std::string>{up.url("/caps.xml")});
+  up.set("/item/42", Served{200, "%PDF-1.4", "application/pdf", {{"Link", "</caps.xml>; rel=\"resourcesync\""}}});
+  CHECK(found(up.url("/item/42")) == std::vector<std::string>{up.url("/caps.xml")});
+}
+
+TEST_CASE("Discovery: robots.txt Sitemap lines") {
+  Upstream up;
+  rs::Document caps = make_doc("capabilitylist");
+  caps.entries.push_back(cap_entry(up.url("/rl.xml"), "resourcelist"));
+  up.set_document("/hidden/caps.xml", caps);
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = rs::Timestamp{};
+  rl.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/hidden/caps.xml")});
+  up.set_document("/rl.xml", rl);
+  up.set("/robots.txt", "User-agent: *\nSitemap: " + up.url("/rl.xml") + "\n", "text/plain");
+  CHECK(found(up.url("/")) == std::vector<std::string>{up.url("/hidden/caps.xml")});
+}
+
+TEST_CASE("Discovery: nothing to find gives the trail of what was tried") {
+  Upstream up;
+  up.set("/", "<html><body>hello</body></html>", "text/html");
+  auto f = sync::make_default_fetcher();
+  auto r = sync::discover(*f, up.url("/"), {});
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == ErrorKind::not_found);
+  CHECK(r.error().message.find("no Capability List found from " + up.url("/")) == 0);
+  CHECK(r.error().message.find(up.url("/.well-known/resourcesync") + ": GET " + up.url("/.well-known/resourcesync") +
+                               ": HTTP 404") != std::string::npos);
+  CHECK(r.error().message.find(up.url("/robots.txt") + ": HTTP 404") != std::string::npos);
+}
