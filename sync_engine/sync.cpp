@@ -427,6 +427,14 @@ private:
     return r;
   }
 
+  // The feed's watermark once every submitted batch has committed.
+  Result<Watermark> settled_watermark(int64_t feed) {
+    if (auto r = drain(); !r) {
+      return tl::unexpected(r.error());
+    }
+    return m_store.watermark(feed);
+  }
+
   // What the store holds for these URIs, as it will be once the batch in
   // flight commits.
   Result<std::unordered_map<std::string, ResourceRecord>> held_for(int64_t feed, const std::vector<std::string>& uris) {
@@ -528,7 +536,7 @@ private:
       }
       return audit(feed, rl);
     case store::RunMode::incremental: {
-      auto wm = m_store.watermark(feed);
+      auto wm = settled_watermark(feed);
       if (!wm) {
         return tl::unexpected(wm.error());
       }
@@ -589,10 +597,7 @@ private:
       }
     }
     // Everything listed was seen: what we hold beyond it is gone upstream.
-    if (auto r = drain(); !r) {
-      return r;
-    }
-    auto wm = m_store.watermark(feed);
+    auto wm = settled_watermark(feed);
     if (!wm) {
       return tl::unexpected(wm.error());
     }
@@ -682,10 +687,7 @@ private:
   // ---- incremental --------------------------------------------------------------
 
   Result<void> incremental(int64_t feed, const std::string& cl_url, const std::string& rl_url) {
-    if (auto r = drain(); !r) {
-      return r;
-    }
-    auto wm = m_store.watermark(feed);
+    auto wm = settled_watermark(feed);
     if (!wm) {
       return tl::unexpected(wm.error());
     }
@@ -728,7 +730,7 @@ private:
       if (auto r = baseline(feed, rl_url); !r) {
         return r;
       }
-      auto again = m_store.watermark(feed);
+      auto again = settled_watermark(feed);
       if (!again) {
         return tl::unexpected(again.error());
       }
