@@ -1,6 +1,7 @@
 #include "sync_engine/blob_store.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,13 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
   for (const auto& e : fs::directory_iterator(root / "tmp", ec)) {
     fs::remove(e.path(), ec);
   }
+  // Sealed blobs wait open until their group is published: allow plenty of
+  // descriptors (the soft limit is often 1024; the hard one much higher).
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max && rl.rlim_cur < 65536) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 65536);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
   auto store = std::shared_ptr<BlobStore>(new BlobStore(root));
   store->m_dirty = std::make_shared<Dirty>();
   return store;
@@ -88,9 +96,17 @@ BlobStore::Writer::Writer(BlobStore& store, fs::path tmp, int fd, std::vector<rs
 BlobStore::Writer::Writer(Writer&& o) noexcept
     : m_store(o.m_store), m_tmp(std::move(o.m_tmp)), m_fd(o.m_fd), m_size(o.m_size),
       m_algorithms(std::move(o.m_algorithms)), m_hasher(std::move(o.m_hasher)), m_digests(std::move(o.m_digests)),
-      m_finished(o.m_finished) {
+      m_finished(o.m_finished), m_info(std::move(o.m_info)) {
   o.m_fd = -1;
   o.m_finished = true;
+}
+
+BlobStore::Writer& BlobStore::Writer::operator=(Writer&& o) noexcept {
+  if (this != &o) {
+    this->~Writer();
+    new (this) Writer(std::move(o));
+  }
+  return *this;
 }
 
 BlobStore::Writer::~Writer() {
@@ -130,21 +146,32 @@ std::vector<rs::HashValue> BlobStore::Writer::digests() {
   return m_digests;
 }
 
-Result<BlobInfo> BlobStore::Writer::commit() {
-  BlobInfo info;
-  info.hashes = digests();
-  info.length = m_size;
-  for (const auto& h : info.hashes) {
-    if (h.known() == rs::HashAlgorithm::sha256) {
-      info.sha256 = h.hex;
+BlobInfo BlobStore::Writer::seal() {
+  if (m_info.sha256.empty()) {
+    m_info.hashes = digests();
+    m_info.length = m_size;
+    for (const auto& h : m_info.hashes) {
+      if (h.known() == rs::HashAlgorithm::sha256) {
+        m_info.sha256 = h.hex;
+      }
     }
   }
+  return m_info;
+}
+
+Result<BlobInfo> BlobStore::Writer::commit() {
+  const BlobInfo info = seal();
+  if (::fsync(m_fd) != 0) {
+    return make_error(ErrorKind::io, "fsync blob " + info.sha256 + ": " + errno_text());
+  }
+  return link_into_place();
+}
+
+Result<BlobInfo> BlobStore::Writer::link_into_place() {
+  const BlobInfo info = seal();
   auto dest = m_store->path_for(info.sha256);
   if (!dest) {
     return tl::unexpected(dest.error());
-  }
-  if (::fsync(m_fd) != 0) {
-    return make_error(ErrorKind::io, "fsync blob " + info.sha256 + ": " + errno_text());
   }
   if (m_tmp.empty()) {
     // An O_TMPFILE file has no name until it is linked into place: no
@@ -179,6 +206,29 @@ Result<BlobInfo> BlobStore::Writer::commit() {
   return info;
 }
 
+std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers) {
+  std::vector<Result<BlobInfo>> out;
+  out.reserve(writers.size());
+  if (writers.empty()) {
+    return out;
+  }
+  for (auto* w : writers) {
+    w->seal();
+  }
+  // One sync of the whole file system makes every sealed blob's bytes
+  // durable; only then are they given names.
+  int rc = ::syncfs(writers.front()->m_fd);
+  const std::string why = rc != 0 ? errno_text() : std::string();
+  for (auto* w : writers) {
+    if (rc != 0) {
+      out.push_back(make_error(ErrorKind::io, "syncfs for blob " + w->m_info.sha256 + ": " + why));
+    } else {
+      out.push_back(w->link_into_place());
+    }
+  }
+  return out;
+}
+
 Result<BlobStore::Writer> BlobStore::begin(const std::vector<rs::HashAlgorithm>& extra) {
   static std::atomic<uint64_t> counter{0};
   std::vector<rs::HashAlgorithm> algorithms{rs::HashAlgorithm::sha256};
@@ -187,7 +237,13 @@ Result<BlobStore::Writer> BlobStore::begin(const std::vector<rs::HashAlgorithm>&
       algorithms.push_back(a);
     }
   }
-  int fd = ::open((m_root / "blobs").c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  // The unnamed file is made in one of the 256 directories in turn: ext4
+  // allocates an inode near its directory, so this spreads allocation (and
+  // its locks) over block groups instead of queueing on one.
+  static constexpr char k_hex[] = "0123456789abcdef";
+  const uint64_t spread = counter.fetch_add(1);
+  const std::string sub{k_hex[(spread >> 4) & 15], k_hex[spread & 15]};
+  int fd = ::open((m_root / "blobs" / sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (fd >= 0) {
     return Writer(*this, fs::path(), fd, algorithms);
   }
@@ -260,6 +316,20 @@ Result<void> BlobStore::sync_directories() {
   {
     std::lock_guard lock(m_dirty->mutex);
     dirs.swap(m_dirty->dirs);
+  }
+  if (dirs.empty()) {
+    return {};
+  }
+  if (dirs.size() > 4) {
+    // Many directories: one file-system sync beats one flush per directory.
+    int fd = ::open((m_root / "blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      int rc = ::syncfs(fd);
+      ::close(fd);
+      if (rc == 0) {
+        return {};
+      }
+    }
   }
   for (const auto& d : dirs) {
     if (auto r = fsync_dir(d); !r) {

@@ -34,7 +34,7 @@ public:
   public:
     ~Writer();
     Writer(Writer&&) noexcept;
-    Writer& operator=(Writer&&) = delete;
+    Writer& operator=(Writer&&) noexcept;
     Writer(const Writer&) = delete;
 
     Result<void> write(const char* data, size_t size);
@@ -42,6 +42,10 @@ public:
     // The digests so far are final: fsyncs, renames into place (or drops
     // the copy if the blob already exists) and returns what was stored.
     Result<BlobInfo> commit();
+    // The digests so far are final; the bytes wait, unnamed and not yet
+    // durable, for BlobStore::publish() to make a whole group durable with
+    // one file-system sync and then name each blob.
+    BlobInfo seal();
     // Digests of what was written, without committing (for verification
     // before deciding to keep the bytes).
     std::vector<rs::HashValue> digests();
@@ -57,7 +61,14 @@ public:
     rs::MultiHasher m_hasher;
     std::vector<rs::HashValue> m_digests;
     bool m_finished = false;
+    BlobInfo m_info;
+    Result<BlobInfo> link_into_place(); // after the bytes are durable
   };
+
+  // Publishes sealed writers: one syncfs() makes all their bytes durable,
+  // then each is linked under its name (one device flush for the group
+  // instead of one per blob). Returns one result per writer, in order.
+  std::vector<Result<BlobInfo>> publish(std::vector<Writer*>& writers);
 
   // A writer that computes sha-256 and `extra` digests as bytes arrive.
   Result<Writer> begin(const std::vector<rs::HashAlgorithm>& extra = {});
@@ -70,8 +81,9 @@ public:
   Result<std::filesystem::path> path_for(const std::string& sha256) const;
   Result<std::string> read(const std::string& sha256) const;
 
-  // fsyncs every blob directory touched since the last call, so that renames
-  // are durable before the database commits rows that point at them.
+  // Makes the names of blobs stored since the last call durable (one
+  // syncfs, or an fsync per directory on the fallback path), before the
+  // database commits rows that point at them.
   Result<void> sync_directories();
 
   const std::filesystem::path& root() const { return m_root; }

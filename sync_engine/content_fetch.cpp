@@ -27,7 +27,8 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
 
 Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
-                                     const Expected& expected, const HostPolicy& allowed) {
+                                     const Expected& expected, const HostPolicy& allowed,
+                                     std::counting_semaphore<>* network_slots, bool defer_publish) {
   const rs::HashValue* check = rs::strongest_hash(expected.hashes);
   std::vector<rs::HashAlgorithm> extra;
   if (check) {
@@ -78,6 +79,9 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const F
       w.emplace(std::move(*again));
       return true;
     };
+    if (network_slots) {
+      network_slots->acquire();
+    }
     auto r = fetcher.fetch(url, o, [&](const char* d, size_t n) {
       if (auto ok = w->write(d, n); !ok) {
         write_error = ok.error();
@@ -86,6 +90,9 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const F
       }
       return true;
     });
+    if (network_slots) {
+      network_slots->release();
+    }
     if (write_failed) {
       return tl::unexpected(write_error); // local disk trouble: no point trying elsewhere
     }
@@ -116,12 +123,17 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const F
         continue;
       }
     }
-    auto info = w->commit();
-    if (!info) {
-      return tl::unexpected(info.error());
-    }
     FetchedContent out;
-    out.blob = std::move(*info);
+    if (defer_publish) {
+      out.blob = w->seal();
+      out.sealed.emplace(std::move(*w));
+    } else {
+      auto info = w->commit();
+      if (!info) {
+        return tl::unexpected(info.error());
+      }
+      out.blob = std::move(*info);
+    }
     out.served_from = url;
     if (auto ct = r->header("content-type"); !ct.empty()) {
       out.type = ct;

@@ -5,6 +5,8 @@
 #include "sync_engine/fetcher.h"
 
 #include <functional>
+#include <optional>
+#include <semaphore>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,8 @@ struct Expected {
 
 struct FetchedContent {
   BlobInfo blob;
+  // With `defer_publish`: the sealed bytes, to hand to BlobStore::publish().
+  std::optional<BlobStore::Writer> sealed;
   std::string served_from; // which location the bytes came from
   std::optional<std::string> type; // Content-Type of the response
 };
@@ -34,8 +38,13 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
 // hash offered). Fails with every location's reason when none delivers the
 // right bytes: `not_found` if every location said 404/410, otherwise
 // `invalid_document` for a mismatch or `transient`.
+//
+// `network_slots`, when given, bounds the requests in flight: a slot is held
+// for the transfer only, not while the blob is fsynced and linked, so that
+// slow disks do not hold the source's concurrency hostage.
 Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
-                                     const Expected& expected, const HostPolicy& allowed);
+                                     const Expected& expected, const HostPolicy& allowed,
+                                     std::counting_semaphore<>* network_slots = nullptr, bool defer_publish = false);
 
 } // namespace tributary::sync

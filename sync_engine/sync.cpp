@@ -373,16 +373,23 @@ private:
   // Fetches the content of several entries in parallel (the source's
   // concurrency), each through fetch_content.
   std::vector<Result<FetchedContent>> fetch_all(const std::vector<const rs::Entry*>& entries) {
-    std::vector<Result<FetchedContent>> results(entries.size(),
-                                                make_error(ErrorKind::transient, "not fetched"));
+    std::vector<Result<FetchedContent>> results;
+    results.reserve(entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      results.emplace_back(make_error(ErrorKind::transient, "not fetched"));
+    }
     std::atomic<size_t> next{0};
+    // `concurrency` requests in flight; more workers, so that fsyncing and
+    // linking blobs overlaps with the next transfers.
+    std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(m_src.concurrency));
     auto work = [&] {
       for (size_t i = next++; i < entries.size(); i = next++) {
         const rs::Entry& e = *entries[i];
         auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
         auto delay = m_opt.retry.initial_backoff;
         for (int round = 1;; ++round) {
-          results[i] = fetch_content(*m_content_fetcher, m_blobs, m_options, e.loc, e.links, expected_of(e), policy);
+          results[i] = fetch_content(*m_content_fetcher, m_blobs, m_options, e.loc, e.links, expected_of(e), policy,
+                                     &slots, /*defer_publish=*/true);
           if (results[i] || results[i].error().kind != ErrorKind::transient || round >= m_opt.retry.max_attempts) {
             break;
           }
@@ -391,7 +398,7 @@ private:
         }
       }
     };
-    const size_t n = std::min<size_t>(m_src.concurrency, entries.size());
+    const size_t n = std::min<size_t>(std::min<size_t>(4 * m_src.concurrency, 64), entries.size());
     std::vector<std::thread> threads;
     for (size_t t = 1; t < n; ++t) {
       threads.emplace_back(work);
@@ -399,6 +406,24 @@ private:
     work();
     for (auto& t : threads) {
       t.join();
+    }
+    // One file-system sync for the whole batch, then every blob is named.
+    std::vector<BlobStore::Writer*> sealed;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i] && results[i]->sealed) {
+        sealed.push_back(&*results[i]->sealed);
+        index.push_back(i);
+      }
+    }
+    auto published = m_blobs.publish(sealed);
+    for (size_t k = 0; k < published.size(); ++k) {
+      Result<FetchedContent>& r = results[index[k]];
+      if (!published[k]) {
+        r = tl::unexpected(published[k].error());
+      } else {
+        r->sealed.reset();
+      }
     }
     return results;
   }
