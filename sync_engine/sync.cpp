@@ -656,10 +656,17 @@ private:
   }
 
   Result<void> baseline_batch(int64_t feed, std::vector<rs::Entry>& all) {
+    // A list may name a URI twice (the validator warns): the last one counts,
+    // and a batch must not upsert one row twice.
+    std::unordered_map<std::string, size_t> last;
+    for (size_t i = 0; i < all.size(); ++i) {
+      last[all[i].loc] = i;
+    }
     std::vector<const rs::Entry*> entries;
     std::vector<std::string> uris;
-    for (const auto& e : all) {
-      if (m_src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      const rs::Entry& e = all[i];
+      if (last[e.loc] == i && m_src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
         entries.push_back(&e);
         uris.push_back(e.loc);
       }

@@ -408,3 +408,19 @@ TEST_CASE("Sync: an open Change List that did not change is not downloaded again
   CHECK(third.counters.created == 1);
   CHECK(env.live() == expected_live(site));
 }
+
+TEST_CASE("Sync: a Resource List naming a URI twice is applied once (the last entry counts)") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a2");
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  rl.entries.push_back(resource_entry(up.url("/res/a.txt"), "a1"));
+  rl.entries.push_back(resource_entry(up.url("/res/a.txt"), "a2"));
+  up.set_document("/rl.xml", rl);
+  SyncEnv env;
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.created == 1);
+  CHECK(env.live() == expected_live(site));
+}
