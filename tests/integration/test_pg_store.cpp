@@ -197,3 +197,15 @@ TEST_CASE("PgStore: for_each_resource pages through large feeds in URI order") {
   CHECK(n == 25000);
   CHECK(ordered);
 }
+
+#include "../common/store_contract.h"
+
+TEST_CASE("PgStore: the store contract") {
+  test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  test::store_contract([&]() -> std::unique_ptr<Store> {
+    auto s = PgStore::open(db.conninfo());
+    REQUIRE(s);
+    return std::move(*s);
+  });
+}

@@ -1,0 +1,178 @@
+#include "sync_engine/store/memory_store.h"
+
+#include <chrono>
+#include <set>
+
+namespace tributary::store {
+
+struct MemoryStore::Data {
+  std::mutex mutex;
+  std::map<std::string, std::pair<int64_t, std::string>> sources; // name -> (id, url)
+  std::map<std::pair<int64_t, std::string>, int64_t> feeds;       // (source, caplist) -> id
+  int64_t next_id = 1;
+  std::map<int64_t, std::map<std::string, ResourceRecord>> resources; // feed -> uri -> record
+  std::map<int64_t, std::map<std::string, int64_t>> seen;             // feed -> uri -> run
+  std::map<int64_t, Watermark> watermarks;
+  std::map<int64_t, std::vector<ChangeRecord>> log;
+  std::map<int64_t, RunInfo> runs;
+  std::map<int64_t, std::vector<std::pair<std::string, std::string>>> errors;
+};
+
+MemoryStore::MemoryStore() : m_data(std::make_shared<Data>()) {}
+
+Result<int64_t> MemoryStore::ensure_source(const std::string& name, const std::string& url) {
+  std::lock_guard lock(m_data->mutex);
+  auto it = m_data->sources.find(name);
+  if (it != m_data->sources.end()) {
+    it->second.second = url;
+    return it->second.first;
+  }
+  const int64_t id = m_data->next_id++;
+  m_data->sources[name] = {id, url};
+  return id;
+}
+
+Result<int64_t> MemoryStore::ensure_feed(int64_t source_id, const std::string& capability_list_url) {
+  std::lock_guard lock(m_data->mutex);
+  auto key = std::make_pair(source_id, capability_list_url);
+  auto it = m_data->feeds.find(key);
+  if (it != m_data->feeds.end()) {
+    return it->second;
+  }
+  const int64_t id = m_data->next_id++;
+  m_data->feeds[key] = id;
+  return id;
+}
+
+Result<Watermark> MemoryStore::watermark(int64_t feed_id) {
+  std::lock_guard lock(m_data->mutex);
+  auto it = m_data->watermarks.find(feed_id);
+  return it == m_data->watermarks.end() ? Watermark{} : it->second;
+}
+
+Result<std::unordered_map<std::string, ResourceRecord>> MemoryStore::resources(int64_t feed_id,
+                                                                             const std::vector<std::string>& uris) {
+  std::lock_guard lock(m_data->mutex);
+  std::unordered_map<std::string, ResourceRecord> out;
+  const auto& feed = m_data->resources[feed_id];
+  for (const auto& u : uris) {
+    if (auto it = feed.find(u); it != feed.end()) {
+      out[u] = it->second;
+    }
+  }
+  return out;
+}
+
+Result<void> MemoryStore::for_each_resource(int64_t feed_id, const std::function<void(const ResourceRecord&)>& fn) {
+  std::vector<ResourceRecord> copy;
+  {
+    std::lock_guard lock(m_data->mutex);
+    for (const auto& [uri, r] : m_data->resources[feed_id]) {
+      copy.push_back(r);
+    }
+  }
+  for (const auto& r : copy) {
+    fn(r);
+  }
+  return {};
+}
+
+Result<void> MemoryStore::apply(const Batch& b) {
+  std::lock_guard lock(m_data->mutex);
+  // Check everything first: a batch applies whole or not at all.
+  std::set<std::string> uris;
+  for (const auto& r : b.upserts) {
+    if (!uris.insert(r.uri).second) {
+      return make_error(ErrorKind::conflict, "apply batch: " + r.uri + " appears twice in one batch");
+    }
+  }
+  if (b.watermark && b.watermark->last_position > 0x7fffffff) {
+    return make_error(ErrorKind::permanent, "apply batch: last_position out of range");
+  }
+  auto& feed = m_data->resources[b.feed_id];
+  for (const auto& r : b.upserts) {
+    feed[r.uri] = r;
+  }
+  auto& log = m_data->log[b.feed_id];
+  log.insert(log.end(), b.changes.begin(), b.changes.end());
+  if (b.run_id != 0) {
+    for (const auto& u : b.seen) {
+      if (feed.count(u)) {
+        m_data->seen[b.feed_id][u] = b.run_id;
+      }
+    }
+    auto& run = m_data->runs[b.run_id];
+    run.counters += b.counters;
+  }
+  if (b.watermark) {
+    m_data->watermarks[b.feed_id] = *b.watermark;
+  }
+  return {};
+}
+
+Result<uint64_t> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w) {
+  std::lock_guard lock(m_data->mutex);
+  uint64_t n = 0;
+  auto& seen = m_data->seen[feed_id];
+  for (auto& [uri, r] : m_data->resources[feed_id]) {
+    auto it = seen.find(uri);
+    if (r.state == ResourceState::live && (it == seen.end() || it->second != run_id)) {
+      r.state = ResourceState::deleted;
+      m_data->log[feed_id].push_back(ChangeRecord{rs::Change::deleted, std::nullopt, r});
+      ++n;
+    }
+  }
+  if (w) {
+    m_data->watermarks[feed_id] = *w;
+  }
+  m_data->runs[run_id].counters.deleted += n;
+  return n;
+}
+
+Result<std::unique_ptr<Store>> MemoryStore::open_session() {
+  return std::unique_ptr<Store>(new MemoryStore(m_data));
+}
+
+Result<int64_t> MemoryStore::begin_run(int64_t, RunMode mode) {
+  std::lock_guard lock(m_data->mutex);
+  const int64_t id = m_data->next_id++;
+  RunInfo info;
+  info.id = id;
+  info.mode = mode;
+  info.status = RunStatus::running;
+  info.started_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  m_data->runs[id] = info;
+  return id;
+}
+
+Result<void> MemoryStore::record_error(int64_t run_id, const std::string& url, const std::string& reason) {
+  std::lock_guard lock(m_data->mutex);
+  m_data->errors[run_id].emplace_back(url, reason);
+  return {};
+}
+
+Result<void> MemoryStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
+  std::lock_guard lock(m_data->mutex);
+  auto& run = m_data->runs[run_id];
+  run.status = status;
+  run.message = message;
+  run.finished_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  return {};
+}
+
+Result<RunInfo> MemoryStore::run(int64_t run_id) {
+  std::lock_guard lock(m_data->mutex);
+  auto it = m_data->runs.find(run_id);
+  if (it == m_data->runs.end()) {
+    return make_error(ErrorKind::not_found, "no sync run " + std::to_string(run_id));
+  }
+  return it->second;
+}
+
+std::vector<ChangeRecord> MemoryStore::change_log(int64_t feed_id) const {
+  std::lock_guard lock(m_data->mutex);
+  auto it = m_data->log.find(feed_id);
+  return it == m_data->log.end() ? std::vector<ChangeRecord>{} : it->second;
+}
+
+} // namespace tributary::store

@@ -1,0 +1,43 @@
+#pragma once
+
+#include "sync_engine/store/store.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace tributary::store {
+
+// The Store contract in memory, for unit tests of code above the store. It
+// keeps the same rules as PgStore (a batch applies whole or not at all, one
+// upsert per URI per batch) so that the shared contract tests hold for both.
+class MemoryStore : public Store {
+public:
+  MemoryStore();
+
+  Result<int64_t> ensure_source(const std::string& name, const std::string& url) override;
+  Result<int64_t> ensure_feed(int64_t source_id, const std::string& capability_list_url) override;
+  Result<Watermark> watermark(int64_t feed_id) override;
+  Result<std::unordered_map<std::string, ResourceRecord>>
+  resources(int64_t feed_id, const std::vector<std::string>& uris) override;
+  Result<void> for_each_resource(int64_t feed_id,
+                                 const std::function<void(const ResourceRecord&)>& fn) override;
+  Result<void> apply(const Batch& batch) override;
+  Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
+                                 const std::optional<Watermark>& watermark) override;
+  Result<std::unique_ptr<Store>> open_session() override;
+  Result<int64_t> begin_run(int64_t source_id, RunMode mode) override;
+  Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;
+  Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
+  Result<RunInfo> run(int64_t run_id) override;
+
+  // The change log of a feed, in order (for tests).
+  std::vector<ChangeRecord> change_log(int64_t feed_id) const;
+
+private:
+  struct Data;
+  explicit MemoryStore(std::shared_ptr<Data> data) : m_data(std::move(data)) {}
+  std::shared_ptr<Data> m_data; // shared by sessions
+};
+
+} // namespace tributary::store

@@ -1,0 +1,126 @@
+#pragma once
+
+// The behaviour every Store must show, run against MemoryStore (unit tests)
+// and PgStore (integration tests, real PostgreSQL).
+#include "sync_engine/store/store.h"
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <memory>
+
+namespace tributary::test {
+
+inline store::ResourceRecord contract_record(const std::string& uri, uint64_t length) {
+  store::ResourceRecord r;
+  r.uri = uri;
+  r.length = length;
+  r.lastmod = *rs::parse_w3c_datetime("2026-01-01T00:00:00.5Z");
+  r.hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, uri)}};
+  r.links = {rs::Link{.rel = "via", .href = "http://original.example.org/" + std::to_string(length)}};
+  r.blob_sha256 = rs::hash_hex(rs::HashAlgorithm::sha256, uri);
+  return r;
+}
+
+inline void store_contract(const std::function<std::unique_ptr<store::Store>()>& make) {
+  using namespace store;
+  std::unique_ptr<Store> s = make();
+  REQUIRE(s);
+  const int64_t source = *s->ensure_source("src", "http://e.org/");
+  const int64_t feed = *s->ensure_feed(source, "http://e.org/caps.xml");
+  const int64_t run = *s->begin_run(source, RunMode::baseline);
+
+  SUBCASE("ensure_source and ensure_feed are idempotent; feeds are per capability list") {
+    CHECK(*s->ensure_source("src", "http://e.org/moved/") == source);
+    CHECK(*s->ensure_feed(source, "http://e.org/caps.xml") == feed);
+    CHECK(*s->ensure_feed(source, "http://e.org/caps2.xml") != feed);
+  }
+
+  SUBCASE("a batch round-trips records and the watermark, and adds to the run's counters") {
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.upserts = {contract_record("http://e.org/a", 1), contract_record("http://e.org/b", 2)};
+    b.changes = {ChangeRecord{rs::Change::created, std::nullopt, b.upserts[0]}};
+    Watermark w;
+    w.last_time = *rs::parse_w3c_datetime("2026-01-02T00:00:00Z");
+    w.last_uri = "http://e.org/b";
+    w.last_position = 4;
+    b.watermark = w;
+    b.counters.created = 2;
+    REQUIRE(s->apply(b));
+    auto got = s->resources(feed, {"http://e.org/a", "http://e.org/b", "http://e.org/none"});
+    REQUIRE(got);
+    CHECK(got->size() == 2);
+    CHECK(got->at("http://e.org/a") == b.upserts[0]);
+    CHECK(*s->watermark(feed) == w);
+    CHECK(s->run(run)->counters.created == 2);
+    CHECK(s->watermark(feed + 1000)->last_time == std::nullopt);
+  }
+
+  SUBCASE("a batch that names a URI twice is refused whole") {
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.upserts = {contract_record("http://e.org/a", 1), contract_record("http://e.org/a", 2)};
+    b.counters.created = 2;
+    CHECK_FALSE(s->apply(b));
+    CHECK(s->resources(feed, {"http://e.org/a"})->empty());
+    CHECK(s->run(run)->counters.created == 0);
+  }
+
+  SUBCASE("delete_unseen deletes live resources the run did not see, and sets the watermark") {
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.upserts = {contract_record("http://e.org/a", 1), contract_record("http://e.org/b", 2)};
+    b.seen = {"http://e.org/a"};
+    REQUIRE(s->apply(b));
+    Watermark w;
+    w.baseline_at = *rs::parse_w3c_datetime("2026-01-03T00:00:00Z");
+    auto n = s->delete_unseen(feed, run, w);
+    REQUIRE(n);
+    CHECK(*n == 1);
+    auto got = s->resources(feed, {"http://e.org/a", "http://e.org/b"});
+    CHECK(got->at("http://e.org/a").state == ResourceState::live);
+    CHECK(got->at("http://e.org/b").state == ResourceState::deleted);
+    CHECK(s->watermark(feed)->baseline_at == w.baseline_at);
+    CHECK(s->run(run)->counters.deleted == 1);
+  }
+
+  SUBCASE("another session sees committed batches") {
+    auto other = s->open_session();
+    REQUIRE(other);
+    Batch b;
+    b.feed_id = feed;
+    b.upserts = {contract_record("http://e.org/c", 3)};
+    REQUIRE((*other)->apply(b));
+    CHECK(s->resources(feed, {"http://e.org/c"})->size() == 1);
+  }
+
+  SUBCASE("for_each_resource visits every resource of the feed once") {
+    Batch b;
+    b.feed_id = feed;
+    for (int i = 0; i < 30; ++i) {
+      b.upserts.push_back(contract_record("http://e.org/r" + std::to_string(i), static_cast<uint64_t>(i)));
+    }
+    REQUIRE(s->apply(b));
+    size_t n = 0;
+    REQUIRE(s->for_each_resource(feed, [&](const ResourceRecord&) { ++n; }));
+    CHECK(n == 30);
+  }
+
+  SUBCASE("a run goes from running to its final status") {
+    CHECK(s->run(run)->status == RunStatus::running);
+    REQUIRE(s->record_error(run, "http://e.org/x", "HTTP 404"));
+    REQUIRE(s->finish_run(run, RunStatus::partial, "1 failed"));
+    auto info = s->run(run);
+    REQUIRE(info);
+    CHECK(info->status == RunStatus::partial);
+    CHECK(info->message == "1 failed");
+    CHECK(info->finished_at.has_value());
+    CHECK_FALSE(s->run(run + 1000));
+  }
+}
+
+} // namespace tributary::test
