@@ -23,7 +23,7 @@ packages=(
   # config and JSON output, error values, CLI, tests
   nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
   # used by the test script
-  procps iproute2 ca-certificates
+  procps iproute2 ca-certificates openssl
 )
 
 missing=()

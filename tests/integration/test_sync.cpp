@@ -424,3 +424,21 @@ TEST_CASE("Sync: a Resource List naming a URI twice is applied once (the last en
   CHECK(r.counters.created == 1);
   CHECK(env.live() == expected_live(site));
 }
+
+TEST_CASE("Sync: a configured file:// source is read from disk") {
+  SyncEnv env;
+  const auto dir = env.data / "local-source";
+  std::filesystem::create_directories(dir / "res");
+  std::ofstream(dir / "res" / "a.txt") << "local a";
+  const std::string base = "file://" + dir.string();
+  rs::Document caps = make_doc("capabilitylist");
+  caps.entries.push_back(cap_entry(base + "/rl.xml", "resourcelist"));
+  std::ofstream(dir / "caps.xml") << rs::write_document(caps);
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  rl.entries.push_back(resource_entry(base + "/res/a.txt", "local a"));
+  std::ofstream(dir / "rl.xml") << rs::write_document(rl);
+  auto r = env.run(SyncEnv::source(base + "/caps.xml"), RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(env.live() == std::map<std::string, std::string>{{base + "/res/a.txt", "local a"}});
+}
