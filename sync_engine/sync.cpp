@@ -290,7 +290,11 @@ private:
     m_options = m_endpoint->base_options();
     m_source_is_file = m_src.url.rfind("file:", 0) == 0;
     for (const auto& h : m_src.allow_hosts) {
-      m_allowed_hosts.insert(h);
+      std::string lower = h;
+      for (auto& c : lower) {
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      }
+      m_allowed_hosts.insert(lower);
     }
     return true;
   }

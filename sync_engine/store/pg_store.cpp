@@ -414,14 +414,15 @@ Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64
 Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<void(const ResourceRecord&)>& fn) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("list resources", [&]() -> Result<void> {
-    // Keyset pagination keeps memory flat for feeds of millions.
+    // Keyset pagination keeps memory flat for feeds of millions; the order
+    // is the database's collation, which the primary key index serves.
     std::optional<std::string> after;
     for (;;) {
       pqxx::read_transaction tx(m_impl->conn);
       pqxx::result r = after ? tx.exec_params(resource_select() +
-                                                  "WHERE feed_id = $1 AND uri COLLATE \"C\" > $2 ORDER BY uri COLLATE \"C\" LIMIT 10000",
+                                                  "WHERE feed_id = $1 AND uri > $2 ORDER BY uri LIMIT 10000",
                                               feed_id, *after)
-                             : tx.exec_params(resource_select() + "WHERE feed_id = $1 ORDER BY uri COLLATE \"C\" LIMIT 10000",
+                             : tx.exec_params(resource_select() + "WHERE feed_id = $1 ORDER BY uri LIMIT 10000",
                                               feed_id);
       tx.commit();
       for (const auto& row : r) {

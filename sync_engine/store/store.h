@@ -115,7 +115,8 @@ public:
   // What we hold for these URIs of the feed (absent URIs are not in the map).
   virtual Result<std::unordered_map<std::string, ResourceRecord>>
   resources(int64_t feed_id, const std::vector<std::string>& uris) = 0;
-  // Calls `fn` for every resource of the feed (live and deleted), in URI order.
+  // Calls `fn` for every resource of the feed (live and deleted), ordered by
+  // URI (in the store's collation).
   virtual Result<void> for_each_resource(int64_t feed_id,
                                          const std::function<void(const ResourceRecord&)>& fn) = 0;
 

@@ -38,7 +38,7 @@ TEST_CASE("Migrations: the pinned version matches the embedded files") {
   }
 }
 
-TEST_CASE("Migrations: apply from scratch, then nothing; a behind or ahead schema is refused") {
+TEST_CASE("Migrations: apply from scratch, then nothing, and a behind or ahead schema is refused") {
   test::TempDatabase db;
   auto before = check_schema(db.conninfo());
   REQUIRE_FALSE(before);

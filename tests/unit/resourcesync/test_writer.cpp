@@ -130,7 +130,7 @@ TEST_CASE("PartitionedWriter: splits at the entry limit and links parts to the i
   CHECK(index.document.entries[1].md->at == h.md->at);
 }
 
-TEST_CASE("PartitionedWriter: change list parts carry from/until; the last stays open") {
+TEST_CASE("PartitionedWriter: change list parts carry from/until and the last stays open") {
   DocumentHeader h;
   h.md = Metadata{};
   h.md->capability = "changelist";

@@ -50,7 +50,7 @@ TEST_CASE("BlobStore: content-addressed, deduplicated, with the digests asked fo
   CHECK((*store)->sync_directories());
 }
 
-TEST_CASE("BlobStore: an abandoned writer leaves no file; names outside the store are refused") {
+TEST_CASE("BlobStore: an abandoned writer leaves no file, and names outside the store are refused") {
   TempDir dir;
   auto store = BlobStore::open(dir.path);
   REQUIRE(store);

@@ -48,7 +48,7 @@ TEST_CASE("resolve_redirect: absolute, absolute-path and relative Locations") {
   CHECK(resolve_redirect(base, "//cdn.e.org/z") == "http://cdn.e.org/z");
 }
 
-TEST_CASE("Fetcher: file URLs stream the file; missing files are not_found; unknown schemes are usage errors") {
+TEST_CASE("Fetcher: file URLs stream the file, missing files are not_found, unknown schemes are usage errors") {
   auto dir = std::filesystem::temp_directory_path() / "tributary-fetcher-test";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "a b.xml") << "hello";

@@ -100,7 +100,7 @@ TEST_CASE("RetryingFetcher: honours Retry-After, and gives up when it is too lon
   CHECK(r.error().message == "GET http://h.example.org/x: HTTP 503, Retry-After 86400 s");
 }
 
-TEST_CASE("RetryingFetcher: 404 and permanent errors are not retried; attempts are bounded") {
+TEST_CASE("RetryingFetcher: 404 and permanent errors are not retried, and attempts are bounded") {
   Harness h(std::deque<Step>{Step{404}});
   std::string body;
   auto r = h.get(body);
