@@ -1,7 +1,9 @@
 #include "sync_engine/store/memory_store.h"
 
 #include <chrono>
+#include <algorithm>
 #include <set>
+#include <tuple>
 
 namespace tributary::store {
 
@@ -14,11 +16,88 @@ struct MemoryStore::Data {
   std::map<int64_t, std::map<std::string, int64_t>> seen;             // feed -> uri -> run
   std::map<int64_t, Watermark> watermarks;
   std::map<int64_t, std::vector<ChangeRecord>> log;
+  std::vector<std::pair<int64_t, LoggedChange>> global_log; // (feed, change), in seq order
   std::map<int64_t, RunInfo> runs;
   std::map<int64_t, std::vector<std::pair<std::string, std::string>>> errors;
 };
 
+namespace {
+
+void append_global(MemoryStore::Data& d, int64_t feed, const ChangeRecord& c) {
+  LoggedChange l;
+  l.seq = static_cast<int64_t>(d.global_log.size()) + 1;
+  l.change = c.change;
+  l.recorded_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  l.upstream_datetime = c.upstream_datetime;
+  l.resource = c.resource;
+  d.global_log.emplace_back(feed, std::move(l));
+}
+
+} // namespace
+
 MemoryStore::MemoryStore() : m_data(std::make_shared<Data>()) {}
+
+Result<std::vector<FeedInfo>> MemoryStore::feeds() {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<FeedInfo> out;
+  for (const auto& [key, id] : m_data->feeds) {
+    FeedInfo f;
+    f.feed_id = id;
+    f.source_id = key.first;
+    f.capability_list_url = key.second;
+    for (const auto& [name, src] : m_data->sources) {
+      if (src.first == key.first) {
+        f.source_name = name;
+      }
+    }
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(), [](const FeedInfo& a, const FeedInfo& b) {
+    return std::tie(a.source_name, a.feed_id) < std::tie(b.source_name, b.feed_id);
+  });
+  return out;
+}
+
+Result<std::vector<ResourceRecord>> MemoryStore::live_resources(int64_t feed_id, const std::string& after_uri,
+                                                                size_t limit) {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<ResourceRecord> out;
+  const auto& feed = m_data->resources[feed_id];
+  for (auto it = after_uri.empty() ? feed.begin() : feed.upper_bound(after_uri); it != feed.end() && out.size() < limit;
+       ++it) {
+    if (it->second.state == ResourceState::live) {
+      out.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+Result<std::optional<ResourceRecord>> MemoryStore::resource(int64_t feed_id, const std::string& uri) {
+  std::lock_guard lock(m_data->mutex);
+  const auto& feed = m_data->resources[feed_id];
+  auto it = feed.find(uri);
+  return it == feed.end() ? std::nullopt : std::optional<ResourceRecord>(it->second);
+}
+
+Result<std::vector<LoggedChange>> MemoryStore::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                       size_t limit) {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<LoggedChange> out;
+  for (const auto& [feed, change] : m_data->global_log) {
+    if (change.seq > after_seq && std::find(feed_ids.begin(), feed_ids.end(), feed) != feed_ids.end()) {
+      out.push_back(change);
+      if (out.size() >= limit) {
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+Result<int64_t> MemoryStore::last_seq() {
+  std::lock_guard lock(m_data->mutex);
+  return static_cast<int64_t>(m_data->global_log.size());
+}
 
 Result<int64_t> MemoryStore::ensure_source(const std::string& name, const std::string& url) {
   std::lock_guard lock(m_data->mutex);
@@ -95,6 +174,9 @@ Result<void> MemoryStore::apply(const Batch& b) {
   }
   auto& log = m_data->log[b.feed_id];
   log.insert(log.end(), b.changes.begin(), b.changes.end());
+  for (const auto& c : b.changes) {
+    append_global(*m_data, b.feed_id, c);
+  }
   if (b.run_id != 0) {
     for (const auto& u : b.seen) {
       if (feed.count(u)) {
@@ -119,6 +201,7 @@ Result<uint64_t> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, con
     if (r.state == ResourceState::live && (it == seen.end() || it->second != run_id)) {
       r.state = ResourceState::deleted;
       m_data->log[feed_id].push_back(ChangeRecord{rs::Change::deleted, std::nullopt, r});
+      append_global(*m_data, feed_id, m_data->log[feed_id].back());
       ++n;
     }
   }

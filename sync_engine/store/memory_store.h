@@ -1,6 +1,7 @@
 #pragma once
 
 #include "sync_engine/store/store.h"
+#include "sync_engine/store/store_reader.h"
 
 #include <map>
 #include <memory>
@@ -11,7 +12,7 @@ namespace tributary::store {
 // The Store contract in memory, for unit tests of code above the store. It
 // keeps the same rules as PgStore (a batch applies whole or not at all, one
 // upsert per URI per batch) so that the shared contract tests hold for both.
-class MemoryStore : public Store {
+class MemoryStore : public Store, public StoreReader {
 public:
   MemoryStore();
 
@@ -31,11 +32,20 @@ public:
   Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
   Result<RunInfo> run(int64_t run_id) override;
 
+  Result<std::vector<FeedInfo>> feeds() override;
+  Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
+                                                     size_t limit) override;
+  Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) override;
+  Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                            size_t limit) override;
+  Result<int64_t> last_seq() override;
+
   // The change log of a feed, in order (for tests).
   std::vector<ChangeRecord> change_log(int64_t feed_id) const;
 
+  struct Data; // shared by sessions
+
 private:
-  struct Data;
   explicit MemoryStore(std::shared_ptr<Data> data) : m_data(std::move(data)) {}
   std::shared_ptr<Data> m_data; // shared by sessions
 };

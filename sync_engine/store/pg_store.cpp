@@ -593,4 +593,104 @@ Result<RunInfo> PgStore::run(int64_t run_id) {
   });
 }
 
+Result<std::vector<FeedInfo>> PgStore::feeds() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("list feeds", [&]() -> Result<std::vector<FeedInfo>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec("SELECT f.id, f.source_id, s.name, f.capability_list_url FROM feed f "
+                     "JOIN source s ON s.id = f.source_id ORDER BY s.name, f.id");
+    std::vector<FeedInfo> out;
+    for (const auto& row : r) {
+      out.push_back(FeedInfo{row[0].as<int64_t>(), row[1].as<int64_t>(), row[2].as<std::string>(),
+                             row[3].as<std::string>()});
+    }
+    return out;
+  });
+}
+
+Result<std::vector<ResourceRecord>> PgStore::live_resources(int64_t feed_id, const std::string& after_uri,
+                                                            size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("list live resources", [&]() -> Result<std::vector<ResourceRecord>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params(resource_select() +
+                                "WHERE feed_id = $1 AND state = 'live' AND uri > $2 ORDER BY uri LIMIT $3",
+                            feed_id, after_uri, static_cast<long long>(limit));
+    std::vector<ResourceRecord> out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      out.push_back(read_resource(row));
+    }
+    return out;
+  });
+}
+
+Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const std::string& uri) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read resource", [&]() -> Result<std::optional<ResourceRecord>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params(resource_select() + "WHERE feed_id = $1 AND uri = $2", feed_id, uri);
+    if (r.empty()) {
+      return std::optional<ResourceRecord>();
+    }
+    return std::optional<ResourceRecord>(read_resource(r[0]));
+  });
+}
+
+Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                   size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read change log", [&]() -> Result<std::vector<LoggedChange>> {
+    std::string ids = "{";
+    for (size_t i = 0; i < feed_ids.size(); ++i) {
+      ids += (i ? "," : "") + std::to_string(feed_ids[i]);
+    }
+    ids += "}";
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params("SELECT seq, change, " + us("recorded_at") + ", " + us("upstream_datetime") + ", uri, " +
+                                us("lastmod") +
+                                ", length, md5, sha1, sha256, type, encoding, links::text, blob_sha256 "
+                                "FROM change_log WHERE feed_id = ANY($1::bigint[]) AND seq > $2 ORDER BY seq LIMIT $3",
+                            ids, static_cast<long long>(after_seq), static_cast<long long>(limit));
+    std::vector<LoggedChange> out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      LoggedChange c;
+      c.seq = row[0].as<int64_t>();
+      c.change = *rs::change_from_string(row[1].as<std::string>());
+      c.recorded_at = *read_ts(row[2]);
+      c.upstream_datetime = read_ts(row[3]);
+      ResourceRecord rec;
+      rec.uri = row[4].as<std::string>();
+      rec.state = c.change == rs::Change::deleted ? ResourceState::deleted : ResourceState::live;
+      rec.lastmod = read_ts(row[5]);
+      rec.change_datetime = c.upstream_datetime;
+      if (!row[6].is_null()) {
+        rec.length = row[6].as<unsigned long long>();
+      }
+      const std::pair<int, const char*> digests[] = {{7, "md5"}, {8, "sha-1"}, {9, "sha-256"}};
+      for (const auto& [col, alg] : digests) {
+        if (!row[col].is_null()) {
+          rec.hashes.push_back({alg, row[col].as<std::string>()});
+        }
+      }
+      rec.type = read_str(row[10]);
+      rec.encoding = read_str(row[11]);
+      rec.links = links_from_json(row[12].as<std::string>());
+      rec.blob_sha256 = read_str(row[13]);
+      c.resource = std::move(rec);
+      out.push_back(std::move(c));
+    }
+    return out;
+  });
+}
+
+Result<int64_t> PgStore::last_seq() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read last seq", [&]() -> Result<int64_t> {
+    pqxx::read_transaction tx(m_impl->conn);
+    return tx.exec1("SELECT coalesce(max(seq), 0) FROM change_log")[0].as<int64_t>();
+  });
+}
+
 } // namespace tributary::store

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "sync_engine/store/store.h"
+#include "sync_engine/store/store_reader.h"
 
 #include <memory>
 
@@ -39,7 +40,7 @@ Result<void> check_schema(const std::string& conninfo);
 // Store over PostgreSQL (libpqxx). One connection; safe to call from several
 // threads (calls are serialised). Batches go in through COPY into staging
 // tables and one upsert per table.
-class PgStore : public Store {
+class PgStore : public Store, public StoreReader {
 public:
   // Connects and checks the schema version (see check_schema).
   static Result<std::unique_ptr<PgStore>> open(const std::string& conninfo);
@@ -60,6 +61,14 @@ public:
   Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;
   Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
   Result<RunInfo> run(int64_t run_id) override;
+
+  Result<std::vector<FeedInfo>> feeds() override;
+  Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
+                                                     size_t limit) override;
+  Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) override;
+  Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                            size_t limit) override;
+  Result<int64_t> last_seq() override;
 
 private:
   struct Impl;

@@ -3,6 +3,7 @@
 // The behaviour every Store must show, run against MemoryStore (unit tests)
 // and PgStore (integration tests, real PostgreSQL).
 #include "sync_engine/store/store.h"
+#include "sync_engine/store/store_reader.h"
 
 #include <doctest/doctest.h>
 
@@ -108,6 +109,50 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     size_t n = 0;
     REQUIRE(s->for_each_resource(feed, [&](const ResourceRecord&) { ++n; }));
     CHECK(n == 30);
+  }
+
+  SUBCASE("the read side: feeds, live resources in pages, one resource, the change log") {
+    auto* reader = dynamic_cast<StoreReader*>(s.get());
+    REQUIRE(reader);
+    Batch b;
+    b.feed_id = feed;
+    b.upserts = {contract_record("http://e.org/a", 1), contract_record("http://e.org/b", 2),
+                 contract_record("http://e.org/c", 3)};
+    b.upserts[1].state = ResourceState::deleted;
+    b.changes = {ChangeRecord{rs::Change::created, *rs::parse_w3c_datetime("2026-01-01T01:00:00Z"), b.upserts[0]},
+                 ChangeRecord{rs::Change::deleted, std::nullopt, b.upserts[1]}};
+    REQUIRE(s->apply(b));
+    auto feeds = reader->feeds();
+    REQUIRE(feeds);
+    REQUIRE(feeds->size() == 1);
+    CHECK(feeds->at(0).feed_id == feed);
+    CHECK(feeds->at(0).source_name == "src");
+    CHECK(feeds->at(0).capability_list_url == "http://e.org/caps.xml");
+    auto page1 = reader->live_resources(feed, "", 1);
+    REQUIRE(page1);
+    REQUIRE(page1->size() == 1);
+    CHECK(page1->at(0).uri == "http://e.org/a");
+    auto page2 = reader->live_resources(feed, page1->at(0).uri, 10);
+    REQUIRE(page2);
+    REQUIRE(page2->size() == 1); // b is deleted
+    CHECK(page2->at(0).uri == "http://e.org/c");
+    auto one = reader->resource(feed, "http://e.org/b");
+    REQUIRE(one);
+    REQUIRE(one->has_value());
+    CHECK((*one)->state == ResourceState::deleted);
+    CHECK_FALSE(reader->resource(feed, "http://e.org/none")->has_value());
+    auto log = reader->changes({feed}, 0, 10);
+    REQUIRE(log);
+    REQUIRE(log->size() == 2);
+    CHECK(log->at(0).change == rs::Change::created);
+    CHECK(log->at(0).resource.uri == "http://e.org/a");
+    CHECK(log->at(0).resource.hashes == b.upserts[0].hashes);
+    CHECK(log->at(0).upstream_datetime == rs::parse_w3c_datetime("2026-01-01T01:00:00Z"));
+    CHECK(log->at(1).seq > log->at(0).seq);
+    CHECK(log->at(1).recorded_at >= log->at(0).recorded_at);
+    CHECK(reader->changes({feed}, log->at(0).seq, 10)->size() == 1);
+    CHECK(reader->changes({feed + 1000}, 0, 10)->empty());
+    CHECK(*reader->last_seq() == log->at(1).seq);
   }
 
   SUBCASE("a run goes from running to its final status") {

@@ -1,0 +1,51 @@
+#pragma once
+
+#include "sync_engine/store/store.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+// The read side of the store, all that the republisher needs: it never
+// writes, so several republishers can serve one database beside one syncing
+// process.
+namespace tributary::store {
+
+struct FeedInfo {
+  int64_t feed_id = 0;
+  int64_t source_id = 0;
+  std::string source_name;
+  std::string capability_list_url;
+};
+
+// One entry of the append-only change log.
+struct LoggedChange {
+  int64_t seq = 0;
+  rs::Change change = rs::Change::updated;
+  Timestamp recorded_at;
+  std::optional<Timestamp> upstream_datetime;
+  ResourceRecord resource; // the resource's state after the change
+};
+
+class StoreReader {
+public:
+  virtual ~StoreReader() = default;
+
+  // Every feed, ordered by source name, then feed id.
+  virtual Result<std::vector<FeedInfo>> feeds() = 0;
+  // Live resources of a feed ordered by URI (the store's collation), those
+  // after `after_uri` (all when empty), at most `limit`.
+  virtual Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
+                                                             size_t limit) = 0;
+  // One resource of a feed, live or deleted; nullopt when never held.
+  virtual Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) = 0;
+  // The change log of these feeds in seq order, entries after `after_seq`,
+  // at most `limit`.
+  virtual Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                    size_t limit) = 0;
+  // The highest change-log seq overall (0 when empty): documents are
+  // rendered again when it moves.
+  virtual Result<int64_t> last_seq() = 0;
+};
+
+} // namespace tributary::store
