@@ -402,8 +402,8 @@ size_t PartitionedWriter::finish() {
   if (m_parts == 1) {
     return 1;
   }
-  if (m_written.size() > m_limits.max_entries) {
-    throw std::length_error("a list of more than " + std::to_string(m_limits.max_entries) +
+  if (m_written.size() > k_max_entries) {
+    throw std::length_error("a list of more than " + std::to_string(k_max_entries) +
                             " parts needs an index of indexes, which ResourceSync does not define");
   }
   DocumentHeader ih = m_header;

@@ -65,6 +65,9 @@ public:
                     PartitionLimits limits = {});
 
   void add(const Entry& entry);
+  // Changes the header of what is still to be written (parts not yet
+  // flushed, and the index): e.g. `completed`, known only at the end.
+  void update_header(const std::function<void(DocumentHeader&)>& edit) { edit(m_header); }
   // Flushes the last part and writes the index if there is more than one
   // part. Returns the number of parts (1 when no index was needed).
   size_t finish();

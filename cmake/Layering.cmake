@@ -1,0 +1,23 @@
+# Dependencies point downward only (README, "Architecture"). Folders alone do
+# not enforce that, so configure fails on an include that points upward.
+#   tributary_check_layering(<module dir> FORBID <prefix>...)
+function(tributary_check_layering dir)
+  cmake_parse_arguments(ARG "" "" "FORBID" ${ARGN})
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h ${PROJECT_SOURCE_DIR}/${dir}/*.cpp)
+  foreach(src IN LISTS sources)
+    file(STRINGS ${src} includes REGEX "^#include \"")
+    foreach(line IN LISTS includes)
+      foreach(prefix IN LISTS ARG_FORBID)
+        if(line MATCHES "^#include \"${prefix}")
+          message(FATAL_ERROR "${src}: '${line}' points upward (${dir}/ must not include ${prefix}...)")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+endfunction()
+
+tributary_check_layering(common FORBID "resourcesync/" "sync_engine/" "republisher/" "aggregator/")
+tributary_check_layering(resourcesync FORBID "sync_engine/" "republisher/" "aggregator/")
+tributary_check_layering(sync_engine FORBID "republisher/" "aggregator/")
+# The republisher sees the store's interfaces, nothing else of the engine.
+tributary_check_layering(republisher FORBID "aggregator/" "sync_engine/[a-z_]+\\.h")

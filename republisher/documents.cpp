@@ -1,0 +1,243 @@
+#include "republisher/documents.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+namespace tributary::pub {
+
+namespace {
+
+rs::Timestamp now() {
+  return std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+}
+
+rs::Link link(std::string rel, std::string href) {
+  rs::Link l;
+  l.rel = std::move(rel);
+  l.href = std::move(href);
+  return l;
+}
+
+rs::Document capability_document(const char* capability) {
+  rs::Document d;
+  d.header.md = rs::Metadata{};
+  d.header.md->capability = capability;
+  return d;
+}
+
+rs::Entry capability_entry(std::string loc, const char* capability) {
+  rs::Entry e;
+  e.loc = std::move(loc);
+  e.md = rs::Metadata{};
+  e.md->capability = capability;
+  return e;
+}
+
+} // namespace
+
+std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds) {
+  std::vector<PublishedSet> out;
+  std::map<std::string, int> seen;
+  for (const auto& f : feeds) {
+    const int n = ++seen[f.source_name];
+    PublishedSet s;
+    s.name = n == 1 ? f.source_name : f.source_name + "-" + std::to_string(n);
+    s.feeds = {f.feed_id};
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r) {
+  rs::Entry e;
+  e.loc = urls.resource(set, r.uri);
+  e.lastmod = r.lastmod;
+  e.md = rs::Metadata{};
+  e.md->hash = r.hashes;
+  e.md->length = r.length;
+  e.md->type = r.type;
+  e.md->encoding = r.encoding;
+
+  const rs::Link* upstream_via = nullptr;
+  std::vector<const rs::Link*> mirrors;
+  for (const auto& l : r.links) {
+    if (l.rel == "via" && !upstream_via) {
+      upstream_via = &l;
+    } else if (l.rel == "duplicate") {
+      mirrors.push_back(&l);
+    }
+  }
+  if (upstream_via) {
+    e.links.push_back(*upstream_via); // the original, not the intermediary
+  } else {
+    rs::Link via = link("via", r.uri);
+    via.modified = r.lastmod;
+    via.hash = r.hashes;
+    via.length = r.length;
+    via.type = r.type;
+    e.links.push_back(std::move(via));
+  }
+  // After our copy (loc): where we synced it from, then the upstream's own
+  // mirrors in their relative order.
+  std::stable_sort(mirrors.begin(), mirrors.end(),
+                   [](const rs::Link* a, const rs::Link* b) { return a->effective_pri() < b->effective_pri(); });
+  uint32_t pri = 1;
+  rs::Link from = link("duplicate", r.uri);
+  from.pri = pri++;
+  e.links.push_back(std::move(from));
+  for (const auto* m : mirrors) {
+    if (m->href == r.uri) {
+      continue;
+    }
+    rs::Link d = link("duplicate", m->href);
+    d.pri = pri++;
+    e.links.push_back(std::move(d));
+  }
+  for (const auto& l : r.links) {
+    if (l.rel == "via" || l.rel == "duplicate" || l.rel == "collection" || l.rel == "canonical") {
+      continue;
+    }
+    e.links.push_back(l);
+  }
+  return e;
+}
+
+std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets) {
+  rs::Document d = capability_document("description");
+  for (const auto& s : sets) {
+    d.entries.push_back(capability_entry(urls.capability_list(s.name), "capabilitylist"));
+  }
+  return rs::write_document(d);
+}
+
+std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set) {
+  rs::Document d = capability_document("capabilitylist");
+  d.header.links.push_back(link("up", urls.source_description()));
+  d.entries.push_back(capability_entry(urls.resource_list(set.name), "resourcelist"));
+  d.entries.push_back(capability_entry(urls.change_list(set.name), "changelist"));
+  return rs::write_document(d);
+}
+
+Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& reader, const UrlScheme& urls,
+                                                          const PublishedSet& set, rs::Timestamp at,
+                                                          const rs::PartitionLimits& limits) {
+  rs::DocumentHeader h;
+  h.md = rs::Metadata{};
+  h.md->capability = "resourcelist";
+  h.md->at = at;
+  h.links.push_back(link("up", urls.capability_list(set.name)));
+  std::vector<rs::WrittenPart> parts;
+  rs::PartitionedWriter w(
+      h, urls.resource_list(set.name), [&](size_t n) { return urls.resource_list_part(set.name, n); },
+      [&](rs::WrittenPart&& p) { parts.push_back(std::move(p)); }, limits);
+  for (int64_t feed : set.feeds) {
+    std::string after;
+    for (;;) {
+      auto page = reader.live_resources(feed, after, 5000);
+      if (!page) {
+        return tl::unexpected(page.error());
+      }
+      for (const auto& r : *page) {
+        w.add(resource_entry(urls, set.name, r));
+      }
+      if (page->size() < 5000) {
+        break;
+      }
+      after = page->back().uri;
+    }
+  }
+  const rs::Timestamp completed = std::max(at, now());
+  w.update_header([&](rs::DocumentHeader& hd) { hd.md->completed = completed; });
+  w.finish();
+  return parts;
+}
+
+Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
+                                                        const PublishedSet& set, size_t part_size) {
+  part_size = std::max<size_t>(1, std::min<size_t>(part_size, rs::k_max_entries));
+  std::vector<rs::WrittenPart> out;
+  struct PartRange {
+    std::string url;
+    rs::Timestamp from;
+    std::optional<rs::Timestamp> until;
+  };
+  std::vector<PartRange> ranges;
+  std::vector<rs::Entry> current;
+  std::optional<rs::Timestamp> last_time;
+  std::optional<rs::Timestamp> part_from;
+
+  auto write_part = [&](bool closed) {
+    const size_t n = ranges.size() + 1;
+    rs::Document d = capability_document("changelist");
+    const rs::Timestamp from = part_from ? *part_from : (last_time ? *last_time : now());
+    d.header.md->from = from;
+    if (closed) {
+      d.header.md->until = last_time;
+    }
+    d.header.links.push_back(link("up", urls.capability_list(set.name)));
+    d.header.links.push_back(link("index", urls.change_list(set.name)));
+    d.entries = std::move(current);
+    current.clear();
+    PartRange range{urls.change_list_part(set.name, n), from, closed ? last_time : std::nullopt};
+    out.push_back(rs::WrittenPart{range.url, rs::write_document(d), d.entries.size(), false});
+    ranges.push_back(std::move(range));
+    part_from = last_time; // the next part starts where this one ended
+  };
+
+  int64_t after = 0;
+  for (;;) {
+    auto page = reader.changes(set.feeds, after, 10000);
+    if (!page) {
+      return tl::unexpected(page.error());
+    }
+    for (const auto& c : *page) {
+      // Ours, strictly increasing (so unique per URI): recorded time, nudged
+      // past the previous entry when the clock did not move.
+      rs::Timestamp t = c.recorded_at;
+      if (last_time && t <= *last_time) {
+        t = *last_time + std::chrono::microseconds(1);
+      }
+      if (!part_from) {
+        part_from = t;
+      }
+      rs::Entry e = resource_entry(urls, set.name, c.resource);
+      e.md->change = c.change;
+      e.md->datetime = t;
+      if (c.change == rs::Change::deleted) {
+        e.md->hash.clear();
+        e.md->length.reset();
+        e.md->type.reset();
+        e.md->encoding.reset();
+      }
+      current.push_back(std::move(e));
+      last_time = t;
+      if (current.size() == part_size) {
+        write_part(true);
+      }
+    }
+    if (page->size() < 10000) {
+      break;
+    }
+    after = page->back().seq;
+  }
+  // The open part, possibly empty (also after a part that filled up
+  // exactly): the index always ends with an open list.
+  write_part(false);
+  rs::Document index = capability_document("changelist");
+  index.header.root = rs::RootElement::sitemapindex;
+  index.header.md->from = ranges.front().from;
+  index.header.links.push_back(link("up", urls.capability_list(set.name)));
+  for (const auto& r : ranges) {
+    rs::Entry e;
+    e.loc = r.url;
+    e.md = rs::Metadata{};
+    e.md->from = r.from;
+    e.md->until = r.until;
+    index.entries.push_back(std::move(e));
+  }
+  out.push_back(rs::WrittenPart{urls.change_list(set.name), rs::write_document(index), index.entries.size(), true});
+  return out;
+}
+
+} // namespace tributary::pub

@@ -1,0 +1,54 @@
+#pragma once
+
+#include "republisher/url_scheme.h"
+#include "resourcesync/writer.h"
+#include "sync_engine/store/store_reader.h"
+
+#include <string>
+#include <vector>
+
+// Tributary's own ResourceSync documents, rendered from the store (spec 14.8,
+// "Republishing Resources"): every value from our perspective, each entry's
+// loc our copy, the original kept in a rel="via" link.
+namespace tributary::pub {
+
+// A set we publish: one Capability List over one or more feeds.
+struct PublishedSet {
+  std::string name;
+  std::vector<int64_t> feeds;
+};
+
+// One set per feed (an upstream set), named after its source; a source
+// followed through several Capability Lists gets "-2", "-3", ...
+std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds);
+
+// The entry describing one resource we hold:
+// - loc is our URL; md carries the hash, length and type of the bytes we hold;
+// - rel="via" points at the original: the upstream's own via when it had one
+//   (we are a second-level aggregator), else the URI we synced it from;
+// - rel="duplicate": the location we synced from, then the upstream's own
+//   mirrors in their relative pri order, after our copy (no rs:md-like
+//   attributes on them, spec 14.2);
+// - collection and canonical links are not inherited (they lose their meaning
+//   on a copy); other links are kept.
+rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r);
+
+std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
+std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set);
+
+// Every live resource of the set, in feed then URI order (stable, so parts do
+// not reshuffle needlessly); one document, or parts and an index past the
+// limits. `at` is when the snapshot began; `completed` is set when done.
+Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& reader, const UrlScheme& urls,
+                                                          const PublishedSet& set, rs::Timestamp at,
+                                                          const rs::PartitionLimits& limits = {});
+
+// The set's change log as a Change List Index at changelist.xml and parts of
+// `part_size` changes: every part but the last is full and closed (`until`)
+// and never changes again; the last is open. Each entry's `datetime` is ours,
+// strictly increasing: the time we recorded it, nudged a microsecond past its
+// predecessor when the clock did not move.
+Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
+                                                        const PublishedSet& set, size_t part_size = 10000);
+
+} // namespace tributary::pub

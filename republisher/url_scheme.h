@@ -1,0 +1,47 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace tributary::pub {
+
+// How Tributary names its own documents and copies under the public base URL
+// (configurable, so it works behind a reverse proxy):
+//   /.well-known/resourcesync                       Source Description
+//   /sets/<set>/capabilitylist.xml                  one per set
+//   /sets/<set>/resourcelist.xml, resourcelist-<n>.xml
+//   /sets/<set>/changelist.xml,   changelist-<n>.xml
+//   /sets/<set>/resources/<percent-encoded original URI>
+class UrlScheme {
+public:
+  // `public_url` like "https://agg.example.org/mirror" (a trailing slash is
+  // ignored).
+  explicit UrlScheme(std::string public_url);
+
+  const std::string& base() const { return m_base; }
+  std::string source_description() const;
+  std::string capability_list(std::string_view set) const;
+  std::string resource_list(std::string_view set) const;
+  std::string resource_list_part(std::string_view set, size_t n) const;
+  std::string change_list(std::string_view set) const;
+  std::string change_list_part(std::string_view set, size_t n) const;
+  std::string resource(std::string_view set, std::string_view original_uri) const;
+
+  // The path part of our URLs (what the server sees), for routing.
+  std::string path_of(const std::string& url) const;
+  // (set, original URI) for a resource path, nullopt for anything else.
+  static std::optional<std::pair<std::string, std::string>> parse_resource_path(std::string_view path);
+
+private:
+  std::string m_base;
+};
+
+// Percent-encodes everything but RFC 3986 unreserved characters, so that an
+// original URI becomes one path segment.
+std::string percent_encode(std::string_view s);
+// nullopt for a malformed escape.
+std::optional<std::string> percent_decode(std::string_view s);
+
+} // namespace tributary::pub

@@ -1,0 +1,200 @@
+#include "republisher/documents.h"
+
+#include "resourcesync/reader.h"
+#include "sync_engine/store/memory_store.h"
+
+#include <doctest/doctest.h>
+
+using namespace tributary;
+using namespace tributary::pub;
+using store::ChangeRecord;
+using store::ResourceRecord;
+
+namespace {
+
+rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
+
+ResourceRecord record(const std::string& uri, const std::string& content) {
+  ResourceRecord r;
+  r.uri = uri;
+  r.lastmod = ts("2026-01-01T10:00:00Z");
+  r.length = content.size();
+  r.hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, content)},
+              {"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, content)}};
+  r.type = "text/plain";
+  r.blob_sha256 = rs::hash_hex(rs::HashAlgorithm::sha256, content);
+  return r;
+}
+
+struct Fixture {
+  store::MemoryStore st;
+  UrlScheme urls{"https://agg.example.org/mirror/"};
+  PublishedSet set;
+  Fixture() {
+    const int64_t src = *st.ensure_source("up", "http://up.example.org/");
+    const int64_t feed = *st.ensure_feed(src, "http://up.example.org/caps.xml");
+    set = default_sets(*st.feeds()).at(0);
+    store::Batch b;
+    b.feed_id = feed;
+    b.upserts = {record("http://up.example.org/a", "alpha"), record("http://up.example.org/b?x=1&y=2", "bravo"),
+                 record("http://up.example.org/c", "charlie")};
+    // c came through another aggregator, with mirrors and a collection link.
+    rs::Link via{.rel = "via", .href = "http://original.example.org/c"};
+    via.modified = ts("2025-12-31T00:00:00Z");
+    b.upserts[2].links = {rs::Link{.rel = "duplicate", .href = "http://m2.example.org/c", .pri = 5},
+                          via,
+                          rs::Link{.rel = "collection", .href = "http://up.example.org/agg/1"},
+                          rs::Link{.rel = "duplicate", .href = "http://m1.example.org/c", .pri = 2},
+                          rs::Link{.rel = "describedby", .href = "http://up.example.org/c.meta"}};
+    for (const auto& r : b.upserts) {
+      b.changes.push_back(ChangeRecord{rs::Change::created, ts("2026-01-01T10:00:00Z"), r});
+    }
+    REQUIRE(st.apply(b));
+    store::Batch d;
+    d.feed_id = feed;
+    ResourceRecord gone = b.upserts[0];
+    gone.state = store::ResourceState::deleted;
+    d.upserts = {gone};
+    d.changes = {ChangeRecord{rs::Change::deleted, ts("2026-01-02T00:00:00Z"), gone}};
+    REQUIRE(st.apply(d));
+  }
+};
+
+rs::ParsedDocument parse_valid(const std::string& xml) {
+  auto p = rs::parse_document(xml);
+  std::string diags;
+  for (const auto& d : p.summary.diagnostics) {
+    diags += d.message + "\n";
+  }
+  INFO(xml);
+  INFO(diags);
+  CHECK(p.summary.valid());
+  CHECK(p.summary.warnings == 0);
+  return p;
+}
+
+} // namespace
+
+TEST_CASE("UrlScheme: our URLs, and resource paths back to (set, original URI)") {
+  UrlScheme u("https://agg.example.org/mirror/");
+  CHECK(u.source_description() == "https://agg.example.org/mirror/.well-known/resourcesync");
+  CHECK(u.capability_list("arxiv") == "https://agg.example.org/mirror/sets/arxiv/capabilitylist.xml");
+  CHECK(u.resource_list_part("arxiv", 3) == "https://agg.example.org/mirror/sets/arxiv/resourcelist-3.xml");
+  const std::string loc = u.resource("arxiv", "http://up.example.org/a b?x=1&y=/2");
+  CHECK(loc == "https://agg.example.org/mirror/sets/arxiv/resources/http%3A%2F%2Fup.example.org%2Fa%20b%3Fx%3D1%26y%3D%2F2");
+  auto back = UrlScheme::parse_resource_path(u.path_of(loc));
+  REQUIRE(back);
+  CHECK(back->first == "arxiv");
+  CHECK(back->second == "http://up.example.org/a b?x=1&y=/2");
+  for (const char* bad : {"/sets/arxiv/resources/", "/sets//resources/x", "/sets/a/resources/%zz", "/sets/a/b/resources/x",
+                          "/sets/a/resources/x/y", "/other"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(UrlScheme::parse_resource_path(bad));
+  }
+}
+
+TEST_CASE("Republished documents: Source Description and Capability List validate and link up") {
+  Fixture f;
+  auto sd = parse_valid(render_source_description(f.urls, {f.set}));
+  CHECK(sd.document.header.capability() == rs::Capability::description);
+  REQUIRE(sd.document.entries.size() == 1);
+  CHECK(sd.document.entries[0].loc == f.urls.capability_list("up"));
+  auto caps = parse_valid(render_capability_list(f.urls, f.set));
+  CHECK(caps.document.header.find_link("up")->href == f.urls.source_description());
+  CHECK(caps.document.entries.size() == 2);
+}
+
+TEST_CASE("Republished Resource List: our locs, via the original, duplicates after our copy") {
+  Fixture f;
+  auto parts = render_resource_list(f.st, f.urls, f.set, ts("2026-01-03T00:00:00Z"));
+  REQUIRE(parts);
+  REQUIRE(parts->size() == 1);
+  CHECK(parts->at(0).url == f.urls.resource_list("up"));
+  auto rl = parse_valid(parts->at(0).xml);
+  CHECK(rl.document.header.md->at == ts("2026-01-03T00:00:00Z"));
+  CHECK(rl.document.header.md->completed.has_value());
+  CHECK(rl.document.header.find_link("up")->href == f.urls.capability_list("up"));
+  REQUIRE(rl.document.entries.size() == 2); // a was deleted
+  const rs::Entry& b = rl.document.entries[0];
+  CHECK(b.loc == f.urls.resource("up", "http://up.example.org/b?x=1&y=2"));
+  CHECK(b.md->hash.size() == 2);
+  const rs::Link* via = b.find_link("via");
+  REQUIRE(via);
+  CHECK(via->href == "http://up.example.org/b?x=1&y=2");
+  CHECK(via->length == 5u);
+  auto dups = b.links_by_priority("duplicate");
+  REQUIRE(dups.size() == 1);
+  CHECK(dups[0]->href == "http://up.example.org/b?x=1&y=2");
+  CHECK(dups[0]->hash.empty());
+
+  const rs::Entry& c = rl.document.entries[1];
+  REQUIRE(c.find_link("via"));
+  CHECK(c.find_link("via")->href == "http://original.example.org/c"); // not the intermediary
+  auto cdups = c.links_by_priority("duplicate");
+  REQUIRE(cdups.size() == 3);
+  CHECK(cdups[0]->href == "http://up.example.org/c");
+  CHECK(cdups[1]->href == "http://m1.example.org/c");
+  CHECK(cdups[2]->href == "http://m2.example.org/c");
+  CHECK_FALSE(c.find_link("collection"));
+  CHECK(c.find_link("describedby"));
+}
+
+TEST_CASE("Republished Resource List: an index with parts past the limits") {
+  Fixture f;
+  auto parts = render_resource_list(f.st, f.urls, f.set, ts("2026-01-03T00:00:00Z"), rs::PartitionLimits{.max_entries = 1});
+  REQUIRE(parts);
+  REQUIRE(parts->size() == 3);
+  CHECK(parts->back().is_index);
+  auto index = parse_valid(parts->back().xml);
+  CHECK(index.document.header.root == rs::RootElement::sitemapindex);
+  CHECK(index.document.entries.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    auto part = parse_valid(parts->at(i).xml);
+    CHECK(part.document.header.find_link("index")->href == f.urls.resource_list("up"));
+  }
+}
+
+TEST_CASE("Republished Change List: closed parts, an open last part, our strictly increasing datetimes") {
+  Fixture f;
+  SUBCASE("parts of 2: two closed parts, an empty open part, the index") {
+    auto parts = render_change_list(f.st, f.urls, f.set, 2);
+    REQUIRE(parts);
+    REQUIRE(parts->size() == 4);
+    std::optional<rs::Timestamp> prev;
+    std::optional<rs::Timestamp> prev_until;
+    for (size_t i = 0; i < 3; ++i) {
+      auto part = parse_valid(parts->at(i).xml);
+      CHECK(parts->at(i).url == f.urls.change_list_part("up", i + 1));
+      CHECK(part.document.header.find_link("index")->href == f.urls.change_list("up"));
+      if (prev_until) {
+        CHECK(part.document.header.md->from == prev_until);
+      }
+      CHECK(part.document.header.md->until.has_value() == (i < 2));
+      prev_until = part.document.header.md->until;
+      for (const auto& e : part.document.entries) {
+        REQUIRE(e.md->datetime);
+        if (prev) {
+          CHECK(*e.md->datetime > *prev);
+        }
+        prev = e.md->datetime;
+      }
+    }
+    auto index = parse_valid(parts->at(3).xml);
+    CHECK(index.document.header.root == rs::RootElement::sitemapindex);
+    REQUIRE(index.document.entries.size() == 3);
+    CHECK(index.document.entries[0].md->until.has_value());
+    CHECK_FALSE(index.document.entries[2].md->until.has_value());
+  }
+  SUBCASE("one open part holds everything; a deletion carries no hash") {
+    auto parts = render_change_list(f.st, f.urls, f.set, 10000);
+    REQUIRE(parts);
+    REQUIRE(parts->size() == 2);
+    auto cl = parse_valid(parts->at(0).xml);
+    REQUIRE(cl.document.entries.size() == 4);
+    const rs::Entry& del = cl.document.entries[3];
+    CHECK(del.change() == rs::Change::deleted);
+    CHECK(del.loc == f.urls.resource("up", "http://up.example.org/a"));
+    CHECK(del.md->hash.empty());
+    CHECK(del.find_link("via")->href == "http://up.example.org/a");
+  }
+}
