@@ -3,7 +3,11 @@
 #include "aggregator/config.h"
 #include "sync_engine/store/pg_store.h"
 
+#include "republisher/server.h"
 #include "sync_engine/sync.h"
+
+#include <csignal>
+#include <pthread.h>
 
 #include <algorithm>
 #include <iomanip>
@@ -138,6 +142,49 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
     all_ok = all_ok && report.status == store::RunStatus::succeeded;
   }
   return all_ok ? 0 : 1;
+}
+
+int run_serve(const std::string& config_path, std::ostream& out, std::ostream& err) {
+  auto load = load_config(config_path);
+  for (const auto& p : load.problems) {
+    err << p << '\n';
+  }
+  if (!load.config) {
+    return 1;
+  }
+  const Config& config = *load.config;
+  auto store = store::PgStore::open(config.database);
+  if (!store) {
+    err << "tributary serve: " << store.error().message << '\n';
+    return 1;
+  }
+  auto blobs = sync::BlobStore::open(config.data_dir);
+  if (!blobs) {
+    err << "tributary serve: " << blobs.error().message << '\n';
+    return 1;
+  }
+  pub::ServerOptions options;
+  const auto colon = config.listen.rfind(':');
+  options.host = config.listen.substr(0, colon);
+  options.port = std::stoi(config.listen.substr(colon + 1));
+  options.public_url = config.public_url;
+  // Signals are taken by this thread with sigwait, never by a worker.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  pub::Republisher server(std::shared_ptr<store::StoreReader>(std::move(*store)), *blobs, options);
+  if (auto r = server.start(); !r) {
+    err << "tributary serve: " << r.error().message << '\n';
+    return 1;
+  }
+  out << "serving " << config.public_url << " on " << options.host << ":" << server.port() << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  out << "stopping (signal " << sig << ")" << std::endl;
+  server.stop();
+  return 0;
 }
 
 } // namespace tributary::agg

@@ -28,4 +28,9 @@ struct SyncCommand {
 // succeeded, 1 when any failed or had failed resources, 2 for usage errors.
 int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err);
 
+// `tributary serve --config FILE`: serves our own ResourceSync documents and
+// content (read-only over the store) until SIGINT/SIGTERM. Returns 0 after a
+// clean stop, 1 when it cannot start.
+int run_serve(const std::string& config_path, std::ostream& out, std::ostream& err);
+
 } // namespace tributary::agg

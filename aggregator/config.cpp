@@ -276,6 +276,21 @@ public:
     object(j, "",
            {{"database", {string(c.database), true}},
             {"data_dir", {string(c.data_dir), true}},
+            {"listen", {[this, &c](const json& v, const std::string& ptr) {
+               if (!v.is_string() || v.get<std::string>().rfind(':') == std::string::npos) {
+                 problem(ptr, "expected \"host:port\", e.g. \"127.0.0.1:8080\"");
+                 return;
+               }
+               const std::string s = v.get<std::string>();
+               const std::string port = s.substr(s.rfind(':') + 1);
+               if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
+                   std::stoi(port) > 65535) {
+                 problem(ptr, "expected \"host:port\", e.g. \"127.0.0.1:8080\"");
+                 return;
+               }
+               c.listen = s;
+             }}},
+            {"public_url", {url(c.public_url, false)}},
             {"sources", {array<sync::SourceConfig>(c.sources, [this](const json& s, const std::string& p,
                                                                      sync::SourceConfig& out) { source(s, p, out); })}}});
     // Duplicates are judged on the raw names, so that a source with other
@@ -322,6 +337,9 @@ ConfigLoad parse_config(const std::string& text, const std::string& file_name) {
   Config c;
   Parser p(file_name, out.problems);
   p.config(j, c);
+  if (c.public_url.empty()) {
+    c.public_url = "http://" + c.listen;
+  }
   if (out.problems.empty()) {
     out.config = std::move(c);
   }

@@ -12,6 +12,8 @@ namespace tributary::agg {
 struct Config {
   std::string database; // libpq connection string or postgresql:// URI
   std::string data_dir; // blob store and temporary files
+  std::string listen = "127.0.0.1:8080"; // host:port the republisher serves on
+  std::string public_url;                // our base URL as others reach it (default http://<listen>)
   std::vector<sync::SourceConfig> sources;
 
   const sync::SourceConfig* find_source(const std::string& name) const;

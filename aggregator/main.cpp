@@ -45,6 +45,12 @@ int main(int argc, char** argv) {
   sync_sub->add_option("--batch-size", sync_cmd.batch_size,
                        "Entries applied per transaction (default 1000)")->check(CLI::Range(1, 1000000));
 
+  std::string serve_config;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "Serve our own ResourceSync documents and content (read-only over the store) on the configured "
+               "`listen` address until SIGINT/SIGTERM.");
+  serve_cmd->add_option("--config", serve_config, "Configuration file (JSON)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -68,6 +74,9 @@ int main(int argc, char** argv) {
     }
     if (sync_sub->parsed()) {
       return agg::run_sync(sync_cmd, std::cout, std::cerr);
+    }
+    if (serve_cmd->parsed()) {
+      return agg::run_serve(serve_config, std::cout, std::cerr);
     }
     if (migrate_cmd->parsed()) {
       return agg::run_migrate(config_path, std::cout, std::cerr);

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "sync_engine/blob_store.h"
+#include "sync_engine/store/blob_store.h"
 #include "sync_engine/fetcher.h"
 #include "sync_engine/retry.h"
 #include "sync_engine/source_config.h"

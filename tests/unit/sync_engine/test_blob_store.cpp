@@ -1,4 +1,4 @@
-#include "sync_engine/blob_store.h"
+#include "sync_engine/store/blob_store.h"
 
 #include <doctest/doctest.h>
 

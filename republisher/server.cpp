@@ -1,0 +1,353 @@
+#include "republisher/server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <fcntl.h>
+#include <map>
+#include <shared_mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace tributary::pub {
+
+namespace {
+
+std::string http_date(rs::Timestamp t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(
+      std::chrono::time_point_cast<std::chrono::seconds>(t));
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+std::optional<std::time_t> parse_http_date(const std::string& s) {
+  std::tm tm{};
+  if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) {
+    return std::nullopt;
+  }
+  return timegm(&tm);
+}
+
+std::string gzip(const std::string& data) {
+  z_stream zs{};
+  deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+bool accepts_gzip(const httplib::Request& req) {
+  const std::string ae = req.get_header_value("Accept-Encoding");
+  return ae.find("gzip") != std::string::npos;
+}
+
+// A rendered document, served as is: never rebuilt or recompressed per request.
+struct CachedDocument {
+  std::string body;
+  std::string gzipped;
+  std::string etag;
+  std::string content_type;
+};
+
+using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
+
+std::shared_ptr<const CachedDocument> cached(std::string body, const std::string& type) {
+  auto d = std::make_shared<CachedDocument>();
+  d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
+  d->gzipped = gzip(body);
+  d->body = std::move(body);
+  d->content_type = type;
+  return d;
+}
+
+} // namespace
+
+struct Republisher::Impl {
+  std::shared_ptr<store::StoreReader> reader;
+  std::shared_ptr<sync::BlobStore> blobs;
+  ServerOptions options;
+  UrlScheme urls;
+  std::string prefix; // the public URL's path, e.g. "/mirror"
+
+  httplib::Server server;
+  std::thread server_thread;
+  std::thread refresher;
+  std::mutex stop_mutex;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+  int port = 0;
+
+  std::shared_mutex cache_mutex;
+  std::shared_ptr<const DocumentMap> documents = std::make_shared<DocumentMap>();
+  std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
+  int64_t rendered_seq = -1;
+
+  Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<sync::BlobStore> b, ServerOptions o)
+      : reader(std::move(r)), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
+    prefix = urls.path_of(urls.base() + "/");
+    prefix.pop_back();
+  }
+
+  // Renders every document when the store moved on since the last time.
+  Result<void> refresh(bool force) {
+    auto seq = reader->last_seq();
+    if (!seq) {
+      return tl::unexpected(seq.error());
+    }
+    if (!force && *seq == rendered_seq) {
+      return {};
+    }
+    auto feeds = reader->feeds();
+    if (!feeds) {
+      return tl::unexpected(feeds.error());
+    }
+    const auto sets = default_sets(*feeds);
+    auto docs = std::make_shared<DocumentMap>();
+    const rs::Timestamp at =
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+    auto put = [&](const std::string& url, std::string body) {
+      (*docs)[urls.path_of(url)] = cached(std::move(body), "application/xml");
+    };
+    put(urls.source_description(), render_source_description(urls, sets));
+    std::string robots = "User-agent: *\nAllow: /\n";
+    std::map<std::string, std::vector<int64_t>> feeds_of;
+    for (const auto& s : sets) {
+      feeds_of[s.name] = s.feeds;
+      put(urls.capability_list(s.name), render_capability_list(urls, s));
+      auto rl = render_resource_list(*reader, urls, s, at);
+      if (!rl) {
+        return tl::unexpected(rl.error());
+      }
+      for (auto& p : *rl) {
+        put(p.url, std::move(p.xml));
+      }
+      robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
+      auto cl = render_change_list(*reader, urls, s, options.change_list_part);
+      if (!cl) {
+        return tl::unexpected(cl.error());
+      }
+      for (auto& p : *cl) {
+        put(p.url, std::move(p.xml));
+      }
+    }
+    (*docs)["/robots.txt"] = cached(robots, "text/plain");
+    std::unique_lock lock(cache_mutex);
+    documents = std::move(docs);
+    set_feeds = std::move(feeds_of);
+    rendered_seq = *seq;
+    return {};
+  }
+
+  void serve_document(const httplib::Request& req, httplib::Response& res, const CachedDocument& d) {
+    res.set_header("ETag", d.etag);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("Vary", "Accept-Encoding");
+    if (req.get_header_value("If-None-Match") == d.etag) {
+      res.status = 304;
+      return;
+    }
+    const bool gz = accepts_gzip(req) && d.gzipped.size() < d.body.size();
+    if (gz) {
+      res.set_header("Content-Encoding", "gzip");
+    }
+    // A content provider: cpp-httplib never compresses those itself (it
+    // would try brotli first on a big list: seconds of CPU per request).
+    // Copying a cached document is cheap next to serving it; it outlives a
+    // refresh that replaces the cache mid-response.
+    auto keep = std::make_shared<CachedDocument>(d);
+    const std::string* data = gz ? &keep->gzipped : &keep->body;
+    res.set_content_provider(data->size(), d.content_type,
+                             [keep, data](size_t offset, size_t length, httplib::DataSink& sink) {
+                               sink.write(data->data() + offset, length);
+                               return true;
+                             });
+  }
+
+  void serve_resource(const httplib::Request& req, httplib::Response& res, const std::string& set,
+                      const std::string& uri) {
+    std::vector<int64_t> feeds;
+    {
+      std::shared_lock lock(cache_mutex);
+      auto it = set_feeds.find(set);
+      if (it == set_feeds.end()) {
+        res.status = 404;
+        return;
+      }
+      feeds = it->second;
+    }
+    std::optional<store::ResourceRecord> found;
+    for (int64_t f : feeds) {
+      auto r = reader->resource(f, uri);
+      if (!r) {
+        res.status = 503;
+        res.set_header("Retry-After", "5");
+        return;
+      }
+      if (*r) {
+        found = std::move(**r);
+        break;
+      }
+    }
+    res.set_header("Link", "<" + urls.capability_list(set) + ">; rel=\"resourcesync\"");
+    if (!found) {
+      res.status = 404;
+      return;
+    }
+    if (found->state == store::ResourceState::deleted || !found->blob_sha256) {
+      res.status = 410;
+      return;
+    }
+    auto path = blobs->path_for(*found->blob_sha256);
+    if (!path) {
+      res.status = 500;
+      return;
+    }
+    const int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      res.status = 500;
+      return;
+    }
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    const std::string etag = "\"" + *found->blob_sha256 + "\"";
+    res.set_header("ETag", etag);
+    const rs::Timestamp modified = found->lastmod ? *found->lastmod : found->fetched_at.value_or(rs::Timestamp{});
+    res.set_header("Last-Modified", http_date(modified));
+    const std::string inm = req.get_header_value("If-None-Match");
+    bool not_modified = !inm.empty() && (inm == etag || inm == "*");
+    if (inm.empty() && req.has_header("If-Modified-Since")) {
+      auto since = parse_http_date(req.get_header_value("If-Modified-Since"));
+      const auto mod = std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(modified));
+      not_modified = since && mod <= *since;
+    }
+    if (not_modified) {
+      ::close(fd);
+      res.status = 304;
+      return;
+    }
+    auto shared_fd = std::shared_ptr<int>(new int(fd), [](int* p) {
+      ::close(*p);
+      delete p;
+    });
+    res.set_content_provider(static_cast<size_t>(size), found->type.value_or("application/octet-stream"),
+                             [shared_fd](size_t offset, size_t length, httplib::DataSink& sink) {
+                               char buf[64 * 1024];
+                               while (length > 0) {
+                                 const ssize_t n = ::pread(*shared_fd, buf, std::min(length, sizeof buf),
+                                                           static_cast<off_t>(offset));
+                                 if (n <= 0) {
+                                   return false;
+                                 }
+                                 sink.write(buf, static_cast<size_t>(n));
+                                 offset += static_cast<size_t>(n);
+                                 length -= static_cast<size_t>(n);
+                               }
+                               return true;
+                             });
+  }
+
+  void handle(const httplib::Request& req, httplib::Response& res) {
+    try {
+      std::shared_ptr<const DocumentMap> docs;
+      {
+        std::shared_lock lock(cache_mutex);
+        docs = documents;
+      }
+      if (auto it = docs->find(req.path); it != docs->end()) {
+        serve_document(req, res, *it->second);
+        return;
+      }
+      // Resource paths carry a percent-encoded URI: parse the raw target,
+      // not the path cpp-httplib has already decoded.
+      const std::string raw = req.target.substr(0, req.target.find('?'));
+      if (auto r = UrlScheme::parse_resource_path(raw); r && raw.compare(0, prefix.size(), prefix) == 0) {
+        serve_resource(req, res, r->first, r->second);
+        return;
+      }
+      res.status = 404;
+    } catch (const std::exception&) {
+      res.status = 500; // a request never takes the server down
+    }
+  }
+};
+
+Republisher::Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<sync::BlobStore> blobs,
+                         ServerOptions options)
+    : m_impl(std::make_unique<Impl>(std::move(reader), std::move(blobs), std::move(options))) {}
+
+Republisher::~Republisher() { stop(); }
+
+Result<void> Republisher::start() {
+  Impl& m = *m_impl;
+  if (auto r = m.refresh(true); !r) {
+    return r;
+  }
+  m.server.set_tcp_nodelay(true);
+  const int threads = std::max(4, m.options.threads);
+  m.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  m.server.set_keep_alive_max_count(1000);
+  m.server.Get(".*", [&m](const httplib::Request& req, httplib::Response& res) { m.handle(req, res); });
+  int listen_fd = -1;
+  m.server.set_socket_options([&listen_fd](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = sock;
+  });
+  m.port = m.options.port == 0 ? m.server.bind_to_any_port(m.options.host)
+                                : (m.server.bind_to_port(m.options.host, m.options.port) ? m.options.port : -1);
+  if (m.port <= 0) {
+    return make_error(ErrorKind::io, "cannot listen on " + m.options.host + ":" + std::to_string(m.options.port));
+  }
+  // cpp-httplib 0.11 listens with a backlog of 5: concurrent clients lose
+  // SYNs and stall a second. Listening again raises it.
+  ::listen(listen_fd, 1024);
+  m.server_thread = std::thread([&m] { m.server.listen_after_bind(); });
+  m.refresher = std::thread([&m] {
+    std::unique_lock lock(m.stop_mutex);
+    while (!m.stop_cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.stopping; })) {
+      lock.unlock();
+      (void)m.refresh(false); // a failed refresh keeps serving the last documents
+      lock.lock();
+    }
+  });
+  while (!m.server.is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return {};
+}
+
+int Republisher::port() const { return m_impl->port; }
+
+void Republisher::stop() {
+  Impl& m = *m_impl;
+  {
+    std::lock_guard lock(m.stop_mutex);
+    if (m.stopping) {
+      return;
+    }
+    m.stopping = true;
+  }
+  m.stop_cv.notify_all();
+  if (m.refresher.joinable()) {
+    m.refresher.join();
+  }
+  m.server.stop();
+  if (m.server_thread.joinable()) {
+    m.server_thread.join();
+  }
+}
+
+} // namespace tributary::pub

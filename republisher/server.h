@@ -1,0 +1,48 @@
+#pragma once
+
+#include "republisher/documents.h"
+#include "republisher/url_scheme.h"
+#include "sync_engine/store/blob_store.h"
+#include "sync_engine/store/store_reader.h"
+
+#include <memory>
+#include <string>
+
+namespace tributary::pub {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;               // 0: any free port (see Republisher::port())
+  std::string public_url;        // the base of every URL we publish
+  size_t change_list_part = 10000;
+  int threads = 32;              // enough that keep-alive clients do not starve others
+};
+
+// Serves Tributary's own ResourceSync documents and the mirrored content,
+// read-only over the store. Documents are rendered once per change of the
+// store (its last change-log seq) and served from cache with ETag/304 and a
+// pre-compressed gzip body when the client accepts it; content is streamed
+// from the blob store with a strong ETag, Last-Modified, 304, Range and HEAD,
+// and 410 Gone for deleted resources.
+class Republisher {
+public:
+  Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<sync::BlobStore> blobs,
+              ServerOptions options);
+  ~Republisher();
+  Republisher(const Republisher&) = delete;
+  Republisher& operator=(const Republisher&) = delete;
+
+  // Binds and starts serving on a background thread; fails (io) when the
+  // address cannot be bound.
+  Result<void> start();
+  // The bound port (after start()).
+  int port() const;
+  // Stops accepting, finishes requests in flight, joins.
+  void stop();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace tributary::pub
