@@ -1,0 +1,211 @@
+// The republisher over a real store filled by a real sync: every document
+// served validates and the tree is navigable; content serving semantics; and
+// a second-level chain upstream -> A -> B.
+#include "process.h"
+#include "sync_fixture.h"
+
+#include "republisher/server.h"
+#include "resourcesync/reader.h"
+#include "sync_engine/url_resolve.h"
+
+#include <deque>
+#include <fstream>
+#include <set>
+#include <signal.h>
+#include <spawn.h>
+
+extern char** environ;
+
+using namespace tributary;
+using namespace tributary::test;
+using store::RunMode;
+using store::RunStatus;
+
+namespace {
+
+struct Got {
+  int status = 0;
+  std::string body;
+  httplib::Headers headers;
+};
+
+Got get(const std::string& url, const httplib::Headers& headers = {}, bool head = false) {
+  auto u = sync::parse_url(url);
+  REQUIRE(u);
+  httplib::Client c(u->origin());
+  auto r = head ? c.Head(u->target, headers) : c.Get(u->target, headers);
+  REQUIRE(r);
+  return Got{r->status, r->body, r->headers};
+}
+
+std::string header(const Got& g, const char* name) {
+  auto it = g.headers.find(name);
+  return it == g.headers.end() ? "" : it->second;
+}
+
+struct Published {
+  Upstream up;
+  Site site{up};
+  SyncEnv env;
+  std::unique_ptr<pub::Republisher> server;
+  std::string base;
+
+  Published() {
+    site.put("/res/a.txt", "alpha");
+    site.put("/res/b.txt", "bravo bravo");
+    site.put("/res/c.txt", "charlie");
+    site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+    REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+    site.erase("/res/c.txt");
+    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                             {change_entry(up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z"))});
+    REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+    pub::ServerOptions o;
+    o.port = 0;
+    o.public_url = "http://127.0.0.1:0"; // fixed up below once the port is known
+    // Bind first to learn the port, then publish under it.
+    auto probe = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
+    REQUIRE(probe->start());
+    const int port = probe->port();
+    probe.reset();
+    o.port = port;
+    o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+    server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
+    REQUIRE(server->start());
+    base = "http://127.0.0.1:" + std::to_string(port);
+  }
+};
+
+} // namespace
+
+TEST_CASE("Republisher: every document from /.well-known/resourcesync validates, and the tree links upwards") {
+  Published p;
+  std::deque<std::string> todo{p.base + "/.well-known/resourcesync"};
+  std::set<std::string> seen;
+  size_t documents = 0;
+  while (!todo.empty()) {
+    const std::string url = todo.front();
+    todo.pop_front();
+    if (!seen.insert(url).second) {
+      continue;
+    }
+    Got g = get(url);
+    REQUIRE_MESSAGE(g.status == 200, url);
+    auto doc = rs::parse_document(g.body);
+    std::string diags;
+    for (const auto& d : doc.summary.diagnostics) {
+      diags += d.message + "\n";
+    }
+    INFO(url << "\n" << diags);
+    CHECK(doc.summary.valid());
+    CHECK(doc.summary.warnings == 0);
+    ++documents;
+    const auto cap = doc.document.header.capability();
+    if (cap != rs::Capability::description) {
+      REQUIRE(doc.document.header.find_link("up"));
+      if (const auto* index = doc.document.header.find_link("index")) {
+        CHECK(get(index->href).status == 200);
+      }
+      CHECK(get(doc.document.header.find_link("up")->href).status == 200);
+    }
+    const bool lists_documents = cap == rs::Capability::description || cap == rs::Capability::capabilitylist ||
+                                 doc.document.header.root == rs::RootElement::sitemapindex;
+    if (lists_documents) {
+      for (const auto& e : doc.document.entries) {
+        todo.push_back(e.loc);
+      }
+    }
+  }
+  CHECK(documents >= 5); // description, capability list, resource list, change list index and part
+  auto robots = get(p.base + "/robots.txt");
+  CHECK(robots.status == 200);
+  CHECK(robots.body.find("Sitemap: " + p.base + "/sets/up/resourcelist.xml") != std::string::npos);
+}
+
+TEST_CASE("Republisher: content with ETag/304, Range, HEAD, 410 for deleted, and no way out of the store") {
+  Published p;
+  pub::UrlScheme urls(p.base);
+  const std::string b = urls.resource("up", p.up.url("/res/b.txt"));
+  Got g = get(b);
+  REQUIRE(g.status == 200);
+  CHECK(g.body == "bravo bravo");
+  CHECK(header(g, "Content-Type") == "text/plain");
+  const std::string etag = header(g, "ETag");
+  CHECK(etag == "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, "bravo bravo") + "\"");
+  CHECK_FALSE(header(g, "Last-Modified").empty());
+  CHECK(header(g, "Link") == "<" + urls.capability_list("up") + ">; rel=\"resourcesync\"");
+  CHECK(get(b, {{"If-None-Match", etag}}).status == 304);
+  CHECK(get(b, {{"If-Modified-Since", header(g, "Last-Modified")}}).status == 304);
+  Got range = get(b, {{"Range", "bytes=6-10"}});
+  CHECK(range.status == 206);
+  CHECK(range.body == "bravo");
+  Got head = get(b, {}, true);
+  CHECK(head.status == 200);
+  CHECK(head.body.empty());
+  CHECK(header(head, "Content-Length") == "11");
+  CHECK(get(urls.resource("up", p.up.url("/res/c.txt"))).status == 410);
+  CHECK(get(urls.resource("up", p.up.url("/res/never.txt"))).status == 404);
+  for (const char* evil : {"/sets/up/resources/..%2F..%2F..%2Fetc%2Fpasswd", "/sets/up/resources/%2e%2e",
+                           "/sets/../../etc/passwd", "/sets/up/resources/a/../../../etc/passwd",
+                           "/sets/nope/resources/x", "/..%2f..%2fetc/passwd"}) {
+    CAPTURE(evil);
+    Got e = get(p.base + evil);
+    CHECK((e.status == 404 || e.status == 400));
+    CHECK(e.body.find("root:") == std::string::npos);
+  }
+  // Documents: ETag/304 and a gzip body when asked for.
+  Got rl = get(urls.resource_list("up"));
+  REQUIRE(rl.status == 200);
+  CHECK(get(urls.resource_list("up"), {{"If-None-Match", header(rl, "ETag")}}).status == 304);
+  Got gz = get(urls.resource_list("up"), {{"Accept-Encoding", "gzip"}});
+  CHECK(header(gz, "Content-Encoding") == "gzip");
+}
+
+TEST_CASE("Republisher: a second Tributary follows the first, content byte for byte, via the original") {
+  Published a;
+  SyncEnv b;
+  auto src = SyncEnv::source(a.base + "/", "a");
+  auto r = b.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  // B holds A's copies (A's URLs) with the upstream's bytes.
+  pub::UrlScheme urls(a.base);
+  std::map<std::string, std::string> expected;
+  for (const auto& [path, bytes] : a.site.content) {
+    expected[urls.resource("up", a.up.url(path))] = bytes;
+  }
+  CHECK(b.live() == expected);
+  // Every B record's via is the original upstream URI, not A.
+  auto held = b.store->resources(1, {urls.resource("up", a.up.url("/res/a.txt"))});
+  REQUIRE(held);
+  REQUIRE(held->size() == 1);
+  const auto& rec = held->begin()->second;
+  const rs::Link* via = nullptr;
+  for (const auto& l : rec.links) {
+    if (l.rel == "via") {
+      via = &l;
+    }
+  }
+  REQUIRE(via);
+  CHECK(via->href == a.up.url("/res/a.txt"));
+
+  // Changes upstream reach B through A's Change List.
+  a.site.put("/res/a.txt", "alpha v2");
+  a.site.put("/res/d.txt", "delta");
+  a.site.erase("/res/b.txt");
+  a.site.publish_change_list(
+      "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+      {change_entry(a.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
+       change_entry(a.up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
+       change_entry(a.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
+       change_entry(a.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z"))});
+  REQUIRE(a.env.run(SyncEnv::source(a.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500)); // A re-renders within a second
+  auto again = b.run(src, RunMode::incremental);
+  CHECK(again.status == RunStatus::succeeded);
+  expected.clear();
+  for (const auto& [path, bytes] : a.site.content) {
+    expected[urls.resource("up", a.up.url(path))] = bytes;
+  }
+  CHECK(b.live() == expected);
+}
