@@ -168,6 +168,7 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   options.host = config.listen.substr(0, colon);
   options.port = std::stoi(config.listen.substr(colon + 1));
   options.public_url = config.public_url;
+  options.change_list_part = config.change_list_part_size;
   // Signals are taken by this thread with sigwait, never by a worker.
   sigset_t signals;
   sigemptyset(&signals);

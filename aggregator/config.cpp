@@ -291,6 +291,7 @@ public:
                c.listen = s;
              }}},
             {"public_url", {url(c.public_url, false)}},
+            {"change_list_part_size", {integer(c.change_list_part_size, 1, 50000)}},
             {"sources", {array<sync::SourceConfig>(c.sources, [this](const json& s, const std::string& p,
                                                                      sync::SourceConfig& out) { source(s, p, out); })}}});
     // Duplicates are judged on the raw names, so that a source with other

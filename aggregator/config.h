@@ -14,6 +14,7 @@ struct Config {
   std::string data_dir; // blob store and temporary files
   std::string listen = "127.0.0.1:8080"; // host:port the republisher serves on
   std::string public_url;                // our base URL as others reach it (default http://<listen>)
+  size_t change_list_part_size = 10000;  // changes per part of our Change List (closed parts never change)
   std::vector<sync::SourceConfig> sources;
 
   const sync::SourceConfig* find_source(const std::string& name) const;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync)
+#   bench/run.sh parse      # one of them (parse, sync, serve)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,5 +20,65 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   source "$root/deploy/lib/pg-temp.sh"
   pg_temp_start
   "$root/build/bench/bench/bench_sync" --pg "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = serve ]; then
+  echo "== bench/serve (wrk -t2 -c32 -d10s; tributary serve against nginx, same bytes, both on loopback)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  work=$(mktemp -d /tmp/tributary-bench-serve.XXXXXX)
+  ours_port=18480
+  nginx_port=18481
+  psql "$PG_TEMP_CONNINFO" -qc "CREATE DATABASE bench_serve" >/dev/null
+  db="$PG_TEMP_CONNINFO dbname=bench_serve"
+  cat >"$work/config.json" <<CFG
+{"database": "$db", "data_dir": "$work/data", "listen": "127.0.0.1:$ours_port", "change_list_part_size": 50000}
+CFG
+  bin="$root/build/bench/aggregator/tributary"
+  "$bin" migrate --config "$work/config.json" >/dev/null
+  original=$("$root/build/bench/bench/bench_serve_populate" --pg "$db" --data "$work/data")
+  "$bin" serve --config "$work/config.json" >"$work/serve.log" 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$ours_port/robots.txt" && break; sleep 0.1; done
+  enc=$(printf '%s' "$original" | od -An -tx1 | tr -d ' \n' | sed 's/../%&/g' | tr 'a-f' 'A-F')
+  cl="/sets/bench/changelist-1.xml"
+  obj="/sets/bench/resources/$enc"
+  mkdir -p "$work/www"
+  curl -sf -o "$work/www/changelist-1.xml" "http://127.0.0.1:$ours_port$cl"
+  curl -sf -o "$work/www/object" "http://127.0.0.1:$ours_port$obj"
+  entries=$(grep -c '<url>' "$work/www/changelist-1.xml")
+  cat >"$work/nginx.conf" <<NGINX
+user root;
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nopush on;
+  tcp_nodelay on;
+  keepalive_requests 100000;
+  types { application/xml xml; }
+  default_type text/plain;
+  server { listen 127.0.0.1:$nginx_port; root $work/www; }
+}
+NGINX
+  nginx -c "$work/nginx.conf" -p "$work"
+  rate() { wrk -t2 -c32 -d10s "$1" | awk '/Requests\/sec/ {print int($2)}'; }
+  ours_cl=$(rate "http://127.0.0.1:$ours_port$cl")
+  nginx_cl=$(rate "http://127.0.0.1:$nginx_port/changelist-1.xml")
+  ours_obj=$(rate "http://127.0.0.1:$ours_port$obj")
+  nginx_obj=$(rate "http://127.0.0.1:$nginx_port/object")
+  kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
+  kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  report() {
+    awk -v what="$1" -v ours="$2" -v ngx="$3" 'BEGIN {
+      r = ngx > 0 ? ours / ngx : 0;
+      printf "%-44s tributary %8d req/s   nginx %8d req/s   ratio %.2f  [target >= 0.8: %s]\n", what, ours, ngx, r, (r >= 0.8 ? "PASS" : "FAIL") }'
+  }
+  report "Change List part ($entries entries, $(stat -c %s "$work/www/changelist-1.xml") B)" "$ours_cl" "$nginx_cl"
+  report "content object ($(stat -c %s "$work/www/object") B)" "$ours_obj" "$nginx_obj"
+  awk -v a="$ours_cl" -v b="$nginx_cl" -v c="$ours_obj" -v d="$nginx_obj" 'BEGIN { exit !(a >= 0.8 * b && c >= 0.8 * d) }' || status=1
+  rm -rf "$work"
 fi
 exit $status

@@ -24,6 +24,8 @@ packages=(
   nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
   # used by the test script
   procps iproute2 ca-certificates openssl
+  # used by the benchmarks (bench/run.sh serve)
+  wrk nginx-light curl
 )
 
 missing=()

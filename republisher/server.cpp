@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <map>
 #include <shared_mutex>
+#include <filesystem>
 #include <thread>
+#include <unordered_map>
 #include <unistd.h>
 
 namespace tributary::pub {
@@ -93,6 +95,23 @@ struct Republisher::Impl {
 
   std::shared_mutex cache_mutex;
   std::shared_ptr<const DocumentMap> documents = std::make_shared<DocumentMap>();
+  // What content requests need of a resource, cached until the store moves
+  // on (a database round trip per request would cap the server far below
+  // what serving a file costs).
+  struct ContentView {
+    int status = 404;             // 200, 404 or 410
+    std::string etag;
+    std::string last_modified;    // HTTP date
+    std::time_t modified = 0;
+    std::string type;
+    std::string path;             // the blob file
+    std::shared_ptr<const std::string> bytes; // small blobs, held in memory
+    size_t size = 0;
+  };
+  std::unordered_map<std::string, std::shared_ptr<const ContentView>> resource_cache;
+  size_t cached_bytes = 0;
+  static constexpr size_t k_inline_max = 64 * 1024;
+  static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
   int64_t rendered_seq = -1;
 
@@ -148,11 +167,15 @@ struct Republisher::Impl {
     std::unique_lock lock(cache_mutex);
     documents = std::move(docs);
     set_feeds = std::move(feeds_of);
+    resource_cache.clear();
+    cached_bytes = 0;
     rendered_seq = *seq;
     return {};
   }
 
-  void serve_document(const httplib::Request& req, httplib::Response& res, const CachedDocument& d) {
+  void serve_document(const httplib::Request& req, httplib::Response& res,
+                      const std::shared_ptr<const CachedDocument>& doc) {
+    const CachedDocument& d = *doc;
     res.set_header("ETag", d.etag);
     res.set_header("Cache-Control", "no-cache");
     res.set_header("Vary", "Accept-Encoding");
@@ -166,97 +189,135 @@ struct Republisher::Impl {
     }
     // A content provider: cpp-httplib never compresses those itself (it
     // would try brotli first on a big list: seconds of CPU per request).
-    // Copying a cached document is cheap next to serving it; it outlives a
-    // refresh that replaces the cache mid-response.
-    auto keep = std::make_shared<CachedDocument>(d);
-    const std::string* data = gz ? &keep->gzipped : &keep->body;
+    // The shared pointer keeps the document alive past a cache refresh.
+    const std::string* data = gz ? &d.gzipped : &d.body;
     res.set_content_provider(data->size(), d.content_type,
-                             [keep, data](size_t offset, size_t length, httplib::DataSink& sink) {
+                             [doc, data](size_t offset, size_t length, httplib::DataSink& sink) {
                                sink.write(data->data() + offset, length);
                                return true;
                              });
   }
 
-  void serve_resource(const httplib::Request& req, httplib::Response& res, const std::string& set,
-                      const std::string& uri) {
+  // What a content request for (set, uri) answers, prepared once per state
+  // of the store: status, validators, and for small blobs the bytes.
+  std::shared_ptr<const ContentView> content_view(const std::string& set, const std::string& uri) {
+    const std::string key = set + '\n' + uri;
     std::vector<int64_t> feeds;
     {
       std::shared_lock lock(cache_mutex);
-      auto it = set_feeds.find(set);
-      if (it == set_feeds.end()) {
-        res.status = 404;
-        return;
+      if (auto it = resource_cache.find(key); it != resource_cache.end()) {
+        return it->second;
       }
-      feeds = it->second;
+      auto sf = set_feeds.find(set);
+      if (sf == set_feeds.end()) {
+        return std::make_shared<ContentView>();
+      }
+      feeds = sf->second;
     }
     std::optional<store::ResourceRecord> found;
     for (int64_t f : feeds) {
       auto r = reader->resource(f, uri);
       if (!r) {
-        res.status = 503;
-        res.set_header("Retry-After", "5");
-        return;
+        return nullptr; // the store is unreachable: 503, not cached
       }
       if (*r) {
         found = std::move(**r);
         break;
       }
     }
-    res.set_header("Link", "<" + urls.capability_list(set) + ">; rel=\"resourcesync\"");
-    if (!found) {
-      res.status = 404;
+    auto v = std::make_shared<ContentView>();
+    if (found && (found->state == store::ResourceState::deleted || !found->blob_sha256)) {
+      v->status = 410;
+    } else if (found) {
+      auto path = blobs->path_for(*found->blob_sha256);
+      if (!path) {
+        return nullptr;
+      }
+      v->status = 200;
+      v->etag = "\"" + *found->blob_sha256 + "\"";
+      const rs::Timestamp modified = found->lastmod ? *found->lastmod : found->fetched_at.value_or(rs::Timestamp{});
+      v->last_modified = http_date(modified);
+      v->modified = std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(modified));
+      v->type = found->type.value_or("application/octet-stream");
+      v->path = path->string();
+      std::error_code ec;
+      v->size = static_cast<size_t>(std::filesystem::file_size(*path, ec));
+      if (ec) {
+        return nullptr;
+      }
+      if (v->size <= k_inline_max) {
+        auto bytes = blobs->read(*found->blob_sha256);
+        if (bytes) {
+          v->bytes = std::make_shared<const std::string>(std::move(*bytes));
+        }
+      }
+    }
+    std::unique_lock lock(cache_mutex);
+    if (resource_cache.size() >= 200000 || cached_bytes > k_inline_budget) {
+      resource_cache.clear(); // bounded; a cold miss costs one query
+      cached_bytes = 0;
+    }
+    cached_bytes += v->bytes ? v->bytes->size() : 0;
+    resource_cache[key] = v;
+    return v;
+  }
+
+  void serve_resource(const httplib::Request& req, httplib::Response& res, const std::string& set,
+                      const std::string& uri) {
+    auto v = content_view(set, uri);
+    if (!v) {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
       return;
     }
-    if (found->state == store::ResourceState::deleted || !found->blob_sha256) {
-      res.status = 410;
+    if (v->status != 404) {
+      res.set_header("Link", "<" + urls.capability_list(set) + ">; rel=\"resourcesync\"");
+    }
+    if (v->status != 200) {
+      res.status = v->status;
       return;
     }
-    auto path = blobs->path_for(*found->blob_sha256);
-    if (!path) {
-      res.status = 500;
-      return;
-    }
-    const int fd = ::open(path->c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      res.status = 500;
-      return;
-    }
-    const off_t size = ::lseek(fd, 0, SEEK_END);
-    const std::string etag = "\"" + *found->blob_sha256 + "\"";
-    res.set_header("ETag", etag);
-    const rs::Timestamp modified = found->lastmod ? *found->lastmod : found->fetched_at.value_or(rs::Timestamp{});
-    res.set_header("Last-Modified", http_date(modified));
-    const std::string inm = req.get_header_value("If-None-Match");
-    bool not_modified = !inm.empty() && (inm == etag || inm == "*");
+    res.set_header("ETag", v->etag);
+    res.set_header("Last-Modified", v->last_modified);
+    const std::string& inm = req.get_header_value("If-None-Match");
+    bool not_modified = !inm.empty() && (inm == v->etag || inm == "*");
     if (inm.empty() && req.has_header("If-Modified-Since")) {
       auto since = parse_http_date(req.get_header_value("If-Modified-Since"));
-      const auto mod = std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(modified));
-      not_modified = since && mod <= *since;
+      not_modified = since && v->modified <= *since;
     }
     if (not_modified) {
-      ::close(fd);
       res.status = 304;
+      return;
+    }
+    if (v->bytes) {
+      res.set_content_provider(v->size, v->type, [v](size_t offset, size_t length, httplib::DataSink& sink) {
+        sink.write(v->bytes->data() + offset, length);
+        return true;
+      });
+      return;
+    }
+    const int fd = ::open(v->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      res.status = 500;
       return;
     }
     auto shared_fd = std::shared_ptr<int>(new int(fd), [](int* p) {
       ::close(*p);
       delete p;
     });
-    res.set_content_provider(static_cast<size_t>(size), found->type.value_or("application/octet-stream"),
-                             [shared_fd](size_t offset, size_t length, httplib::DataSink& sink) {
-                               char buf[64 * 1024];
-                               while (length > 0) {
-                                 const ssize_t n = ::pread(*shared_fd, buf, std::min(length, sizeof buf),
-                                                           static_cast<off_t>(offset));
-                                 if (n <= 0) {
-                                   return false;
-                                 }
-                                 sink.write(buf, static_cast<size_t>(n));
-                                 offset += static_cast<size_t>(n);
-                                 length -= static_cast<size_t>(n);
-                               }
-                               return true;
-                             });
+    res.set_content_provider(v->size, v->type, [shared_fd](size_t offset, size_t length, httplib::DataSink& sink) {
+      char buf[64 * 1024];
+      while (length > 0) {
+        const ssize_t n = ::pread(*shared_fd, buf, std::min(length, sizeof buf), static_cast<off_t>(offset));
+        if (n <= 0) {
+          return false;
+        }
+        sink.write(buf, static_cast<size_t>(n));
+        offset += static_cast<size_t>(n);
+        length -= static_cast<size_t>(n);
+      }
+      return true;
+    });
   }
 
   void handle(const httplib::Request& req, httplib::Response& res) {
@@ -267,7 +328,7 @@ struct Republisher::Impl {
         docs = documents;
       }
       if (auto it = docs->find(req.path); it != docs->end()) {
-        serve_document(req, res, *it->second);
+        serve_document(req, res, it->second);
         return;
       }
       // Resource paths carry a percent-encoded URI: parse the raw target,
@@ -299,7 +360,16 @@ Result<void> Republisher::start() {
   const int threads = std::max(4, m.options.threads);
   m.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   m.server.set_keep_alive_max_count(1000);
-  m.server.Get(".*", [&m](const httplib::Request& req, httplib::Response& res) { m.handle(req, res); });
+  // Every GET/HEAD is answered before cpp-httplib's regex routing (one
+  // std::regex match per request is measurable at these rates).
+  m.server.set_pre_routing_handler([&m](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    m.handle(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   int listen_fd = -1;
   m.server.set_socket_options([&listen_fd](socket_t sock) {
     int yes = 1;
