@@ -8,6 +8,11 @@
 #include "resourcesync/reader.h"
 #include "sync_engine/url_resolve.h"
 
+#include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <deque>
 #include <fstream>
 #include <set>
@@ -38,6 +43,29 @@ Got get(const std::string& url, const httplib::Headers& headers = {}, bool head 
   return Got{r->status, r->body, r->headers};
 }
 
+// A loopback port nobody listens on right now.
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int get_status(const std::string& url) {
+  auto u = sync::parse_url(url);
+  httplib::Client c(u->origin());
+  c.set_connection_timeout(1);
+  c.set_read_timeout(2);
+  auto r = c.Get(u->target);
+  return r ? r->status : 0;
+}
+
 std::string header(const Got& g, const char* name) {
   auto it = g.headers.find(name);
   return it == g.headers.end() ? "" : it->second;
@@ -62,13 +90,7 @@ struct Published {
                              {change_entry(up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z"))});
     REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
     pub::ServerOptions o;
-    o.port = 0;
-    o.public_url = "http://127.0.0.1:0"; // fixed up below once the port is known
-    // Bind first to learn the port, then publish under it.
-    auto probe = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
-    REQUIRE(probe->start());
-    const int port = probe->port();
-    probe.reset();
+    const int port = free_port();
     o.port = port;
     o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
     server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
@@ -208,4 +230,107 @@ TEST_CASE("Republisher: a second Tributary follows the first, content byte for b
     expected[urls.resource("up", a.up.url(path))] = bytes;
   }
   CHECK(b.live() == expected);
+}
+
+namespace {
+
+pid_t spawn_serve(const std::string& config, const std::string& log) {
+  std::string bin = TRIBUTARY_BIN;
+  std::vector<std::string> args{bin, "serve", "--config", config};
+  std::vector<char*> argv;
+  for (auto& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+} // namespace
+
+TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes, across closed Change List parts") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "alpha");
+  site.put("/res/b.txt", "bravo");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  TempDatabase db_a;
+  TempDatabase db_b;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-chain-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const int port = free_port(); // A binds it right after
+  const std::string a_url = "http://127.0.0.1:" + std::to_string(port);
+  std::ofstream(dir / "a.json") << "{\"database\": \"" << db_a.conninfo() << "\", \"data_dir\": \"" << (dir / "a").string()
+                                << "\", \"listen\": \"127.0.0.1:" << port
+                                << "\", \"change_list_part_size\": 2, \"sources\": [{\"name\": \"up\", \"url\": \""
+                                << up.url("/") << "\", \"max_requests_per_second\": 0}]}";
+  std::ofstream(dir / "b.json") << "{\"database\": \"" << db_b.conninfo() << "\", \"data_dir\": \"" << (dir / "b").string()
+                                << "\", \"listen\": \"127.0.0.1:1\", \"sources\": [{\"name\": \"a\", \"url\": \"" << a_url
+                                << "/\", \"max_requests_per_second\": 0}]}";
+  const std::string a_cfg = (dir / "a.json").string();
+  const std::string b_cfg = (dir / "b.json").string();
+  REQUIRE(run_tributary("migrate --config " + a_cfg).status == 0);
+  REQUIRE(run_tributary("migrate --config " + b_cfg).status == 0);
+  auto a_sync = run_tributary("sync --config " + a_cfg + " --incremental");
+  INFO(a_sync.out);
+  REQUIRE(a_sync.status == 0);
+  pid_t serve = spawn_serve(a_cfg, (dir / "serve.log").string());
+  REQUIRE(serve > 0);
+  for (int i = 0; i < 200 && get_status(a_url + "/robots.txt") != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto b_sync = run_tributary("sync --config " + b_cfg + " --incremental");
+  INFO(b_sync.out);
+  CHECK(b_sync.status == 0);
+
+  // Upstream changes: update, create, delete; A follows, re-renders, B follows.
+  site.put("/res/a.txt", "alpha v2");
+  site.put("/res/c.txt", "charlie");
+  site.erase("/res/b.txt");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-02T00:00:00Z"), "alpha v2"),
+                            change_entry(up.url("/res/c.txt"), rs::Change::created, ts("2026-01-02T00:00:01Z"), "charlie"),
+                            change_entry(up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-02T00:00:02Z"))});
+  REQUIRE(run_tributary("sync --config " + a_cfg + " --incremental").status == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500)); // A re-renders within a second
+  auto b_again = run_tributary("sync --config " + b_cfg + " --incremental");
+  INFO(b_again.out);
+  CHECK(b_again.status == 0);
+  CHECK(b_again.out.find("created 1, updated 1, deleted 1") != std::string::npos);
+
+  // B's live content equals the upstream's, byte for byte, and its via links
+  // name the original URIs.
+  pqxx::connection c(db_b.conninfo());
+  pqxx::read_transaction tx(c);
+  std::map<std::string, std::string> via_to_sha;
+  for (const auto& row : tx.exec("SELECT links::text, blob_sha256 FROM resource WHERE state = 'live'")) {
+    auto links = nlohmann::json::parse(row[0].as<std::string>());
+    for (const auto& l : links) {
+      if (l["rel"] == "via") {
+        via_to_sha[l["href"].get<std::string>()] = row[1].as<std::string>();
+      }
+    }
+  }
+  std::map<std::string, std::string> expected;
+  for (const auto& [path, bytes] : site.content) {
+    expected[up.url(path)] = rs::hash_hex(rs::HashAlgorithm::sha256, bytes);
+  }
+  CHECK(via_to_sha == expected);
+  // A's Change List has closed parts (two changes each) and B crossed them.
+  Got index = get(a_url + "/sets/up/changelist.xml");
+  auto parsed = rs::parse_document(index.body);
+  CHECK(parsed.document.entries.size() >= 3);
+
+  kill(serve, SIGTERM);
+  int status = 0;
+  waitpid(serve, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::filesystem::remove_all(dir);
 }
