@@ -63,12 +63,14 @@ struct CachedDocument {
   std::string gzipped;
   std::string etag;
   std::string content_type;
+  bool immutable = false; // a closed Change List part: cacheable forever
 };
 
 using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
 
-std::shared_ptr<const CachedDocument> cached(std::string body, const std::string& type) {
+std::shared_ptr<const CachedDocument> cached(std::string body, const std::string& type, bool immutable = false) {
   auto d = std::make_shared<CachedDocument>();
+  d->immutable = immutable;
   d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
   d->gzipped = gzip(body);
   d->body = std::move(body);
@@ -138,8 +140,8 @@ struct Republisher::Impl {
     auto docs = std::make_shared<DocumentMap>();
     const rs::Timestamp at =
         std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-    auto put = [&](const std::string& url, std::string body) {
-      (*docs)[urls.path_of(url)] = cached(std::move(body), "application/xml");
+    auto put = [&](const std::string& url, std::string body, bool immutable = false) {
+      (*docs)[urls.path_of(url)] = cached(std::move(body), "application/xml", immutable);
     };
     put(urls.source_description(), render_source_description(urls, sets));
     std::string robots = "User-agent: *\nAllow: /\n";
@@ -159,8 +161,10 @@ struct Republisher::Impl {
       if (!cl) {
         return tl::unexpected(cl.error());
       }
-      for (auto& p : *cl) {
-        put(p.url, std::move(p.xml));
+      // Every part but the last (open) one and the index is closed.
+      for (size_t i = 0; i < cl->size(); ++i) {
+        const bool closed = !(*cl)[i].is_index && i + 2 < cl->size();
+        put((*cl)[i].url, std::move((*cl)[i].xml), closed);
       }
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
@@ -177,7 +181,7 @@ struct Republisher::Impl {
                       const std::shared_ptr<const CachedDocument>& doc) {
     const CachedDocument& d = *doc;
     res.set_header("ETag", d.etag);
-    res.set_header("Cache-Control", "no-cache");
+    res.set_header("Cache-Control", d.immutable ? "public, max-age=31536000, immutable" : "no-cache");
     res.set_header("Vary", "Accept-Encoding");
     if (req.get_header_value("If-None-Match") == d.etag) {
       res.status = 304;
