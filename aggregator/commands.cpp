@@ -17,6 +17,31 @@
 
 namespace tributary::agg {
 
+namespace {
+
+// The store and blob store a command works on, opened from the config; on
+// failure the reason is printed as "tributary <command>: ...".
+struct Storage {
+  std::unique_ptr<store::PgStore> store;
+  std::shared_ptr<sync::BlobStore> blobs;
+};
+
+std::optional<Storage> open_storage(const Config& config, const char* command, std::ostream& err) {
+  auto store = store::PgStore::open(config.database);
+  if (!store) {
+    err << "tributary " << command << ": " << store.error().message << '\n';
+    return std::nullopt;
+  }
+  auto blobs = sync::BlobStore::open(config.data_dir);
+  if (!blobs) {
+    err << "tributary " << command << ": " << blobs.error().message << '\n';
+    return std::nullopt;
+  }
+  return Storage{std::move(*store), std::move(*blobs)};
+}
+
+} // namespace
+
 int run_check_config(const std::string& path, std::ostream& out, std::ostream& err) {
   auto load = load_config(path);
   for (const auto& p : load.problems) {
@@ -83,17 +108,12 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
     err << "tributary sync: no source named '" << cmd.source << "' in " << cmd.config_path << '\n';
     return 2;
   }
-  auto store = store::PgStore::open(config.database);
-  if (!store) {
-    err << "tributary sync: " << store.error().message << '\n';
+  auto storage = open_storage(config, "sync", err);
+  if (!storage) {
     return 1;
   }
-  auto blobs = sync::BlobStore::open(config.data_dir);
-  if (!blobs) {
-    err << "tributary sync: " << blobs.error().message << '\n';
-    return 1;
-  }
-  sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(*store)), *blobs, sync::make_default_fetcher(),
+  sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(storage->store)), storage->blobs,
+                          sync::make_default_fetcher(),
                           std::make_shared<sync::HostRateLimiter>(),
                           std::filesystem::path(config.data_dir) / "tmp");
   sync::RunOptions options;
@@ -153,14 +173,8 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
     return 1;
   }
   const Config& config = *load.config;
-  auto store = store::PgStore::open(config.database);
-  if (!store) {
-    err << "tributary serve: " << store.error().message << '\n';
-    return 1;
-  }
-  auto blobs = sync::BlobStore::open(config.data_dir);
-  if (!blobs) {
-    err << "tributary serve: " << blobs.error().message << '\n';
+  auto storage = open_storage(config, "serve", err);
+  if (!storage) {
     return 1;
   }
   pub::ServerOptions options;
@@ -175,7 +189,7 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  pub::Republisher server(std::shared_ptr<store::StoreReader>(std::move(*store)), *blobs, options);
+  pub::Republisher server(std::shared_ptr<store::StoreReader>(std::move(storage->store)), storage->blobs, options);
   if (auto r = server.start(); !r) {
     err << "tributary serve: " << r.error().message << '\n';
     return 1;

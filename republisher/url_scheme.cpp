@@ -1,5 +1,7 @@
 #include "republisher/url_scheme.h"
 
+#include "common/percent.h"
+
 namespace tributary::pub {
 
 namespace {
@@ -7,64 +9,7 @@ namespace {
 constexpr std::string_view k_sets = "/sets/";
 constexpr std::string_view k_resources = "/resources/";
 
-bool unreserved(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_' || c == '~';
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 } // namespace
-
-std::string percent_encode(std::string_view s) {
-  static constexpr char k_hex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size() * 3 / 2);
-  for (char c : s) {
-    if (unreserved(c)) {
-      out.push_back(c);
-    } else {
-      const auto u = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(k_hex[u >> 4]);
-      out.push_back(k_hex[u & 15]);
-    }
-  }
-  return out;
-}
-
-std::optional<std::string> percent_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out.push_back(s[i]);
-      continue;
-    }
-    if (i + 2 >= s.size()) {
-      return std::nullopt;
-    }
-    int hi = hex_value(s[i + 1]);
-    int lo = hex_value(s[i + 2]);
-    if (hi < 0 || lo < 0) {
-      return std::nullopt;
-    }
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
-}
 
 UrlScheme::UrlScheme(std::string public_url) : m_base(std::move(public_url)) {
   while (!m_base.empty() && m_base.back() == '/') {

@@ -38,10 +38,4 @@ private:
   std::string m_base;
 };
 
-// Percent-encodes everything but RFC 3986 unreserved characters, so that an
-// original URI becomes one path segment.
-std::string percent_encode(std::string_view s);
-// nullopt for a malformed escape.
-std::optional<std::string> percent_decode(std::string_view s);
-
 } // namespace tributary::pub

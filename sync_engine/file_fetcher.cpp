@@ -1,5 +1,7 @@
 #include "sync_engine/fetcher_impl.h"
 
+#include "common/percent.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -9,36 +11,6 @@ namespace tributary::sync {
 
 namespace {
 
-// Percent-decodes a file URL path ("/data/my%20list.xml").
-std::string decode(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') {
-          return c - '0';
-        }
-        if (c >= 'a' && c <= 'f') {
-          return c - 'a' + 10;
-        }
-        if (c >= 'A' && c <= 'F') {
-          return c - 'A' + 10;
-        }
-        return -1;
-      };
-      int hi = hex(s[i + 1]);
-      int lo = hex(s[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
 class FileFetcher : public Fetcher {
 public:
   Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options,
@@ -47,7 +19,11 @@ public:
     if (!parsed) {
       return tl::unexpected(parsed.error());
     }
-    std::string path = decode(parsed->target.substr(0, parsed->target.find('?')));
+    auto decoded = percent_decode(parsed->target.substr(0, parsed->target.find('?')));
+    if (!decoded) {
+      return make_error(ErrorKind::usage, "'" + url + "' has a malformed %-escape");
+    }
+    const std::string path = *decoded;
     std::ifstream in(path, std::ios::binary);
     if (!in) {
       int err = errno;
