@@ -292,8 +292,31 @@ public:
              }}},
             {"public_url", {url(c.public_url, false)}},
             {"change_list_part_size", {integer(c.change_list_part_size, 1, 50000)}},
+            {"sets", {array<Config::NamedSet>(c.sets, [this](const json& v, const std::string& p, Config::NamedSet& out) {
+               object(v, p,
+                      {{"name", {string(out.name), true}},
+                       {"sources", {array<std::string>(out.sources,
+                                                       [this](const json& n, const std::string& q, std::string& name) {
+                                                         string(name)(n, q);
+                                                       }),
+                                    true}}});
+             })}},
             {"sources", {array<sync::SourceConfig>(c.sources, [this](const json& s, const std::string& p,
                                                                      sync::SourceConfig& out) { source(s, p, out); })}}});
+    for (size_t i = 0; i < c.sets.size(); ++i) {
+      for (size_t k = 0; k < c.sets[i].sources.size(); ++k) {
+        bool known = false;
+        if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
+          for (const auto& src : j["sources"]) {
+            known = known || (src.is_object() && src.value("name", "") == c.sets[i].sources[k]);
+          }
+        }
+        if (!known) {
+          problem("/sets/" + std::to_string(i) + "/sources/" + std::to_string(k),
+                  "no source named '" + c.sets[i].sources[k] + "'");
+        }
+      }
+    }
     // Duplicates are judged on the raw names, so that a source with other
     // problems still counts.
     std::set<std::string> names;

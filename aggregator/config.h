@@ -16,6 +16,11 @@ struct Config {
   std::string public_url;                // our base URL as others reach it (default http://<listen>)
   size_t change_list_part_size = 10000;  // changes per part of our Change List (closed parts never change)
   std::vector<sync::SourceConfig> sources;
+  struct NamedSet {
+    std::string name;
+    std::vector<std::string> sources;
+  };
+  std::vector<NamedSet> sets; // published sets merging several sources
 
   const sync::SourceConfig* find_source(const std::string& name) const;
 };

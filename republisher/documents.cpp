@@ -34,7 +34,44 @@ rs::Entry capability_entry(std::string loc, const char* capability) {
   return e;
 }
 
+// Whether the set holds a live resource (asked only for describedby and
+// describes links, which are rare).
+std::function<bool(const std::string&)> holds(store::StoreReader& reader, const PublishedSet& set) {
+  return [&reader, &set](const std::string& uri) {
+    for (int64_t f : set.feeds) {
+      auto r = reader.resource(f, uri);
+      if (r && *r && (*r)->state == store::ResourceState::live) {
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
 } // namespace
+
+std::vector<PublishedSet> published_sets(const std::vector<store::FeedInfo>& feeds,
+                                         const std::vector<NamedSet>& named) {
+  std::vector<PublishedSet> out = default_sets(feeds);
+  for (const auto& n : named) {
+    bool taken = false;
+    for (const auto& s : out) {
+      taken = taken || s.name == n.name;
+    }
+    if (taken) {
+      continue;
+    }
+    PublishedSet s;
+    s.name = n.name;
+    for (const auto& f : feeds) {
+      if (std::find(n.sources.begin(), n.sources.end(), f.source_name) != n.sources.end()) {
+        s.feeds.push_back(f.feed_id);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
 
 std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds) {
   std::vector<PublishedSet> out;
@@ -49,7 +86,8 @@ std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds
   return out;
 }
 
-rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r) {
+rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r,
+                         const std::function<bool(const std::string& uri)>& held) {
   rs::Entry e;
   e.loc = urls.resource(set, r.uri);
   e.lastmod = r.lastmod;
@@ -98,7 +136,11 @@ rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const st
     if (l.rel == "via" || l.rel == "duplicate" || l.rel == "collection" || l.rel == "canonical") {
       continue;
     }
-    e.links.push_back(l);
+    rs::Link copy = l;
+    if ((l.rel == "describedby" || l.rel == "describes") && held && held(l.href)) {
+      copy.href = urls.resource(set, l.href); // both ends are ours: point at our copy
+    }
+    e.links.push_back(std::move(copy));
   }
   return e;
 }
@@ -139,7 +181,7 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
         return tl::unexpected(page.error());
       }
       for (const auto& r : *page) {
-        w.add(resource_entry(urls, set.name, r));
+        w.add(resource_entry(urls, set.name, r, holds(reader, set)));
       }
       if (page->size() < 5000) {
         break;
@@ -201,7 +243,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
       if (!part_from) {
         part_from = t;
       }
-      rs::Entry e = resource_entry(urls, set.name, c.resource);
+      rs::Entry e = resource_entry(urls, set.name, c.resource, holds(reader, set));
       e.md->change = c.change;
       e.md->datetime = t;
       if (c.change == rs::Change::deleted) {

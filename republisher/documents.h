@@ -4,6 +4,7 @@
 #include "resourcesync/writer.h"
 #include "sync_engine/store/store_reader.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,18 @@ struct PublishedSet {
   std::vector<int64_t> feeds;
 };
 
+// A configured set merging the feeds of several sources.
+struct NamedSet {
+  std::string name;
+  std::vector<std::string> sources;
+};
+
 // One set per feed (an upstream set), named after its source; a source
-// followed through several Capability Lists gets "-2", "-3", ...
+// followed through several Capability Lists gets "-2", "-3", ... Named sets
+// follow, each over every feed of its sources (a named set whose name is
+// taken by a default one is skipped).
+std::vector<PublishedSet> published_sets(const std::vector<store::FeedInfo>& feeds,
+                                         const std::vector<NamedSet>& named = {});
 std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds);
 
 // The entry describing one resource we hold:
@@ -31,7 +42,10 @@ std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds
 //   attributes on them, spec 14.2);
 // - collection and canonical links are not inherited (they lose their meaning
 //   on a copy); other links are kept.
-rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r);
+// - describedby/describes links are rewritten to our URLs when we hold their
+//   target in the same set (`held` says whether we do; may be empty).
+rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r,
+                         const std::function<bool(const std::string& uri)>& held = {});
 
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set);

@@ -136,7 +136,7 @@ struct Republisher::Impl {
     if (!feeds) {
       return tl::unexpected(feeds.error());
     }
-    const auto sets = default_sets(*feeds);
+    const auto sets = published_sets(*feeds, options.named_sets);
     auto docs = std::make_shared<DocumentMap>();
     const rs::Timestamp at =
         std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());

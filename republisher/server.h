@@ -16,6 +16,7 @@ struct ServerOptions {
   std::string public_url;        // the base of every URL we publish
   size_t change_list_part = 10000;
   int threads = 32;              // enough that keep-alive clients do not starve others
+  std::vector<NamedSet> named_sets; // sets merging several sources, beside one per upstream set
 };
 
 // Serves Tributary's own ResourceSync documents and the mirrored content,

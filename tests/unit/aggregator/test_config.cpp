@@ -96,3 +96,18 @@ TEST_CASE("Config: not JSON, or not readable") {
   auto m = load_config("/nonexistent/tributary.json");
   CHECK(has(m, "/nonexistent/tributary.json: cannot be read"));
 }
+
+TEST_CASE("Config: named sets must name configured sources") {
+  auto ok = parse_config(R"({"database": "d", "data_dir": "/tmp/d", "sources": [{"name": "a", "url": "http://a.example.org/"}],
+                             "sets": [{"name": "everything", "sources": ["a"]}]})",
+                         "c.json");
+  REQUIRE(ok.config);
+  REQUIRE(ok.config->sets.size() == 1);
+  CHECK(ok.config->sets[0].sources == std::vector<std::string>{"a"});
+  CHECK(ok.config->public_url == "http://127.0.0.1:8080");
+  auto bad = parse_config(R"({"database": "d", "data_dir": "/tmp/d", "sets": [{"name": "x", "sources": ["nope"]}],
+                              "listen": "nowhere"})",
+                          "c.json");
+  CHECK(has(bad, "c.json: /sets/0/sources/0: no source named 'nope'"));
+  CHECK(has(bad, "c.json: /listen: expected \"host:port\", e.g. \"127.0.0.1:8080\""));
+}

@@ -198,3 +198,44 @@ TEST_CASE("Republished Change List: closed parts, an open last part, our strictl
     CHECK(del.find_link("via")->href == "http://up.example.org/a");
   }
 }
+
+TEST_CASE("Published sets: one per upstream set, and named sets merging sources") {
+  std::vector<store::FeedInfo> feeds{{1, 10, "arxiv", "http://a/caps1.xml"},
+                                     {2, 10, "arxiv", "http://a/caps2.xml"},
+                                     {3, 11, "pmc", "http://p/caps.xml"}};
+  auto sets = published_sets(feeds, {NamedSet{"all", {"arxiv", "pmc"}}, NamedSet{"pmc", {"arxiv"}}});
+  REQUIRE(sets.size() == 4);
+  CHECK(sets[0].name == "arxiv");
+  CHECK(sets[1].name == "arxiv-2");
+  CHECK(sets[2].name == "pmc");
+  CHECK(sets[3].name == "all");
+  CHECK(sets[3].feeds == std::vector<int64_t>{1, 2, 3});
+}
+
+TEST_CASE("Republished entries: describedby/describes point at our copies when we hold both") {
+  Fixture f;
+  UrlScheme& urls = f.urls;
+  ResourceRecord meta = record("http://up.example.org/c.meta", "metadata");
+  meta.links = {rs::Link{.rel = "describes", .href = "http://up.example.org/c"}};
+  auto feeds = *f.st.feeds();
+  store::Batch b;
+  b.feed_id = feeds[0].feed_id;
+  b.upserts = {meta};
+  REQUIRE(f.st.apply(b));
+  auto parts = render_resource_list(f.st, urls, f.set, ts("2026-01-03T00:00:00Z"));
+  REQUIRE(parts);
+  auto rl = parse_valid(parts->at(0).xml);
+  bool checked = false;
+  for (const auto& e : rl.document.entries) {
+    if (e.loc == urls.resource("up", "http://up.example.org/c")) {
+      // c.meta is held now: c's describedby points at our copy of it.
+      REQUIRE(e.find_link("describedby"));
+      CHECK(e.find_link("describedby")->href == urls.resource("up", "http://up.example.org/c.meta"));
+      checked = true;
+    }
+    if (e.loc == urls.resource("up", "http://up.example.org/c.meta")) {
+      CHECK(e.find_link("describes")->href == urls.resource("up", "http://up.example.org/c"));
+    }
+  }
+  CHECK(checked);
+}
