@@ -116,6 +116,7 @@ struct Republisher::Impl {
   static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
   int64_t rendered_seq = -1;
+  std::string last_refresh_error; // refresher thread only
 
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<sync::BlobStore> b, ServerOptions o)
       : reader(std::move(r)), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
@@ -393,7 +394,15 @@ Result<void> Republisher::start() {
     std::unique_lock lock(m.stop_mutex);
     while (!m.stop_cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.stopping; })) {
       lock.unlock();
-      (void)m.refresh(false); // a failed refresh keeps serving the last documents
+      // A failed refresh keeps serving the last documents; say so once per
+      // distinct reason, not every second.
+      auto r = m.refresh(false);
+      const std::string reason = r ? std::string() : r.error().message;
+      if (!reason.empty() && reason != m.last_refresh_error) {
+        std::fprintf(stderr, "tributary serve: documents not refreshed (still serving the last ones): %s\n",
+                     reason.c_str());
+      }
+      m.last_refresh_error = reason;
       lock.lock();
     }
   });
