@@ -392,8 +392,13 @@ Result<void> Republisher::start() {
   m.server_thread = std::thread([&m] { m.server.listen_after_bind(); });
   m.refresher = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
-    while (!m.stop_cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.stopping; })) {
+    // Re-render at most every second, and never spend more than a fifth of
+    // the time rendering: a store of millions that changes all the time would
+    // otherwise keep a core busy re-rendering its lists.
+    auto pause = std::chrono::milliseconds(1000);
+    while (!m.stop_cv.wait_for(lock, pause, [&m] { return m.stopping; })) {
       lock.unlock();
+      const auto started = std::chrono::steady_clock::now();
       // A failed refresh keeps serving the last documents; say so once per
       // distinct reason, not every second.
       auto r = m.refresh(false);
@@ -403,6 +408,9 @@ Result<void> Republisher::start() {
                      reason.c_str());
       }
       m.last_refresh_error = reason;
+      const auto took =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      pause = std::max(std::chrono::milliseconds(1000), 4 * took);
       lock.lock();
     }
   });
