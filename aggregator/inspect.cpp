@@ -1,6 +1,7 @@
 #include "aggregator/inspect.h"
 
 #include "aggregator/document_json.h"
+#include "common/text.h"
 #include "resourcesync/reader.h"
 
 #include <filesystem>
@@ -51,26 +52,17 @@ std::string to_url(const std::string& target) {
   return "file://" + (ec ? target : abs.string());
 }
 
-std::string human_bytes(uint64_t n) {
-  std::ostringstream s;
-  if (n >= 1024 * 1024) {
-    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / (1024.0 * 1024.0) << " MiB";
-  } else if (n >= 1024) {
-    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / 1024.0 << " KiB";
-  } else {
-    s << n << " bytes";
-  }
-  return s.str();
-}
+// Sizes under 1 KiB read "766 bytes" in the summary.
+std::string size_text(uint64_t n) { return n < 1024 ? std::to_string(n) + " bytes" : human_bytes(n); }
 
 void print_summary(std::ostream& out, const std::string& url, const rs::ReadSummary& s,
                    const InspectHandler& h) {
   auto line = [&](const char* label, const std::string& value) {
     out << std::left << std::setw(12) << label << value << '\n';
   };
-  std::string size = human_bytes(s.bytes);
+  std::string size = size_text(s.bytes);
   if (s.gzip) {
-    size += ", gzip " + human_bytes(s.compressed_bytes);
+    size += ", gzip " + size_text(s.compressed_bytes);
   }
   line("document:", url + " (" + size + ")");
   if (s.header) {

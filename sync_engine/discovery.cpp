@@ -3,6 +3,8 @@
 #include "sync_engine/document_fetch.h"
 #include "sync_engine/url_resolve.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <set>
 
@@ -10,20 +12,12 @@ namespace tributary::sync {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 
 // Whether a space-separated rel list contains `token` (case-insensitive).
 bool rel_has(std::string_view rels, std::string_view token) {
-  const std::string l = lower(rels);
-  const std::string t = lower(token);
+  const std::string l = to_lower(rels);
+  const std::string t = to_lower(token);
   size_t i = 0;
   while (i < l.size()) {
     while (i < l.size() && is_space(l[i])) {
@@ -91,7 +85,7 @@ public:
       note(final_url + ": a Sitemap without a ResourceSync capability");
       return found;
     }
-    const std::string prefix = lower(got->body_prefix.substr(0, 2048));
+    const std::string prefix = to_lower(got->body_prefix.substr(0, 2048));
     if (prefix.find("<html") != std::string::npos || prefix.find("<!doctype html") != std::string::npos) {
       for (const auto& t : html_link_targets(got->body_prefix, "resourcesync", final_url)) {
         note(final_url + ": HTML <link rel=\"resourcesync\"> -> " + t);
@@ -228,7 +222,7 @@ std::vector<std::string> link_header_targets(const std::string& header, const st
     }
     std::string params = header.substr(gt + 1, j - gt - 1);
     // Find rel=... (quoted or token).
-    std::string lp = lower(params);
+    std::string lp = to_lower(params);
     size_t r = lp.find("rel");
     while (r != std::string::npos) {
       size_t k = r + 3;
@@ -264,7 +258,7 @@ std::vector<std::string> link_header_targets(const std::string& header, const st
 
 std::vector<std::string> html_link_targets(const std::string& html, const std::string& rel, const std::string& base) {
   std::vector<std::string> out;
-  const std::string l = lower(html);
+  const std::string l = to_lower(html);
   size_t pos = 0;
   while ((pos = l.find("<link", pos)) != std::string::npos) {
     size_t end = l.find('>', pos);
@@ -355,7 +349,7 @@ std::vector<std::string> robots_sitemaps(const std::string& robots, const std::s
     if (colon == std::string::npos) {
       continue;
     }
-    std::string key = lower(line.substr(0, colon));
+    std::string key = to_lower(line.substr(0, colon));
     while (!key.empty() && is_space(key.back())) {
       key.pop_back();
     }

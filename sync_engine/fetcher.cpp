@@ -2,22 +2,14 @@
 
 #include "sync_engine/fetcher_impl.h"
 
+#include "common/text.h"
+
 #include <charconv>
 #include <unordered_map>
 
 namespace tributary::sync {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
-}
 
 int default_port(std::string_view scheme) {
   if (scheme == "http") {
@@ -79,7 +71,7 @@ Result<Url> parse_url(std::string_view text) {
     return bad("expected scheme://");
   }
   Url u;
-  u.scheme = lower(text.substr(0, colon));
+  u.scheme = to_lower(text.substr(0, colon));
   std::string_view rest = text.substr(colon + 3);
   size_t slash = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, slash);
@@ -114,7 +106,7 @@ Result<Url> parse_url(std::string_view text) {
     } else {
       authority = {};
     }
-    u.host = lower(host);
+    u.host = to_lower(host);
     if (!authority.empty()) {
       std::string_view p = authority.substr(1);
       auto [ptr, ec] = std::from_chars(p.data(), p.data() + p.size(), u.port);
@@ -132,7 +124,7 @@ Result<Url> parse_url(std::string_view text) {
         return bad("bad port");
       }
     }
-    u.host = lower(host);
+    u.host = to_lower(host);
   }
   if (u.host.empty()) {
     return bad("no host");

@@ -1,5 +1,6 @@
 #include "sync_engine/fetcher_impl.h"
 
+#include "common/text.h"
 #include "common/version.h"
 
 #include <httplib.h>
@@ -100,11 +101,7 @@ private:
         [&](const httplib::Response& r) {
           resp.status = r.status;
           for (const auto& [k, v] : r.headers) {
-            std::string name = k;
-            for (auto& ch : name) {
-              ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-            }
-            resp.headers[name] = v;
+            resp.headers[to_lower(k)] = v;
           }
           stream_body = r.status >= 200 && r.status <= 299;
           return true;

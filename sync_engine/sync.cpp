@@ -1,5 +1,6 @@
 #include "sync_engine/sync.h"
 
+#include "common/text.h"
 #include "sync_engine/content_fetch.h"
 #include "sync_engine/discovery.h"
 #include "sync_engine/document_fetch.h"
@@ -28,20 +29,6 @@ using store::Watermark;
 
 constexpr size_t k_max_reported_errors = 20;
 constexpr size_t k_max_stored_errors = 1000;
-
-std::string human_bytes(uint64_t n) {
-  std::ostringstream s;
-  if (n >= 1024ull * 1024 * 1024) {
-    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / (1024.0 * 1024 * 1024) << " GiB";
-  } else if (n >= 1024 * 1024) {
-    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / (1024.0 * 1024) << " MiB";
-  } else if (n >= 1024) {
-    s << std::fixed << std::setprecision(1) << static_cast<double>(n) / 1024.0 << " KiB";
-  } else {
-    s << n << " B";
-  }
-  return s.str();
-}
 
 std::string origin_of(const std::string& url) {
   auto u = parse_url(url);
@@ -290,11 +277,7 @@ private:
     m_options = m_endpoint->base_options();
     m_source_is_file = m_src.url.rfind("file:", 0) == 0;
     for (const auto& h : m_src.allow_hosts) {
-      std::string lower = h;
-      for (auto& c : lower) {
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      }
-      m_allowed_hosts.insert(lower);
+      m_allowed_hosts.insert(to_lower(h));
     }
     return true;
   }
