@@ -30,10 +30,7 @@ Result<FetchedDocument> fetch_document(Fetcher& fetcher, const std::string& url,
     return tl::unexpected(r.error());
   }
   if (r->status < 200 || r->status > 299) {
-    return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found
-                      : r->status >= 500 || r->status == 429 ? ErrorKind::transient
-                                                             : ErrorKind::permanent,
-                      "GET " + url + ": HTTP " + std::to_string(r->status));
+    return tl::unexpected(status_error(url, r->status));
   }
   out.response = *r;
   out.summary = reader->finish();

@@ -149,20 +149,11 @@ std::string resolve_redirect(const Url& base, std::string_view location) {
 
 std::unique_ptr<Fetcher> make_default_fetcher() { return std::make_unique<SchemeFetcher>(); }
 
-Result<std::string> fetch_to_string(Fetcher& fetcher, const std::string& url, const FetchOptions& options) {
-  std::string body;
-  auto r = fetcher.fetch(url, options, [&](const char* d, size_t n) {
-    body.append(d, n);
-    return true;
-  });
-  if (!r) {
-    return tl::unexpected(r.error());
-  }
-  if (r->status < 200 || r->status > 299) {
-    return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found : ErrorKind::permanent,
-                      "GET " + url + ": HTTP " + std::to_string(r->status));
-  }
-  return body;
+Error status_error(const std::string& url, int status) {
+  const ErrorKind kind = status == 404 || status == 410     ? ErrorKind::not_found
+                         : status >= 500 || status == 429 ? ErrorKind::transient
+                                                          : ErrorKind::permanent;
+  return Error{kind, "GET " + url + ": HTTP " + std::to_string(status)};
 }
 
 } // namespace tributary::sync

@@ -83,8 +83,9 @@ public:
 // schemes fail with ErrorKind::usage.
 std::unique_ptr<Fetcher> make_default_fetcher();
 
-// Convenience: fetches the whole body into a string (for small documents).
-Result<std::string> fetch_to_string(Fetcher& fetcher, const std::string& url,
-                                    const FetchOptions& options = {});
+// The error a non-2xx status means to a caller that wanted the body:
+// not_found for 404/410, transient for 5xx and 429, permanent otherwise;
+// the message is "GET <url>: HTTP <status>".
+Error status_error(const std::string& url, int status);
 
 } // namespace tributary::sync

@@ -1,12 +1,26 @@
 #include "sync_engine/retry.h"
 
 #include <ctime>
+#include <random>
 #include <thread>
 
 namespace tributary::sync {
 
 Sleeper real_sleeper() {
   return [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
+}
+
+std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt) {
+  double base = static_cast<double>(policy.initial_backoff.count());
+  for (int i = 1; i < attempt; ++i) {
+    base *= 4;
+  }
+  base = std::min(base, static_cast<double>(policy.max_backoff.count()));
+  // Full jitter between half and the whole backoff: spreads retries of many
+  // clients without ever retrying immediately.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> d(0.5, 1.0);
+  return std::chrono::milliseconds(static_cast<long long>(base * d(rng)));
 }
 
 bool is_retryable_status(int status) {
@@ -64,19 +78,6 @@ RetryingFetcher::RetryingFetcher(std::shared_ptr<Fetcher> inner, RetryPolicy pol
                                  std::shared_ptr<HostRateLimiter> limiter, Sleeper sleeper)
     : m_inner(std::move(inner)), m_policy(policy), m_limiter(std::move(limiter)), m_sleeper(std::move(sleeper)) {}
 
-std::chrono::milliseconds RetryingFetcher::backoff(int attempt) {
-  double base = static_cast<double>(m_policy.initial_backoff.count());
-  for (int i = 1; i < attempt; ++i) {
-    base *= 4;
-  }
-  base = std::min(base, static_cast<double>(m_policy.max_backoff.count()));
-  // Full jitter between half and the whole backoff: spreads retries of many
-  // clients without ever retrying immediately.
-  std::lock_guard lock(m_rng_mutex);
-  std::uniform_real_distribution<double> d(0.5, 1.0);
-  return std::chrono::milliseconds(static_cast<long long>(base * d(m_rng)));
-}
-
 Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const FetchOptions& options,
                                              const BodySink& sink) {
   auto parsed = parse_url(url);
@@ -112,7 +113,7 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
     if (attempt == m_policy.max_attempts) {
       break;
     }
-    m_sleeper(wait ? *wait : backoff(attempt));
+    m_sleeper(wait ? *wait : backoff_delay(m_policy, attempt));
   }
   if (last) {
     return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) + " after " +

@@ -8,7 +8,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 
 namespace tributary::sync {
 
@@ -22,6 +21,10 @@ struct RetryPolicy {
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::milliseconds max_retry_after{120000}; // cap on a server's Retry-After
 };
+
+// The pause before retry number `attempt` (1-based): initial_backoff ×4 per
+// attempt, capped at max_backoff, with jitter between half and all of it.
+std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt);
 
 // Whether an HTTP status is worth retrying: 408, 429, 500, 502, 503, 504.
 bool is_retryable_status(int status);
@@ -57,14 +60,10 @@ public:
   Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options, const BodySink& sink) override;
 
 private:
-  std::chrono::milliseconds backoff(int attempt);
-
   std::shared_ptr<Fetcher> m_inner;
   RetryPolicy m_policy;
   std::shared_ptr<HostRateLimiter> m_limiter;
   Sleeper m_sleeper;
-  std::mutex m_rng_mutex;
-  std::mt19937_64 m_rng{std::random_device{}()};
 };
 
 } // namespace tributary::sync

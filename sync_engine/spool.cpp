@@ -78,10 +78,7 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
     return doc;
   }
   if (r->status < 200 || r->status > 299) {
-    return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found
-                      : r->status >= 500 || r->status == 429 ? ErrorKind::transient
-                                                             : ErrorKind::permanent,
-                      "GET " + url + ": HTTP " + std::to_string(r->status));
+    return tl::unexpected(status_error(url, r->status));
   }
   doc->m_response = *r;
   NullHandler null;

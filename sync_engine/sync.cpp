@@ -373,15 +373,13 @@ private:
       for (size_t i = next++; i < entries.size(); i = next++) {
         const rs::Entry& e = *entries[i];
         auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
-        auto delay = m_opt.retry.initial_backoff;
         for (int round = 1;; ++round) {
           results[i] = fetch_content(*m_content_fetcher, m_blobs, m_options, e.loc, e.links, expected_of(e), policy,
                                      &slots, /*defer_publish=*/true);
           if (results[i] || results[i].error().kind != ErrorKind::transient || round >= m_opt.retry.max_attempts) {
             break;
           }
-          std::this_thread::sleep_for(delay);
-          delay = std::min(delay * 4, m_opt.retry.max_backoff);
+          std::this_thread::sleep_for(backoff_delay(m_opt.retry, round));
         }
       }
     };
