@@ -173,6 +173,7 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
   rs::PartitionedWriter w(
       h, urls.resource_list(set.name), [&](size_t n) { return urls.resource_list_part(set.name, n); },
       [&](rs::WrittenPart&& p) { parts.push_back(std::move(p)); }, limits);
+  const auto held = holds(reader, set);
   for (int64_t feed : set.feeds) {
     std::string after;
     for (;;) {
@@ -181,7 +182,7 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
         return tl::unexpected(page.error());
       }
       for (const auto& r : *page) {
-        w.add(resource_entry(urls, set.name, r, holds(reader, set)));
+        w.add(resource_entry(urls, set.name, r, held));
       }
       if (page->size() < 5000) {
         break;
@@ -227,6 +228,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
     part_from = last_time; // the next part starts where this one ended
   };
 
+  const auto held = holds(reader, set);
   int64_t after = 0;
   for (;;) {
     auto page = reader.changes(set.feeds, after, 10000);
@@ -243,7 +245,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
       if (!part_from) {
         part_from = t;
       }
-      rs::Entry e = resource_entry(urls, set.name, c.resource, holds(reader, set));
+      rs::Entry e = resource_entry(urls, set.name, c.resource, held);
       e.md->change = c.change;
       e.md->datetime = t;
       if (c.change == rs::Change::deleted) {

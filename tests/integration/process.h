@@ -3,11 +3,16 @@
 // Runs the built `tributary` executable as a process, capturing its output.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <string>
+#include <vector>
+
+extern char** environ;
 
 namespace tributary::test {
 
@@ -29,6 +34,25 @@ inline Run run_tributary(const std::string& args) {
   int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// Starts `tributary ARGS` in the background with its standard output going
+// to `stdout_path`; returns its pid.
+inline pid_t spawn_tributary(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") {
+  std::vector<std::string> all{TRIBUTARY_BIN};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, all[0].c_str(), &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
 }
 
 } // namespace tributary::test

@@ -5,34 +5,14 @@
 #include "sync_fixture.h"
 
 #include <signal.h>
-#include <spawn.h>
 
 #include <fstream>
 
-extern char** environ;
 
 using namespace tributary;
 using namespace tributary::test;
 
 namespace {
-
-pid_t spawn_tributary(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::string bin = TRIBUTARY_BIN;
-  argv.push_back(bin.data());
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
 
 // Starts a sync, kills it once the upstream has served `kill_after` resource
 // requests, and returns whether it was killed (rather than done already).

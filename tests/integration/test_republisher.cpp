@@ -17,9 +17,7 @@
 #include <fstream>
 #include <set>
 #include <signal.h>
-#include <spawn.h>
 
-extern char** environ;
 
 using namespace tributary;
 using namespace tributary::test;
@@ -232,27 +230,6 @@ TEST_CASE("Republisher: a second Tributary follows the first, content byte for b
   CHECK(b.live() == expected);
 }
 
-namespace {
-
-pid_t spawn_serve(const std::string& config, const std::string& log) {
-  std::string bin = TRIBUTARY_BIN;
-  std::vector<std::string> args{bin, "serve", "--config", config};
-  std::vector<char*> argv;
-  for (auto& a : args) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
-}
-
-} // namespace
-
 TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes, across closed Change List parts") {
   Upstream up;
   Site site(up);
@@ -280,7 +257,7 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   auto a_sync = run_tributary("sync --config " + a_cfg + " --incremental");
   INFO(a_sync.out);
   REQUIRE(a_sync.status == 0);
-  pid_t serve = spawn_serve(a_cfg, (dir / "serve.log").string());
+  pid_t serve = spawn_tributary({"serve", "--config", a_cfg}, (dir / "serve.log").string());
   REQUIRE(serve > 0);
   for (int i = 0; i < 200 && get_status(a_url + "/robots.txt") != 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
