@@ -99,11 +99,6 @@ bool EndpointFetcher::is_own_host(const std::string& url) const {
   return false;
 }
 
-std::string EndpointFetcher::active_endpoint() const {
-  std::lock_guard lock(m_mutex);
-  return m_endpoints[m_active].base;
-}
-
 Result<FetchResponse> EndpointFetcher::fetch(const std::string& url, const FetchOptions& options,
                                              const BodySink& sink) {
   FetchOptions o = options;
@@ -115,8 +110,7 @@ Result<FetchResponse> EndpointFetcher::fetch(const std::string& url, const Fetch
     }
     return m_inner->fetch(url, o, sink);
   }
-  // Try endpoints from the current one, in priority order, skipping ones
-  // that failed recently (unless all did).
+  // Try endpoints in priority order, those that failed recently last.
   const std::string suffix = url.substr(primary.size());
   std::vector<size_t> order;
   {
@@ -148,8 +142,6 @@ Result<FetchResponse> EndpointFetcher::fetch(const std::string& url, const Fetch
     const bool endpoint_failed =
         (!last && last.error().kind == ErrorKind::transient) || (last && last->status >= 500);
     if (!endpoint_failed) {
-      std::lock_guard lock(m_mutex);
-      m_active = i;
       return last;
     }
     {

@@ -30,8 +30,6 @@ public:
   FetchOptions base_options() const;
   // Whether `url`'s host is one of the source's endpoints.
   bool is_own_host(const std::string& url) const;
-  // The endpoint that served the last request under the base.
-  std::string active_endpoint() const;
 
 private:
   struct Endpoint {
@@ -45,8 +43,7 @@ private:
   FetchOptions m_base;
   std::string m_auth_header; // "Authorization" value, never logged
   std::vector<Endpoint> m_endpoints;
-  mutable std::mutex m_mutex;
-  size_t m_active = 0;
+  mutable std::mutex m_mutex; // guards down_until
 };
 
 } // namespace tributary::sync
