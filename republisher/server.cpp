@@ -1,7 +1,8 @@
 #include "republisher/server.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
+#include "common/percent.h"
+#include "republisher/http_server.h"
+
 #include <zlib.h>
 
 #include <atomic>
@@ -21,21 +22,8 @@ namespace tributary::pub {
 namespace {
 
 std::string http_date(rs::Timestamp t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(
-      std::chrono::time_point_cast<std::chrono::seconds>(t));
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return buf;
-}
-
-std::optional<std::time_t> parse_http_date(const std::string& s) {
-  std::tm tm{};
-  if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) {
-    return std::nullopt;
-  }
-  return timegm(&tm);
+  return http::http_date(
+      std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(t)));
 }
 
 std::string gzip(const std::string& data) {
@@ -52,9 +40,19 @@ std::string gzip(const std::string& data) {
   return out;
 }
 
-bool accepts_gzip(const httplib::Request& req) {
-  const std::string ae = req.get_header_value("Accept-Encoding");
-  return ae.find("gzip") != std::string::npos;
+bool accepts_gzip(const http::Request& req) {
+  const std::string* ae = req.header("accept-encoding");
+  return ae && ae->find("gzip") != std::string::npos;
+}
+
+// If-None-Match: "*", or a list of entity tags one of which is ours (weak
+// comparison, RFC 9110 13.1.2).
+bool none_match(const http::Request& req, const std::string& etag) {
+  const std::string* inm = req.header("if-none-match");
+  if (!inm) {
+    return false;
+  }
+  return *inm == "*" || inm->find(etag) != std::string::npos;
 }
 
 // A rendered document, served as is: never rebuilt or recompressed per request.
@@ -87,8 +85,7 @@ struct Republisher::Impl {
   UrlScheme urls;
   std::string prefix; // the public URL's path, e.g. "/mirror"
 
-  httplib::Server server;
-  std::thread server_thread;
+  std::unique_ptr<http::Server> server;
   std::thread refresher;
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
@@ -178,13 +175,13 @@ struct Republisher::Impl {
     return {};
   }
 
-  void serve_document(const httplib::Request& req, httplib::Response& res,
+  void serve_document(const http::Request& req, http::Response& res,
                       const std::shared_ptr<const CachedDocument>& doc) {
     const CachedDocument& d = *doc;
     res.set_header("ETag", d.etag);
     res.set_header("Cache-Control", d.immutable ? "public, max-age=31536000, immutable" : "no-cache");
     res.set_header("Vary", "Accept-Encoding");
-    if (req.get_header_value("If-None-Match") == d.etag) {
+    if (none_match(req, d.etag)) {
       res.status = 304;
       return;
     }
@@ -192,26 +189,27 @@ struct Republisher::Impl {
     if (gz) {
       res.set_header("Content-Encoding", "gzip");
     }
-    // A content provider: cpp-httplib never compresses those itself (it
-    // would try brotli first on a big list: seconds of CPU per request).
-    // The shared pointer keeps the document alive past a cache refresh.
-    const std::string* data = gz ? &d.gzipped : &d.body;
-    res.set_content_provider(data->size(), d.content_type,
-                             [doc, data](size_t offset, size_t length, httplib::DataSink& sink) {
-                               sink.write(data->data() + offset, length);
-                               return true;
-                             });
+    // Served from the cache without a copy; the aliasing pointer keeps the
+    // document alive past a cache refresh.
+    res.set_shared(std::shared_ptr<const std::string>(doc, gz ? &d.gzipped : &d.body), d.content_type);
   }
 
   // What a content request for (set, uri) answers, prepared once per state
   // of the store: status, validators, and for small blobs the bytes.
-  std::shared_ptr<const ContentView> content_view(const std::string& set, const std::string& uri) {
+  // A cache miss queries the store: only where blocking is allowed
+  // (can_block), else `miss` is set and nullptr returned.
+  std::shared_ptr<const ContentView> content_view(const std::string& set, const std::string& uri, bool can_block,
+                                                  bool& miss) {
     const std::string key = set + '\n' + uri;
     std::vector<int64_t> feeds;
     {
       std::shared_lock lock(cache_mutex);
       if (auto it = resource_cache.find(key); it != resource_cache.end()) {
         return it->second;
+      }
+      if (!can_block) {
+        miss = true;
+        return nullptr;
       }
       auto sf = set_feeds.find(set);
       if (sf == set_feeds.end()) {
@@ -267,86 +265,82 @@ struct Republisher::Impl {
     return v;
   }
 
-  void serve_resource(const httplib::Request& req, httplib::Response& res, const std::string& set,
-                      const std::string& uri) {
-    auto v = content_view(set, uri);
+  http::Disposition serve_resource(const http::Request& req, http::Response& res, const std::string& set,
+                                   const std::string& uri, bool can_block) {
+    bool miss = false;
+    auto v = content_view(set, uri, can_block, miss);
+    if (miss) {
+      return http::Disposition::blocking;
+    }
     if (!v) {
       res.status = 503;
       res.set_header("Retry-After", "5");
-      return;
+      return http::Disposition::done;
     }
     if (v->status != 404) {
       res.set_header("Link", "<" + urls.capability_list(set) + ">; rel=\"resourcesync\"");
     }
     if (v->status != 200) {
       res.status = v->status;
-      return;
+      return http::Disposition::done;
     }
     res.set_header("ETag", v->etag);
     res.set_header("Last-Modified", v->last_modified);
-    const std::string& inm = req.get_header_value("If-None-Match");
-    bool not_modified = !inm.empty() && (inm == v->etag || inm == "*");
-    if (inm.empty() && req.has_header("If-Modified-Since")) {
-      auto since = parse_http_date(req.get_header_value("If-Modified-Since"));
-      not_modified = since && v->modified <= *since;
+    res.set_header("Accept-Ranges", "bytes");
+    bool not_modified = none_match(req, v->etag);
+    if (!req.header("if-none-match")) {
+      if (const std::string* ims = req.header("if-modified-since")) {
+        auto since = http::parse_http_date(*ims);
+        not_modified = since && v->modified <= *since;
+      }
     }
     if (not_modified) {
       res.status = 304;
-      return;
+      return http::Disposition::done;
     }
+    res.ranges = true;
     if (v->bytes) {
-      res.set_content_provider(v->size, v->type, [v](size_t offset, size_t length, httplib::DataSink& sink) {
-        sink.write(v->bytes->data() + offset, length);
-        return true;
-      });
-      return;
+      res.set_shared(std::shared_ptr<const std::string>(v, v->bytes.get()), v->type);
+      return http::Disposition::done;
+    }
+    if (!can_block) {
+      return http::Disposition::blocking; // opening a file may wait on the disk
     }
     const int fd = ::open(v->path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       res.status = 500;
-      return;
+      return http::Disposition::done;
     }
-    auto shared_fd = std::shared_ptr<int>(new int(fd), [](int* p) {
-      ::close(*p);
-      delete p;
-    });
-    res.set_content_provider(v->size, v->type, [shared_fd](size_t offset, size_t length, httplib::DataSink& sink) {
-      char buf[64 * 1024];
-      while (length > 0) {
-        const ssize_t n = ::pread(*shared_fd, buf, std::min(length, sizeof buf), static_cast<off_t>(offset));
-        if (n <= 0) {
-          return false;
-        }
-        sink.write(buf, static_cast<size_t>(n));
-        offset += static_cast<size_t>(n);
-        length -= static_cast<size_t>(n);
-      }
-      return true;
-    });
+    res.set_file(std::make_shared<const http::OpenFile>(fd), v->size, v->type);
+    return http::Disposition::done;
   }
 
-  void handle(const httplib::Request& req, httplib::Response& res) {
-    try {
-      std::shared_ptr<const DocumentMap> docs;
-      {
-        std::shared_lock lock(cache_mutex);
-        docs = documents;
-      }
-      if (auto it = docs->find(req.path); it != docs->end()) {
-        serve_document(req, res, it->second);
-        return;
-      }
-      // Resource paths carry a percent-encoded URI: parse the raw target,
-      // not the path cpp-httplib has already decoded.
-      const std::string raw = req.target.substr(0, req.target.find('?'));
-      if (auto r = UrlScheme::parse_resource_path(raw); r && raw.compare(0, prefix.size(), prefix) == 0) {
-        serve_resource(req, res, r->first, r->second);
-        return;
-      }
-      res.status = 404;
-    } catch (const std::exception&) {
-      res.status = 500; // a request never takes the server down
+  http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.set_header("Allow", "GET, HEAD");
+      return http::Disposition::done;
     }
+    std::shared_ptr<const DocumentMap> docs;
+    {
+      std::shared_lock lock(cache_mutex);
+      docs = documents;
+    }
+    auto path = percent_decode(req.path);
+    if (!path) {
+      res.status = 400;
+      return http::Disposition::done;
+    }
+    if (auto it = docs->find(*path); it != docs->end()) {
+      serve_document(req, res, it->second);
+      return http::Disposition::done;
+    }
+    // Resource paths carry a percent-encoded URI: parse the raw path.
+    if (auto r = UrlScheme::parse_resource_path(req.path); r && req.path.compare(0, prefix.size(), prefix) == 0) {
+      return serve_resource(req, res, r->first, r->second, can_block);
+    }
+    res.status = 404;
+    return http::Disposition::done;
   }
 };
 
@@ -361,35 +355,18 @@ Result<void> Republisher::start() {
   if (auto r = m.refresh(true); !r) {
     return r;
   }
-  m.server.set_tcp_nodelay(true);
-  const int threads = std::max(4, m.options.threads);
-  m.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  m.server.set_keep_alive_max_count(1000);
-  // Every GET/HEAD is answered before cpp-httplib's regex routing (one
-  // std::regex match per request is measurable at these rates).
-  m.server.set_pre_routing_handler([&m](const httplib::Request& req, httplib::Response& res) {
-    if (req.method != "GET" && req.method != "HEAD") {
-      res.status = 405;
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    m.handle(req, res);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  int listen_fd = -1;
-  m.server.set_socket_options([&listen_fd](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd = sock;
-  });
-  m.port = m.options.port == 0 ? m.server.bind_to_any_port(m.options.host)
-                                : (m.server.bind_to_port(m.options.host, m.options.port) ? m.options.port : -1);
-  if (m.port <= 0) {
-    return make_error(ErrorKind::io, "cannot listen on " + m.options.host + ":" + std::to_string(m.options.port));
+  http::ServerOptions so;
+  so.host = m.options.host;
+  so.port = m.options.port;
+  so.workers = std::max(4, m.options.threads);
+  m.server = std::make_unique<http::Server>(
+      so, [&m](const http::Request& req, http::Response& res, bool can_block) {
+        return m.handle(req, res, can_block);
+      });
+  if (auto r = m.server->start(); !r) {
+    return r;
   }
-  // cpp-httplib 0.11 listens with a backlog of 5: concurrent clients lose
-  // SYNs and stall a second. Listening again raises it.
-  ::listen(listen_fd, 1024);
-  m.server_thread = std::thread([&m] { m.server.listen_after_bind(); });
+  m.port = m.server->port();
   m.refresher = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
     // Re-render at most every second, and never spend more than a fifth of
@@ -414,9 +391,6 @@ Result<void> Republisher::start() {
       lock.lock();
     }
   });
-  while (!m.server.is_running()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
   return {};
 }
 
@@ -435,9 +409,8 @@ void Republisher::stop() {
   if (m.refresher.joinable()) {
     m.refresher.join();
   }
-  m.server.stop();
-  if (m.server_thread.joinable()) {
-    m.server_thread.join();
+  if (m.server) {
+    m.server->stop();
   }
 }
 

@@ -15,7 +15,7 @@ struct ServerOptions {
   int port = 8080;               // 0: any free port (see Republisher::port())
   std::string public_url;        // the base of every URL we publish
   size_t change_list_part = 10000;
-  int threads = 32;              // enough that keep-alive clients do not starve others
+  int threads = 16;              // workers for requests that query the store or open files
   std::vector<NamedSet> named_sets; // sets merging several sources, beside one per upstream set
 };
 

@@ -1,0 +1,998 @@
+#include "republisher/http_server.h"
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace tributary::http {
+
+OpenFile::~OpenFile() {
+  if (fd >= 0) {
+    ::close(fd);
+  }
+}
+
+const std::string* Request::header(std::string_view lower_name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == lower_name) {
+      return &v;
+    }
+  }
+  return nullptr;
+}
+
+std::string Request::header_value(std::string_view lower_name) const {
+  const std::string* v = header(lower_name);
+  return v ? *v : std::string();
+}
+
+void Response::set_header(std::string name, std::string value) {
+  headers.emplace_back(std::move(name), std::move(value));
+}
+
+void Response::set_body(std::string text, std::string content_type) {
+  body = std::move(text);
+  shared.reset();
+  file.reset();
+  set_header("Content-Type", std::move(content_type));
+}
+
+void Response::set_shared(std::shared_ptr<const std::string> bytes, std::string content_type) {
+  length = bytes->size();
+  offset = 0;
+  shared = std::move(bytes);
+  set_header("Content-Type", std::move(content_type));
+}
+
+void Response::set_file(std::shared_ptr<const OpenFile> f, size_t size, std::string content_type) {
+  file = std::move(f);
+  offset = 0;
+  length = size;
+  set_header("Content-Type", std::move(content_type));
+}
+
+size_t Response::body_size() const { return shared || file ? length : body.size(); }
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 201: return "Created";
+  case 202: return "Accepted";
+  case 204: return "No Content";
+  case 206: return "Partial Content";
+  case 301: return "Moved Permanently";
+  case 302: return "Found";
+  case 304: return "Not Modified";
+  case 400: return "Bad Request";
+  case 401: return "Unauthorized";
+  case 403: return "Forbidden";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 408: return "Request Timeout";
+  case 409: return "Conflict";
+  case 410: return "Gone";
+  case 411: return "Length Required";
+  case 413: return "Content Too Large";
+  case 414: return "URI Too Long";
+  case 416: return "Range Not Satisfiable";
+  case 422: return "Unprocessable Content";
+  case 429: return "Too Many Requests";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 501: return "Not Implemented";
+  case 503: return "Service Unavailable";
+  case 505: return "HTTP Version Not Supported";
+  default: return "Status";
+  }
+}
+
+std::string http_date(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+std::optional<std::time_t> parse_http_date(const std::string& s) {
+  std::tm tm{};
+  const char* end = strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  if (!end || *end != '\0') {
+    return std::nullopt;
+  }
+  return timegm(&tm);
+}
+
+namespace {
+
+bool parse_size(std::string_view s, size_t& out) {
+  if (s.empty() || s.size() > 19) {
+    return false;
+  }
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+bool is_token_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether a comma-separated header value lists `token` (case-insensitive).
+bool lists_token(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    if (iequals(trim(value.substr(0, comma)), token)) {
+      return true;
+    }
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+} // namespace
+
+std::optional<ByteRange> parse_range(std::string_view value, size_t size) {
+  value = trim(value);
+  if (value.substr(0, 6) != "bytes=") {
+    return std::nullopt;
+  }
+  value.remove_prefix(6);
+  if (value.find(',') != std::string_view::npos) {
+    return std::nullopt; // several ranges: we send the whole body (RFC 9110 14.2 allows it)
+  }
+  const size_t dash = value.find('-');
+  if (dash == std::string_view::npos) {
+    return std::nullopt;
+  }
+  const std::string_view a = trim(value.substr(0, dash));
+  const std::string_view b = trim(value.substr(dash + 1));
+  size_t first = 0;
+  size_t last = 0;
+  if (a.empty()) { // suffix: the last b bytes
+    size_t n = 0;
+    if (!parse_size(b, n)) {
+      return std::nullopt;
+    }
+    if (n == 0 || size == 0) {
+      return ByteRange{0, 0, false};
+    }
+    n = std::min(n, size);
+    return ByteRange{size - n, n, true};
+  }
+  if (!parse_size(a, first)) {
+    return std::nullopt;
+  }
+  if (b.empty()) {
+    last = size == 0 ? 0 : size - 1;
+  } else if (!parse_size(b, last) || last < first) {
+    return std::nullopt;
+  }
+  if (first >= size) {
+    return ByteRange{0, 0, false};
+  }
+  last = std::min(last, size - 1);
+  return ByteRange{first, last - first + 1, true};
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One response on its way out: the serialized head, then the body.
+struct Outgoing {
+  std::string head;
+  Response res;     // holds the body (owned, shared or file)
+  bool send_body = true;
+  size_t head_sent = 0;
+  size_t body_sent = 0;
+  bool close_after = false;
+
+  const char* body_data() const { return res.shared ? res.shared->data() + res.offset : res.body.data(); }
+  size_t body_len() const { return send_body ? res.body_size() : 0; }
+};
+
+struct Connection {
+  int fd = -1;
+  uint64_t id = 0;
+  std::string in;
+  size_t in_pos = 0;            // parsed up to here
+  bool waiting = false;         // a request is with a worker
+  bool closing = false;         // no more requests: close once written
+  bool reading = true;          // EPOLLIN registered
+  bool writing = false;         // EPOLLOUT registered
+  std::deque<Outgoing> out;
+  Clock::time_point last_activity;
+  Clock::time_point request_started; // when the first byte of a pending request came
+  bool request_pending = false;
+};
+
+struct Completion {
+  int fd;
+  uint64_t id;
+  Request req;
+  Response res;
+};
+
+} // namespace
+
+namespace {
+
+struct Loop {
+  int epfd = -1;
+  int wakefd = -1;
+  std::thread thread;
+  std::unordered_map<int, std::unique_ptr<Connection>> conns;
+  std::mutex completions_mutex;
+  std::vector<Completion> completions;
+  std::time_t date_second = 0;
+  std::string date;
+};
+
+} // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  Handler handler;
+  int listen_fd = -1;
+  int bound_port = 0;
+  std::vector<std::unique_ptr<Loop>> loops;
+  std::vector<std::thread> workers;
+  std::atomic<bool> stopping{false};
+  std::atomic<size_t> connections{0};
+  std::atomic<uint64_t> next_id{1};
+  bool started = false;
+
+  std::mutex jobs_mutex;
+  std::condition_variable jobs_cv;
+  struct Job {
+    Loop* loop;
+    int fd;
+    uint64_t id;
+    Request req;
+  };
+  std::deque<Job> jobs;
+  bool workers_stop = false;
+
+  Impl(ServerOptions o, Handler h) : options(std::move(o)), handler(std::move(h)) {}
+
+  // ---- the event loop -------------------------------------------------
+
+  void run_loop(Loop& loop) {
+    epoll_event events[256];
+    auto last_sweep = Clock::now();
+    Clock::time_point stop_deadline{};
+    bool listening = true;
+    for (;;) {
+      const int n = epoll_wait(loop.epfd, events, 256, 500);
+      if (n < 0 && errno != EINTR) {
+        break;
+      }
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == listen_fd) {
+          if (listening) {
+            accept_one(loop);
+          }
+          continue;
+        }
+        if (fd == loop.wakefd) {
+          uint64_t v;
+          [[maybe_unused]] auto r = ::read(loop.wakefd, &v, sizeof v);
+          drain_completions(loop);
+          continue;
+        }
+        auto it = loop.conns.find(fd);
+        if (it == loop.conns.end()) {
+          continue;
+        }
+        Connection& c = *it->second;
+        const uint32_t ev = events[i].events;
+        if (ev & (EPOLLERR)) {
+          close_conn(loop, c);
+          continue;
+        }
+        if (ev & EPOLLOUT) {
+          if (!write_out(loop, c)) {
+            continue; // closed
+          }
+          if (!(ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
+            process(loop, c);
+            continue;
+          }
+        }
+        if (ev & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) {
+          on_readable(loop, c);
+        }
+      }
+      const auto now = Clock::now();
+      if (stopping.load(std::memory_order_relaxed)) {
+        if (listening) {
+          listening = false;
+          epoll_ctl(loop.epfd, EPOLL_CTL_DEL, listen_fd, nullptr);
+          stop_deadline = now + std::chrono::seconds(3);
+        }
+        // Idle connections go now; busy ones when done or at the deadline.
+        std::vector<Connection*> to_close;
+        for (auto& [fd, c] : loop.conns) {
+          if ((!c->waiting && c->out.empty()) || now >= stop_deadline) {
+            to_close.push_back(c.get());
+          }
+        }
+        for (Connection* c : to_close) {
+          close_conn(loop, *c);
+        }
+        if (loop.conns.empty()) {
+          break;
+        }
+      }
+      if (now - last_sweep >= std::chrono::seconds(1)) {
+        last_sweep = now;
+        sweep(loop, now);
+      }
+    }
+  }
+
+  void accept_one(Loop& loop) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      return; // EAGAIN (another loop took it), or EMFILE: retried on the next wakeup
+    }
+    if (connections.load() >= options.max_connections) {
+      ::close(fd);
+      return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->id = next_id.fetch_add(1);
+    c->last_activity = Clock::now();
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.fd = fd;
+    if (epoll_ctl(loop.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ::close(fd);
+      return;
+    }
+    ++connections;
+    loop.conns.emplace(fd, std::move(c));
+  }
+
+  void close_conn(Loop& loop, Connection& c) {
+    const int fd = c.fd;
+    epoll_ctl(loop.epfd, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    --connections;
+    loop.conns.erase(fd); // destroys c
+  }
+
+  void update_interest(Loop& loop, Connection& c) {
+    const bool want_read = !c.closing && !c.waiting && c.out.empty();
+    const bool want_write = !c.out.empty();
+    if (want_read == c.reading && want_write == c.writing) {
+      return;
+    }
+    epoll_event ev{};
+    ev.events = (want_read ? EPOLLIN | EPOLLRDHUP : 0u) | (want_write ? EPOLLOUT : 0u);
+    ev.data.fd = c.fd;
+    epoll_ctl(loop.epfd, EPOLL_CTL_MOD, c.fd, &ev);
+    c.reading = want_read;
+    c.writing = want_write;
+  }
+
+  void on_readable(Loop& loop, Connection& c) {
+    char buf[16 * 1024];
+    bool eof = false;
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        if (c.in_pos > 0 && c.in_pos == c.in.size()) {
+          c.in.clear();
+          c.in_pos = 0;
+        }
+        c.in.append(buf, static_cast<size_t>(n));
+        c.last_activity = Clock::now();
+        if (static_cast<size_t>(n) < sizeof buf) {
+          break;
+        }
+        if (c.in.size() - c.in_pos > options.max_header_bytes + options.max_body_bytes) {
+          break; // process() refuses it
+        }
+        continue;
+      }
+      if (n == 0) {
+        eof = true;
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno != EAGAIN) {
+        close_conn(loop, c);
+        return;
+      }
+      break;
+    }
+    if (eof) {
+      // The peer sent all it will: answer what is complete, then close.
+      c.closing = true;
+    }
+    process(loop, c);
+  }
+
+  // Parses and answers complete requests, one at a time so responses stay
+  // in request order, writing each before the next; stops when a request is
+  // incomplete, went to a worker, or the socket is full.
+  void process(Loop& loop, Connection& c) {
+    for (;;) {
+      if (!c.waiting && c.out.empty() && c.in_pos < c.in.size()) {
+        handle_next(loop, c);
+      }
+      if (c.out.empty()) {
+        break;
+      }
+      if (!write_out(loop, c)) {
+        return; // closed
+      }
+      if (!c.out.empty() || c.waiting || c.in_pos >= c.in.size()) {
+        break;
+      }
+    }
+    if (c.closing && !c.waiting && c.out.empty()) {
+      close_conn(loop, c);
+      return;
+    }
+    update_interest(loop, c);
+  }
+
+  void handle_next(Loop& loop, Connection& c) {
+    Request req;
+    size_t consumed = 0;
+    const int error = parse(c, req, consumed);
+    if (error == -1) {
+      // Incomplete: wait for more, within the request timeout.
+      if (!c.request_pending) {
+        c.request_pending = true;
+        c.request_started = Clock::now();
+      }
+      return;
+    }
+    c.request_pending = false;
+    if (error != 0) {
+      Response res;
+      res.status = error;
+      res.set_body(std::string(reason_phrase(error)) + "\n", "text/plain");
+      c.closing = true;
+      c.in.clear();
+      c.in_pos = 0;
+      enqueue(loop, c, req, std::move(res), true);
+      return;
+    }
+    c.in_pos += consumed;
+    if (c.in_pos == c.in.size()) {
+      c.in.clear();
+      c.in_pos = 0;
+    } else if (c.in_pos > 64 * 1024) {
+      c.in.erase(0, c.in_pos);
+      c.in_pos = 0;
+    }
+    Response res;
+    Disposition d = Disposition::done;
+    try {
+      d = handler(req, res, false);
+    } catch (...) {
+      res = Response();
+      res.status = 500;
+    }
+    if (d == Disposition::blocking) {
+      c.waiting = true;
+      {
+        std::lock_guard lock(jobs_mutex);
+        jobs.push_back(Job{&loop, c.fd, c.id, std::move(req)});
+      }
+      jobs_cv.notify_one();
+      return;
+    }
+    enqueue(loop, c, req, std::move(res), false);
+  }
+
+  // 0: a request was parsed; -1: incomplete; else the status to refuse with.
+  int parse(Connection& c, Request& req, size_t& consumed) {
+    const std::string_view data(c.in.data() + c.in_pos, c.in.size() - c.in_pos);
+    size_t start = 0;
+    while (start + 1 < data.size() && data[start] == '\r' && data[start + 1] == '\n') {
+      start += 2; // RFC 9112 2.2: ignore empty lines before a request
+    }
+    const size_t end = data.find("\r\n\r\n", start);
+    if (end == std::string_view::npos) {
+      return data.size() > options.max_header_bytes ? 431 : -1;
+    }
+    if (end - start > options.max_header_bytes) {
+      return 431;
+    }
+    std::string_view head = data.substr(start, end - start);
+    const size_t line_end = head.find("\r\n");
+    const std::string_view line = head.substr(0, line_end);
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
+      return 400;
+    }
+    const std::string_view method = line.substr(0, sp1);
+    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+    const std::string_view version = line.substr(sp2 + 1);
+    if (method.empty() || !std::all_of(method.begin(), method.end(), is_token_char) || target.empty()) {
+      return 400;
+    }
+    if (version == "HTTP/1.1") {
+      req.minor_version = 1;
+    } else if (version == "HTTP/1.0") {
+      req.minor_version = 0;
+    } else if (version.substr(0, 5) == "HTTP/") {
+      return 505;
+    } else {
+      return 400;
+    }
+    for (char ch : target) {
+      if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) {
+        return 400;
+      }
+    }
+    req.method.assign(method);
+    req.target.assign(target);
+    const size_t q = target.find('?');
+    req.path.assign(target.substr(0, q));
+    if (q != std::string_view::npos) {
+      req.query.assign(target.substr(q + 1));
+    }
+    std::optional<size_t> content_length;
+    std::string_view rest = line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 2);
+    while (!rest.empty()) {
+      const size_t e = rest.find("\r\n");
+      const std::string_view h = rest.substr(0, e);
+      rest = e == std::string_view::npos ? std::string_view() : rest.substr(e + 2);
+      if (h.empty() || h.front() == ' ' || h.front() == '\t') {
+        return 400; // obsolete line folding
+      }
+      const size_t colon = h.find(':');
+      if (colon == std::string_view::npos || colon == 0) {
+        return 400;
+      }
+      const std::string_view name = h.substr(0, colon);
+      if (!std::all_of(name.begin(), name.end(), is_token_char)) {
+        return 400;
+      }
+      std::string lname(name);
+      for (char& ch : lname) {
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      const std::string_view value = trim(h.substr(colon + 1));
+      if (lname == "content-length") {
+        size_t n = 0;
+        if (!parse_size(value, n) || (content_length && *content_length != n)) {
+          return 400;
+        }
+        content_length = n;
+      } else if (lname == "transfer-encoding") {
+        return 501; // request bodies come with Content-Length here
+      }
+      req.headers.emplace_back(std::move(lname), std::string(value));
+    }
+    if (req.minor_version == 1 && !req.header("host")) {
+      return 400; // RFC 9112 3.2
+    }
+    const size_t body_start = end + 4;
+    const size_t body_len = content_length.value_or(0);
+    if (body_len > options.max_body_bytes) {
+      return 413;
+    }
+    if (data.size() - body_start < body_len) {
+      return -1;
+    }
+    req.body.assign(data.substr(body_start, body_len));
+    consumed = body_start + body_len;
+    return 0;
+  }
+
+  const std::string& date_now(Loop& loop) {
+    const std::time_t now = std::time(nullptr);
+    if (now != loop.date_second) {
+      loop.date_second = now;
+      loop.date = http_date(now);
+    }
+    return loop.date;
+  }
+
+  void enqueue(Loop& loop, Connection& c, const Request& req, Response res, bool error) {
+    const bool head = req.method == "HEAD";
+    bool keep_alive = !error && !c.closing && !stopping.load(std::memory_order_relaxed);
+    if (keep_alive) {
+      const std::string* conn = req.header("connection");
+      if (req.minor_version == 0) {
+        keep_alive = conn && lists_token(*conn, "keep-alive");
+      } else if (conn && lists_token(*conn, "close")) {
+        keep_alive = false;
+      }
+    }
+    if (res.status == 200 && res.ranges && (res.shared || res.file)) {
+      apply_range(req, res);
+    }
+    const bool no_body = res.status == 304 || res.status == 204 || (res.status >= 100 && res.status < 200);
+    if (no_body) {
+      res.body.clear();
+      res.shared.reset();
+      res.file.reset();
+      res.length = 0;
+    }
+    std::string h;
+    h.reserve(256);
+    h += "HTTP/1.1 ";
+    h += std::to_string(res.status);
+    h += ' ';
+    h += reason_phrase(res.status);
+    h += "\r\nServer: ";
+    h += options.server_name;
+    h += "\r\nDate: ";
+    h += date_now(loop);
+    h += "\r\n";
+    for (const auto& [k, v] : res.headers) {
+      h += k;
+      h += ": ";
+      h += v;
+      h += "\r\n";
+    }
+    if (!no_body) {
+      h += "Content-Length: ";
+      h += std::to_string(res.body_size());
+      h += "\r\n";
+    }
+    if (!keep_alive) {
+      h += "Connection: close\r\n";
+    } else if (req.minor_version == 0) {
+      h += "Connection: keep-alive\r\n";
+    }
+    h += "\r\n";
+    Outgoing o;
+    o.head = std::move(h);
+    o.res = std::move(res);
+    o.send_body = !head && !no_body;
+    o.close_after = !keep_alive;
+    if (!keep_alive) {
+      c.closing = true;
+    }
+    c.out.push_back(std::move(o));
+  }
+
+  static void apply_range(const Request& req, Response& res) {
+    const std::string* range = req.header("range");
+    if (!range || req.method != "GET") {
+      return;
+    }
+    if (const std::string* if_range = req.header("if-range")) {
+      std::string etag;
+      for (const auto& [k, v] : res.headers) {
+        if (iequals(k, "ETag")) {
+          etag = v;
+        }
+      }
+      if (etag.empty() || *if_range != etag) {
+        return; // the client's copy is stale: the whole body
+      }
+    }
+    const size_t size = res.length;
+    auto r = parse_range(*range, size);
+    if (!r) {
+      return;
+    }
+    if (!r->satisfiable) {
+      res.status = 416;
+      res.shared.reset();
+      res.file.reset();
+      res.length = 0;
+      res.body.clear();
+      res.set_header("Content-Range", "bytes */" + std::to_string(size));
+      return;
+    }
+    res.status = 206;
+    res.offset += r->first;
+    res.length = r->length;
+    res.set_header("Content-Range", "bytes " + std::to_string(r->first) + "-" +
+                                        std::to_string(r->first + r->length - 1) + "/" + std::to_string(size));
+  }
+
+  // Writes what it can; false when the connection was closed.
+  bool write_out(Loop& loop, Connection& c) {
+    while (!c.out.empty()) {
+      Outgoing& o = c.out.front();
+      const size_t body_len = o.body_len();
+      if (o.head_sent < o.head.size() || (!o.res.file && o.body_sent < body_len)) {
+        iovec iov[2];
+        int n_iov = 0;
+        if (o.head_sent < o.head.size()) {
+          iov[n_iov++] = {o.head.data() + o.head_sent, o.head.size() - o.head_sent};
+        }
+        if (!o.res.file && o.body_sent < body_len) {
+          iov[n_iov++] = {const_cast<char*>(o.body_data()) + o.body_sent, body_len - o.body_sent};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<size_t>(n_iov);
+        const ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+          if (errno == EINTR) {
+            continue;
+          }
+          if (errno == EAGAIN) {
+            break;
+          }
+          close_conn(loop, c);
+          return false;
+        }
+        c.last_activity = Clock::now();
+        size_t left = static_cast<size_t>(n);
+        const size_t h = std::min(left, o.head.size() - o.head_sent);
+        o.head_sent += h;
+        left -= h;
+        o.body_sent += left;
+        continue;
+      }
+      if (o.res.file && o.body_sent < body_len) {
+        off_t off = static_cast<off_t>(o.res.offset + o.body_sent);
+        const ssize_t n = ::sendfile(c.fd, o.res.file->fd, &off, std::min<size_t>(body_len - o.body_sent, 1 << 20));
+        if (n < 0) {
+          if (errno == EINTR) {
+            continue;
+          }
+          if (errno == EAGAIN) {
+            break;
+          }
+          close_conn(loop, c);
+          return false;
+        }
+        if (n == 0) {
+          close_conn(loop, c); // the file shrank under us: the response cannot be completed
+          return false;
+        }
+        c.last_activity = Clock::now();
+        o.body_sent += static_cast<size_t>(n);
+        continue;
+      }
+      const bool close_after = o.close_after;
+      c.out.pop_front();
+      if (close_after) {
+        close_conn(loop, c);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void drain_completions(Loop& loop) {
+    std::vector<Completion> done;
+    {
+      std::lock_guard lock(loop.completions_mutex);
+      done.swap(loop.completions);
+    }
+    for (Completion& d : done) {
+      auto it = loop.conns.find(d.fd);
+      if (it == loop.conns.end() || it->second->id != d.id) {
+        continue; // the client went away meanwhile
+      }
+      Connection& c = *it->second;
+      c.waiting = false;
+      enqueue(loop, c, d.req, std::move(d.res), false);
+      process(loop, c);
+    }
+  }
+
+  void sweep(Loop& loop, Clock::time_point now) {
+    std::vector<Connection*> expired;
+    for (auto& [fd, c] : loop.conns) {
+      if (c->waiting) {
+        continue;
+      }
+      if (!c->out.empty()) {
+        if (now - c->last_activity > options.write_timeout) {
+          expired.push_back(c.get());
+        }
+      } else if (c->request_pending) {
+        if (now - c->request_started > options.request_timeout) {
+          expired.push_back(c.get());
+        }
+      } else if (now - c->last_activity > options.idle_timeout) {
+        expired.push_back(c.get());
+      }
+    }
+    for (Connection* c : expired) {
+      close_conn(loop, *c);
+    }
+  }
+
+  // ---- workers ----------------------------------------------------------
+
+  void run_worker() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(jobs_mutex);
+        jobs_cv.wait(lock, [this] { return workers_stop || !jobs.empty(); });
+        if (jobs.empty()) {
+          return;
+        }
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      Response res;
+      try {
+        if (handler(job.req, res, true) != Disposition::done) {
+          res = Response();
+          res.status = 500;
+        }
+      } catch (...) {
+        res = Response();
+        res.status = 500;
+      }
+      {
+        std::lock_guard lock(job.loop->completions_mutex);
+        job.loop->completions.push_back(Completion{job.fd, job.id, std::move(job.req), std::move(res)});
+      }
+      const uint64_t one = 1;
+      [[maybe_unused]] auto r = ::write(job.loop->wakefd, &one, sizeof one);
+    }
+  }
+};
+
+Server::Server(ServerOptions options, Handler handler)
+    : m_impl(std::make_unique<Impl>(std::move(options), std::move(handler))) {}
+
+Server::~Server() { stop(); }
+
+Result<void> Server::start() {
+  Impl& m = *m_impl;
+  std::signal(SIGPIPE, SIG_IGN);
+  const std::string where = m.options.host + ":" + std::to_string(m.options.port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(m.options.port);
+  const char* host = m.options.host.empty() || m.options.host == "*" ? nullptr : m.options.host.c_str();
+  if (int rc = getaddrinfo(host, port.c_str(), &hints, &res); rc != 0) {
+    return make_error(ErrorKind::io, "cannot listen on " + where + ": " + gai_strerror(rc));
+  }
+  std::string reason = "no address";
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      reason = std::strerror(errno);
+      continue;
+    }
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+      reason = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    m.listen_fd = fd;
+    break;
+  }
+  freeaddrinfo(res);
+  if (m.listen_fd < 0) {
+    return make_error(ErrorKind::io, "cannot listen on " + where + ": " + reason);
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  getsockname(m.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  m.bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                            : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  const int n_loops =
+      m.options.loops > 0 ? m.options.loops : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  for (int i = 0; i < n_loops; ++i) {
+    auto loop = std::make_unique<Loop>();
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    loop->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_event ev{};
+    // EPOLLEXCLUSIVE: a new connection wakes one loop, not all of them.
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+    ev.data.fd = m.listen_fd;
+    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, m.listen_fd, &ev);
+    epoll_event wev{};
+    wev.events = EPOLLIN;
+    wev.data.fd = loop->wakefd;
+    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->wakefd, &wev);
+    m.loops.push_back(std::move(loop));
+  }
+  for (auto& loop : m.loops) {
+    Loop* l = loop.get();
+    loop->thread = std::thread([&m, l] { m.run_loop(*l); });
+  }
+  for (int i = 0; i < std::max(1, m.options.workers); ++i) {
+    m.workers.emplace_back([&m] { m.run_worker(); });
+  }
+  m.started = true;
+  return {};
+}
+
+int Server::port() const { return m_impl->bound_port; }
+
+void Server::stop() {
+  Impl& m = *m_impl;
+  if (!m.started) {
+    return;
+  }
+  m.started = false;
+  m.stopping = true;
+  for (auto& loop : m.loops) {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(loop->wakefd, &one, sizeof one);
+  }
+  for (auto& loop : m.loops) {
+    if (loop->thread.joinable()) {
+      loop->thread.join();
+    }
+  }
+  {
+    std::lock_guard lock(m.jobs_mutex);
+    m.workers_stop = true;
+  }
+  m.jobs_cv.notify_all();
+  for (auto& w : m.workers) {
+    w.join();
+  }
+  for (auto& loop : m.loops) {
+    ::close(loop->epfd);
+    ::close(loop->wakefd);
+  }
+  m.loops.clear();
+  m.workers.clear();
+  ::close(m.listen_fd);
+  m.listen_fd = -1;
+}
+
+} // namespace tributary::http
