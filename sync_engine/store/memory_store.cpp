@@ -216,11 +216,12 @@ Result<std::unique_ptr<Store>> MemoryStore::open_session() {
   return std::unique_ptr<Store>(new MemoryStore(m_data));
 }
 
-Result<int64_t> MemoryStore::begin_run(int64_t, RunMode mode) {
+Result<int64_t> MemoryStore::begin_run(int64_t source_id, RunMode mode) {
   std::lock_guard lock(m_data->mutex);
   const int64_t id = m_data->next_id++;
   RunInfo info;
   info.id = id;
+  info.source_id = source_id;
   info.mode = mode;
   info.status = RunStatus::running;
   info.started_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
@@ -250,6 +251,68 @@ Result<RunInfo> MemoryStore::run(int64_t run_id) {
     return make_error(ErrorKind::not_found, "no sync run " + std::to_string(run_id));
   }
   return it->second;
+}
+
+Result<std::vector<SourceStats>> MemoryStore::source_stats() {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<SourceStats> out;
+  for (const auto& [name, idurl] : m_data->sources) {
+    SourceStats st;
+    st.source_id = idurl.first;
+    st.name = name;
+    st.url = idurl.second;
+    for (const auto& [key, feed] : m_data->feeds) {
+      if (key.first != st.source_id) {
+        continue;
+      }
+      if (auto it = m_data->resources.find(feed); it != m_data->resources.end()) {
+        for (const auto& [uri, r] : it->second) {
+          if (r.state == ResourceState::live) {
+            ++st.live;
+            st.bytes += r.length.value_or(0);
+          } else {
+            ++st.deleted;
+          }
+        }
+      }
+      if (auto it = m_data->watermarks.find(feed); it != m_data->watermarks.end()) {
+        if (it->second.last_time && (!st.newest_change || *st.newest_change < *it->second.last_time)) {
+          st.newest_change = it->second.last_time;
+        }
+        if (it->second.baseline_at && (!st.baseline_at || *st.baseline_at < *it->second.baseline_at)) {
+          st.baseline_at = it->second.baseline_at;
+        }
+      }
+    }
+    for (const auto& [id, run] : m_data->runs) {
+      if (run.source_id != st.source_id) {
+        continue;
+      }
+      st.last_run = run;
+      if (run.status == RunStatus::succeeded) {
+        st.last_success = run;
+      } else if (run.status == RunStatus::failed) {
+        st.last_failure = run;
+      }
+    }
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
+Result<std::vector<RunInfo>> MemoryStore::recent_runs(const std::string& name, size_t limit) {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<RunInfo> out;
+  auto src = m_data->sources.find(name);
+  if (src == m_data->sources.end()) {
+    return out;
+  }
+  for (auto it = m_data->runs.rbegin(); it != m_data->runs.rend() && out.size() < limit; ++it) {
+    if (it->second.source_id == src->second.first) {
+      out.push_back(it->second);
+    }
+  }
+  return out;
 }
 
 std::vector<ChangeRecord> MemoryStore::change_log(int64_t feed_id) const {

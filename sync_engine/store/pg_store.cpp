@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include <map>
 #include <mutex>
 
 namespace tributary::store {
@@ -559,37 +560,45 @@ Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::st
   });
 }
 
+namespace {
+
+const std::string k_run_columns = "id, source_id, mode, status, " + us("started_at") + ", " + us("finished_at") +
+                                  ", created, updated, deleted, unchanged, failed, bytes, coalesce(message, '')";
+
+RunInfo read_run(const pqxx::row& row) {
+  RunInfo info;
+  info.id = row[0].as<int64_t>();
+  info.source_id = row[1].as<int64_t>();
+  const std::string mode = row[2].as<std::string>();
+  info.mode = mode == "baseline" ? RunMode::baseline : mode == "audit" ? RunMode::audit : RunMode::incremental;
+  const std::string st = row[3].as<std::string>();
+  info.status = st == "running"     ? RunStatus::running
+                : st == "succeeded" ? RunStatus::succeeded
+                : st == "partial"   ? RunStatus::partial
+                                    : RunStatus::failed;
+  info.started_at = *read_ts(row[4]);
+  info.finished_at = read_ts(row[5]);
+  info.counters.created = row[6].as<unsigned long long>();
+  info.counters.updated = row[7].as<unsigned long long>();
+  info.counters.deleted = row[8].as<unsigned long long>();
+  info.counters.unchanged = row[9].as<unsigned long long>();
+  info.counters.failed = row[10].as<unsigned long long>();
+  info.counters.bytes = row[11].as<unsigned long long>();
+  info.message = row[12].as<std::string>();
+  return info;
+}
+
+} // namespace
+
 Result<RunInfo> PgStore::run(int64_t run_id) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read run", [&]() -> Result<RunInfo> {
     pqxx::read_transaction tx(m_impl->conn);
-    auto r = tx.exec_params("SELECT id, mode, status, " + us("started_at") + ", " + us("finished_at") +
-                                ", created, updated, deleted, unchanged, failed, bytes, coalesce(message, '') "
-                                "FROM sync_run WHERE id = $1",
-                            run_id);
+    auto r = tx.exec_params("SELECT " + k_run_columns + " FROM sync_run WHERE id = $1", run_id);
     if (r.empty()) {
       return make_error(ErrorKind::not_found, "no sync run " + std::to_string(run_id));
     }
-    const auto& row = r[0];
-    RunInfo info;
-    info.id = row[0].as<int64_t>();
-    const std::string mode = row[1].as<std::string>();
-    info.mode = mode == "baseline" ? RunMode::baseline : mode == "audit" ? RunMode::audit : RunMode::incremental;
-    const std::string st = row[2].as<std::string>();
-    info.status = st == "running"     ? RunStatus::running
-                  : st == "succeeded" ? RunStatus::succeeded
-                  : st == "partial"   ? RunStatus::partial
-                                      : RunStatus::failed;
-    info.started_at = *read_ts(row[3]);
-    info.finished_at = read_ts(row[4]);
-    info.counters.created = row[5].as<unsigned long long>();
-    info.counters.updated = row[6].as<unsigned long long>();
-    info.counters.deleted = row[7].as<unsigned long long>();
-    info.counters.unchanged = row[8].as<unsigned long long>();
-    info.counters.failed = row[9].as<unsigned long long>();
-    info.counters.bytes = row[10].as<unsigned long long>();
-    info.message = row[11].as<std::string>();
-    return info;
+    return read_run(r[0]);
   });
 }
 
@@ -680,6 +689,79 @@ Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& f
       rec.blob_sha256 = read_str(row[13]);
       c.resource = std::move(rec);
       out.push_back(std::move(c));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<SourceStats>> PgStore::source_stats() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read source statistics", [&]() -> Result<std::vector<SourceStats>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    std::vector<SourceStats> out;
+    std::map<int64_t, size_t> index;
+    for (const auto& row : tx.exec("SELECT id, name, url FROM source ORDER BY name")) {
+      SourceStats st;
+      st.source_id = row[0].as<int64_t>();
+      st.name = row[1].as<std::string>();
+      st.url = row[2].as<std::string>();
+      index[st.source_id] = out.size();
+      out.push_back(std::move(st));
+    }
+    for (const auto& row : tx.exec("SELECT f.source_id, count(*) FILTER (WHERE r.state = 'live'), "
+                                   "count(*) FILTER (WHERE r.state = 'deleted'), "
+                                   "coalesce(sum(r.length) FILTER (WHERE r.state = 'live'), 0) "
+                                   "FROM resource r JOIN feed f ON f.id = r.feed_id GROUP BY f.source_id")) {
+      if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
+        out[it->second].live = row[1].as<unsigned long long>();
+        out[it->second].deleted = row[2].as<unsigned long long>();
+        out[it->second].bytes = row[3].as<unsigned long long>();
+      }
+    }
+    for (const auto& row : tx.exec("SELECT f.source_id, " + us("max(w.last_time)") + ", " + us("max(w.baseline_at)") +
+                                   " FROM watermark w JOIN feed f ON f.id = w.feed_id GROUP BY f.source_id")) {
+      if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
+        out[it->second].newest_change = read_ts(row[1]);
+        out[it->second].baseline_at = read_ts(row[2]);
+      }
+    }
+    // The newest run per source and status class, by the (source_id) scan
+    // of the few newest runs: cheap on a long history.
+    for (const auto& row : tx.exec("SELECT DISTINCT ON (source_id, class) " + k_run_columns +
+                                   ", class FROM (SELECT *, CASE status WHEN 'succeeded' THEN 's' WHEN 'failed' "
+                                   "THEN 'f' ELSE 'o' END AS class FROM sync_run) r "
+                                   "ORDER BY source_id, class, id DESC")) {
+      RunInfo run = read_run(row);
+      auto it = index.find(run.source_id);
+      if (it == index.end()) {
+        continue;
+      }
+      SourceStats& st = out[it->second];
+      const std::string cls = row[13].as<std::string>();
+      if (cls == "s") {
+        st.last_success = run;
+      } else if (cls == "f") {
+        st.last_failure = run;
+      }
+      if (!st.last_run || st.last_run->id < run.id) {
+        st.last_run = run;
+      }
+    }
+    return out;
+  });
+}
+
+Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read recent runs", [&]() -> Result<std::vector<RunInfo>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params("SELECT " + k_run_columns +
+                                " FROM sync_run WHERE source_id = (SELECT id FROM source WHERE name = $1) "
+                                "ORDER BY id DESC LIMIT $2",
+                            name, static_cast<long long>(limit));
+    std::vector<RunInfo> out;
+    for (const auto& row : r) {
+      out.push_back(read_run(row));
     }
     return out;
   });

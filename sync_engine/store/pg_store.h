@@ -69,6 +69,8 @@ public:
   Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                             size_t limit) override;
   Result<int64_t> last_seq() override;
+  Result<std::vector<SourceStats>> source_stats() override;
+  Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;
 
 private:
   struct Impl;

@@ -78,6 +78,7 @@ std::string_view to_string(RunStatus s);
 
 struct RunInfo {
   int64_t id = 0;
+  int64_t source_id = 0;
   RunMode mode = RunMode::baseline;
   RunStatus status = RunStatus::running;
   Timestamp started_at;

@@ -27,6 +27,21 @@ struct LoggedChange {
   ResourceRecord resource; // the resource's state after the change
 };
 
+// What the status API reports of one source.
+struct SourceStats {
+  int64_t source_id = 0;
+  std::string name;
+  std::string url;
+  uint64_t live = 0;    // resources held live
+  uint64_t deleted = 0; // resources held as deleted
+  uint64_t bytes = 0;   // sum of the live resources' lengths
+  std::optional<Timestamp> newest_change; // newest upstream change applied (watermarks' last time)
+  std::optional<Timestamp> baseline_at;   // newest `at` a baseline came from
+  std::optional<RunInfo> last_success;    // newest succeeded run
+  std::optional<RunInfo> last_failure;    // newest failed run
+  std::optional<RunInfo> last_run;        // newest run of any status
+};
+
 class StoreReader {
 public:
   virtual ~StoreReader() = default;
@@ -46,6 +61,11 @@ public:
   // The highest change-log seq overall (0 when empty): documents are
   // rendered again when it moves.
   virtual Result<int64_t> last_seq() = 0;
+  // One line per source ever synced, ordered by name.
+  virtual Result<std::vector<SourceStats>> source_stats() = 0;
+  // The newest `limit` runs of the source named `name`, newest first (empty
+  // for an unknown source).
+  virtual Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) = 0;
 };
 
 } // namespace tributary::store

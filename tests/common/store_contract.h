@@ -166,6 +166,53 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     CHECK(info->finished_at.has_value());
     CHECK_FALSE(s->run(run + 1000));
   }
+
+  SUBCASE("source statistics count live and deleted resources, bytes, the newest change and runs by status") {
+    auto* reader = dynamic_cast<StoreReader*>(s.get());
+    REQUIRE(reader);
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.upserts = {contract_record("http://e.org/a", 10), contract_record("http://e.org/b", 20),
+                 contract_record("http://e.org/c", 40)};
+    b.upserts[2].state = ResourceState::deleted;
+    Watermark w;
+    w.last_time = *rs::parse_w3c_datetime("2026-03-04T05:06:07Z");
+    b.watermark = w;
+    REQUIRE(s->apply(b));
+    REQUIRE(s->finish_run(run, RunStatus::succeeded, "ok"));
+    const int64_t failed = *s->begin_run(source, RunMode::incremental);
+    REQUIRE(s->finish_run(failed, RunStatus::failed, "HTTP 503"));
+    const int64_t running = *s->begin_run(source, RunMode::audit);
+    const int64_t other = *s->ensure_source("another", "http://f.org/");
+    auto stats = reader->source_stats();
+    REQUIRE(stats);
+    REQUIRE(stats->size() == 2);
+    CHECK(stats->at(0).name == "another");
+    CHECK(stats->at(0).source_id == other);
+    CHECK(stats->at(0).live == 0);
+    CHECK_FALSE(stats->at(0).last_run);
+    const SourceStats& st = stats->at(1);
+    CHECK(st.name == "src");
+    CHECK(st.live == 2);
+    CHECK(st.deleted == 1);
+    CHECK(st.bytes == 30);
+    CHECK(st.newest_change == w.last_time);
+    REQUIRE(st.last_success);
+    CHECK(st.last_success->id == run);
+    REQUIRE(st.last_failure);
+    CHECK(st.last_failure->id == failed);
+    CHECK(st.last_failure->message == "HTTP 503");
+    REQUIRE(st.last_run);
+    CHECK(st.last_run->id == running);
+    auto runs = reader->recent_runs("src", 2);
+    REQUIRE(runs);
+    REQUIRE(runs->size() == 2);
+    CHECK(runs->at(0).id == running);
+    CHECK(runs->at(1).id == failed);
+    CHECK(runs->at(1).source_id == source);
+    CHECK(reader->recent_runs("nobody", 5)->empty());
+  }
 }
 
 } // namespace tributary::test
