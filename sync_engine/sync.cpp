@@ -308,6 +308,8 @@ private:
     return false;
   }
 
+  bool cancelled() const { return m_opt.cancel && m_opt.cancel->load(); }
+
   void progress(const std::string& doc) {
     if (!m_opt.on_progress) {
       return;
@@ -371,6 +373,9 @@ private:
     std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(m_src.concurrency));
     auto work = [&] {
       for (size_t i = next++; i < entries.size(); i = next++) {
+        if (cancelled()) {
+          break; // the batch will not be committed
+        }
         const rs::Entry& e = *entries[i];
         auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
         for (int round = 1;; ++round) {
@@ -416,6 +421,9 @@ private:
   // Hands the batch to the committer. Until it commits, lookups of the next
   // batch may not see it, so its resource states are kept as an overlay.
   Result<void> commit(store::Batch& batch) {
+    if (cancelled()) {
+      return make_error(ErrorKind::transient, "stopped (shutting down); the next run resumes from the watermark");
+    }
     std::unordered_map<std::string, ResourceRecord> overlay;
     for (const auto& r : batch.upserts) {
       overlay[r.uri] = r;
@@ -674,6 +682,9 @@ private:
       to_fetch.push_back(e);
     }
     auto results = fetch_all(to_fetch);
+    if (cancelled()) {
+      return commit(batch); // refused: nothing of this batch is applied
+    }
     for (size_t i = 0; i < to_fetch.size(); ++i) {
       const rs::Entry& e = *to_fetch[i];
       if (!results[i]) {
@@ -905,6 +916,9 @@ private:
       to_fetch.push_back(&e);
     }
     auto results = fetch_all(to_fetch);
+    if (cancelled()) {
+      return commit(batch); // refused: nothing of this batch is applied
+    }
     std::vector<std::string> transient;
     for (size_t i = 0; i < to_fetch.size(); ++i) {
       const rs::Entry& e = *to_fetch[i];
@@ -1117,9 +1131,13 @@ std::string format_counters(const store::RunCounters& c) {
 
 SyncEngine::SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<BlobStore> blobs,
                        std::shared_ptr<Fetcher> transport, std::shared_ptr<HostRateLimiter> limiter,
-                       std::filesystem::path tmp_dir)
+                       std::filesystem::path tmp_dir, std::shared_ptr<ValidatorCache> validators)
     : m_store(std::move(store)), m_blobs(std::move(blobs)), m_transport(std::move(transport)),
-      m_limiter(std::move(limiter)), m_tmp(std::move(tmp_dir)) {}
+      m_limiter(std::move(limiter)), m_tmp(std::move(tmp_dir)) {
+  if (validators) {
+    m_validators = std::move(validators);
+  }
+}
 
 SourceReport SyncEngine::run(const SourceConfig& source, const RunOptions& options) {
   SourceReport report;

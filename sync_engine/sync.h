@@ -6,6 +6,7 @@
 #include "sync_engine/source_config.h"
 #include "sync_engine/store/store.h"
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -32,6 +33,10 @@ struct RunOptions {
   size_t batch_size = 1000;  // entries applied per transaction
   RetryPolicy retry;
   std::function<void(const Progress&)> on_progress; // called from the run's thread
+  // Set from another thread to stop the run at the next batch: what is
+  // committed stays (with its watermark), nothing more is applied, and the
+  // run ends failed with "stopped". The next run resumes from the watermark.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Audit counts against the current Resource List.
@@ -85,9 +90,10 @@ public:
   // `transport` fetches URLs (normally make_default_fetcher()); `limiter` is
   // shared by every source for per-host politeness; temporary documents go
   // under `tmp_dir`.
+  // `validators` may be shared by several engines (one per concurrent run).
   SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<BlobStore> blobs,
              std::shared_ptr<Fetcher> transport, std::shared_ptr<HostRateLimiter> limiter,
-             std::filesystem::path tmp_dir);
+             std::filesystem::path tmp_dir, std::shared_ptr<ValidatorCache> validators = nullptr);
 
   // Runs one source once. Never throws: failures are in the report (and on
   // the run in the store).
