@@ -129,6 +129,36 @@ public:
     };
   }
 
+  Handler duration(std::chrono::seconds& out, bool allow_never) {
+    return [this, &out, allow_never](const json& v, const std::string& ptr) {
+      if (allow_never && v.is_string() && v.get<std::string>() == "never") {
+        out = std::chrono::seconds(0);
+        return;
+      }
+      auto d = v.is_string() ? parse_duration(v.get<std::string>()) : std::nullopt;
+      if (!d) {
+        problem(ptr, std::string("expected a duration such as \"30s\", \"15m\", \"1h30m\" or \"1d\"") +
+                         (allow_never ? " (or \"never\")" : ""));
+        return;
+      }
+      out = *d;
+    };
+  }
+
+  Handler one_of(std::string& out, std::vector<std::string> allowed) {
+    return [this, &out, allowed](const json& v, const std::string& ptr) {
+      std::string list;
+      for (const auto& a : allowed) {
+        list += (list.empty() ? "\"" : ", \"") + a + "\"";
+        if (v.is_string() && v.get<std::string>() == a) {
+          out = a;
+          return;
+        }
+      }
+      problem(ptr, "expected one of " + list);
+    };
+  }
+
   Handler boolean(bool& out) {
     return [this, &out](const json& v, const std::string& ptr) {
       if (!v.is_boolean()) {
@@ -258,7 +288,10 @@ public:
                                                 })}},
             {"verify_tls", {boolean(s.verify_tls)}},
             {"timeout_seconds", {number(timeout_seconds, 0.1, 3600)}},
-            {"max_body_bytes", {integer(s.max_body_bytes, 1, 1LL << 40)}}});
+            {"max_body_bytes", {integer(s.max_body_bytes, 1, 1LL << 40)}},
+            {"interval", {duration(s.interval, false)}},
+            {"audit_interval", {duration(s.audit_interval, true)}},
+            {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}}});
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
     if (!s.name.empty()) {
       for (char c : s.name) {
@@ -291,6 +324,29 @@ public:
                c.listen = s;
              }}},
             {"public_url", {url(c.public_url, false)}},
+            {"max_concurrent_syncs", {integer(c.max_concurrent_syncs, 1, 256)}},
+            {"admin_token_file", {[this, &c](const json& v, const std::string& ptr) {
+               std::string f;
+               string(f)(v, ptr);
+               if (!f.empty()) {
+                 if (access(f.c_str(), R_OK) != 0) {
+                   problem(ptr, "cannot read " + f);
+                 }
+                 c.admin_token = sync::SecretRef{f, ""};
+               }
+             }}},
+            {"admin_token_env", {[this, &c](const json& v, const std::string& ptr) {
+               std::string e;
+               string(e)(v, ptr);
+               if (!e.empty()) {
+                 c.admin_token = sync::SecretRef{"", e};
+               }
+             }}},
+            {"log", {[this, &c](const json& v, const std::string& ptr) {
+               object(v, ptr,
+                      {{"level", {one_of(c.log_level, {"debug", "info", "warn", "error"})}},
+                       {"format", {one_of(c.log_format, {"text", "json"})}}});
+             }}},
             {"change_list_part_size", {integer(c.change_list_part_size, 1, 50000)}},
             {"sets", {array<Config::NamedSet>(c.sets, [this](const json& v, const std::string& p, Config::NamedSet& out) {
                object(v, p,
@@ -317,6 +373,9 @@ public:
         }
       }
     }
+    if (j.is_object() && j.contains("admin_token_file") && j.contains("admin_token_env")) {
+      problem("/admin_token_env", "give only one of admin_token_file and admin_token_env");
+    }
     // Duplicates are judged on the raw names, so that a source with other
     // problems still counts.
     std::set<std::string> names;
@@ -339,6 +398,40 @@ private:
 };
 
 } // namespace
+
+std::optional<std::chrono::seconds> parse_duration(const std::string& s) {
+  if (s.empty()) {
+    return std::nullopt;
+  }
+  long long total = 0;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t start = i;
+    long long n = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      n = n * 10 + (s[i] - '0');
+      if (n > 100000000) {
+        return std::nullopt;
+      }
+      ++i;
+    }
+    if (i == start || i == s.size()) {
+      return std::nullopt; // a number without a unit, or a unit without a number
+    }
+    switch (s[i]) {
+    case 's': total += n; break;
+    case 'm': total += n * 60; break;
+    case 'h': total += n * 3600; break;
+    case 'd': total += n * 86400; break;
+    default: return std::nullopt;
+    }
+    ++i;
+  }
+  if (total <= 0) {
+    return std::nullopt;
+  }
+  return std::chrono::seconds(total);
+}
 
 const sync::SourceConfig* Config::find_source(const std::string& name) const {
   for (const auto& s : sources) {

@@ -2,6 +2,7 @@
 
 #include "sync_engine/source_config.h"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ struct Config {
     std::vector<std::string> sources;
   };
   std::vector<NamedSet> sets; // published sets merging several sources
+  // The daemon (`tributary run`):
+  unsigned max_concurrent_syncs = 4;  // sources syncing at once
+  std::optional<sync::SecretRef> admin_token; // bearer token for state-changing API calls
+  std::string log_level = "info";     // debug|info|warn|error
+  std::string log_format = "text";    // text|json
 
   const sync::SourceConfig* find_source(const std::string& name) const;
 };
@@ -31,6 +37,10 @@ struct ConfigLoad {
   std::optional<Config> config;
   std::vector<std::string> problems;
 };
+
+// "90s", "15m", "1h30m", "2d": a duration of whole seconds; nullopt when
+// malformed or zero.
+std::optional<std::chrono::seconds> parse_duration(const std::string& s);
 
 ConfigLoad parse_config(const std::string& text, const std::string& file_name);
 ConfigLoad load_config(const std::string& path);

@@ -22,26 +22,6 @@ std::string base_of(const std::string& url) {
   return u->origin() + path.substr(0, path.rfind('/') + 1);
 }
 
-Result<std::string> read_secret(const SecretRef& s, const std::string& source) {
-  if (!s.env.empty()) {
-    const char* v = std::getenv(s.env.c_str());
-    if (!v || !*v) {
-      return make_error(ErrorKind::permanent,
-                        "source '" + source + "': environment variable " + s.env + " is not set");
-    }
-    return std::string(v);
-  }
-  std::ifstream in(s.file);
-  std::string line;
-  if (!in || !std::getline(in, line)) {
-    return make_error(ErrorKind::permanent, "source '" + source + "': cannot read secret file " + s.file);
-  }
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
-    line.pop_back();
-  }
-  return line;
-}
-
 std::string base64(const std::string& in) {
   std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
   int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
@@ -72,7 +52,7 @@ Result<std::shared_ptr<EndpointFetcher>> EndpointFetcher::create(std::shared_ptr
                                                                   const SourceConfig& source) {
   auto f = std::shared_ptr<EndpointFetcher>(new EndpointFetcher(std::move(inner), source));
   if (source.auth.type != AuthConfig::Type::none) {
-    auto secret = read_secret(source.auth.secret, source.name);
+    auto secret = read_secret(source.auth.secret, "source '" + source.name + "'");
     if (!secret) {
       return tl::unexpected(secret.error());
     }

@@ -1,5 +1,8 @@
 #include "sync_engine/source_config.h"
 
+#include <cstdlib>
+#include <fstream>
+
 namespace tributary::sync {
 
 namespace {
@@ -48,6 +51,28 @@ bool SourceConfig::selects(const std::string& uri, const std::optional<std::stri
     return false;
   }
   return true;
+}
+
+Result<std::string> read_secret(const SecretRef& s, const std::string& owner) {
+  if (!s.env.empty()) {
+    const char* v = std::getenv(s.env.c_str());
+    if (!v || !*v) {
+      return make_error(ErrorKind::permanent, owner + ": environment variable " + s.env + " is not set");
+    }
+    return std::string(v);
+  }
+  std::ifstream in(s.file);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    return make_error(ErrorKind::permanent, owner + ": cannot read secret file " + s.file);
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) {
+    line.pop_back();
+  }
+  if (line.empty()) {
+    return make_error(ErrorKind::permanent, owner + ": secret file " + s.file + " is empty");
+  }
+  return line;
 }
 
 } // namespace tributary::sync

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "common/result.h"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -15,6 +17,11 @@ struct SecretRef {
   std::string file;
   std::string env;
 };
+
+// The secret's value (a file's first line, trailing blanks cut, or the
+// variable's value); a permanent error naming `owner` (e.g. "source 'x'")
+// when it cannot be read or is empty.
+Result<std::string> read_secret(const SecretRef& s, const std::string& owner);
 
 struct AuthConfig {
   enum class Type { none, bearer, basic };
@@ -59,6 +66,13 @@ struct SourceConfig {
   std::chrono::milliseconds timeout{60000};
   uint64_t max_body_bytes = 1ull << 30;
   bool enabled = true;
+  // For the daemon's scheduler: follow every `interval` (with jitter), audit
+  // every `audit_interval` (zero: never).
+  std::chrono::seconds interval{900};
+  std::chrono::seconds audit_interval{0};
+  // How to baseline and catch up: "auto", "lists" or "dumps" (issue #6;
+  // until dumps are consumed every strategy uses lists).
+  std::string strategy = "auto";
 
   // Whether a resource passes the include/exclude/media type filters.
   bool selects(const std::string& uri, const std::optional<std::string>& type) const;

@@ -111,3 +111,52 @@ TEST_CASE("Config: named sets must name configured sources") {
   CHECK(has(bad, "c.json: /sets/0/sources/0: no source named 'nope'"));
   CHECK(has(bad, "c.json: /listen: expected \"host:port\", e.g. \"127.0.0.1:8080\""));
 }
+
+TEST_CASE("Config: durations for the scheduler") {
+  CHECK(parse_duration("90s") == std::chrono::seconds(90));
+  CHECK(parse_duration("15m") == std::chrono::seconds(900));
+  CHECK(parse_duration("1h30m") == std::chrono::seconds(5400));
+  CHECK(parse_duration("2d") == std::chrono::seconds(172800));
+  CHECK_FALSE(parse_duration(""));
+  CHECK_FALSE(parse_duration("15"));
+  CHECK_FALSE(parse_duration("m"));
+  CHECK_FALSE(parse_duration("0s"));
+  CHECK_FALSE(parse_duration("5w"));
+  CHECK_FALSE(parse_duration("-5m"));
+}
+
+TEST_CASE("Config: daemon keys (schedule, strategy, logging, concurrency, admin token) and their problems") {
+  auto ok = parse_config(R"({"database": "db", "data_dir": "/tmp/x", "max_concurrent_syncs": 3,
+      "admin_token_env": "TRIBUTARY_ADMIN", "log": {"level": "debug", "format": "json"},
+      "sources": [{"name": "a", "url": "http://a.example/", "interval": "5m", "audit_interval": "1d",
+                   "strategy": "lists"},
+                  {"name": "b", "url": "http://b.example/", "audit_interval": "never"}]})",
+                         "c.json");
+  INFO(all(ok));
+  REQUIRE(ok.config);
+  CHECK(ok.config->max_concurrent_syncs == 3);
+  REQUIRE(ok.config->admin_token);
+  CHECK(ok.config->admin_token->env == "TRIBUTARY_ADMIN");
+  CHECK(ok.config->log_level == "debug");
+  CHECK(ok.config->log_format == "json");
+  CHECK(ok.config->sources[0].interval == std::chrono::seconds(300));
+  CHECK(ok.config->sources[0].audit_interval == std::chrono::seconds(86400));
+  CHECK(ok.config->sources[0].strategy == "lists");
+  CHECK(ok.config->sources[1].interval == std::chrono::seconds(900));
+  CHECK(ok.config->sources[1].audit_interval == std::chrono::seconds(0));
+  CHECK(ok.config->sources[1].strategy == "auto");
+
+  auto bad = parse_config(R"({"database": "db", "data_dir": "/tmp/x", "max_concurrent_syncs": 0,
+      "admin_token_env": "A", "admin_token_file": "/nonexistent/token", "log": {"level": "loud", "colour": true},
+      "sources": [{"name": "a", "url": "http://a.example/", "interval": "often", "strategy": "torrent"}]})",
+                          "c.json");
+  INFO(all(bad));
+  CHECK_FALSE(bad.config);
+  CHECK(has(bad, "c.json: /max_concurrent_syncs: must be between 1 and 256"));
+  CHECK(has(bad, "c.json: /admin_token_file: cannot read /nonexistent/token"));
+  CHECK(has(bad, "c.json: /admin_token_env: give only one of admin_token_file and admin_token_env"));
+  CHECK(has(bad, "c.json: /log/level: expected one of \"debug\", \"info\", \"warn\", \"error\""));
+  CHECK(has(bad, "c.json: /log/colour: unknown key"));
+  CHECK(has(bad, "c.json: /sources/0/interval: expected a duration such as \"30s\", \"15m\", \"1h30m\" or \"1d\""));
+  CHECK(has(bad, "c.json: /sources/0/strategy: expected one of \"auto\", \"lists\", \"dumps\""));
+}

@@ -1,0 +1,123 @@
+#include "common/log.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+namespace tributary::log {
+
+namespace {
+
+std::atomic<Level> g_level{Level::info};
+std::atomic<Format> g_format{Format::text};
+std::mutex g_mutex;
+
+std::string_view name_of(Level l) {
+  switch (l) {
+  case Level::debug: return "debug";
+  case Level::info: return "info";
+  case Level::warn: return "warn";
+  case Level::error: return "error";
+  }
+  return "info";
+}
+
+std::string now_utc() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t secs = std::chrono::system_clock::to_time_t(now);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+} // namespace
+
+void configure(Level min_level, Format format) {
+  g_level = min_level;
+  g_format = format;
+}
+
+std::optional<Level> parse_level(std::string_view s) {
+  for (Level l : {Level::debug, Level::info, Level::warn, Level::error}) {
+    if (s == name_of(l)) {
+      return l;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Format> parse_format(std::string_view s) {
+  if (s == "text") {
+    return Format::text;
+  }
+  if (s == "json") {
+    return Format::json;
+  }
+  return std::nullopt;
+}
+
+std::string json_quote(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+void write(Level level, std::string_view source, std::string_view message, const Fields& fields) {
+  if (level < g_level.load()) {
+    return;
+  }
+  std::string line;
+  if (g_format.load() == Format::json) {
+    line = "{\"time\":\"" + now_utc() + "\",\"level\":\"" + std::string(name_of(level)) + "\"";
+    if (!source.empty()) {
+      line += ",\"source\":" + json_quote(source);
+    }
+    line += ",\"message\":" + json_quote(message);
+    for (const auto& [k, v] : fields) {
+      line += "," + json_quote(k) + ":" + json_quote(v);
+    }
+    line += "}\n";
+  } else {
+    line = now_utc() + " " + std::string(name_of(level));
+    line.append(6 - name_of(level).size(), ' ');
+    if (!source.empty()) {
+      line += "[" + std::string(source) + "] ";
+    }
+    line += message;
+    for (const auto& [k, v] : fields) {
+      line += " " + k + "=" + (v.find(' ') == std::string::npos && !v.empty() ? v : json_quote(v));
+    }
+    line += "\n";
+  }
+  std::lock_guard lock(g_mutex);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+} // namespace tributary::log

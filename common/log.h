@@ -1,0 +1,46 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// One line per event on stderr, as text or JSON, each naming its source when
+// it has one:
+//   2026-11-22T01:02:03.456Z info  [arxiv] run finished: incremental succeeded ...
+//   {"time":"2026-11-22T01:02:03.456Z","level":"info","source":"arxiv","message":"run finished: ..."}
+// Thread-safe; lines are never interleaved.
+namespace tributary::log {
+
+enum class Level { debug, info, warn, error };
+enum class Format { text, json };
+
+// Sets the minimum level and format for every later line.
+void configure(Level min_level, Format format);
+// "debug", "info", "warn", "error"; nullopt otherwise.
+std::optional<Level> parse_level(std::string_view s);
+std::optional<Format> parse_format(std::string_view s);
+
+// Extra key/value pairs, rendered as key=value (text) or members (JSON).
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+void write(Level level, std::string_view source, std::string_view message, const Fields& fields = {});
+
+inline void debug(std::string_view source, std::string_view message, const Fields& f = {}) {
+  write(Level::debug, source, message, f);
+}
+inline void info(std::string_view source, std::string_view message, const Fields& f = {}) {
+  write(Level::info, source, message, f);
+}
+inline void warn(std::string_view source, std::string_view message, const Fields& f = {}) {
+  write(Level::warn, source, message, f);
+}
+inline void error(std::string_view source, std::string_view message, const Fields& f = {}) {
+  write(Level::error, source, message, f);
+}
+
+// A JSON string literal for `s` (quotes included), escaping what RFC 8259 requires.
+std::string json_quote(std::string_view s);
+
+} // namespace tributary::log
