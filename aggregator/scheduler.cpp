@@ -1,0 +1,180 @@
+#include "aggregator/scheduler.h"
+
+#include <algorithm>
+
+namespace tributary::agg {
+
+std::string_view to_string(SourceState s) {
+  switch (s) {
+  case SourceState::idle: return "idle";
+  case SourceState::syncing: return "syncing";
+  case SourceState::failing: return "failing";
+  case SourceState::disabled: return "disabled";
+  }
+  return "idle";
+}
+
+Scheduler::Scheduler(uint64_t seed) : m_rng(seed) {}
+
+std::chrono::seconds Scheduler::jittered(std::chrono::seconds d) {
+  const auto spread = d.count() / 10;
+  if (spread <= 0) {
+    return d;
+  }
+  std::uniform_int_distribution<long long> dist(-spread, spread);
+  return std::chrono::seconds(d.count() + dist(m_rng));
+}
+
+std::chrono::seconds Scheduler::backoff(unsigned failures, std::chrono::seconds interval) {
+  const std::chrono::seconds cap = std::max<std::chrono::seconds>(std::chrono::hours(1), interval);
+  if (failures <= 1) {
+    return std::min<std::chrono::seconds>(std::chrono::seconds(30), cap);
+  }
+  const unsigned shift = std::min(failures - 2, 16u);
+  return std::min<std::chrono::seconds>(std::chrono::seconds(60LL << shift), cap);
+}
+
+void Scheduler::configure(const std::vector<sync::SourceConfig>& sources, Time now) {
+  std::map<std::string, Entry> next;
+  for (const auto& s : sources) {
+    auto it = m_entries.find(s.name);
+    Entry e;
+    if (it != m_entries.end()) {
+      e = std::move(it->second);
+      if (e.config.interval != s.interval && e.failures == 0 && !e.running) {
+        e.next_run = std::min(e.next_run, now + s.interval);
+      }
+      if (s.audit_interval.count() == 0) {
+        e.next_audit.reset();
+      } else if (!e.next_audit || e.config.audit_interval != s.audit_interval) {
+        e.next_audit = now + s.audit_interval;
+      }
+    } else {
+      e.next_run = now;
+      if (s.audit_interval.count() > 0) {
+        e.next_audit = now + s.audit_interval;
+      }
+    }
+    e.config = s;
+    next.emplace(s.name, std::move(e));
+  }
+  m_entries = std::move(next);
+}
+
+std::vector<Job> Scheduler::due(Time now, size_t slots) {
+  size_t running = 0;
+  std::vector<std::pair<Time, Entry*>> ready;
+  for (auto& [name, e] : m_entries) {
+    if (e.running) {
+      ++running;
+      continue;
+    }
+    if (!e.config.enabled) {
+      continue;
+    }
+    if (e.requested) {
+      ready.emplace_back(Time::min(), &e); // asked for: first in line
+    } else if (e.next_run <= now) {
+      ready.emplace_back(e.next_run, &e);
+    }
+  }
+  std::sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->config.name < b.second->config.name;
+  });
+  std::vector<Job> jobs;
+  for (auto& [when, e] : ready) {
+    if (running + jobs.size() >= slots) {
+      break;
+    }
+    Job j;
+    j.source = e->config.name;
+    if (e->requested) {
+      j.mode = *e->requested;
+      j.requested = true;
+      e->requested.reset();
+    } else if (e->next_audit && *e->next_audit <= now && e->failures == 0) {
+      j.mode = store::RunMode::audit;
+    } else {
+      j.mode = store::RunMode::incremental; // baselines first when never synced
+    }
+    e->running = true;
+    e->running_mode = j.mode;
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok, Time now) {
+  auto it = m_entries.find(source);
+  if (it == m_entries.end()) {
+    return; // removed from the config while it ran
+  }
+  Entry& e = it->second;
+  e.running = false;
+  if (ok) {
+    e.failures = 0;
+    e.next_run = now + jittered(e.config.interval);
+    if (mode == store::RunMode::audit && e.config.audit_interval.count() > 0) {
+      e.next_audit = now + e.config.audit_interval;
+    }
+  } else {
+    ++e.failures;
+    e.next_run = now + jittered(backoff(e.failures, e.config.interval));
+  }
+}
+
+Scheduler::Request Scheduler::request(const std::string& source, store::RunMode mode) {
+  auto it = m_entries.find(source);
+  if (it == m_entries.end()) {
+    return Request::unknown;
+  }
+  if (!it->second.config.enabled) {
+    return Request::disabled;
+  }
+  it->second.requested = mode;
+  return Request::queued;
+}
+
+std::optional<Time> Scheduler::next_due() const {
+  std::optional<Time> best;
+  for (const auto& [name, e] : m_entries) {
+    if (e.running || !e.config.enabled) {
+      continue;
+    }
+    const Time t = e.requested ? Time::min() : e.next_run;
+    if (!best || t < *best) {
+      best = t;
+    }
+  }
+  return best;
+}
+
+std::vector<Scheduler::View> Scheduler::view() const {
+  std::vector<View> out;
+  for (const auto& [name, e] : m_entries) {
+    View v;
+    v.name = name;
+    v.state = !e.config.enabled ? SourceState::disabled
+              : e.running       ? SourceState::syncing
+              : e.failures > 0  ? SourceState::failing
+                                : SourceState::idle;
+    if (e.running) {
+      v.running = e.running_mode;
+    }
+    v.next_run = e.next_run;
+    v.next_audit = e.next_audit;
+    v.consecutive_failures = e.failures;
+    if (e.requested) {
+      v.queued = std::string(store::to_string(*e.requested));
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+const sync::SourceConfig* Scheduler::source(const std::string& name) const {
+  auto it = m_entries.find(name);
+  return it == m_entries.end() ? nullptr : &it->second.config;
+}
+
+} // namespace tributary::agg

@@ -1,0 +1,85 @@
+#pragma once
+
+#include "sync_engine/source_config.h"
+#include "sync_engine/store/store.h"
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace tributary::agg {
+
+using Time = std::chrono::system_clock::time_point;
+
+enum class SourceState { idle, syncing, failing, disabled };
+std::string_view to_string(SourceState s);
+
+struct Job {
+  std::string source;
+  store::RunMode mode = store::RunMode::incremental;
+  bool requested = false; // asked for through the API
+};
+
+// Decides which source syncs when. Pure: time comes in as an argument, so
+// tests drive it without sleeping; not thread-safe (the daemon locks).
+// - A source is due when first seen; after a success it is due again after
+//   `interval` ±10% jitter (so hundreds of sources do not fire together).
+// - Every `audit_interval` (if set) its next run is an audit instead.
+// - After a failure it backs off: 30 s, 1, 2, 4 … minutes, capped at one
+//   hour (or its interval, if longer), and recovers by itself on success.
+// - At most `slots` jobs start at once; the longest-waiting go first; a
+//   source never runs twice at once.
+class Scheduler {
+public:
+  explicit Scheduler(uint64_t seed = std::random_device{}());
+
+  // Replaces the configured sources. New ones are due now; removed ones are
+  // forgotten (one still running is only reported by finished()); changed
+  // ones keep their timing.
+  void configure(const std::vector<sync::SourceConfig>& sources, Time now);
+  // Jobs to start now, at most `slots`; marks them running.
+  std::vector<Job> due(Time now, size_t slots);
+  // A job ended (ok: it succeeded, fully or partly).
+  void finished(const std::string& source, store::RunMode mode, bool ok, Time now);
+  enum class Request { queued, unknown, disabled };
+  // Runs `mode` on the source as soon as a slot is free.
+  Request request(const std::string& source, store::RunMode mode);
+  // The earliest time a job becomes due (nullopt: nothing scheduled).
+  std::optional<Time> next_due() const;
+
+  struct View {
+    std::string name;
+    SourceState state = SourceState::idle;
+    std::optional<store::RunMode> running;
+    Time next_run{};
+    std::optional<Time> next_audit;
+    unsigned consecutive_failures = 0;
+    std::optional<std::string> queued; // a requested mode waiting for a slot
+  };
+  std::vector<View> view() const;
+  // The source's configuration, or nullptr.
+  const sync::SourceConfig* source(const std::string& name) const;
+
+  // The delay before retrying after `failures` consecutive failures.
+  static std::chrono::seconds backoff(unsigned failures, std::chrono::seconds interval);
+
+private:
+  struct Entry {
+    sync::SourceConfig config;
+    Time next_run{};
+    std::optional<Time> next_audit;
+    unsigned failures = 0;
+    bool running = false;
+    store::RunMode running_mode = store::RunMode::incremental;
+    std::optional<store::RunMode> requested;
+  };
+  std::chrono::seconds jittered(std::chrono::seconds d);
+
+  std::map<std::string, Entry> m_entries;
+  std::mt19937_64 m_rng;
+};
+
+} // namespace tributary::agg

@@ -1,0 +1,118 @@
+#include "aggregator/scheduler.h"
+
+#include <doctest/doctest.h>
+
+using namespace tributary;
+using namespace tributary::agg;
+using namespace std::chrono_literals;
+using store::RunMode;
+
+namespace {
+
+sync::SourceConfig source(const std::string& name, std::chrono::seconds interval = 600s,
+                          std::chrono::seconds audit = 0s) {
+  sync::SourceConfig s;
+  s.name = name;
+  s.url = "http://" + name + ".example/";
+  s.interval = interval;
+  s.audit_interval = audit;
+  return s;
+}
+
+const Time t0 = Time(std::chrono::hours(24 * 365 * 56));
+
+std::vector<std::string> names(const std::vector<Job>& jobs) {
+  std::vector<std::string> out;
+  for (const auto& j : jobs) {
+    out.push_back(j.source);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Scheduler: new sources are due at once, at most `slots` run, and none twice at once") {
+  Scheduler s(1);
+  s.configure({source("a"), source("b"), source("c")}, t0);
+  auto first = s.due(t0, 2);
+  CHECK(names(first) == std::vector<std::string>{"a", "b"});
+  CHECK(first[0].mode == RunMode::incremental);
+  CHECK(s.due(t0, 2).empty()); // both slots busy
+  s.finished("a", RunMode::incremental, true, t0 + 1s);
+  CHECK(names(s.due(t0 + 1s, 2)) == std::vector<std::string>{"c"}); // not a again
+}
+
+TEST_CASE("Scheduler: after a success a source is due again after its interval, with at most 10 percent jitter") {
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    Scheduler s(seed);
+    s.configure({source("a", 600s)}, t0);
+    REQUIRE(s.due(t0, 1).size() == 1);
+    s.finished("a", RunMode::incremental, true, t0);
+    CHECK(s.due(t0 + 539s, 1).empty());
+    CHECK(s.due(t0 + 661s, 1).size() == 1);
+  }
+}
+
+TEST_CASE("Scheduler: failures back off exponentially, capped, and a success recovers") {
+  CHECK(Scheduler::backoff(1, 60s) == 30s);
+  CHECK(Scheduler::backoff(2, 60s) == 60s);
+  CHECK(Scheduler::backoff(3, 60s) == 120s);
+  CHECK(Scheduler::backoff(8, 60s) == 3600s);
+  CHECK(Scheduler::backoff(40, 60s) == 3600s);
+  CHECK(Scheduler::backoff(40, 7200s) == 7200s);
+  Scheduler s(2);
+  s.configure({source("a", 60s)}, t0);
+  Time now = t0;
+  for (unsigned f = 1; f <= 4; ++f) {
+    REQUIRE(s.due(now, 1).size() == 1);
+    s.finished("a", RunMode::incremental, false, now);
+    CHECK(s.view()[0].state == SourceState::failing);
+    CHECK(s.view()[0].consecutive_failures == f);
+    const auto wait = Scheduler::backoff(f, 60s);
+    CHECK(s.due(now + wait * 9 / 10 - 1s, 1).empty());
+    now += wait + wait / 10 + 1s;
+  }
+  REQUIRE(s.due(now, 1).size() == 1);
+  s.finished("a", RunMode::incremental, true, now);
+  CHECK(s.view()[0].state == SourceState::idle);
+  CHECK(s.view()[0].consecutive_failures == 0);
+}
+
+TEST_CASE("Scheduler: audits come every audit_interval, requests jump the queue, disabled sources never run") {
+  Scheduler s(3);
+  auto off = source("off");
+  off.enabled = false;
+  s.configure({source("a", 60s, 3600s), source("b", 60s), off}, t0);
+  CHECK(names(s.due(t0, 5)) == std::vector<std::string>{"a", "b"});
+  s.finished("a", RunMode::incremental, true, t0);
+  s.finished("b", RunMode::incremental, true, t0);
+  for (const Job& j : s.due(t0 + 3601s, 5)) {
+    CHECK(j.mode == (j.source == "a" ? RunMode::audit : RunMode::incremental));
+    s.finished(j.source, j.mode, true, t0 + 3602s);
+  }
+  CHECK(s.request("b", RunMode::baseline) == Scheduler::Request::queued);
+  CHECK(s.request("off", RunMode::baseline) == Scheduler::Request::disabled);
+  CHECK(s.request("zzz", RunMode::baseline) == Scheduler::Request::unknown);
+  auto jobs = s.due(t0 + 3602s, 1);
+  REQUIRE(jobs.size() == 1);
+  CHECK(jobs[0].source == "b");
+  CHECK(jobs[0].mode == RunMode::baseline);
+  CHECK(jobs[0].requested);
+  for (const auto& v : s.view()) {
+    if (v.name == "off") {
+      CHECK(v.state == SourceState::disabled);
+    }
+  }
+}
+
+TEST_CASE("Scheduler: reconfiguring adds, removes and keeps timing, and a removed source's running job is ignored") {
+  Scheduler s(4);
+  s.configure({source("a", 600s), source("b", 600s)}, t0);
+  REQUIRE(s.due(t0, 5).size() == 2);
+  s.finished("a", RunMode::incremental, true, t0);
+  s.configure({source("a", 600s), source("c", 600s)}, t0 + 10s);
+  CHECK(s.source("b") == nullptr);
+  s.finished("b", RunMode::incremental, true, t0 + 11s); // ignored, no crash
+  CHECK(names(s.due(t0 + 12s, 5)) == std::vector<std::string>{"c"}); // a keeps its timing
+  REQUIRE(s.view().size() == 2);
+}
