@@ -1,5 +1,6 @@
 // The `tributary` command line.
 #include "aggregator/commands.h"
+#include "aggregator/daemon.h"
 #include "aggregator/inspect.h"
 #include "common/version.h"
 
@@ -51,6 +52,13 @@ int main(int argc, char** argv) {
                "`listen` address until SIGINT/SIGTERM.");
   serve_cmd->add_option("--config", serve_config, "Configuration file (JSON)")->required();
 
+  std::string run_config;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Run as a service: follow every enabled source on its schedule, republish, and report status over "
+             "HTTP (/status, /api/v1/status, /metrics, /healthz, /readyz) on `listen`. SIGHUP reloads the "
+             "config, SIGINT/SIGTERM stop (exit 0).");
+  run_cmd->add_option("--config", run_config, "Configuration file (JSON)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -74,6 +82,9 @@ int main(int argc, char** argv) {
     }
     if (sync_sub->parsed()) {
       return agg::run_sync(sync_cmd, std::cout, std::cerr);
+    }
+    if (run_cmd->parsed()) {
+      return agg::run_daemon(run_config, std::cout, std::cerr);
     }
     if (serve_cmd->parsed()) {
       return agg::run_serve(serve_config, std::cout, std::cerr);

@@ -90,6 +90,7 @@ struct Republisher::Impl {
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
   bool stopping = false;
+  bool refresh_requested = false;
   int port = 0;
 
   std::shared_mutex cache_mutex;
@@ -316,6 +317,11 @@ struct Republisher::Impl {
   }
 
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
+    if (options.before) {
+      if (auto d = options.before(req, res, can_block)) {
+        return *d;
+      }
+    }
     if (req.method != "GET" && req.method != "HEAD") {
       res.status = 405;
       res.set_header("Allow", "GET, HEAD");
@@ -373,7 +379,12 @@ Result<void> Republisher::start() {
     // the time rendering: a store of millions that changes all the time would
     // otherwise keep a core busy re-rendering its lists.
     auto pause = std::chrono::milliseconds(1000);
-    while (!m.stop_cv.wait_for(lock, pause, [&m] { return m.stopping; })) {
+    for (;;) {
+      m.stop_cv.wait_for(lock, pause, [&m] { return m.stopping || m.refresh_requested; });
+      if (m.stopping) {
+        break;
+      }
+      m.refresh_requested = false;
       lock.unlock();
       const auto started = std::chrono::steady_clock::now();
       // A failed refresh keeps serving the last documents; say so once per
@@ -395,6 +406,14 @@ Result<void> Republisher::start() {
 }
 
 int Republisher::port() const { return m_impl->port; }
+
+void Republisher::refresh_soon() {
+  {
+    std::lock_guard lock(m_impl->stop_mutex);
+    m_impl->refresh_requested = true;
+  }
+  m_impl->stop_cv.notify_all();
+}
 
 void Republisher::stop() {
   Impl& m = *m_impl;

@@ -1,11 +1,14 @@
 #pragma once
 
 #include "republisher/documents.h"
+#include "republisher/http_server.h"
 #include "republisher/url_scheme.h"
 #include "sync_engine/store/blob_store.h"
 #include "sync_engine/store/store_reader.h"
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace tributary::pub {
@@ -17,6 +20,9 @@ struct ServerOptions {
   size_t change_list_part = 10000;
   int threads = 16;              // workers for requests that query the store or open files
   std::vector<NamedSet> named_sets; // sets merging several sources, beside one per upstream set
+  // Routes tried before ours on the same address (the daemon's status API):
+  // nullopt passes the request on to the republisher.
+  std::function<std::optional<http::Disposition>(const http::Request&, http::Response&, bool can_block)> before;
 };
 
 // Serves Tributary's own ResourceSync documents and the mirrored content,
@@ -36,6 +42,9 @@ public:
   // Binds and starts serving on a background thread; fails (io) when the
   // address cannot be bound.
   Result<void> start();
+  // Asks for the documents to be rendered again now if the store moved on
+  // (the daemon calls it after a run), instead of at the next periodic check.
+  void refresh_soon();
   // The bound port (after start()).
   int port() const;
   // Stops accepting, finishes requests in flight, joins.

@@ -3,6 +3,11 @@
 // Runs the built `tributary` executable as a process, capturing its output.
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -36,8 +41,8 @@ inline Run run_tributary(const std::string& args) {
   return r;
 }
 
-// Starts `tributary ARGS` in the background with its standard output going
-// to `stdout_path`; returns its pid.
+// Starts `tributary ARGS` in the background with its standard output and
+// error going to `stdout_path`; returns its pid.
 inline pid_t spawn_tributary(const std::vector<std::string>& args, const std::string& stdout_path = "/dev/null") {
   std::vector<std::string> all{TRIBUTARY_BIN};
   all.insert(all.end(), args.begin(), args.end());
@@ -49,10 +54,25 @@ inline pid_t spawn_tributary(const std::vector<std::string>& args, const std::st
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = 0;
   REQUIRE(posix_spawn(&pid, all[0].c_str(), &fa, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
   return pid;
+}
+
+// A loopback port nobody listens on right now.
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
 }
 
 } // namespace tributary::test

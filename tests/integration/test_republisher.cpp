@@ -41,20 +41,6 @@ Got get(const std::string& url, const httplib::Headers& headers = {}, bool head 
   return Got{r->status, r->body, r->headers};
 }
 
-// A loopback port nobody listens on right now.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 int get_status(const std::string& url) {
   auto u = sync::parse_url(url);
   httplib::Client c(u->origin());

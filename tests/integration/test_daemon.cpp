@@ -1,0 +1,251 @@
+// `tributary run` as a real process over a real PostgreSQL and real HTTP
+// upstreams: it reaches in-sync, follows changes into its own Change List,
+// answers the status API (counts equal to the database's), guards the admin
+// endpoint, reloads on SIGHUP (adding and removing sources, refusing an
+// invalid file) and stops cleanly on SIGTERM.
+#include "process.h"
+#include "sync_fixture.h"
+
+#include "common/percent.h"
+#include "resourcesync/reader.h"
+#include "sync_engine/fetcher.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <signal.h>
+#include <thread>
+
+using namespace tributary;
+using namespace tributary::test;
+using nlohmann::json;
+
+namespace {
+
+struct Answer {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+Answer call(const std::string& base, const std::string& method, const std::string& path,
+            const httplib::Headers& headers = {}, const std::string& body = "") {
+  auto u = sync::parse_url(base);
+  httplib::Client c(u->origin());
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  auto r = method == "POST" ? c.Post(path.c_str(), headers, body, "application/json") : c.Get(path.c_str(), headers);
+  if (!r) {
+    return {};
+  }
+  return {r->status, r->body, r->get_header_value("Content-Type")};
+}
+
+json status_of(const std::string& base) {
+  Answer a = call(base, "GET", "/api/v1/status");
+  if (a.status != 200) {
+    return json();
+  }
+  auto j = json::parse(a.body, nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+const json* find_source(const json& status, const std::string& name) {
+  if (!status.is_object() || !status.contains("data")) {
+    return nullptr;
+  }
+  for (const auto& s : status["data"]["sources"]) {
+    if (s["name"] == name) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+// Waits until `pred(status)` holds (true) or `seconds` pass (false).
+bool wait_for(const std::string& base, const std::function<bool(const json&)>& pred, double seconds = 20) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred(status_of(base))) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+bool in_sync(const json& st, const std::string& name, uint64_t live) {
+  const json* s = find_source(st, name);
+  return s && (*s)["state"] == "idle" && !(*s)["last_success"].is_null() && (*s)["resources"]["live"] == live;
+}
+
+std::string config_text(const std::string& db, const std::filesystem::path& dir, int port,
+                        const std::vector<std::pair<std::string, std::string>>& sources) {
+  json j{{"database", db},
+         {"data_dir", (dir / "data").string()},
+         {"listen", "127.0.0.1:" + std::to_string(port)},
+         {"admin_token_file", (dir / "token").string()},
+         {"max_concurrent_syncs", 2}};
+  j["sources"] = json::array();
+  for (const auto& [name, url] : sources) {
+    j["sources"].push_back({{"name", name}, {"url", url}, {"interval", "1s"}, {"max_requests_per_second", 0}});
+  }
+  return j.dump(2);
+}
+
+// Every URL of our Change List index's parts, newest part last.
+std::string our_change_list(const std::string& base, const std::string& set) {
+  Answer index = call(base, "GET", "/sets/" + set + "/changelist.xml");
+  if (index.status != 200) {
+    return "";
+  }
+  auto doc = rs::parse_document(index.body);
+  std::string all = index.body;
+  if (doc.document.header.root == rs::RootElement::urlset) {
+    return all;
+  }
+  for (const auto& e : doc.document.entries) {
+    auto u = sync::parse_url(e.loc);
+    all += call(base, "GET", u->target).body;
+  }
+  return all;
+}
+
+} // namespace
+
+TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin API, reloads and stops cleanly") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "alpha");
+  site.put("/res/b.txt", "bravo");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  Upstream up2;
+  Site site2(up2);
+  site2.put("/x.txt", "x-ray");
+  site2.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site2.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+
+  TempDatabase db;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-daemon-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << "s3cret-token\n";
+  const int port = free_port();
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  const std::string cfg = (dir / "tributary.json").string();
+  std::ofstream(cfg) << config_text(db.conninfo(), dir, port, {{"up", up.url("/")}});
+  REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  const std::string log = (dir / "daemon.log").string();
+  pid_t daemon = spawn_tributary({"run", "--config", cfg}, log);
+  auto log_text = [&log] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+
+  // In sync, and the status API's counts are the database's.
+  const bool synced = wait_for(base, [](const json& st) { return in_sync(st, "up", 2); });
+  INFO(log_text());
+  REQUIRE(synced);
+  CHECK(call(base, "GET", "/healthz").status == 200);
+  CHECK(call(base, "GET", "/readyz").status == 200);
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    const auto live = tx.exec1("SELECT count(*) FROM resource WHERE state = 'live'")[0].as<uint64_t>();
+    const json st = status_of(base);
+    const json* s = find_source(st, "up");
+    REQUIRE(s);
+    CHECK((*s)["resources"]["live"] == live);
+    CHECK((*s)["bytes"] == 10);
+    CHECK((*s)["lag"]["unapplied_changes"] == 0);
+  }
+
+  // An upstream change appears in our own Change List within interval + 1 s.
+  std::vector<double> delays;
+  for (int i = 0; i < 3; ++i) {
+    const std::string path = "/res/new" + std::to_string(i) + ".txt";
+    site.put(path, "new " + std::to_string(i));
+    std::vector<rs::Entry> changes;
+    for (int k = 0; k <= i; ++k) {
+      changes.push_back(change_entry(up.url("/res/new" + std::to_string(k) + ".txt"), rs::Change::created,
+                                     ts(("2026-01-02T00:00:0" + std::to_string(k) + "Z").c_str()), "new " + std::to_string(k)));
+    }
+    const auto changed_at = std::chrono::steady_clock::now();
+    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+    const std::string encoded = percent_encode(up.url(path));
+    bool seen = false;
+    while (!seen && std::chrono::steady_clock::now() - changed_at < std::chrono::seconds(10)) {
+      seen = our_change_list(base, "up").find(encoded) != std::string::npos;
+      if (!seen) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    INFO(our_change_list(base, "up"));
+    INFO(encoded);
+    REQUIRE(seen);
+    delays.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - changed_at).count());
+  }
+  const double worst = *std::max_element(delays.begin(), delays.end());
+  MESSAGE("propagation delays (s): " << delays[0] << ", " << delays[1] << ", " << delays[2]);
+  CHECK(worst <= 1.1 + 1.0 + 0.5); // interval (+10% jitter) + 1 s, and a margin for a loaded CI machine
+
+  // Metrics and the status page.
+  Answer metrics = call(base, "GET", "/metrics");
+  CHECK(metrics.status == 200);
+  CHECK(metrics.body.find("tributary_source_resources{source=\"up\"} 5") != std::string::npos);
+  CHECK(metrics.body.find("# TYPE tributary_source_lag_seconds gauge") != std::string::npos);
+  Answer page = call(base, "GET", "/status");
+  CHECK(page.status == 200);
+  CHECK(page.content_type.rfind("text/html", 0) == 0);
+  CHECK(page.body.find("api/v1/status") != std::string::npos);
+  Answer runs = call(base, "GET", "/api/v1/sources/up/runs");
+  CHECK(runs.status == 200);
+  CHECK(json::parse(runs.body)["data"]["runs"].size() >= 2);
+  Answer unknown = call(base, "GET", "/api/v1/sources/nope");
+  CHECK(unknown.status == 404);
+  CHECK(json::parse(unknown.body)["error"]["code"] == "unknown_source");
+
+  // The admin endpoint: no token, a wrong one, then the right one.
+  const std::string body = R"({"mode": "audit"})";
+  CHECK(call(base, "POST", "/api/v1/sources/up/sync", {}, body).status == 401);
+  CHECK(call(base, "POST", "/api/v1/sources/up/sync", {{"Authorization", "Bearer wrong"}}, body).status == 401);
+  const httplib::Headers auth{{"Authorization", "Bearer s3cret-token"}};
+  CHECK(call(base, "POST", "/api/v1/sources/up/sync", auth, R"({"mode": "sideways"})").status == 400);
+  CHECK(call(base, "POST", "/api/v1/sources/nope/sync", auth, body).status == 404);
+  Answer queued = call(base, "POST", "/api/v1/sources/up/sync", auth, body);
+  CHECK(queued.status == 202);
+  CHECK(json::parse(queued.body)["data"]["queued"] == true);
+  CHECK(wait_for(base, [](const json& st) {
+    const json* s = find_source(st, "up");
+    return s && (*s)["last_success"].is_object() && (*s)["last_success"]["mode"] == "audit";
+  }));
+
+  // SIGHUP: add a source, then remove it; an invalid file changes nothing.
+  std::ofstream(cfg) << config_text(db.conninfo(), dir, port, {{"up", up.url("/")}, {"second", up2.url("/")}});
+  kill(daemon, SIGHUP);
+  CHECK(wait_for(base, [](const json& st) { return in_sync(st, "second", 1); }));
+  std::ofstream(cfg) << "{\"database\": 7, \"sources\": [";
+  kill(daemon, SIGHUP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(call(base, "GET", "/healthz").status == 200);
+  CHECK(find_source(status_of(base), "second") != nullptr);
+  CHECK(log_text().find("is invalid; still running with the previous config") != std::string::npos);
+  std::ofstream(cfg) << config_text(db.conninfo(), dir, port, {{"up", up.url("/")}});
+  kill(daemon, SIGHUP);
+  CHECK(wait_for(base, [](const json& st) { return st.is_object() && !find_source(st, "second"); }));
+
+  // SIGTERM: exit 0 within a few seconds.
+  const auto stop_at = std::chrono::steady_clock::now();
+  kill(daemon, SIGTERM);
+  int status = 0;
+  waitpid(daemon, &status, 0);
+  CHECK(std::chrono::steady_clock::now() - stop_at < std::chrono::seconds(5));
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  const std::string text = log_text();
+  CHECK(text.find("[up] run finished") != std::string::npos);
+  CHECK(text.find("stopped") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
