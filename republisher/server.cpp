@@ -1,5 +1,6 @@
 #include "republisher/server.h"
 
+#include "common/log.h"
 #include "common/percent.h"
 #include "republisher/http_server.h"
 
@@ -392,8 +393,7 @@ Result<void> Republisher::start() {
       auto r = m.refresh(false);
       const std::string reason = r ? std::string() : r.error().message;
       if (!reason.empty() && reason != m.last_refresh_error) {
-        std::fprintf(stderr, "tributary serve: documents not refreshed (still serving the last ones): %s\n",
-                     reason.c_str());
+        log::warn("", "documents not refreshed (still serving the last ones): " + reason);
       }
       m.last_refresh_error = reason;
       const auto took =

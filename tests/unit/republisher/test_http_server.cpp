@@ -37,11 +37,19 @@ struct Client {
   void send(const std::string& s) const {
     REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size()));
   }
-  // Reads until the peer closes or `timeout_ms` passes without data.
-  std::string read_all(int timeout_ms = 2000) const {
+  // Reads until `s` has arrived `count` times (never, when `s` is empty),
+  // the peer closes, or `timeout_ms` passes without data.
+  std::string read_until(const std::string& s, int count = 1, int timeout_ms = 3000) const {
     std::string out;
     char buf[65536];
-    for (;;) {
+    auto seen = [&] {
+      int c = 0;
+      for (size_t p = s.empty() ? std::string::npos : out.find(s); p != std::string::npos; p = out.find(s, p + 1)) {
+        ++c;
+      }
+      return c;
+    };
+    while (s.empty() || seen() < count) {
       pollfd p{fd, POLLIN, 0};
       if (::poll(&p, 1, timeout_ms) <= 0) {
         break;
@@ -54,30 +62,8 @@ struct Client {
     }
     return out;
   }
-  // Reads until `s` has arrived `count` times (or a timeout).
-  std::string read_until(const std::string& s, int count = 1) const {
-    std::string out;
-    char buf[65536];
-    auto seen = [&] {
-      int c = 0;
-      for (size_t p = out.find(s); p != std::string::npos; p = out.find(s, p + 1)) {
-        ++c;
-      }
-      return c;
-    };
-    while (seen() < count) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 3000) <= 0) {
-        break;
-      }
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) {
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
+  // Everything until the peer closes (or `timeout_ms` without data).
+  std::string read_all(int timeout_ms = 2000) const { return read_until("", 0, timeout_ms); }
   bool closed_by_peer(int timeout_ms = 3000) const {
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, timeout_ms) <= 0) {
