@@ -4,7 +4,7 @@
 #include "common/percent.h"
 #include "republisher/http_server.h"
 
-#include <zlib.h>
+#include "resourcesync/writer.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -25,20 +25,6 @@ namespace {
 std::string http_date(rs::Timestamp t) {
   return http::http_date(
       std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(t)));
-}
-
-std::string gzip(const std::string& data) {
-  z_stream zs{};
-  deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 32, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
 }
 
 bool accepts_gzip(const http::Request& req) {
@@ -71,7 +57,7 @@ std::shared_ptr<const CachedDocument> cached(std::string body, const std::string
   auto d = std::make_shared<CachedDocument>();
   d->immutable = immutable;
   d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
-  d->gzipped = gzip(body);
+  d->gzipped = rs::gzip(body);
   d->body = std::move(body);
   d->content_type = type;
   return d;

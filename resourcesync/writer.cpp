@@ -1,5 +1,9 @@
 #include "resourcesync/writer.h"
 
+#include <zlib.h>
+
+#include <new>
+
 #include <charconv>
 #include <stdexcept>
 
@@ -429,6 +433,22 @@ size_t PartitionedWriter::finish() {
   write_root_close(xml, RootElement::sitemapindex);
   m_sink(WrittenPart{m_index_url, std::move(xml), m_written.size(), true});
   return m_parts;
+}
+
+std::string gzip(std::string_view data) {
+  z_stream zs{};
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    throw std::bad_alloc(); // deflateInit2 fails only for want of memory with these arguments
+  }
+  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 32, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  zs.avail_in = static_cast<uInt>(data.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
 }
 
 } // namespace tributary::rs

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace tributary::rs {
 
@@ -99,5 +100,9 @@ private:
   };
   std::vector<PartInfo> m_written;
 };
+
+// `data` gzip-compressed (one member, default level): for `.xml.gz`
+// sitemaps and `Content-Encoding: gzip` bodies.
+std::string gzip(std::string_view data);
 
 } // namespace tributary::rs

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "resourcesync/reader.h"
+#include "resourcesync/writer.h"
 
 #include <zlib.h>
 
@@ -10,22 +11,7 @@
 namespace tributary::test {
 
 // gzip-compresses `data` (one member).
-inline std::string gzip(std::string_view data) {
-  z_stream zs{};
-  if (deflateInit2(&zs, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    throw std::runtime_error("deflateInit2");
-  }
-  std::string out;
-  out.resize(deflateBound(&zs, static_cast<uLong>(data.size())) + 64);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-  zs.avail_in = static_cast<uInt>(data.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
+inline std::string gzip(std::string_view data) { return rs::gzip(data); }
 
 // The first diagnostic of `severity` whose message contains `needle`.
 inline bool has_diagnostic(const rs::ReadSummary& s, rs::Severity severity, std::string_view needle) {
