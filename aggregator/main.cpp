@@ -1,6 +1,7 @@
 // The `tributary` command line.
 #include "aggregator/commands.h"
 #include "aggregator/daemon.h"
+#include "aggregator/simulate.h"
 #include "aggregator/inspect.h"
 #include "common/version.h"
 
@@ -59,6 +60,22 @@ int main(int argc, char** argv) {
              "config, SIGINT/SIGTERM stop (exit 0).");
   run_cmd->add_option("--config", run_config, "Configuration file (JSON)")->required();
 
+  agg::SimulateOptions sim;
+  std::string sim_listen = "127.0.0.1:8090";
+  auto* sim_cmd = app.add_subcommand(
+      "simulate", "Serve a changing ResourceSync Source from memory (for demos, tests and benchmarks) until "
+                  "SIGINT/SIGTERM: Source Description, Capability List, Resource List (index past 50,000), Change "
+                  "List index with closing parts, and the resources. Deterministic for a seed.");
+  sim_cmd->add_option("--listen", sim_listen, "host:port (default 127.0.0.1:8090; port 0: any)");
+  sim_cmd->add_option("--public-url", sim.public_url, "Base URL in the documents (default http://<listen>)");
+  sim_cmd->add_option("--resources", sim.resources, "Resources at the start (default 1000)");
+  sim_cmd->add_option("--change-rate", sim.change_rate, "Changes per second (default 1)")->check(CLI::Range(0.0, 1e6));
+  sim_cmd->add_option("--seed", sim.seed, "Seed for which resource changes how (default 1)");
+  sim_cmd->add_option("--size", sim.size, "Bytes per resource (default 1024)")->check(CLI::Range(1, 1 << 26));
+  sim_cmd->add_option("--part-size", sim.part_size, "Changes per Change List part (default 1000)")
+      ->check(CLI::Range(1, 50000));
+  sim_cmd->add_flag("--mirror", sim.mirror, "Add rel=\"duplicate\" links to a mirror path on the same server");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -82,6 +99,16 @@ int main(int argc, char** argv) {
     }
     if (sync_sub->parsed()) {
       return agg::run_sync(sync_cmd, std::cout, std::cerr);
+    }
+    if (sim_cmd->parsed()) {
+      const auto colon = sim_listen.rfind(':');
+      if (colon == std::string::npos) {
+        std::cerr << "tributary simulate: --listen expects host:port\n";
+        return agg::k_exit_usage;
+      }
+      sim.host = sim_listen.substr(0, colon);
+      sim.port = std::stoi(sim_listen.substr(colon + 1));
+      return agg::run_simulate(sim, std::cout, std::cerr);
     }
     if (run_cmd->parsed()) {
       return agg::run_daemon(run_config, std::cout, std::cerr);

@@ -1,0 +1,494 @@
+#include "aggregator/simulate.h"
+
+#include "republisher/http_server.h"
+#include "resourcesync/datetime.h"
+#include "resourcesync/hash.h"
+#include "resourcesync/writer.h"
+
+#include <csignal>
+#include <pthread.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <random>
+#include <thread>
+
+namespace tributary::agg {
+
+namespace {
+
+constexpr uint64_t k_none = ~0ull;
+
+rs::Timestamp now_us() {
+  return std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+}
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+struct Simulator::Impl {
+  SimulateOptions options;
+  std::string base;
+  std::unique_ptr<http::Server> server;
+
+  struct Resource {
+    uint32_t version = 0;
+    bool live = false;
+    rs::Timestamp lastmod{};
+    std::string md5;
+  };
+  struct ChangeRecord {
+    uint64_t id;
+    uint32_t version;
+    rs::Change kind;
+    rs::Timestamp at;
+  };
+
+  mutable std::mutex mutex;
+  std::vector<Resource> resources;  // by id
+  std::vector<uint64_t> live_ids;   // for picking one at random
+  std::vector<uint64_t> live_pos;   // id -> index in live_ids, or k_none
+  std::vector<ChangeRecord> log;
+  std::mt19937_64 rng;
+  rs::Timestamp started{};
+  rs::Timestamp last_time{};
+
+  // Rendered documents: closed Change List parts once; the rest when the
+  // state moved on (the Resource List at most once a second).
+  std::map<size_t, std::shared_ptr<const std::string>> closed_parts;
+  std::map<std::string, std::shared_ptr<const std::string>> resource_list_docs;
+  std::chrono::steady_clock::time_point resource_list_rendered{};
+  uint64_t resource_list_stamp = k_none;
+
+  std::thread ticker;
+  std::mutex stop_mutex;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+
+  explicit Impl(SimulateOptions o) : options(std::move(o)), rng(options.seed) {}
+
+  // The bytes of a resource version: a function of (seed, id, version).
+  std::string content(uint64_t id, uint32_t version) const {
+    std::string s = "resource " + std::to_string(id) + " version " + std::to_string(version) + "\n";
+    uint64_t x = splitmix(options.seed ^ (id << 20) ^ version);
+    while (s.size() < options.size) {
+      x = splitmix(x);
+      for (int i = 0; i < 8 && s.size() < options.size; ++i) {
+        s.push_back(static_cast<char>('a' + ((x >> (i * 8)) & 0xff) % 26));
+      }
+    }
+    s.resize(std::max<size_t>(options.size, 1));
+    return s;
+  }
+
+  rs::Timestamp next_time() {
+    rs::Timestamp t = now_us();
+    if (t <= last_time) {
+      t = last_time + std::chrono::microseconds(1);
+    }
+    last_time = t;
+    return t;
+  }
+
+  void set_live(uint64_t id, bool live) {
+    if (live && live_pos[id] == k_none) {
+      live_pos[id] = live_ids.size();
+      live_ids.push_back(id);
+    } else if (!live && live_pos[id] != k_none) {
+      const uint64_t last = live_ids.back();
+      live_ids[live_pos[id]] = last;
+      live_pos[last] = live_pos[id];
+      live_ids.pop_back();
+      live_pos[id] = k_none;
+    }
+    resources[id].live = live;
+  }
+
+  void write_version(uint64_t id, rs::Timestamp at) {
+    Resource& r = resources[id];
+    ++r.version;
+    r.lastmod = at;
+    r.md5 = rs::hash_hex(rs::HashAlgorithm::md5, content(id, r.version));
+  }
+
+  // One change, chosen by the seeded generator: 20% create, 15% delete
+  // (while more than one is live), else update.
+  void change_one() {
+    const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+    const rs::Timestamp at = next_time();
+    if (r < 0.2 || live_ids.empty()) {
+      const uint64_t id = resources.size();
+      resources.emplace_back();
+      live_pos.push_back(k_none);
+      write_version(id, at);
+      set_live(id, true);
+      log.push_back({id, resources[id].version, rs::Change::created, at});
+      return;
+    }
+    const uint64_t id = live_ids[std::uniform_int_distribution<size_t>(0, live_ids.size() - 1)(rng)];
+    if (r < 0.35 && live_ids.size() > 1) {
+      set_live(id, false);
+      resources[id].lastmod = at;
+      log.push_back({id, resources[id].version, rs::Change::deleted, at});
+      return;
+    }
+    write_version(id, at);
+    log.push_back({id, resources[id].version, rs::Change::updated, at});
+  }
+
+  std::string url(const std::string& path) const { return base + path; }
+
+  rs::Entry entry_of(uint64_t id, const Resource& r) const {
+    rs::Entry e;
+    e.loc = url("/res/" + std::to_string(id));
+    e.lastmod = r.lastmod;
+    e.md = rs::Metadata{};
+    e.md->hash = {rs::HashValue{"md5", r.md5}};
+    e.md->length = options.size;
+    e.md->type = "text/plain";
+    if (options.mirror) {
+      e.links.push_back(rs::Link{.rel = "duplicate", .href = url("/mirror/res/" + std::to_string(id)), .pri = 1});
+    }
+    return e;
+  }
+
+  rs::DocumentHeader header(const char* capability, rs::RootElement root = rs::RootElement::urlset) const {
+    rs::DocumentHeader h;
+    h.root = root;
+    h.md = rs::Metadata{};
+    h.md->capability = capability;
+    return h;
+  }
+
+  std::string source_description() const {
+    rs::Document d;
+    d.header = header("description");
+    d.header.links.push_back(rs::Link{.rel = "describedby", .href = url("/about")});
+    rs::Entry e;
+    e.loc = url("/capabilitylist.xml");
+    e.md = rs::Metadata{};
+    e.md->capability = "capabilitylist";
+    d.entries.push_back(e);
+    return rs::write_document(d);
+  }
+
+  std::string capability_list() const {
+    rs::Document d;
+    d.header = header("capabilitylist");
+    d.header.links.push_back(rs::Link{.rel = "up", .href = url("/.well-known/resourcesync")});
+    for (const char* cap : {"resourcelist", "changelist"}) {
+      rs::Entry e;
+      e.loc = url("/" + std::string(cap) + ".xml");
+      e.md = rs::Metadata{};
+      e.md->capability = cap;
+      d.entries.push_back(e);
+    }
+    return rs::write_document(d);
+  }
+
+  // The Resource List (an index of parts past 50,000 entries); caller locks.
+  void render_resource_list() {
+    auto docs = std::map<std::string, std::shared_ptr<const std::string>>();
+    rs::DocumentHeader h = header("resourcelist");
+    h.md->at = now_us();
+    h.links.push_back(rs::Link{.rel = "up", .href = url("/capabilitylist.xml")});
+    rs::PartitionedWriter w(
+        h, url("/resourcelist.xml"), [this](size_t n) { return url("/resourcelist-" + std::to_string(n) + ".xml"); },
+        [&docs, this](rs::WrittenPart&& p) {
+          docs[p.url.substr(base.size())] = std::make_shared<const std::string>(std::move(p.xml));
+        });
+    for (uint64_t id = 0; id < resources.size(); ++id) {
+      if (resources[id].live) {
+        w.add(entry_of(id, resources[id]));
+      }
+    }
+    w.update_header([](rs::DocumentHeader& hd) { hd.md->completed = now_us(); });
+    w.finish();
+    resource_list_docs = std::move(docs);
+    resource_list_stamp = log.size();
+    resource_list_rendered = std::chrono::steady_clock::now();
+  }
+
+  rs::Timestamp part_from(size_t k) const {
+    return k == 0 ? started : log[k * options.part_size - 1].at;
+  }
+
+  std::string change_part(size_t k) const {
+    const size_t first = k * options.part_size;
+    const size_t last = std::min(log.size(), first + options.part_size);
+    const bool closed = last - first == options.part_size;
+    rs::DocumentHeader h = header("changelist");
+    h.md->from = part_from(k);
+    if (closed) {
+      h.md->until = log[last - 1].at;
+    }
+    h.links.push_back(rs::Link{.rel = "up", .href = url("/capabilitylist.xml")});
+    h.links.push_back(rs::Link{.rel = "index", .href = url("/changelist.xml")});
+    std::string out;
+    rs::DocumentWriter w(out);
+    w.begin(h);
+    for (size_t i = first; i < last; ++i) {
+      const ChangeRecord& c = log[i];
+      rs::Entry e;
+      if (c.kind == rs::Change::deleted) {
+        e.loc = url("/res/" + std::to_string(c.id));
+        e.md = rs::Metadata{};
+      } else {
+        Resource r;
+        r.version = c.version;
+        r.lastmod = c.at;
+        r.md5 = rs::hash_hex(rs::HashAlgorithm::md5, content(c.id, c.version));
+        e = entry_of(c.id, r);
+      }
+      e.lastmod = c.at;
+      e.md->change = c.kind;
+      e.md->datetime = c.at;
+      w.entry(e);
+    }
+    w.end();
+    return out;
+  }
+
+  std::string change_index() const {
+    rs::DocumentHeader h = header("changelist", rs::RootElement::sitemapindex);
+    h.md->from = started;
+    h.links.push_back(rs::Link{.rel = "up", .href = url("/capabilitylist.xml")});
+    std::string out;
+    rs::DocumentWriter w(out);
+    w.begin(h);
+    const size_t parts = log.size() / options.part_size + 1;
+    for (size_t k = 0; k < parts; ++k) {
+      rs::Entry e;
+      e.loc = url("/changelist-" + std::to_string(k + 1) + ".xml");
+      e.md = rs::Metadata{};
+      e.md->from = part_from(k);
+      if ((k + 1) * options.part_size <= log.size()) {
+        e.md->until = log[(k + 1) * options.part_size - 1].at;
+      }
+      w.entry(e);
+    }
+    w.end();
+    return out;
+  }
+
+  // The document at `path`, or nullptr.
+  std::shared_ptr<const std::string> document(const std::string& path) {
+    std::lock_guard lock(mutex);
+    if (path == "/.well-known/resourcesync") {
+      return std::make_shared<const std::string>(source_description());
+    }
+    if (path == "/capabilitylist.xml") {
+      return std::make_shared<const std::string>(capability_list());
+    }
+    if (path == "/changelist.xml") {
+      return std::make_shared<const std::string>(change_index());
+    }
+    if (path.rfind("/changelist-", 0) == 0) {
+      size_t k = 0;
+      try {
+        k = std::stoul(path.substr(12)) - 1;
+      } catch (const std::exception&) {
+        return nullptr;
+      }
+      if (k > log.size() / options.part_size) {
+        return nullptr;
+      }
+      const bool closed = (k + 1) * options.part_size <= log.size();
+      if (!closed) {
+        return std::make_shared<const std::string>(change_part(k));
+      }
+      auto& slot = closed_parts[k];
+      if (!slot) {
+        slot = std::make_shared<const std::string>(change_part(k));
+      }
+      return slot;
+    }
+    if (path.rfind("/resourcelist", 0) == 0) {
+      if (resource_list_stamp != log.size() &&
+          std::chrono::steady_clock::now() - resource_list_rendered >= std::chrono::seconds(1)) {
+        render_resource_list();
+      }
+      auto it = resource_list_docs.find(path);
+      return it == resource_list_docs.end() ? nullptr : it->second;
+    }
+    return nullptr;
+  }
+
+  http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.status = 405;
+      res.set_header("Allow", "GET, HEAD");
+      return http::Disposition::done;
+    }
+    std::string path = req.path;
+    const bool mirror = path.rfind("/mirror/res/", 0) == 0;
+    if (mirror) {
+      path = path.substr(7);
+    }
+    if (path.rfind("/res/", 0) == 0) {
+      uint64_t id = 0;
+      try {
+        size_t used = 0;
+        id = std::stoull(path.substr(5), &used);
+        if (used != path.size() - 5) {
+          throw std::invalid_argument(path);
+        }
+      } catch (const std::exception&) {
+        res.status = 404;
+        return http::Disposition::done;
+      }
+      std::lock_guard lock(mutex);
+      if (id >= resources.size()) {
+        res.status = 404;
+        return http::Disposition::done;
+      }
+      const Resource& r = resources[id];
+      if (!r.live) {
+        res.status = 410;
+        return http::Disposition::done;
+      }
+      res.set_header("ETag", "\"" + r.md5 + "\"");
+      res.set_body(content(id, r.version), "text/plain");
+      res.ranges = true;
+      return http::Disposition::done;
+    }
+    if (path == "/about") {
+      res.set_body("A ResourceSync Source simulated by tributary simulate (seed " + std::to_string(options.seed) +
+                       ").\n",
+                   "text/plain");
+      return http::Disposition::done;
+    }
+    if (!can_block) {
+      return http::Disposition::blocking; // rendering a large list takes a while
+    }
+    auto doc = document(path);
+    if (!doc) {
+      res.status = 404;
+      return http::Disposition::done;
+    }
+    res.set_shared(doc, "application/xml");
+    return http::Disposition::done;
+  }
+
+  void tick() {
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t applied = 0;
+    std::unique_lock lock(stop_mutex);
+    while (!stop_cv.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping; })) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto due = static_cast<uint64_t>(secs * options.change_rate);
+      if (due > applied) {
+        std::lock_guard state(mutex);
+        for (; applied < due; ++applied) {
+          change_one();
+        }
+      }
+    }
+  }
+};
+
+Simulator::Simulator(SimulateOptions options) : m_impl(std::make_unique<Impl>(std::move(options))) {}
+
+Simulator::~Simulator() { stop(); }
+
+Result<void> Simulator::start() {
+  Impl& m = *m_impl;
+  m.options.part_size = std::max<size_t>(1, std::min<size_t>(m.options.part_size, 50000));
+  http::ServerOptions so;
+  so.host = m.options.host;
+  so.port = m.options.port;
+  so.workers = 4;
+  m.server = std::make_unique<http::Server>(so, [&m](const http::Request& req, http::Response& res, bool can_block) {
+    return m.handle(req, res, can_block);
+  });
+  if (auto r = m.server->start(); !r) {
+    return r;
+  }
+  m.base = m.options.public_url.empty() ? "http://" + m.options.host + ":" + std::to_string(m.server->port())
+                                        : m.options.public_url;
+  while (!m.base.empty() && m.base.back() == '/') {
+    m.base.pop_back();
+  }
+  {
+    std::lock_guard lock(m.mutex);
+    m.started = m.last_time = now_us();
+    m.resources.resize(m.options.resources);
+    m.live_pos.assign(m.options.resources, k_none);
+    for (uint64_t id = 0; id < m.options.resources; ++id) {
+      m.write_version(id, m.started);
+      m.set_live(id, true);
+    }
+    m.render_resource_list();
+  }
+  m.ticker = std::thread([&m] { m.tick(); });
+  return {};
+}
+
+int Simulator::port() const { return m_impl->server ? m_impl->server->port() : 0; }
+
+std::string Simulator::base_url() const { return m_impl->base; }
+
+void Simulator::change(uint64_t n) {
+  std::lock_guard lock(m_impl->mutex);
+  for (uint64_t i = 0; i < n; ++i) {
+    m_impl->change_one();
+  }
+}
+
+uint64_t Simulator::changes() const {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->log.size();
+}
+
+uint64_t Simulator::live() const {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->live_ids.size();
+}
+
+void Simulator::stop() {
+  Impl& m = *m_impl;
+  {
+    std::lock_guard lock(m.stop_mutex);
+    if (m.stopping) {
+      return;
+    }
+    m.stopping = true;
+  }
+  m.stop_cv.notify_all();
+  if (m.ticker.joinable()) {
+    m.ticker.join();
+  }
+  if (m.server) {
+    m.server->stop();
+  }
+}
+
+int run_simulate(const SimulateOptions& options, std::ostream& out, std::ostream& err) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  Simulator sim(options);
+  if (auto r = sim.start(); !r) {
+    err << "tributary simulate: " << r.error().message << '\n';
+    return 1;
+  }
+  out << "simulating " << options.resources << " resources, " << options.change_rate
+      << " changes/s (seed " << options.seed << "): " << sim.base_url() << "/.well-known/resourcesync" << std::endl;
+  int sig = 0;
+  sigwait(&signals, &sig);
+  out << "stopping after " << sim.changes() << " changes (" << sim.live() << " resources live)" << std::endl;
+  sim.stop();
+  return 0;
+}
+
+} // namespace tributary::agg
