@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--size", sim.size, "Bytes per resource (default 1024)")->check(CLI::Range(1, 1 << 26));
   sim_cmd->add_option("--part-size", sim.part_size, "Changes per Change List part (default 1000)")
       ->check(CLI::Range(1, 50000));
+  sim_cmd->add_option("--max-changes", sim.max_changes, "Stop changing after this many changes (default: never)");
   sim_cmd->add_flag("--mirror", sim.mirror, "Add rel=\"duplicate\" links to a mirror path on the same server");
 
   try {

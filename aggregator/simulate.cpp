@@ -384,7 +384,10 @@ struct Simulator::Impl {
     std::unique_lock lock(stop_mutex);
     while (!stop_cv.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping; })) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const auto due = static_cast<uint64_t>(secs * options.change_rate);
+      auto due = static_cast<uint64_t>(secs * options.change_rate);
+      if (options.max_changes > 0) {
+        due = std::min(due, options.max_changes);
+      }
       if (due > applied) {
         std::lock_guard state(mutex);
         for (; applied < due; ++applied) {

@@ -19,6 +19,7 @@ struct SimulateOptions {
   size_t size = 1024;          // bytes per resource
   size_t part_size = 1000;     // changes per Change List part; full parts close
   bool mirror = false;         // `duplicate` links to /mirror/... on the same server
+  uint64_t max_changes = 0;    // stop changing after this many (0: never stop)
 };
 
 // A changing ResourceSync Source held in memory, for demos, tests and

@@ -24,6 +24,8 @@ packages=(
   nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
   # used by the test script
   procps iproute2 ca-certificates openssl
+  # the status page's end-to-end test renders it in headless Chromium
+  chromium
   # used by the benchmarks (bench/run.sh serve)
   wrk nginx-light curl
 )

@@ -67,9 +67,11 @@ struct SourceConfig {
   uint64_t max_body_bytes = 1ull << 30;
   bool enabled = true;
   // For the daemon's scheduler: follow every `interval` (with jitter), audit
-  // every `audit_interval` (zero: never).
+  // every `audit_interval` (zero: never). The daily audit repairs what a run
+  // could not apply (a resource whose fetch failed is not retried by later
+  // incremental runs unless it changes again).
   std::chrono::seconds interval{900};
-  std::chrono::seconds audit_interval{0};
+  std::chrono::seconds audit_interval{86400};
   // How to baseline and catch up: "auto", "lists" or "dumps" (issue #6;
   // until dumps are consumed every strategy uses lists).
   std::string strategy = "auto";
