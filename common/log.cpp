@@ -100,14 +100,19 @@ void write(Level level, std::string_view source, std::string_view message, const
     }
     line += ",\"message\":" + json_quote(message);
     for (const auto& [k, v] : fields) {
-      line += "," + json_quote(k) + ":" + json_quote(v);
+      line += ',';
+      line += json_quote(k);
+      line += ':';
+      line += json_quote(v);
     }
     line += "}\n";
   } else {
     line = now_utc() + " " + std::string(name_of(level));
     line.append(6 - name_of(level).size(), ' ');
     if (!source.empty()) {
-      line += "[" + std::string(source) + "] ";
+      line += '[';
+      line += source;
+      line += "] ";
     }
     line += message;
     for (const auto& [k, v] : fields) {

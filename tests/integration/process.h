@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -60,6 +61,21 @@ inline pid_t spawn_tributary(const std::vector<std::string>& args, const std::st
   posix_spawn_file_actions_destroy(&fa);
   return pid;
 }
+
+// Kills (SIGKILL) and reaps a spawned process when the scope ends, unless
+// the test already did: a failed REQUIRE must not leave a daemon running.
+struct ProcessGuard {
+  pid_t& pid;
+  explicit ProcessGuard(pid_t& p) : pid(p) {}
+  ~ProcessGuard() {
+    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  ProcessGuard(const ProcessGuard&) = delete;
+  ProcessGuard& operator=(const ProcessGuard&) = delete;
+};
 
 // A loopback port nobody listens on right now.
 inline int free_port() {

@@ -139,6 +139,7 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
   const std::string log = (dir / "daemon.log").string();
   pid_t daemon = spawn_tributary({"run", "--config", cfg}, log);
+  ProcessGuard guard(daemon);
   auto log_text = [&log] {
     std::ifstream in(log);
     return std::string(std::istreambuf_iterator<char>(in), {});

@@ -244,6 +244,7 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   INFO(a_sync.out);
   REQUIRE(a_sync.status == 0);
   pid_t serve = spawn_tributary({"serve", "--config", a_cfg}, (dir / "serve.log").string());
+  ProcessGuard guard(serve);
   REQUIRE(serve > 0);
   for (int i = 0; i < 200 && get_status(a_url + "/robots.txt") != 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -158,6 +158,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
                                "3000", "--change-rate", "20", "--max-changes", "200", "--size", "256",
                                "--part-size", "50", "--seed", "3"},
                               (dir / "sim.log").string());
+  ProcessGuard sim_guard(sim);
   const int port = free_port();
   const std::string base = "http://127.0.0.1:" + std::to_string(port);
   const std::string cfg = (dir / "tributary.json").string();
@@ -178,6 +179,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   }
   const std::string log = (dir / "daemon.log").string();
   pid_t daemon = spawn_tributary({"run", "--config", cfg}, log);
+  ProcessGuard daemon_guard(daemon);
   pqxx::connection c(db.conninfo());
   auto scalar = [&c](const std::string& sql) {
     pqxx::read_transaction tx(c);
