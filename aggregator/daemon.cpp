@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <csignal>
+#include <malloc.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -279,6 +280,9 @@ struct Daemon {
     for (const auto& n : report.notes) {
       log::info(src.name, "note: " + n);
     }
+    // A baseline allocates and frees a lot; keep the daemon's footprint
+    // what it holds, not its peak.
+    malloc_trim(0);
     const auto& c = report.counters;
     if (republisher && c.created + c.updated + c.deleted > 0) {
       republisher->refresh_soon(); // our Change List shows the changes now, not at the next check

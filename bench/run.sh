@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, serve)
+#   bench/run.sh parse      # one of them (parse, sync, serve, daemon)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,6 +79,56 @@ NGINX
   report "Change List part ($entries entries, $(stat -c %s "$work/www/changelist-1.xml") B)" "$ours_cl" "$nginx_cl"
   report "content object ($(stat -c %s "$work/www/object") B)" "$ours_obj" "$nginx_obj"
   awk -v a="$ours_cl" -v b="$nginx_cl" -v c="$ours_obj" -v d="$nginx_obj" 'BEGIN { exit !(a >= 0.8 * b && c >= 0.8 * d) }' || status=1
+  rm -rf "$work"
+fi
+if [ "$which" = all ] || [ "$which" = daemon ]; then
+  # `tributary run` following 10 simulated Sources of 10,000 resources each
+  # (each changing once a second, followed every second): propagation delay
+  # of upstream changes into our change log (recorded_at - upstream datetime,
+  # which our documents show at once) and the daemon's resident memory.
+  echo "== bench/daemon (tributary run following 10 x tributary simulate, 10,000 resources each)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  work=$(mktemp -d /tmp/tributary-bench-daemon.XXXXXX)
+  psql "$PG_TEMP_CONNINFO" -qc "CREATE DATABASE bench_daemon" >/dev/null
+  db="$PG_TEMP_CONNINFO dbname=bench_daemon"
+  bin="$root/build/bench/aggregator/tributary"
+  pids=()
+  sources=""
+  for i in $(seq 0 9); do
+    port=$((18500 + i))
+    "$bin" simulate --listen "127.0.0.1:$port" --resources 10000 --change-rate 1 --seed "$i" >/dev/null 2>&1 &
+    pids+=($!)
+    sources+="${sources:+,}{\"name\": \"sim$i\", \"url\": \"http://127.0.0.1:$port/\", \"interval\": \"1s\", \"max_requests_per_second\": 0}"
+  done
+  cat >"$work/config.json" <<CFG
+{"database": "$db", "data_dir": "$work/data", "listen": "127.0.0.1:18499", "max_concurrent_syncs": 4, "sources": [$sources]}
+CFG
+  "$bin" migrate --config "$work/config.json" >/dev/null
+  started=$(date +%s)
+  "$bin" run --config "$work/config.json" >"$work/run.log" 2>&1 &
+  daemon=$!
+  # In sync: every source has a successful run.
+  until [ "$(psql "$db" -Atc "SELECT count(DISTINCT source_id) FROM sync_run WHERE status = 'succeeded'")" = 10 ]; do
+    sleep 0.5
+  done
+  insync=$(($(date +%s) - started))
+  t0=$(psql "$db" -Atc "SELECT now()")
+  sleep "${BENCH_DAEMON_SECONDS:-60}"
+  rss_kib=$(awk '/VmRSS/{print $2}' "/proc/$daemon/status")
+  hwm_kib=$(awk '/VmHWM/{print $2}' "/proc/$daemon/status")
+  psql "$db" -At -F ' ' -c "SELECT count(*), round(percentile_cont(0.5) WITHIN GROUP (ORDER BY d)::numeric, 3),
+      round(percentile_cont(0.95) WITHIN GROUP (ORDER BY d)::numeric, 3), round(max(d)::numeric, 3)
+    FROM (SELECT extract(epoch FROM recorded_at - upstream_datetime) AS d FROM change_log
+          WHERE upstream_datetime > '$t0') x" | {
+    read -r n p50 p95 max
+    echo "baseline of 10 x 10,000 resources: all in sync after ${insync} s"
+    echo "propagation over $n upstream changes (followed every 1 s): p50 ${p50} s, p95 ${p95} s, max ${max} s  [target: within interval + 1 s = 2 s: $(awk -v m="$max" 'BEGIN{print (m <= 2 ? "PASS" : "FAIL")}')]"
+    echo "daemon resident memory while following: ${rss_kib} KiB now, ${hwm_kib} KiB peak"
+  }
+  kill -TERM "$daemon"; wait "$daemon" || status=1
+  for p in "${pids[@]}"; do kill "$p"; done
+  wait 2>/dev/null || true
   rm -rf "$work"
 fi
 exit $status

@@ -197,8 +197,16 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
 }
 
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
-                                                        const PublishedSet& set, size_t part_size) {
+                                                        const PublishedSet& set, size_t part_size,
+                                                        ClosedParts* closed) {
   part_size = std::max<size_t>(1, std::min<size_t>(part_size, rs::k_max_entries));
+  ClosedParts scratch;
+  if (!closed) {
+    closed = &scratch;
+  }
+  if (closed->feeds != set.feeds || closed->part_size != part_size) {
+    *closed = ClosedParts{set.feeds, part_size, {}};
+  }
   std::vector<rs::WrittenPart> out;
   struct PartRange {
     std::string url;
@@ -209,27 +217,38 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
   std::vector<rs::Entry> current;
   std::optional<rs::Timestamp> last_time;
   std::optional<rs::Timestamp> part_from;
+  int64_t after = 0;
+  for (const auto& p : closed->parts) {
+    ranges.push_back(PartRange{p.url, p.from, p.until});
+    last_time = p.until;
+    part_from = p.until;
+    after = p.last_seq;
+  }
+  int64_t last_seq = after;
 
-  auto write_part = [&](bool closed) {
+  ClosedParts& known = *closed;
+  auto write_part = [&](bool is_closed) {
     const size_t n = ranges.size() + 1;
     rs::Document d = capability_document("changelist");
     const rs::Timestamp from = part_from ? *part_from : (last_time ? *last_time : now());
     d.header.md->from = from;
-    if (closed) {
+    if (is_closed) {
       d.header.md->until = last_time;
     }
     d.header.links.push_back(link("up", urls.capability_list(set.name)));
     d.header.links.push_back(link("index", urls.change_list(set.name)));
     d.entries = std::move(current);
     current.clear();
-    PartRange range{urls.change_list_part(set.name, n), from, closed ? last_time : std::nullopt};
+    PartRange range{urls.change_list_part(set.name, n), from, is_closed ? last_time : std::nullopt};
     out.push_back(rs::WrittenPart{range.url, rs::write_document(d), d.entries.size(), false});
+    if (is_closed) {
+      known.parts.push_back(ClosedParts::Part{range.url, from, *last_time, last_seq});
+    }
     ranges.push_back(std::move(range));
     part_from = last_time; // the next part starts where this one ended
   };
 
   const auto held = holds(reader, set);
-  int64_t after = 0;
   for (;;) {
     auto page = reader.changes(set.feeds, after, 10000);
     if (!page) {
@@ -256,6 +275,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
       }
       current.push_back(std::move(e));
       last_time = t;
+      last_seq = c.seq;
       if (current.size() == part_size) {
         write_part(true);
       }

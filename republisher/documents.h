@@ -62,7 +62,25 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
 // and never changes again; the last is open. Each entry's `datetime` is ours,
 // strictly increasing: the time we recorded it, nudged a microsecond past its
 // predecessor when the clock did not move.
+//
+// Closed parts never change, so they are rendered once: with `closed`, the
+// parts it already describes are neither read from the store nor returned
+// (the caller keeps the XML it got the first time), and parts that close in
+// this render are added to it. A `closed` made for other feeds or another
+// part size is reset.
+struct ClosedParts {
+  struct Part {
+    std::string url;
+    rs::Timestamp from;
+    rs::Timestamp until;
+    int64_t last_seq = 0; // of the part's last change
+  };
+  std::vector<int64_t> feeds;
+  size_t part_size = 0;
+  std::vector<Part> parts;
+};
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
-                                                        const PublishedSet& set, size_t part_size = 10000);
+                                                        const PublishedSet& set, size_t part_size = 10000,
+                                                        ClosedParts* closed = nullptr);
 
 } // namespace tributary::pub

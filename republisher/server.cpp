@@ -6,12 +6,15 @@
 
 #include "resourcesync/writer.h"
 
+#include <malloc.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <fcntl.h>
 #include <map>
+#include <set>
 #include <shared_mutex>
 #include <filesystem>
 #include <thread>
@@ -101,6 +104,9 @@ struct Republisher::Impl {
   static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
   int64_t rendered_seq = -1;
+  // Closed Change List parts per set, and their documents (refresher only).
+  std::map<std::string, ClosedParts> closed_parts;
+  std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
   std::string last_refresh_error; // refresher thread only
 
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<sync::BlobStore> b, ServerOptions o)
@@ -143,15 +149,35 @@ struct Republisher::Impl {
         put(p.url, std::move(p.xml));
       }
       robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
-      auto cl = render_change_list(*reader, urls, s, options.change_list_part);
+      // Closed parts are rendered (and compressed) once and kept.
+      ClosedParts known = closed_parts[s.name];
+      auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known);
       if (!cl) {
         return tl::unexpected(cl.error());
       }
-      // Every part but the last (open) one and the index is closed.
-      for (size_t i = 0; i < cl->size(); ++i) {
-        const bool closed = !(*cl)[i].is_index && i + 2 < cl->size();
-        put((*cl)[i].url, std::move((*cl)[i].xml), closed);
+      std::set<std::string> closed_urls;
+      for (const auto& part : known.parts) {
+        closed_urls.insert(part.url);
       }
+      for (auto& part : *cl) {
+        const bool closed = closed_urls.count(part.url) > 0;
+        const std::string path = urls.path_of(part.url);
+        auto doc = cached(std::move(part.xml), "application/xml", closed);
+        if (closed) {
+          closed_docs[path] = doc;
+        }
+        (*docs)[path] = std::move(doc);
+      }
+      for (const auto& part : known.parts) {
+        const std::string path = urls.path_of(part.url);
+        auto it = closed_docs.find(path);
+        if (it == closed_docs.end()) {
+          closed_parts.erase(s.name); // cannot happen; start over next time rather than serve a gap
+          return make_error(ErrorKind::conflict, "closed Change List part " + part.url + " is not cached");
+        }
+        (*docs)[path] = it->second;
+      }
+      closed_parts[s.name] = std::move(known);
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
     std::unique_lock lock(cache_mutex);
@@ -366,8 +392,14 @@ Result<void> Republisher::start() {
     // the time rendering: a store of millions that changes all the time would
     // otherwise keep a core busy re-rendering its lists.
     auto pause = std::chrono::milliseconds(1000);
+    auto busy = std::chrono::milliseconds(0);           // what the last refresh took
+    auto last_end = std::chrono::steady_clock::now();
     for (;;) {
       m.stop_cv.wait_for(lock, pause, [&m] { return m.stopping || m.refresh_requested; });
+      // A request (refresh_soon) comes early, but within the same budget.
+      if (!m.stopping && m.refresh_requested) {
+        m.stop_cv.wait_until(lock, last_end + 4 * busy, [&m] { return m.stopping; });
+      }
       if (m.stopping) {
         break;
       }
@@ -382,9 +414,12 @@ Result<void> Republisher::start() {
         log::warn("", "documents not refreshed (still serving the last ones): " + reason);
       }
       m.last_refresh_error = reason;
-      const auto took =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-      pause = std::max(std::chrono::milliseconds(1000), 4 * took);
+      last_end = std::chrono::steady_clock::now();
+      busy = std::chrono::duration_cast<std::chrono::milliseconds>(last_end - started);
+      pause = std::max(std::chrono::milliseconds(1000), 4 * busy);
+      // Rendering allocates and frees the whole document set: hand the
+      // freed memory back rather than keep the peak resident.
+      malloc_trim(0);
       lock.lock();
     }
   });

@@ -185,6 +185,26 @@ TEST_CASE("Republished Change List: closed parts, an open last part, our strictl
     CHECK(index.document.entries[0].md->until.has_value());
     CHECK_FALSE(index.document.entries[2].md->until.has_value());
   }
+  SUBCASE("closed parts are rendered once: a second render returns only the open part and the index") {
+    ClosedParts closed;
+    auto first = render_change_list(f.st, f.urls, f.set, 2, &closed);
+    REQUIRE(first);
+    REQUIRE(first->size() == 4);
+    REQUIRE(closed.parts.size() == 2);
+    CHECK(closed.parts[0].url == f.urls.change_list_part("up", 1));
+    auto again = render_change_list(f.st, f.urls, f.set, 2, &closed);
+    REQUIRE(again);
+    REQUIRE(again->size() == 2); // the open part and the index
+    CHECK(again->at(0).url == f.urls.change_list_part("up", 3));
+    CHECK(again->at(0).xml == first->at(2).xml);
+    CHECK(again->at(1).xml == first->at(3).xml); // the same index as a full render
+    CHECK(closed.parts.size() == 2);
+    // Another part size starts over.
+    auto other = render_change_list(f.st, f.urls, f.set, 3, &closed);
+    REQUIRE(other);
+    CHECK(other->size() == 3);
+    CHECK(closed.parts.size() == 1);
+  }
   SUBCASE("one open part holds everything; a deletion carries no hash") {
     auto parts = render_change_list(f.st, f.urls, f.set, 10000);
     REQUIRE(parts);
