@@ -462,21 +462,27 @@ struct Daemon {
     answer(res, 202, {{"source", name}, {"mode", mode_name}, {"queued", true}});
   }
 
+  using StatsByName = std::map<std::string, store::SourceStats>;
+  Result<StatsByName> read_stats() {
+    std::lock_guard lock(status_mutex);
+    auto s = status_store->source_stats();
+    if (!s) {
+      return tl::unexpected(s.error());
+    }
+    StatsByName out;
+    for (auto& st : *s) {
+      std::string name = st.name;
+      out.emplace(std::move(name), std::move(st));
+    }
+    return out;
+  }
+
   // One object per configured source (or just `only`): the scheduler's view,
   // the running job's progress, and the store's counts and runs.
   Result<json> sources_json(const std::string& only) {
-    std::vector<store::SourceStats> stats;
-    {
-      std::lock_guard lock(status_mutex);
-      auto s = status_store->source_stats();
-      if (!s) {
-        return tl::unexpected(s.error());
-      }
-      stats = std::move(*s);
-    }
-    std::map<std::string, const store::SourceStats*> by_name;
-    for (const auto& s : stats) {
-      by_name[s.name] = &s;
+    auto stats = read_stats();
+    if (!stats) {
+      return tl::unexpected(stats.error());
     }
     const Time now = Clock::now();
     json out = json::array();
@@ -496,7 +502,8 @@ struct Daemon {
              {"next_run_at", v.state == SourceState::disabled ? json(nullptr) : json(iso(v.next_run))},
              {"consecutive_failures", v.consecutive_failures},
              {"queued", v.queued ? json(*v.queued) : json(nullptr)}};
-      const store::SourceStats* st = by_name.count(v.name) ? by_name[v.name] : nullptr;
+      auto found = stats->find(v.name);
+      const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
       j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0}};
       j["bytes"] = st ? st->bytes : 0;
       j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
@@ -538,15 +545,10 @@ struct Daemon {
   }
 
   void metrics(http::Response& res) {
-    std::vector<store::SourceStats> stats;
-    {
-      std::lock_guard lock(status_mutex);
-      auto s = status_store->source_stats();
-      if (!s) {
-        fail(res, 503, "store_unavailable", s.error().message);
-        return;
-      }
-      stats = std::move(*s);
+    auto stats = read_stats();
+    if (!stats) {
+      fail(res, 503, "store_unavailable", stats.error().message);
+      return;
     }
     std::ostringstream m;
     auto family = [&m](const char* name, const char* type, const char* help) {
@@ -555,12 +557,8 @@ struct Daemon {
     std::lock_guard lock(mutex);
     const auto views = scheduler.view();
     auto stat_of = [&stats](const std::string& name) -> const store::SourceStats* {
-      for (const auto& s : stats) {
-        if (s.name == name) {
-          return &s;
-        }
-      }
-      return nullptr;
+      auto it = stats->find(name);
+      return it == stats->end() ? nullptr : &it->second;
     };
     const auto now = Clock::now();
     family("tributary_source_resources", "gauge", "Resources held live.");
