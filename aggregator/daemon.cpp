@@ -159,6 +159,18 @@ struct Daemon {
     admin_token = *t;
   }
 
+  static bool sets_equal(const Config& a, const Config& b) {
+    if (a.sets.size() != b.sets.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < a.sets.size(); ++i) {
+      if (a.sets[i].name != b.sets[i].name || a.sets[i].sources != b.sets[i].sources) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   void reload() {
     auto load = load_config(config_path);
     if (!load.config) {
@@ -173,7 +185,9 @@ struct Daemon {
     for (const auto& [key, same] : {std::pair<const char*, bool>{"listen", next.listen == config.listen},
                                     {"database", next.database == config.database},
                                     {"data_dir", next.data_dir == config.data_dir},
-                                    {"public_url", next.public_url == config.public_url}}) {
+                                    {"public_url", next.public_url == config.public_url},
+                                    {"change_list_part_size", next.change_list_part_size == config.change_list_part_size},
+                                    {"sets", sets_equal(next, config)}}) {
       if (!same) {
         log::warn("", std::string("SIGHUP: a change of '") + key + "' takes effect after a restart");
       }
@@ -192,6 +206,8 @@ struct Daemon {
     next.database = config.database;
     next.data_dir = config.data_dir;
     next.public_url = config.public_url;
+    next.change_list_part_size = config.change_list_part_size;
+    next.sets = config.sets;
     config = std::move(next);
     log::info("", "config reloaded", {{"sources", std::to_string(config.sources.size())},
                                       {"added", std::to_string(added)},
