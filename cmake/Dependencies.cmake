@@ -26,6 +26,10 @@ tributary_alias(dep::expected tl::expected)
 find_package(nlohmann_json 3.11 CONFIG REQUIRED)
 tributary_alias(dep::json nlohmann_json::nlohmann_json)
 
+# libzip: through pkg-config (its CMake config needs zipcmp/zipmerge/ziptool).
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
+tributary_alias(dep::zip PkgConfig::LIBZIP)
+
 find_package(CLI11 CONFIG REQUIRED)
 tributary_alias(dep::cli11 CLI11::CLI11)
 

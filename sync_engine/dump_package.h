@@ -1,0 +1,66 @@
+#pragma once
+
+#include "resourcesync/model.h"
+#include "sync_engine/content_fetch.h"
+#include "sync_engine/fetcher.h"
+#include "sync_engine/store/blob_store.h"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+// Resource Dump and Change Dump packages (spec sections 11 and 13): ZIP files
+// with a `manifest.xml` at the top level. A package comes from a stranger, so
+// it is checked whole before anything is extracted, and every bitstream is
+// verified again as it is copied into the blob store.
+namespace tributary::sync {
+
+struct PackageLimits {
+  uint64_t max_uncompressed = 16ull << 30; // all entries together
+  uint64_t max_entries = 1000000;
+  uint64_t max_manifest_bytes = 128ull << 20;
+  // Uncompressed / compressed size of one entry, checked for entries over
+  // 1 MiB (small files of one repeated byte compress that well honestly).
+  double max_ratio = 200;
+};
+
+class DumpPackage {
+public:
+  // Opens a downloaded package and checks it: a well-formed ZIP; a
+  // `manifest.xml` at the top level that is a valid document of capability
+  // `manifest_kind`; every ZIP entry a plain file (no symlink, no directory
+  // trick) with a relative name without `..`, none twice; every entry but
+  // the manifest named by the manifest, every manifest `path` present; sizes
+  // within `limits`. Fails (invalid_document) with "<url>: <reason>".
+  // Irregular but unambiguous input is accepted and noted in warnings(): a
+  // manifest `path` without its leading slash, a manifest without `at`.
+  static Result<std::unique_ptr<DumpPackage>> open(const std::filesystem::path& zip, const std::string& url,
+                                                  rs::Capability manifest_kind, const PackageLimits& limits = {});
+  ~DumpPackage();
+  DumpPackage(const DumpPackage&) = delete;
+  DumpPackage& operator=(const DumpPackage&) = delete;
+
+  const rs::Document& manifest() const;
+  const std::vector<std::string>& warnings() const;
+
+  // Copies the bitstream of manifest entry `i` into the blob store, sealed
+  // for BlobStore::publish(), verified against the entry's length and
+  // strongest hash. Fails (invalid_document) on a mismatch, and for an entry
+  // without a path (a deletion in a Change Dump has no bitstream).
+  Result<FetchedContent> extract(size_t i, BlobStore& blobs) const;
+
+private:
+  struct Impl;
+  explicit DumpPackage(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+// Downloads a package to a new file under `tmp_dir`, trying `loc` and its
+// `duplicate` links in pri order, and verifies it against the dump entry's
+// length and strongest hash. The caller removes the file.
+Result<std::filesystem::path> download_package(Fetcher& fetcher, const std::string& loc,
+                                               const std::vector<rs::Link>& links, const FetchOptions& options,
+                                               const Expected& expected, const std::filesystem::path& tmp_dir);
+
+} // namespace tributary::sync
