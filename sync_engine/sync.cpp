@@ -4,6 +4,7 @@
 #include "sync_engine/content_fetch.h"
 #include "sync_engine/discovery.h"
 #include "sync_engine/document_fetch.h"
+#include "sync_engine/dump_package.h"
 #include "sync_engine/endpoint_fetcher.h"
 #include "sync_engine/spool.h"
 #include "sync_engine/url_resolve.h"
@@ -397,7 +398,12 @@ private:
     for (auto& t : threads) {
       t.join();
     }
-    // One file-system sync for the whole batch, then every blob is named.
+    publish_sealed(results);
+    return results;
+  }
+
+  // One file-system sync for the whole batch, then every blob is named.
+  void publish_sealed(std::vector<Result<FetchedContent>>& results) {
     std::vector<BlobStore::Writer*> sealed;
     std::vector<size_t> index;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -415,7 +421,6 @@ private:
         r->sealed.reset();
       }
     }
-    return results;
   }
 
   // Hands the batch to the committer. Until it commits, lookups of the next
@@ -521,6 +526,7 @@ private:
     }
     std::string rl;
     std::string cl;
+    std::string rd;
     for (const auto& e : h.document.entries) {
       if (!e.md || !e.md->capability) {
         continue;
@@ -534,6 +540,8 @@ private:
         rl = *abs;
       } else if (cap == "changelist" && cl.empty()) {
         cl = *abs;
+      } else if (cap == "resourcedump" && rd.empty()) {
+        rd = *abs;
       }
     }
     auto need_rl = [&]() -> Result<void> {
@@ -542,12 +550,27 @@ private:
       }
       return {};
     };
-    switch (m_opt.mode) {
-    case store::RunMode::baseline:
+    // A baseline comes from the Resource Dump when the strategy allows and
+    // the Capability List offers one; a broken dump falls back to the
+    // Resource List ("auto"), saying so in the run.
+    auto do_baseline = [&]() -> Result<void> {
+      if (m_src.strategy != "lists" && !rd.empty()) {
+        auto r = baseline_from_dump(feed, rd);
+        if (r || m_src.strategy == "dumps" || rl.empty()) {
+          return r;
+        }
+        note("Resource Dump unusable, baselined from the Resource List instead: " + r.error().message);
+      } else if (m_src.strategy == "dumps" && rd.empty()) {
+        note("strategy \"dumps\", but the Capability List offers no Resource Dump: baselined from the Resource List");
+      }
       if (auto r = need_rl(); !r) {
         return r;
       }
       return baseline(feed, rl);
+    };
+    switch (m_opt.mode) {
+    case store::RunMode::baseline:
+      return do_baseline();
     case store::RunMode::audit:
       if (auto r = need_rl(); !r) {
         return r;
@@ -560,10 +583,7 @@ private:
       }
       if (!wm->baseline_at && !wm->last_time) {
         note("never synced: baseline first");
-        if (auto r = need_rl(); !r) {
-          return r;
-        }
-        if (auto r = baseline(feed, rl); !r) {
+        if (auto r = do_baseline(); !r) {
           return r;
         }
       }
@@ -632,6 +652,116 @@ private:
     return {};
   }
 
+  // A baseline from a Resource Dump (or its index): each package is
+  // downloaded to a file, verified against its rs:md, checked whole, and
+  // applied in one transaction; the manifests' earliest `at` is where
+  // incremental sync continues.
+  Result<void> baseline_from_dump(int64_t feed, const std::string& rd_url) {
+    m_validators.forget_prefix(m_src.name + " ");
+    auto doc = spool(rd_url, rs::Capability::resourcedump);
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    std::optional<rs::Timestamp> at = (*doc)->header().md->at;
+    std::vector<rs::Entry> packages;
+    {
+      CollectingHandler h;
+      if (auto r = (*doc)->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+        for (const auto& part : h.document.entries) {
+          auto p = spool(resolve_reference(rd_url, part.loc).value_or(part.loc), rs::Capability::resourcedump);
+          if (!p) {
+            return tl::unexpected(p.error());
+          }
+          CollectingHandler ph;
+          if (auto r = (*p)->read(ph); !r) {
+            return tl::unexpected(r.error());
+          }
+          packages.insert(packages.end(), ph.document.entries.begin(), ph.document.entries.end());
+        }
+      } else {
+        packages = std::move(h.document.entries);
+      }
+    }
+    if (packages.empty()) {
+      return make_error(ErrorKind::invalid_document, rd_url + ": the Resource Dump lists no package");
+    }
+    m_progress_start = std::chrono::steady_clock::now();
+    std::optional<rs::Timestamp> manifest_at;
+    for (const auto& pkg : packages) {
+      const std::string loc = resolve_reference(rd_url, pkg.loc).value_or(pkg.loc);
+      Expected expected;
+      if (pkg.md) {
+        expected.length = pkg.md->length;
+        expected.hashes = pkg.md->hash;
+      }
+      auto file = download_package(*m_fetcher, loc, pkg.links, m_options, expected, m_tmp);
+      if (!file) {
+        return tl::unexpected(file.error());
+      }
+      struct Remove {
+        std::filesystem::path p;
+        ~Remove() {
+          std::error_code ec;
+          std::filesystem::remove(p, ec);
+        }
+      } remove{*file};
+      auto opened = DumpPackage::open(*file, loc, rs::Capability::resourcedump_manifest);
+      if (!opened) {
+        return tl::unexpected(opened.error());
+      }
+      const DumpPackage& package = **opened;
+      for (const auto& w : package.warnings()) {
+        note(w);
+      }
+      if (auto a = package.manifest().header.md->at; a && (!manifest_at || *a < *manifest_at)) {
+        manifest_at = a;
+      }
+      std::vector<rs::Entry> entries = package.manifest().entries;
+      m_total += entries.size();
+      const rs::Entry* first = entries.data();
+      auto r = baseline_batch(feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
+        std::vector<Result<FetchedContent>> results;
+        results.reserve(wanted.size());
+        for (const rs::Entry* e : wanted) {
+          results.push_back(package.extract(static_cast<size_t>(e - first), m_blobs));
+          if (!results.back()) {
+            break; // the package is refused whole
+          }
+        }
+        while (results.size() < wanted.size()) {
+          results.emplace_back(make_error(ErrorKind::invalid_document, "not extracted"));
+        }
+        publish_sealed(results);
+        return results;
+      });
+      if (!r) {
+        return tl::unexpected(r.error());
+      }
+      m_done += entries.size();
+      progress(loc);
+    }
+    auto wm = settled_watermark(feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    Watermark w = *wm;
+    w.baseline_at = manifest_at ? manifest_at : at;
+    w.last_time = w.baseline_at;
+    w.last_uri.clear();
+    w.last_position = -1;
+    auto deleted = m_store.delete_unseen(feed, m_run_id, w);
+    if (!deleted) {
+      return tl::unexpected(deleted.error());
+    }
+    m_report.counters.deleted += *deleted;
+    note("baselined from the Resource Dump " + rd_url + " (" + std::to_string(packages.size()) + " package" +
+         (packages.size() == 1 ? "" : "s") + ")");
+    return {};
+  }
+
   Result<void> baseline_document(int64_t feed, const SpooledDocument& doc) {
     Result<void> status;
     ChunkHandler h(m_opt.batch_size, [&](std::vector<rs::Entry>& entries) {
@@ -648,7 +778,11 @@ private:
     return status;
   }
 
-  Result<void> baseline_batch(int64_t feed, std::vector<rs::Entry>& all) {
+  using ContentSource = std::function<std::vector<Result<FetchedContent>>(const std::vector<const rs::Entry*>&)>;
+
+  // Applies one batch of a baseline: what is held unchanged is skipped, the
+  // rest comes from `source` (the network by default, or a dump package).
+  Result<void> baseline_batch(int64_t feed, std::vector<rs::Entry>& all, const ContentSource& source = {}) {
     // A list may name a URI twice (the validator warns): the last one counts,
     // and a batch must not upsert one row twice.
     std::unordered_map<std::string, size_t> last;
@@ -681,13 +815,16 @@ private:
       }
       to_fetch.push_back(e);
     }
-    auto results = fetch_all(to_fetch);
+    auto results = source ? source(to_fetch) : fetch_all(to_fetch);
     if (cancelled()) {
       return commit(batch); // refused: nothing of this batch is applied
     }
     for (size_t i = 0; i < to_fetch.size(); ++i) {
       const rs::Entry& e = *to_fetch[i];
       if (!results[i]) {
+        if (source) {
+          return tl::unexpected(results[i].error()); // a package is applied whole or not at all
+        }
         ++batch.counters.failed;
         error(e.loc, results[i].error().message);
         continue;
