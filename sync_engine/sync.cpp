@@ -527,6 +527,7 @@ private:
     std::string rl;
     std::string cl;
     std::string rd;
+    std::string cd;
     for (const auto& e : h.document.entries) {
       if (!e.md || !e.md->capability) {
         continue;
@@ -542,6 +543,8 @@ private:
         cl = *abs;
       } else if (cap == "resourcedump" && rd.empty()) {
         rd = *abs;
+      } else if (cap == "changedump" && cd.empty()) {
+        cd = *abs;
       }
     }
     auto need_rl = [&]() -> Result<void> {
@@ -587,8 +590,16 @@ private:
           return r;
         }
       }
+      if (m_src.strategy != "lists" && !cd.empty()) {
+        if (auto r = incremental_from_dump(feed, cd); !r) {
+          if (m_src.strategy == "dumps" || cl.empty()) {
+            return r;
+          }
+          note("Change Dump unusable, following the Change List instead: " + r.error().message);
+        }
+      }
       if (cl.empty()) {
-        note("no Change List offered: nothing incremental to do");
+        note(cd.empty() ? "no Change List offered: nothing incremental to do" : "no Change List offered");
         return {};
       }
       return incremental(feed, cl, rl);
@@ -942,6 +953,171 @@ private:
     bool selected = true;
   };
 
+  // Catch-up from a Change Dump (or index): its packages in forward
+  // chronological order, each manifest's changes strictly after the
+  // watermark applied in one transaction with the watermark. Packages that
+  // end before the watermark are not downloaded. "auto" takes the dump only
+  // when it covers the watermark and at least one whole package of changes
+  // is waiting; "dumps" whenever it covers the watermark. Otherwise the
+  // Change List does the work.
+  Result<void> incremental_from_dump(int64_t feed, const std::string& cd_url) {
+    auto wm = settled_watermark(feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    Watermark w = *wm;
+    auto doc = spool(cd_url, rs::Capability::changedump);
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    std::vector<rs::Entry> packages;
+    {
+      CollectingHandler h;
+      if (auto r = (*doc)->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+        for (const auto& part : h.document.entries) {
+          if (part.md && part.md->until && w.last_time && *part.md->until < *w.last_time) {
+            continue; // a part of packages entirely before the watermark
+          }
+          auto p = spool(resolve_reference(cd_url, part.loc).value_or(part.loc), rs::Capability::changedump);
+          if (!p) {
+            return tl::unexpected(p.error());
+          }
+          CollectingHandler ph;
+          if (auto r = (*p)->read(ph); !r) {
+            return tl::unexpected(r.error());
+          }
+          packages.insert(packages.end(), ph.document.entries.begin(), ph.document.entries.end());
+        }
+      } else {
+        packages = std::move(h.document.entries);
+      }
+    }
+    // Forward chronological order, by each package's `from`.
+    std::stable_sort(packages.begin(), packages.end(), [](const rs::Entry& a, const rs::Entry& b) {
+      const auto fa = a.md ? a.md->from : std::nullopt;
+      const auto fb = b.md ? b.md->from : std::nullopt;
+      return fa && fb && *fa < *fb;
+    });
+    std::vector<const rs::Entry*> todo;
+    bool covers = !w.last_time;
+    size_t whole = 0;
+    for (const auto& p : packages) {
+      const auto from = p.md ? p.md->from : std::nullopt;
+      const auto until = p.md ? p.md->until : std::nullopt;
+      if (until && w.last_time && *until < *w.last_time) {
+        continue; // already applied
+      }
+      if (todo.empty() && from && w.last_time && *from <= *w.last_time) {
+        covers = true;
+      }
+      if (from && w.last_time && *from >= *w.last_time && until) {
+        ++whole;
+      }
+      todo.push_back(&p);
+    }
+    if (todo.empty()) {
+      return {};
+    }
+    if (!covers) {
+      return make_error(ErrorKind::invalid_document, cd_url + ": the Change Dump starts after the last change applied");
+    }
+    if (m_src.strategy == "auto" && whole == 0) {
+      return {}; // a small backlog: the Change List is cheaper
+    }
+    m_progress_start = std::chrono::steady_clock::now();
+    for (const rs::Entry* pkg : todo) {
+      const std::string loc = resolve_reference(cd_url, pkg->loc).value_or(pkg->loc);
+      Expected expected;
+      if (pkg->md) {
+        expected.length = pkg->md->length;
+        expected.hashes = pkg->md->hash;
+      }
+      auto file = download_package(*m_fetcher, loc, pkg->links, m_options, expected, m_tmp);
+      if (!file) {
+        return tl::unexpected(file.error());
+      }
+      struct Remove {
+        std::filesystem::path p;
+        ~Remove() {
+          std::error_code ec;
+          std::filesystem::remove(p, ec);
+        }
+      } remove{*file};
+      auto opened = DumpPackage::open(*file, loc, rs::Capability::changedump_manifest);
+      if (!opened) {
+        return tl::unexpected(opened.error());
+      }
+      const DumpPackage& package = **opened;
+      for (const auto& warning : package.warnings()) {
+        note(warning);
+      }
+      // The manifest's changes after the watermark, in order, each
+      // remembering its place in the manifest (for its bitstream).
+      const auto& entries = package.manifest().entries;
+      std::vector<PendingChange> pending;
+      std::vector<size_t> manifest_index;
+      std::optional<rs::Timestamp> prev_time;
+      int64_t position = -1;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const rs::Entry& e = entries[i];
+        const auto t = e.change_time();
+        if (!t || !e.change()) {
+          return make_error(ErrorKind::invalid_document, loc + ": manifest entry " + e.loc + " has no change time");
+        }
+        if (prev_time && *t < *prev_time) {
+          return make_error(ErrorKind::invalid_document, loc + ": manifest not in forward chronological order");
+        }
+        position = prev_time && *prev_time == *t ? position + 1 : 0;
+        prev_time = t;
+        const bool after = !w.last_time || *t > *w.last_time ||
+                           (*t == *w.last_time && (w.change_list_url && *w.change_list_url == loc
+                                                       ? position > w.last_position
+                                                       : e.loc != w.last_uri));
+        if (!after) {
+          continue;
+        }
+        pending.push_back(PendingChange{e, *t, position, m_src.selects(e.loc, e.md ? e.md->type : std::nullopt)});
+        manifest_index.push_back(i);
+      }
+      m_total += entries.size();
+      if (!pending.empty()) {
+        std::unordered_map<const rs::Entry*, size_t> index_of;
+        for (size_t k = 0; k < pending.size(); ++k) {
+          index_of[&pending[k].entry] = manifest_index[k];
+        }
+        auto r = change_batch(feed, loc, pending, w, [&](const std::vector<const rs::Entry*>& wanted) {
+          std::vector<Result<FetchedContent>> results;
+          results.reserve(wanted.size());
+          for (const rs::Entry* e : wanted) {
+            results.push_back(package.extract(index_of.at(e), m_blobs));
+            if (!results.back()) {
+              break;
+            }
+          }
+          while (results.size() < wanted.size()) {
+            results.emplace_back(make_error(ErrorKind::invalid_document, "not extracted"));
+          }
+          publish_sealed(results);
+          return results;
+        });
+        if (!r) {
+          return r;
+        }
+        if (auto d = drain(); !d) {
+          return d;
+        }
+      }
+      m_done += entries.size();
+      progress(loc);
+    }
+    note("caught up from the Change Dump " + cd_url + " (" + std::to_string(todo.size()) + " package" +
+         (todo.size() == 1 ? "" : "s") + ")");
+    return {};
+  }
+
   Result<void> apply_change_list(int64_t feed, const SpooledDocument& doc, Watermark& w) {
     std::vector<PendingChange> pending;
     std::optional<rs::Timestamp> prev_time;
@@ -996,7 +1172,7 @@ private:
   }
 
   Result<void> change_batch(int64_t feed, const std::string& list_url, std::vector<PendingChange>& changes,
-                            Watermark& w) {
+                            Watermark& w, const ContentSource& source = {}) {
     // The last change of each resource decides its final state; each change
     // is logged, but a resource is fetched at most once.
     std::unordered_map<std::string, size_t> last;
@@ -1052,13 +1228,16 @@ private:
       }
       to_fetch.push_back(&e);
     }
-    auto results = fetch_all(to_fetch);
+    auto results = source ? source(to_fetch) : fetch_all(to_fetch);
     if (cancelled()) {
       return commit(batch); // refused: nothing of this batch is applied
     }
     std::vector<std::string> transient;
     for (size_t i = 0; i < to_fetch.size(); ++i) {
       const rs::Entry& e = *to_fetch[i];
+      if (!results[i] && source) {
+        return tl::unexpected(results[i].error()); // a package is applied whole or not at all
+      }
       if (!results[i]) {
         if (results[i].error().kind == ErrorKind::transient) {
           transient.push_back(results[i].error().message);

@@ -102,6 +102,62 @@ struct DumpSite {
     up.set_document("/rd.xml", index);
   }
 
+  // A Change Dump of packages, each a list of (path, change, time, bytes);
+  // the Capability List starts offering it.
+  struct Change {
+    std::string path;
+    rs::Change change;
+    const char* time;
+    std::string bytes;
+  };
+  void publish_change_dump(const std::vector<std::pair<std::pair<const char*, const char*>, std::vector<Change>>>& pkgs,
+                           bool corrupt_last = false) {
+    rs::Document caps = make_doc("capabilitylist");
+    caps.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/.well-known/resourcesync")});
+    for (const auto& [loc, cap] : {std::pair<const char*, const char*>{"/rl.xml", "resourcelist"},
+                                   {"/cl.xml", "changelist"}, {"/rd.xml", "resourcedump"}, {"/cd.xml", "changedump"}}) {
+      caps.entries.push_back(cap_entry(up.url(loc), cap));
+    }
+    up.set_document("/caps.xml", caps);
+    rs::Document cd = make_doc("changedump");
+    cd.header.md->from = at;
+    cd.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+    for (size_t k = 0; k < pkgs.size(); ++k) {
+      const auto& [range, changes] = pkgs[k];
+      rs::Document manifest = make_doc("changedump-manifest");
+      manifest.header.md->from = ts(range.first);
+      manifest.header.md->until = ts(range.second);
+      std::map<std::string, std::string> files;
+      for (size_t i = 0; i < changes.size(); ++i) {
+        const Change& c = changes[i];
+        rs::Entry e = change_entry(up.url(c.path), c.change, ts(c.time), c.bytes);
+        if (c.change != rs::Change::deleted) {
+          const std::string name = "changes/" + std::to_string(i) + c.path; // one bitstream per change
+          e.md->path = "/" + name;
+          files[name] = c.bytes;
+        }
+        manifest.entries.push_back(e);
+      }
+      std::string zip = make_package(rs::write_document(manifest), files);
+      const std::string md5 = rs::hash_hex(rs::HashAlgorithm::md5, zip);
+      if (corrupt_last && k + 1 == pkgs.size()) {
+        zip[zip.size() / 2] ^= 0x55;
+      }
+      const std::string name = "/cdump/" + std::to_string(k + 1) + ".zip";
+      up.set(name, zip, "application/zip");
+      rs::Entry pkg;
+      pkg.loc = up.url(name);
+      pkg.md = rs::Metadata{};
+      pkg.md->from = ts(range.first);
+      pkg.md->until = ts(range.second);
+      pkg.md->hash = {rs::HashValue{"md5", md5}};
+      pkg.md->length = zip.size();
+      pkg.md->type = "application/zip";
+      cd.entries.push_back(pkg);
+    }
+    up.set_document("/cd.xml", cd);
+  }
+
   sync::SourceConfig source(const std::string& strategy) {
     auto s = SyncEnv::source(up.url("/"));
     s.strategy = strategy;
@@ -185,4 +241,62 @@ TEST_CASE("Dumps: strategy lists never touches the dump") {
   CHECK(r.status == RunStatus::succeeded);
   CHECK_FALSE(has_note(r, "Resource Dump"));
   CHECK(env.live().size() == 3);
+}
+
+TEST_CASE("Dumps: catch-up through a Change Dump, deletes and repeated changes included, each package once") {
+  DumpSite d;
+  SyncEnv env;
+  REQUIRE(env.run(d.source("dumps"), RunMode::baseline).status == RunStatus::succeeded);
+  d.publish_change_dump({{{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"},
+                          {{"/res/a.txt", rs::Change::updated, "2026-03-01T10:00:00Z", "alpha v2"},
+                           {"/res/d.txt", rs::Change::created, "2026-03-01T11:00:00Z", "delta"},
+                           {"/res/b.txt", rs::Change::deleted, "2026-03-01T12:00:00Z", ""}}},
+                         {{"2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"},
+                          {{"/res/a.txt", rs::Change::updated, "2026-03-02T10:00:00Z", "alpha v3"},
+                           {"/res/a.txt", rs::Change::updated, "2026-03-02T11:00:00Z", "alpha v4"},
+                           {"/res/c.txt", rs::Change::deleted, "2026-03-02T12:00:00Z", ""}}}});
+  auto r = env.run(d.source("dumps"), RunMode::incremental);
+  REQUIRE(r.status == RunStatus::succeeded);
+  CHECK(has_note(r, "caught up from the Change Dump"));
+  CHECK(r.counters.updated == 3);
+  CHECK(r.counters.created == 1);
+  CHECK(r.counters.deleted == 2);
+  auto live = env.live();
+  CHECK(live.size() == 2);
+  CHECK(live[d.up.url("/res/a.txt")] == "alpha v4");
+  CHECK(live[d.up.url("/res/d.txt")] == "delta");
+  CHECK(env.deleted() == std::set<std::string>{d.up.url("/res/b.txt"), d.up.url("/res/c.txt")});
+  // Again: every package ends before the watermark, nothing is applied twice.
+  r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.updated + r.counters.created + r.counters.deleted == 0);
+  pqxx::connection c(env.db.conninfo());
+  pqxx::read_transaction tx(c);
+  CHECK(tx.exec1("SELECT count(*) FROM change_log WHERE upstream_datetime > '2026-03-01T00:00:00Z'")[0].as<int>() == 6);
+}
+
+TEST_CASE("Dumps: auto takes the Change Dump for a backlog of whole packages, and a broken package applies nothing") {
+  DumpSite d;
+  SyncEnv env;
+  REQUIRE(env.run(d.source("auto"), RunMode::baseline).status == RunStatus::succeeded);
+  d.publish_change_dump({{{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"},
+                          {{"/res/a.txt", rs::Change::updated, "2026-03-01T10:00:00Z", "alpha v2"}}},
+                         {{"2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"},
+                          {{"/res/b.txt", rs::Change::updated, "2026-03-02T10:00:00Z", "bravo v2"}}}},
+                        /*corrupt_last=*/true);
+  auto r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::failed);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors.front().find("package hash differs") != std::string::npos);
+  CHECK(env.live()[d.up.url("/res/a.txt")] == "alpha v2"); // the first package stands
+  CHECK(env.live()[d.up.url("/res/b.txt")] == "bravo");    // nothing of the broken one
+  d.publish_change_dump({{{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"},
+                          {{"/res/a.txt", rs::Change::updated, "2026-03-01T10:00:00Z", "alpha v2"}}},
+                         {{"2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"},
+                          {{"/res/b.txt", rs::Change::updated, "2026-03-02T10:00:00Z", "bravo v2"}}}});
+  r = env.run(d.source("auto"), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(has_note(r, "caught up from the Change Dump"));
+  CHECK(r.counters.updated == 1); // the first package is not applied again
+  CHECK(env.live()[d.up.url("/res/b.txt")] == "bravo v2");
 }
