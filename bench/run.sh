@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, serve, daemon)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +20,12 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   source "$root/deploy/lib/pg-temp.sh"
   pg_temp_start
   "$root/build/bench/bench/bench_sync" --pg "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = dump ]; then
+  echo "== bench/dump (PostgreSQL 15 with default durability; blobs under ${TMPDIR:-/tmp})"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  "$root/build/bench/bench/bench_sync" --pg "$PG_TEMP_CONNINFO" --dump || status=1
 fi
 if [ "$which" = all ] || [ "$which" = serve ]; then
   echo "== bench/serve (wrk -t2 -c32 -d10s; tributary serve against nginx, same bytes, both on loopback)"

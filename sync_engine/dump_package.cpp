@@ -9,7 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 #include <random>
 
 namespace tributary::sync {
@@ -52,6 +54,7 @@ struct ZipFileCloser {
 } // namespace
 
 struct DumpPackage::Impl {
+  std::filesystem::path path;
   std::string url;
   std::unique_ptr<zip_t, ZipCloser> zip;
   rs::Document manifest;
@@ -69,6 +72,7 @@ const std::vector<std::string>& DumpPackage::warnings() const { return m_impl->w
 Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::path& path, const std::string& url,
                                                       rs::Capability manifest_kind, const PackageLimits& limits) {
   auto m = std::make_unique<Impl>();
+  m->path = path;
   m->url = url;
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
@@ -216,6 +220,60 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
 }
 
 Result<FetchedContent> DumpPackage::extract(size_t i, BlobStore& blobs) const {
+  return extract_from(m_impl->zip.get(), i, blobs);
+}
+
+std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<size_t>& indices, BlobStore& blobs,
+                                                              unsigned threads) const {
+  std::vector<Result<FetchedContent>> results;
+  results.reserve(indices.size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    results.emplace_back(make_error(ErrorKind::invalid_document, m_impl->url + ": not extracted"));
+  }
+  std::atomic<bool> failed{false};
+  // libzip handles are not shared between threads: each worker opens the
+  // package again and takes a contiguous slice.
+  const size_t n = std::max<size_t>(1, std::min<size_t>(threads, indices.size() / 64 + 1));
+  auto work = [&](size_t t, zip_t* z) {
+    const size_t begin = indices.size() * t / n;
+    const size_t end = indices.size() * (t + 1) / n;
+    for (size_t k = begin; k < end && !failed; ++k) {
+      results[k] = extract_from(z, indices[k], blobs);
+      if (!results[k]) {
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> workers;
+  std::vector<std::unique_ptr<zip_t, ZipCloser>> handles;
+  for (size_t t = 1; t < n; ++t) {
+    int err = 0;
+    zip_t* z = zip_open(m_impl->path.c_str(), ZIP_RDONLY, &err);
+    if (!z) {
+      break; // fewer threads, then
+    }
+    handles.emplace_back(z);
+  }
+  const size_t used = handles.size() + 1;
+  if (used < n) {
+    // Could not open every handle: one thread does it all.
+    for (size_t k = 0; k < indices.size() && !failed; ++k) {
+      results[k] = extract_from(m_impl->zip.get(), indices[k], blobs);
+      failed = !results[k];
+    }
+    return results;
+  }
+  for (size_t t = 1; t < n; ++t) {
+    workers.emplace_back(work, t, handles[t - 1].get());
+  }
+  work(0, m_impl->zip.get());
+  for (auto& w : workers) {
+    w.join();
+  }
+  return results;
+}
+
+Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, size_t i, BlobStore& blobs) const {
   const Impl& m = *m_impl;
   const rs::Entry& e = m.manifest.entries.at(i);
   const std::string where = m.url + ": " + (e.md && e.md->path ? *e.md->path : e.loc);
@@ -235,9 +293,9 @@ Result<FetchedContent> DumpPackage::extract(size_t i, BlobStore& blobs) const {
   if (!writer) {
     return tl::unexpected(writer.error());
   }
-  std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(m.zip.get(), m.index_of[i], 0));
+  std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(zip, m.index_of[i], 0));
   if (!f) {
-    return make_error(ErrorKind::invalid_document, where + ": " + zip_strerror(m.zip.get()));
+    return make_error(ErrorKind::invalid_document, where + ": " + zip_strerror(zip));
   }
   // Never read more than the ZIP says the entry holds (nor more than the
   // manifest announced): libzip checks the CRC at the end.

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+struct zip; // libzip's archive handle (zip_t), kept out of this header
+
 // Resource Dump and Change Dump packages (spec sections 11 and 13): ZIP files
 // with a `manifest.xml` at the top level. A package comes from a stranger, so
 // it is checked whole before anything is extracted, and every bitstream is
@@ -49,10 +51,16 @@ public:
   // strongest hash. Fails (invalid_document) on a mismatch, and for an entry
   // without a path (a deletion in a Change Dump has no bitstream).
   Result<FetchedContent> extract(size_t i, BlobStore& blobs) const;
+  // extract() for each of `indices`, on `threads` threads (each with its own
+  // handle on the ZIP), results in the same order. Stops early after a
+  // failure: the remaining results are errors too.
+  std::vector<Result<FetchedContent>> extract_many(const std::vector<size_t>& indices, BlobStore& blobs,
+                                                   unsigned threads = 4) const;
 
 private:
   struct Impl;
   explicit DumpPackage(std::unique_ptr<Impl> impl);
+  Result<FetchedContent> extract_from(::zip* archive, size_t i, BlobStore& blobs) const;
   std::unique_ptr<Impl> m_impl;
 };
 

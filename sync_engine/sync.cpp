@@ -734,17 +734,11 @@ private:
       m_total += entries.size();
       const rs::Entry* first = entries.data();
       auto r = baseline_batch(feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
-        std::vector<Result<FetchedContent>> results;
-        results.reserve(wanted.size());
+        std::vector<size_t> indices;
         for (const rs::Entry* e : wanted) {
-          results.push_back(package.extract(static_cast<size_t>(e - first), m_blobs));
-          if (!results.back()) {
-            break; // the package is refused whole
-          }
+          indices.push_back(static_cast<size_t>(e - first));
         }
-        while (results.size() < wanted.size()) {
-          results.emplace_back(make_error(ErrorKind::invalid_document, "not extracted"));
-        }
+        auto results = package.extract_many(indices, m_blobs);
         publish_sealed(results);
         return results;
       });
@@ -1089,17 +1083,11 @@ private:
           index_of[&pending[k].entry] = manifest_index[k];
         }
         auto r = change_batch(feed, loc, pending, w, [&](const std::vector<const rs::Entry*>& wanted) {
-          std::vector<Result<FetchedContent>> results;
-          results.reserve(wanted.size());
+          std::vector<size_t> indices;
           for (const rs::Entry* e : wanted) {
-            results.push_back(package.extract(index_of.at(e), m_blobs));
-            if (!results.back()) {
-              break;
-            }
+            indices.push_back(index_of.at(e));
           }
-          while (results.size() < wanted.size()) {
-            results.emplace_back(make_error(ErrorKind::invalid_document, "not extracted"));
-          }
+          auto results = package.extract_many(indices, m_blobs);
           publish_sealed(results);
           return results;
         });
