@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -441,6 +442,16 @@ Result<void> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("apply batch", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
+    // Seen marks first: rows upserted below take theirs in the same write
+    // (one write per row instead of an insert and then an update).
+    const bool mark_seen = !b.seen.empty() && b.run_id != 0;
+    if (mark_seen) {
+      pqxx::stream_to s(tx, "stage_seen", std::vector<std::string>{"uri"});
+      for (const auto& u : b.seen) {
+        s << std::make_tuple(u);
+      }
+      s.complete();
+    }
     if (!b.upserts.empty()) {
       pqxx::stream_to s(tx, "stage_resource",
                         std::vector<std::string>{"uri", "state", "lastmod", "change_datetime", "length", "md5", "sha1",
@@ -450,15 +461,36 @@ Result<void> PgStore::apply(const Batch& b) {
         s << resource_row(r);
       }
       s.complete();
-      tx.exec_params(std::string("INSERT INTO resource (feed_id, ") + k_resource_columns_sql +
-                         ", updated_at) SELECT $1, " + k_resource_columns_sql +
-                         ", now() FROM stage_resource "
-                         "ON CONFLICT (feed_id, uri) DO UPDATE SET state = EXCLUDED.state, lastmod = EXCLUDED.lastmod, "
-                         "change_datetime = EXCLUDED.change_datetime, length = EXCLUDED.length, md5 = EXCLUDED.md5, "
-                         "sha1 = EXCLUDED.sha1, sha256 = EXCLUDED.sha256, type = EXCLUDED.type, "
-                         "encoding = EXCLUDED.encoding, links = EXCLUDED.links, blob_sha256 = EXCLUDED.blob_sha256, "
-                         "fetched_at = EXCLUDED.fetched_at, fetched_from = EXCLUDED.fetched_from, updated_at = now()",
-                     b.feed_id);
+      std::string staged = "SELECT $1, ";
+      for (const char* c = k_resource_columns_sql;; ) {
+        const char* comma = std::strchr(c, ',');
+        std::string col(c, comma ? static_cast<size_t>(comma - c) : std::strlen(c));
+        while (!col.empty() && col.front() == ' ') {
+          col.erase(0, 1);
+        }
+        staged += "st." + col + ", ";
+        if (!comma) {
+          break;
+        }
+        c = comma + 1;
+      }
+      staged += mark_seen ? "CASE WHEN ss.uri IS NOT NULL THEN $2::bigint END, now() FROM stage_resource st "
+                            "LEFT JOIN (SELECT DISTINCT uri FROM stage_seen) ss ON ss.uri = st.uri "
+                          : "NULL::bigint, now() FROM stage_resource st ";
+      const std::string sql =
+          std::string("INSERT INTO resource (feed_id, ") + k_resource_columns_sql + ", last_seen_run, updated_at) " +
+          staged +
+          "ON CONFLICT (feed_id, uri) DO UPDATE SET state = EXCLUDED.state, lastmod = EXCLUDED.lastmod, "
+          "change_datetime = EXCLUDED.change_datetime, length = EXCLUDED.length, md5 = EXCLUDED.md5, "
+          "sha1 = EXCLUDED.sha1, sha256 = EXCLUDED.sha256, type = EXCLUDED.type, "
+          "encoding = EXCLUDED.encoding, links = EXCLUDED.links, blob_sha256 = EXCLUDED.blob_sha256, "
+          "fetched_at = EXCLUDED.fetched_at, fetched_from = EXCLUDED.fetched_from, updated_at = now(), "
+          "last_seen_run = coalesce(EXCLUDED.last_seen_run, resource.last_seen_run)";
+      if (mark_seen) {
+        tx.exec_params(sql, b.feed_id, b.run_id);
+      } else {
+        tx.exec_params(sql, b.feed_id);
+      }
     }
     if (!b.changes.empty()) {
       pqxx::stream_to s(tx, "change_log",
@@ -475,14 +507,10 @@ Result<void> PgStore::apply(const Batch& b) {
       }
       s.complete();
     }
-    if (!b.seen.empty() && b.run_id != 0) {
-      pqxx::stream_to s(tx, "stage_seen", std::vector<std::string>{"uri"});
-      for (const auto& u : b.seen) {
-        s << std::make_tuple(u);
-      }
-      s.complete();
+    if (mark_seen && b.seen.size() > b.upserts.size()) {
+      // Seen but not upserted (unchanged): mark them now.
       tx.exec_params("UPDATE resource r SET last_seen_run = $2 FROM stage_seen s "
-                     "WHERE r.feed_id = $1 AND r.uri = s.uri",
+                     "WHERE r.feed_id = $1 AND r.uri = s.uri AND r.last_seen_run IS DISTINCT FROM $2",
                      b.feed_id, b.run_id);
     }
     if (b.watermark) {
