@@ -325,6 +325,8 @@ public:
              }}},
             {"public_url", {url(c.public_url, false)}},
             {"max_concurrent_syncs", {integer(c.max_concurrent_syncs, 1, 256)}},
+            {"resource_dump_interval", {duration(c.resource_dump_interval, true)}},
+            {"dump_package_size", {integer(c.dump_package_size, 1, 1000000)}},
             {"admin_token_file", {[this, &c](const json& v, const std::string& ptr) {
                std::string f;
                string(f)(v, ptr);

@@ -22,6 +22,10 @@ struct Config {
     std::vector<std::string> sources;
   };
   std::vector<NamedSet> sets; // published sets merging several sources
+  // Our Resource Dumps (under data_dir/dumps): rebuilt every interval while
+  // a set changes (zero: none); resources per package.
+  std::chrono::seconds resource_dump_interval{3600};
+  size_t dump_package_size = 10000;
   // The daemon (`tributary run`):
   unsigned max_concurrent_syncs = 4;  // sources syncing at once
   std::optional<sync::SecretRef> admin_token; // bearer token for state-changing API calls

@@ -36,7 +36,10 @@ rs::Entry capability_entry(std::string loc, const char* capability) {
 
 // Whether the set holds a live resource (asked only for describedby and
 // describes links, which are rare).
-std::function<bool(const std::string&)> holds(store::StoreReader& reader, const PublishedSet& set) {
+
+} // namespace
+
+std::function<bool(const std::string&)> held_in(store::StoreReader& reader, const PublishedSet& set) {
   return [&reader, &set](const std::string& uri) {
     for (int64_t f : set.feeds) {
       auto r = reader.resource(f, uri);
@@ -47,8 +50,6 @@ std::function<bool(const std::string&)> holds(store::StoreReader& reader, const 
     return false;
   };
 }
-
-} // namespace
 
 std::vector<PublishedSet> published_sets(const std::vector<store::FeedInfo>& feeds,
                                          const std::vector<NamedSet>& named) {
@@ -153,10 +154,13 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
   return rs::write_document(d);
 }
 
-std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set) {
+std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump) {
   rs::Document d = capability_document("capabilitylist");
   d.header.links.push_back(link("up", urls.source_description()));
   d.entries.push_back(capability_entry(urls.resource_list(set.name), "resourcelist"));
+  if (resource_dump) {
+    d.entries.push_back(capability_entry(urls.resource_dump(set.name), "resourcedump"));
+  }
   d.entries.push_back(capability_entry(urls.change_list(set.name), "changelist"));
   return rs::write_document(d);
 }
@@ -173,7 +177,7 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
   rs::PartitionedWriter w(
       h, urls.resource_list(set.name), [&](size_t n) { return urls.resource_list_part(set.name, n); },
       [&](rs::WrittenPart&& p) { parts.push_back(std::move(p)); }, limits);
-  const auto held = holds(reader, set);
+  const auto held = held_in(reader, set);
   for (int64_t feed : set.feeds) {
     std::string after;
     for (;;) {
@@ -248,7 +252,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
     part_from = last_time; // the next part starts where this one ended
   };
 
-  const auto held = holds(reader, set);
+  const auto held = held_in(reader, set);
   for (;;) {
     auto page = reader.changes(set.feeds, after, 10000);
     if (!page) {

@@ -44,11 +44,16 @@ std::vector<PublishedSet> default_sets(const std::vector<store::FeedInfo>& feeds
 //   on a copy); other links are kept.
 // - describedby/describes links are rewritten to our URLs when we hold their
 //   target in the same set (`held` says whether we do; may be empty).
+// Whether the set holds `uri` live (for resource_entry's `held`); asks the
+// store per call.
+std::function<bool(const std::string& uri)> held_in(store::StoreReader& reader, const PublishedSet& set);
+
 rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r,
                          const std::function<bool(const std::string& uri)>& held = {});
 
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
-std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set);
+// `resource_dump`: the set has a Resource Dump to offer.
+std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false);
 
 // Every live resource of the set, in feed then URI order (stable, so parts do
 // not reshuffle needlessly); one document, or parts and an index past the

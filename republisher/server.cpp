@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "common/percent.h"
+#include "republisher/dumps.h"
 #include "republisher/http_server.h"
 
 #include "resourcesync/writer.h"
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <map>
 #include <set>
 #include <shared_mutex>
@@ -77,6 +79,7 @@ struct Republisher::Impl {
 
   std::unique_ptr<http::Server> server;
   std::thread refresher;
+  std::thread dumper;
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
   bool stopping = false;
@@ -104,6 +107,18 @@ struct Republisher::Impl {
   static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
   int64_t rendered_seq = -1;
+  // Resource Dumps per set (guarded by cache_mutex), and the package files
+  // they name by URL path.
+  struct SetDump {
+    BuiltDump built;
+    std::chrono::steady_clock::time_point built_at;
+    int64_t seq = 0;
+    std::string previous_generation;
+  };
+  std::map<std::string, SetDump> dumps;
+  std::shared_ptr<const std::map<std::string, std::filesystem::path>> dump_files =
+      std::make_shared<std::map<std::string, std::filesystem::path>>();
+  bool dumps_changed = false; // under stop_mutex: render the capability lists again
   // Closed Change List parts per set, and their documents (refresher only).
   std::map<std::string, ClosedParts> closed_parts;
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
@@ -140,7 +155,17 @@ struct Republisher::Impl {
     std::map<std::string, std::vector<int64_t>> feeds_of;
     for (const auto& s : sets) {
       feeds_of[s.name] = s.feeds;
-      put(urls.capability_list(s.name), render_capability_list(urls, s));
+      std::optional<std::string> dump_document;
+      {
+        std::shared_lock lock(cache_mutex);
+        if (auto it = dumps.find(s.name); it != dumps.end()) {
+          dump_document = it->second.built.document;
+        }
+      }
+      put(urls.capability_list(s.name), render_capability_list(urls, s, dump_document.has_value()));
+      if (dump_document) {
+        put(urls.resource_dump(s.name), std::move(*dump_document));
+      }
       auto rl = render_resource_list(*reader, urls, s, at);
       if (!rl) {
         return tl::unexpected(rl.error());
@@ -279,6 +304,65 @@ struct Republisher::Impl {
     return v;
   }
 
+  // Builds the Resource Dumps that are missing or due; tells the refresher
+  // to publish them.
+  void build_due_dumps() {
+    auto seq = reader->last_seq();
+    auto feeds = reader->feeds();
+    if (!seq || !feeds) {
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    DumpOptions o;
+    o.dir = options.dump_dir;
+    o.package_entries = options.dump_package_entries;
+    bool changed = false;
+    for (const auto& set : published_sets(*feeds, options.named_sets)) {
+      std::string previous;
+      {
+        std::shared_lock lock(cache_mutex);
+        if (auto it = dumps.find(set.name); it != dumps.end()) {
+          if (it->second.seq == *seq || now - it->second.built_at < options.resource_dump_interval) {
+            continue;
+          }
+          previous = it->second.built.generation;
+        }
+      }
+      const rs::Timestamp at =
+          std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+      auto built = build_resource_dump(*reader, *blobs, urls, set, o, at);
+      if (!built) {
+        log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+        continue;
+      }
+      std::vector<std::string> keep{built->generation};
+      if (!previous.empty()) {
+        keep.push_back(previous); // downloads of the last one in progress may finish
+      }
+      {
+        std::unique_lock lock(cache_mutex);
+        SetDump& d = dumps[set.name];
+        d.previous_generation = previous;
+        d.built = std::move(*built);
+        d.built_at = now;
+        d.seq = *seq;
+        auto files = std::make_shared<std::map<std::string, std::filesystem::path>>();
+        for (const auto& [name, dump] : dumps) {
+          files->insert(dump.built.files.begin(), dump.built.files.end());
+        }
+        dump_files = std::move(files);
+      }
+      remove_old_generations(o, set.name, keep);
+      changed = true;
+    }
+    if (changed) {
+      std::lock_guard lock(stop_mutex);
+      dumps_changed = true;
+      refresh_requested = true;
+      stop_cv.notify_all();
+    }
+  }
+
   http::Disposition serve_resource(const http::Request& req, http::Response& res, const std::string& set,
                                    const std::string& uri, bool can_block) {
     bool miss = false;
@@ -354,6 +438,28 @@ struct Republisher::Impl {
       serve_document(req, res, it->second);
       return http::Disposition::done;
     }
+    std::shared_ptr<const std::map<std::string, std::filesystem::path>> files;
+    {
+      std::shared_lock lock(cache_mutex);
+      files = dump_files;
+    }
+    if (auto it = files->find(*path); it != files->end()) {
+      if (!can_block) {
+        return http::Disposition::blocking; // opening a file may wait on the disk
+      }
+      const int fd = ::open(it->second.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        res.status = 404; // replaced by a newer generation meanwhile
+        return http::Disposition::done;
+      }
+      auto file = std::make_shared<const http::OpenFile>(fd);
+      struct stat st{};
+      ::fstat(fd, &st);
+      res.set_header("Cache-Control", "public, max-age=31536000, immutable");
+      res.ranges = true;
+      res.set_file(file, static_cast<size_t>(st.st_size), "application/zip");
+      return http::Disposition::done;
+    }
     // Resource paths carry a percent-encoded URI: parse the raw path.
     if (auto r = UrlScheme::parse_resource_path(req.path); r && req.path.compare(0, prefix.size(), prefix) == 0) {
       return serve_resource(req, res, r->first, r->second, can_block);
@@ -404,11 +510,13 @@ Result<void> Republisher::start() {
         break;
       }
       m.refresh_requested = false;
+      const bool force = m.dumps_changed;
+      m.dumps_changed = false;
       lock.unlock();
       const auto started = std::chrono::steady_clock::now();
       // A failed refresh keeps serving the last documents; say so once per
       // distinct reason, not every second.
-      auto r = m.refresh(false);
+      auto r = m.refresh(force);
       const std::string reason = r ? std::string() : r.error().message;
       if (!reason.empty() && reason != m.last_refresh_error) {
         log::warn("", "documents not refreshed (still serving the last ones): " + reason);
@@ -423,6 +531,16 @@ Result<void> Republisher::start() {
       lock.lock();
     }
   });
+  if (!m.options.dump_dir.empty() && m.options.resource_dump_interval.count() > 0) {
+    m.dumper = std::thread([&m] {
+      std::unique_lock lock(m.stop_mutex);
+      do {
+        lock.unlock();
+        m.build_due_dumps();
+        lock.lock();
+      } while (!m.stop_cv.wait_for(lock, std::chrono::seconds(2), [&m] { return m.stopping; }));
+    });
+  }
   return {};
 }
 
@@ -448,6 +566,9 @@ void Republisher::stop() {
   m.stop_cv.notify_all();
   if (m.refresher.joinable()) {
     m.refresher.join();
+  }
+  if (m.dumper.joinable()) {
+    m.dumper.join();
   }
   if (m.server) {
     m.server->stop();

@@ -6,6 +6,8 @@
 #include "sync_engine/store/blob_store.h"
 #include "sync_engine/store/store_reader.h"
 
+#include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -20,6 +22,11 @@ struct ServerOptions {
   size_t change_list_part = 10000;
   int threads = 16;              // workers for requests that query the store or open files
   std::vector<NamedSet> named_sets; // sets merging several sources, beside one per upstream set
+  // Resource Dumps: built into `dump_dir` (empty: none) when a set has none,
+  // and again every `resource_dump_interval` while the set changes.
+  std::filesystem::path dump_dir;
+  std::chrono::seconds resource_dump_interval{3600};
+  size_t dump_package_entries = 10000;
   // Routes tried before ours on the same address (the daemon's status API):
   // nullopt passes the request on to the republisher.
   std::function<std::optional<http::Disposition>(const http::Request&, http::Response&, bool can_block)> before;

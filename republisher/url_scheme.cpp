@@ -39,6 +39,15 @@ std::string UrlScheme::change_list_part(std::string_view set, size_t n) const {
   return m_base + std::string(k_sets) + std::string(set) + "/changelist-" + std::to_string(n) + ".xml";
 }
 
+std::string UrlScheme::resource_dump(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/resourcedump.xml";
+}
+
+std::string UrlScheme::resource_dump_package(std::string_view set, std::string_view generation, size_t n) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/resourcedump/" + std::string(generation) + "/" +
+         std::to_string(n) + ".zip";
+}
+
 std::string UrlScheme::resource(std::string_view set, std::string_view original_uri) const {
   return m_base + std::string(k_sets) + std::string(set) + std::string(k_resources) + percent_encode(original_uri);
 }

@@ -13,6 +13,8 @@ namespace tributary::pub {
 //   /sets/<set>/capabilitylist.xml                  one per set
 //   /sets/<set>/resourcelist.xml, resourcelist-<n>.xml
 //   /sets/<set>/changelist.xml,   changelist-<n>.xml
+//   /sets/<set>/resourcedump.xml                   Resource Dump (its packages:
+//   /sets/<set>/resourcedump/<generation>/<n>.zip    immutable, one folder per build)
 //   /sets/<set>/resources/<percent-encoded original URI>
 class UrlScheme {
 public:
@@ -28,6 +30,8 @@ public:
   std::string change_list(std::string_view set) const;
   std::string change_list_part(std::string_view set, size_t n) const;
   std::string resource(std::string_view set, std::string_view original_uri) const;
+  std::string resource_dump(std::string_view set) const;
+  std::string resource_dump_package(std::string_view set, std::string_view generation, size_t n) const;
 
   // The path part of our URLs (what the server sees), for routing.
   std::string path_of(const std::string& url) const;

@@ -5,6 +5,7 @@
 #include "sync_fixture.h"
 
 #include "republisher/server.h"
+#include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/url_resolve.h"
 
@@ -62,7 +63,8 @@ struct Published {
   std::unique_ptr<pub::Republisher> server;
   std::string base;
 
-  Published() {
+  // `dumps`: also publish Resource Dumps (packages of `package_entries`).
+  explicit Published(bool dumps = false, size_t package_entries = 10000) {
     site.put("/res/a.txt", "alpha");
     site.put("/res/b.txt", "bravo bravo");
     site.put("/res/c.txt", "charlie");
@@ -77,6 +79,10 @@ struct Published {
     const int port = free_port();
     o.port = port;
     o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+    if (dumps) {
+      o.dump_dir = env.data / "dumps";
+      o.dump_package_entries = package_entries;
+    }
     server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
     REQUIRE(server->start());
     base = "http://127.0.0.1:" + std::to_string(port);
@@ -300,4 +306,70 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Republisher: Resource Dump packages that verify, and a second Tributary baselines from them") {
+  Published a(/*dumps=*/true, /*package_entries=*/1);
+  pub::UrlScheme urls(a.base);
+  // The dump is built in the background; the Capability List then offers it.
+  bool offered = false;
+  for (int i = 0; i < 100 && !offered; ++i) {
+    offered = get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos;
+    if (!offered) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  REQUIRE(offered);
+  Got dump = get(urls.resource_dump("up"));
+  REQUIRE(dump.status == 200);
+  auto doc = rs::parse_document(dump.body);
+  CHECK(doc.summary.valid());
+  REQUIRE(doc.document.entries.size() == 2); // two live resources, one per package
+  std::set<std::string> locs;
+  for (const auto& pkg : doc.document.entries) {
+    Got zip = get(pkg.loc);
+    REQUIRE(zip.status == 200);
+    CHECK(header(zip, "Cache-Control") == "public, max-age=31536000, immutable");
+    CHECK(zip.body.size() == *pkg.md->length);
+    CHECK(rs::hash_hex(rs::HashAlgorithm::sha256, zip.body) == pkg.md->hash[0].hex);
+    const auto file = a.env.data / "fetched.zip";
+    std::ofstream(file, std::ios::binary) << zip.body;
+    auto opened = sync::DumpPackage::open(file, pkg.loc, rs::Capability::resourcedump_manifest);
+    REQUIRE(opened);
+    CHECK((*opened)->warnings().empty());
+    const auto& m = (*opened)->manifest();
+    REQUIRE(m.entries.size() == 1);
+    CHECK(m.header.md->at == doc.document.header.md->at);
+    CHECK(m.entries[0].find_link("via") != nullptr);
+    REQUIRE((*opened)->extract(0, *a.env.blobs)); // bytes verified against the manifest
+    locs.insert(m.entries[0].loc);
+  }
+  CHECK(locs == std::set<std::string>{urls.resource("up", a.up.url("/res/a.txt")),
+                                      urls.resource("up", a.up.url("/res/b.txt"))});
+
+  // Tributary B, strategy dumps: baseline from A's Resource Dump.
+  SyncEnv b;
+  auto src = SyncEnv::source(a.base + "/", "a");
+  src.strategy = "dumps";
+  auto r = b.run(src, RunMode::incremental);
+  REQUIRE(r.status == RunStatus::succeeded);
+  bool from_dump = false;
+  for (const auto& n : r.notes) {
+    from_dump = from_dump || n.find("baselined from the Resource Dump") != std::string::npos;
+  }
+  CHECK(from_dump);
+  std::map<std::string, std::string> expected;
+  for (const auto& [path, bytes] : a.site.content) {
+    expected[urls.resource("up", a.up.url(path))] = bytes;
+  }
+  CHECK(b.live() == expected);
+  auto held = b.store->resources(1, {urls.resource("up", a.up.url("/res/b.txt"))});
+  REQUIRE(held);
+  REQUIRE(held->size() == 1);
+  const rs::Link* via = nullptr;
+  for (const auto& l : held->begin()->second.links) {
+    via = l.rel == "via" ? &l : via;
+  }
+  REQUIRE(via);
+  CHECK(via->href == a.up.url("/res/b.txt"));
 }
