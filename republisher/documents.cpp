@@ -154,7 +154,8 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
   return rs::write_document(d);
 }
 
-std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump) {
+std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump,
+                                   bool change_dump) {
   rs::Document d = capability_document("capabilitylist");
   d.header.links.push_back(link("up", urls.source_description()));
   d.entries.push_back(capability_entry(urls.resource_list(set.name), "resourcelist"));
@@ -162,6 +163,9 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
     d.entries.push_back(capability_entry(urls.resource_dump(set.name), "resourcedump"));
   }
   d.entries.push_back(capability_entry(urls.change_list(set.name), "changelist"));
+  if (change_dump) {
+    d.entries.push_back(capability_entry(urls.change_dump(set.name), "changedump"));
+  }
   return rs::write_document(d);
 }
 
@@ -198,6 +202,24 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
   w.update_header([&](rs::DocumentHeader& hd) { hd.md->completed = completed; });
   w.finish();
   return parts;
+}
+
+rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const store::LoggedChange& c,
+                       std::optional<rs::Timestamp> previous, const std::function<bool(const std::string&)>& held) {
+  rs::Timestamp t = c.recorded_at;
+  if (previous && t <= *previous) {
+    t = *previous + std::chrono::microseconds(1);
+  }
+  rs::Entry e = resource_entry(urls, set, c.resource, held);
+  e.md->change = c.change;
+  e.md->datetime = t;
+  if (c.change == rs::Change::deleted) {
+    e.md->hash.clear();
+    e.md->length.reset();
+    e.md->type.reset();
+    e.md->encoding.reset();
+  }
+  return e;
 }
 
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
@@ -261,21 +283,10 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
     for (const auto& c : *page) {
       // Ours, strictly increasing (so unique per URI): recorded time, nudged
       // past the previous entry when the clock did not move.
-      rs::Timestamp t = c.recorded_at;
-      if (last_time && t <= *last_time) {
-        t = *last_time + std::chrono::microseconds(1);
-      }
+      rs::Entry e = change_entry(urls, set.name, c, last_time, held);
+      const rs::Timestamp t = *e.md->datetime;
       if (!part_from) {
         part_from = t;
-      }
-      rs::Entry e = resource_entry(urls, set.name, c.resource, held);
-      e.md->change = c.change;
-      e.md->datetime = t;
-      if (c.change == rs::Change::deleted) {
-        e.md->hash.clear();
-        e.md->length.reset();
-        e.md->type.reset();
-        e.md->encoding.reset();
       }
       current.push_back(std::move(e));
       last_time = t;

@@ -51,9 +51,17 @@ std::function<bool(const std::string& uri)> held_in(store::StoreReader& reader, 
 rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const store::ResourceRecord& r,
                          const std::function<bool(const std::string& uri)>& held = {});
 
+// One change of the log as our Change List (and Change Dump manifests) show
+// it: resource_entry() plus `change` and our `datetime`: the recorded time,
+// nudged a microsecond past `previous` (the entry before it) when the clock
+// did not move; a deletion carries no hash, length or type.
+rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const store::LoggedChange& c,
+                       std::optional<rs::Timestamp> previous, const std::function<bool(const std::string& uri)>& held);
+
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
-// `resource_dump`: the set has a Resource Dump to offer.
-std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false);
+// `resource_dump`, `change_dump`: the set has them to offer.
+std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false,
+                                   bool change_dump = false);
 
 // Every live resource of the set, in feed then URI order (stable, so parts do
 // not reshuffle needlessly); one document, or parts and an index past the
@@ -67,6 +75,8 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
 // and never changes again; the last is open. Each entry's `datetime` is ours,
 // strictly increasing: the time we recorded it, nudged a microsecond past its
 // predecessor when the clock did not move.
+//
+// Each entry as change_entry() gives it.
 //
 // Closed parts never change, so they are rendered once: with `closed`, the
 // parts it already describes are neither read from the store nor returned

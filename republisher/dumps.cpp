@@ -174,12 +174,107 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::Bl
   return out;
 }
 
+Result<ChangePackage> build_change_package(store::StoreReader& reader, const sync::BlobStore& blobs,
+                                           const UrlScheme& urls, const PublishedSet& set, const DumpOptions& options,
+                                           size_t n, const ClosedParts::Part& part, int64_t after_seq,
+                                           size_t part_size) {
+  ChangePackage out;
+  out.n = n;
+  out.from = part.from;
+  out.until = part.until;
+  const std::filesystem::path folder = options.dir / set.name / "changes";
+  out.file = folder / (std::to_string(n) + ".zip");
+  out.manifest_file = folder / (std::to_string(n) + "-manifest.xml");
+  std::error_code ec;
+  if (!std::filesystem::exists(out.file, ec) || !std::filesystem::exists(out.manifest_file, ec)) {
+    std::filesystem::create_directories(folder, ec);
+    if (ec) {
+      return make_error(ErrorKind::io, "cannot create " + folder.string() + ": " + ec.message());
+    }
+    auto changes = reader.changes(set.feeds, after_seq, part_size);
+    if (!changes) {
+      return tl::unexpected(changes.error());
+    }
+    Package pkg;
+    pkg.manifest.header.md = rs::Metadata{};
+    pkg.manifest.header.md->capability = "changedump-manifest";
+    pkg.manifest.header.md->from = part.from;
+    pkg.manifest.header.md->until = part.until;
+    pkg.manifest.header.links.push_back(rs::Link{.rel = "up", .href = urls.capability_list(set.name)});
+    const auto held = held_in(reader, set);
+    std::optional<rs::Timestamp> previous;
+    if (n > 1) {
+      previous = part.from; // the entry before this part closed the last one
+    }
+    for (const auto& c : *changes) {
+      rs::Entry e = change_entry(urls, set.name, c, previous, held);
+      previous = e.md->datetime;
+      if (c.change != rs::Change::deleted && c.resource.blob_sha256) {
+        auto path = blobs.path_for(*c.resource.blob_sha256);
+        if (!path) {
+          return tl::unexpected(path.error());
+        }
+        const std::string name = "changes/" + std::to_string(pkg.files.size() + 1);
+        e.md->path = "/" + name;
+        pkg.files.emplace_back(name, *path);
+      }
+      pkg.manifest.entries.push_back(std::move(e));
+    }
+    // The manifest copy first: a package is only taken as built when both exist.
+    const std::filesystem::path tmp = out.manifest_file.string() + ".tmp";
+    {
+      std::ofstream m(tmp, std::ios::binary);
+      m << rs::write_document(pkg.manifest);
+      if (!m) {
+        return make_error(ErrorKind::io, "cannot write " + tmp.string());
+      }
+    }
+    std::filesystem::rename(tmp, out.manifest_file, ec);
+    auto digest = write_package(out.file, pkg);
+    if (!digest) {
+      return tl::unexpected(digest.error());
+    }
+  }
+  std::ifstream in(out.file, std::ios::binary);
+  rs::Hasher h(rs::HashAlgorithm::sha256);
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    h.update(buf, static_cast<size_t>(in.gcount()));
+  }
+  out.hash = rs::HashValue{"sha-256", h.finish_hex()};
+  out.length = std::filesystem::file_size(out.file, ec);
+  return out;
+}
+
+std::string render_change_dump(const UrlScheme& urls, const PublishedSet& set,
+                               const std::vector<ChangePackage>& packages) {
+  rs::Document d;
+  d.header.md = rs::Metadata{};
+  d.header.md->capability = "changedump";
+  d.header.md->from = packages.empty() ? rs::Timestamp{} : packages.front().from;
+  d.header.links.push_back(rs::Link{.rel = "up", .href = urls.capability_list(set.name)});
+  for (const auto& p : packages) {
+    rs::Entry e;
+    e.loc = urls.change_dump_package(set.name, p.n);
+    e.md = rs::Metadata{};
+    e.md->from = p.from;
+    e.md->until = p.until;
+    e.md->hash = {p.hash};
+    e.md->length = p.length;
+    e.md->type = "application/zip";
+    e.links.push_back(rs::Link{.rel = "contents", .href = urls.change_dump_manifest(set.name, p.n),
+                               .type = "application/xml"});
+    d.entries.push_back(std::move(e));
+  }
+  return rs::write_document(d);
+}
+
 void remove_old_generations(const DumpOptions& options, const std::string& set, const std::vector<std::string>& keep) {
   std::error_code ec;
   const std::filesystem::path dir = options.dir / set;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (std::find(keep.begin(), keep.end(), name) == keep.end()) {
+    if (name != "changes" && std::find(keep.begin(), keep.end(), name) == keep.end()) {
       std::filesystem::remove_all(entry.path(), ec);
     }
   }

@@ -33,6 +33,33 @@ struct BuiltDump {
 Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::BlobStore& blobs, const UrlScheme& urls,
                                       const PublishedSet& set, const DumpOptions& options, rs::Timestamp at);
 
+// One package of our Change Dump: the changes of one closed Change List part.
+struct ChangePackage {
+  size_t n = 0; // the part's number
+  rs::Timestamp from;
+  rs::Timestamp until;
+  rs::HashValue hash; // of the ZIP
+  uint64_t length = 0;
+  std::filesystem::path file;
+  std::filesystem::path manifest_file;
+};
+
+// Builds the package for closed Change List part `n` of `set` (its changes
+// are the `part_size` after change-log seq `after_seq`), or finds it built
+// before: <dir>/<set>/changes/<n>.zip with its changedump-manifest (each
+// entry as in the Change List, plus the path of that change's bitstream;
+// deletions have none) and a copy of the manifest beside it. Packages never
+// change once written.
+Result<ChangePackage> build_change_package(store::StoreReader& reader, const sync::BlobStore& blobs,
+                                           const UrlScheme& urls, const PublishedSet& set, const DumpOptions& options,
+                                           size_t n, const ClosedParts::Part& part, int64_t after_seq,
+                                           size_t part_size);
+
+// The Change Dump listing `packages` (forward chronological), each with
+// from/until, hash, length and a rel="contents" link to its manifest.
+std::string render_change_dump(const UrlScheme& urls, const PublishedSet& set,
+                               const std::vector<ChangePackage>& packages);
+
 // Removes the set's generations under <dir>/<set> except `keep`.
 void remove_old_generations(const DumpOptions& options, const std::string& set, const std::vector<std::string>& keep);
 

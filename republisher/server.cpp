@@ -116,6 +116,10 @@ struct Republisher::Impl {
     std::string previous_generation;
   };
   std::map<std::string, SetDump> dumps;
+  // Closed Change List parts as the refresher last saw them, and the Change
+  // Dump packages built for them (both guarded by cache_mutex).
+  std::map<std::string, ClosedParts> closed_meta;
+  std::map<std::string, std::vector<ChangePackage>> change_packages;
   std::shared_ptr<const std::map<std::string, std::filesystem::path>> dump_files =
       std::make_shared<std::map<std::string, std::filesystem::path>>();
   bool dumps_changed = false; // under stop_mutex: render the capability lists again
@@ -156,15 +160,23 @@ struct Republisher::Impl {
     for (const auto& s : sets) {
       feeds_of[s.name] = s.feeds;
       std::optional<std::string> dump_document;
+      std::optional<std::string> change_dump_document;
       {
         std::shared_lock lock(cache_mutex);
         if (auto it = dumps.find(s.name); it != dumps.end()) {
           dump_document = it->second.built.document;
         }
+        if (auto it = change_packages.find(s.name); it != change_packages.end() && !it->second.empty()) {
+          change_dump_document = render_change_dump(urls, s, it->second);
+        }
       }
-      put(urls.capability_list(s.name), render_capability_list(urls, s, dump_document.has_value()));
+      put(urls.capability_list(s.name),
+          render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value()));
       if (dump_document) {
         put(urls.resource_dump(s.name), std::move(*dump_document));
+      }
+      if (change_dump_document) {
+        put(urls.change_dump(s.name), std::move(*change_dump_document));
       }
       auto rl = render_resource_list(*reader, urls, s, at);
       if (!rl) {
@@ -201,6 +213,10 @@ struct Republisher::Impl {
           return make_error(ErrorKind::conflict, "closed Change List part " + part.url + " is not cached");
         }
         (*docs)[path] = it->second;
+      }
+      {
+        std::unique_lock lock(cache_mutex);
+        closed_meta[s.name] = known;
       }
       closed_parts[s.name] = std::move(known);
     }
@@ -304,6 +320,21 @@ struct Republisher::Impl {
     return v;
   }
 
+  // The files the dumps name, by URL path (call with cache_mutex held).
+  void publish_dump_files() {
+    auto files = std::make_shared<std::map<std::string, std::filesystem::path>>();
+    for (const auto& [name, dump] : dumps) {
+      files->insert(dump.built.files.begin(), dump.built.files.end());
+    }
+    for (const auto& [name, packages] : change_packages) {
+      for (const auto& p : packages) {
+        (*files)[urls.path_of(urls.change_dump_package(name, p.n))] = p.file;
+        (*files)[urls.path_of(urls.change_dump_manifest(name, p.n))] = p.manifest_file;
+      }
+    }
+    dump_files = std::move(files);
+  }
+
   // Builds the Resource Dumps that are missing or due; tells the refresher
   // to publish them.
   void build_due_dumps() {
@@ -346,14 +377,49 @@ struct Republisher::Impl {
         d.built = std::move(*built);
         d.built_at = now;
         d.seq = *seq;
-        auto files = std::make_shared<std::map<std::string, std::filesystem::path>>();
-        for (const auto& [name, dump] : dumps) {
-          files->insert(dump.built.files.begin(), dump.built.files.end());
-        }
-        dump_files = std::move(files);
+        publish_dump_files();
       }
       remove_old_generations(o, set.name, keep);
       changed = true;
+    }
+    // Change Dump: a package for every closed Change List part not yet packed.
+    std::map<std::string, ClosedParts> meta;
+    {
+      std::shared_lock lock(cache_mutex);
+      meta = closed_meta;
+    }
+    for (const auto& set : published_sets(*feeds, options.named_sets)) {
+      auto it = meta.find(set.name);
+      if (it == meta.end()) {
+        continue;
+      }
+      const ClosedParts& parts = it->second;
+      size_t have = 0;
+      {
+        std::unique_lock lock(cache_mutex);
+        auto& built = change_packages[set.name];
+        if (!built.empty() && (built.size() > parts.parts.size() ||
+                               built.back().until != parts.parts[built.size() - 1].until)) {
+          built.clear(); // the parts were renumbered (other feeds or part size): pack again
+          std::error_code ec;
+          std::filesystem::remove_all(o.dir / set.name / "changes", ec);
+        }
+        have = built.size();
+      }
+      for (size_t n = have + 1; n <= parts.parts.size(); ++n) {
+        const int64_t after = n == 1 ? 0 : parts.parts[n - 2].last_seq;
+        auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[n - 1], after,
+                                        parts.part_size);
+        if (!pkg) {
+          log::warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
+                            "' not built: " + pkg.error().message);
+          break;
+        }
+        std::unique_lock lock(cache_mutex);
+        change_packages[set.name].push_back(std::move(*pkg));
+        publish_dump_files();
+        changed = true;
+      }
     }
     if (changed) {
       std::lock_guard lock(stop_mutex);
@@ -457,7 +523,8 @@ struct Republisher::Impl {
       ::fstat(fd, &st);
       res.set_header("Cache-Control", "public, max-age=31536000, immutable");
       res.ranges = true;
-      res.set_file(file, static_cast<size_t>(st.st_size), "application/zip");
+      const bool xml = it->second.extension() == ".xml";
+      res.set_file(file, static_cast<size_t>(st.st_size), xml ? "application/xml" : "application/zip");
       return http::Disposition::done;
     }
     // Resource paths carry a percent-encoded URI: parse the raw path.

@@ -48,6 +48,18 @@ std::string UrlScheme::resource_dump_package(std::string_view set, std::string_v
          std::to_string(n) + ".zip";
 }
 
+std::string UrlScheme::change_dump(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/changedump.xml";
+}
+
+std::string UrlScheme::change_dump_package(std::string_view set, size_t n) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/changedump/" + std::to_string(n) + ".zip";
+}
+
+std::string UrlScheme::change_dump_manifest(std::string_view set, size_t n) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/changedump/" + std::to_string(n) + "-manifest.xml";
+}
+
 std::string UrlScheme::resource(std::string_view set, std::string_view original_uri) const {
   return m_base + std::string(k_sets) + std::string(set) + std::string(k_resources) + percent_encode(original_uri);
 }

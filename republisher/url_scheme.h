@@ -15,6 +15,8 @@ namespace tributary::pub {
 //   /sets/<set>/changelist.xml,   changelist-<n>.xml
 //   /sets/<set>/resourcedump.xml                   Resource Dump (its packages:
 //   /sets/<set>/resourcedump/<generation>/<n>.zip    immutable, one folder per build)
+//   /sets/<set>/changedump.xml                     Change Dump: one package per closed
+//   /sets/<set>/changedump/<n>.zip, <n>-manifest.xml   Change List part, immutable
 //   /sets/<set>/resources/<percent-encoded original URI>
 class UrlScheme {
 public:
@@ -32,6 +34,9 @@ public:
   std::string resource(std::string_view set, std::string_view original_uri) const;
   std::string resource_dump(std::string_view set) const;
   std::string resource_dump_package(std::string_view set, std::string_view generation, size_t n) const;
+  std::string change_dump(std::string_view set) const;
+  std::string change_dump_package(std::string_view set, size_t n) const;
+  std::string change_dump_manifest(std::string_view set, size_t n) const;
 
   // The path part of our URLs (what the server sees), for routing.
   std::string path_of(const std::string& url) const;

@@ -64,7 +64,7 @@ struct Published {
   std::string base;
 
   // `dumps`: also publish Resource Dumps (packages of `package_entries`).
-  explicit Published(bool dumps = false, size_t package_entries = 10000) {
+  explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000) {
     site.put("/res/a.txt", "alpha");
     site.put("/res/b.txt", "bravo bravo");
     site.put("/res/c.txt", "charlie");
@@ -79,6 +79,7 @@ struct Published {
     const int port = free_port();
     o.port = port;
     o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+    o.change_list_part = change_list_part;
     if (dumps) {
       o.dump_dir = env.data / "dumps";
       o.dump_package_entries = package_entries;
@@ -372,4 +373,77 @@ TEST_CASE("Republisher: Resource Dump packages that verify, and a second Tributa
   }
   REQUIRE(via);
   CHECK(via->href == a.up.url("/res/b.txt"));
+}
+
+TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tributary baselines from the Resource Dump and follows the Change Dump") {
+  Published a(/*dumps=*/true, /*package_entries=*/10000, /*change_list_part=*/2);
+  pub::UrlScheme urls(a.base);
+  auto wait_for_packages = [&](size_t n) {
+    for (int i = 0; i < 200; ++i) {
+      Got cd = get(urls.change_dump("up"));
+      if (cd.status == 200 && rs::parse_document(cd.body).document.entries.size() >= n &&
+          get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  REQUIRE(wait_for_packages(2)); // four changes so far: two closed parts
+  Got cd = get(urls.change_dump("up"));
+  auto doc = rs::parse_document(cd.body);
+  CHECK(doc.summary.valid());
+  const rs::Entry& first = doc.document.entries[0];
+  const rs::Link* contents = first.find_link("contents");
+  REQUIRE(contents);
+  Got manifest = get(contents->href);
+  REQUIRE(manifest.status == 200);
+  CHECK(rs::parse_document(manifest.body).document.header.capability() == rs::Capability::changedump_manifest);
+  Got zip = get(first.loc);
+  CHECK(rs::hash_hex(rs::HashAlgorithm::sha256, zip.body) == first.md->hash[0].hex);
+  const auto file = a.env.data / "change-package.zip";
+  std::ofstream(file, std::ios::binary) << zip.body;
+  auto opened = sync::DumpPackage::open(file, first.loc, rs::Capability::changedump_manifest);
+  REQUIRE(opened);
+  CHECK((*opened)->manifest().entries.size() == 2);
+
+  SyncEnv b;
+  auto src = SyncEnv::source(a.base + "/", "a");
+  src.strategy = "dumps";
+  REQUIRE(b.run(src, RunMode::incremental).status == RunStatus::succeeded);
+
+  // Upstream changes: A follows them, closes a third part and packs it.
+  a.site.put("/res/a.txt", "alpha v2");
+  a.site.put("/res/d.txt", "delta");
+  a.site.erase("/res/b.txt");
+  a.site.publish_change_list(
+      "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+      {change_entry(a.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
+       change_entry(a.up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
+       change_entry(a.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
+       change_entry(a.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z"))});
+  REQUIRE(a.env.run(SyncEnv::source(a.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  REQUIRE(wait_for_packages(3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // A's Change List shows the open part too
+  auto r = b.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  bool from_dump = false;
+  for (const auto& n : r.notes) {
+    from_dump = from_dump || n.find("caught up from the Change Dump") != std::string::npos;
+  }
+  CHECK(from_dump);
+  std::map<std::string, std::string> expected;
+  for (const auto& [path, bytes] : a.site.content) {
+    expected[urls.resource("up", a.up.url(path))] = bytes;
+  }
+  CHECK(b.live() == expected);
+  auto held = b.store->resources(1, {urls.resource("up", a.up.url("/res/d.txt"))});
+  REQUIRE(held);
+  REQUIRE(held->size() == 1);
+  const rs::Link* via = nullptr;
+  for (const auto& l : held->begin()->second.links) {
+    via = l.rel == "via" ? &l : via;
+  }
+  REQUIRE(via);
+  CHECK(via->href == a.up.url("/res/d.txt"));
 }
