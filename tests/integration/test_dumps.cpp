@@ -9,6 +9,8 @@
 #include <zip.h>
 
 #include <fstream>
+#include <set>
+#include <sys/stat.h>
 
 using namespace tributary;
 using namespace tributary::test;
@@ -17,8 +19,10 @@ using store::RunStatus;
 
 namespace {
 
-// A ZIP with manifest.xml and the given files (path in ZIP -> bytes).
-std::string make_package(const std::string& manifest_xml, const std::map<std::string, std::string>& files) {
+// A ZIP with manifest.xml and the given files (path in ZIP -> bytes); names
+// in `symlinks` are stored as symbolic links.
+std::string make_package(const std::string& manifest_xml, const std::map<std::string, std::string>& files,
+                         const std::set<std::string>& symlinks = {}, bool with_manifest = true) {
   const auto path = std::filesystem::temp_directory_path() / ("tributary-pkg-" + std::to_string(::getpid()) + ".zip");
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
@@ -28,10 +32,17 @@ std::string make_package(const std::string& manifest_xml, const std::map<std::st
     keep.push_back(bytes);
   }
   size_t k = 0;
-  REQUIRE(zip_file_add(z, "manifest.xml", zip_source_buffer(z, keep[k].data(), keep[k].size(), 0), 0) >= 0);
+  if (with_manifest) {
+    REQUIRE(zip_file_add(z, "manifest.xml", zip_source_buffer(z, keep[k].data(), keep[k].size(), 0), 0) >= 0);
+  }
   for (const auto& [name, bytes] : files) {
     ++k;
-    REQUIRE(zip_file_add(z, name.c_str(), zip_source_buffer(z, keep[k].data(), keep[k].size(), 0), 0) >= 0);
+    const zip_int64_t i = zip_file_add(z, name.c_str(), zip_source_buffer(z, keep[k].data(), keep[k].size(), 0), 0);
+    REQUIRE(i >= 0);
+    if (symlinks.count(name)) {
+      zip_file_set_external_attributes(z, static_cast<zip_uint64_t>(i), 0, ZIP_OPSYS_UNIX,
+                                       static_cast<zip_uint32_t>(S_IFLNK | 0777) << 16);
+    }
   }
   REQUIRE(zip_close(z) == 0);
   std::ifstream in(path, std::ios::binary);
@@ -299,4 +310,64 @@ TEST_CASE("Dumps: auto takes the Change Dump for a backlog of whole packages, an
   CHECK(has_note(r, "caught up from the Change Dump"));
   CHECK(r.counters.updated == 1); // the first package is not applied again
   CHECK(env.live()[d.up.url("/res/b.txt")] == "bravo v2");
+}
+
+TEST_CASE("Dumps: every hostile package is refused over HTTP with its reason, and the store stays empty") {
+  DumpSite d;
+  auto entry = [&](const std::string& path, const std::string& zip_path, const std::string& bytes) {
+    rs::Entry e = resource_entry(d.up.url(path), bytes);
+    e.md->path = zip_path;
+    return e;
+  };
+  auto manifest_of = [&](const std::vector<rs::Entry>& entries, const char* cap = "resourcedump-manifest") {
+    rs::Document m = make_doc(cap);
+    m.header.md->at = d.at;
+    m.entries = entries;
+    return rs::write_document(m);
+  };
+  const std::string good = manifest_of({entry("/res/a.txt", "/a.txt", "alpha")});
+  const std::string zeros(64u << 20, '\0');
+  struct Case {
+    const char* what;
+    std::string zip;
+    const char* reason;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"no manifest", make_package(good, {{"a.txt", "alpha"}}, {}, false), "no manifest.xml"});
+  cases.push_back({"malformed manifest", make_package("<urlset><url>", {{"a.txt", "alpha"}}),
+                   "manifest.xml is not a valid document"});
+  cases.push_back({"dot-dot", make_package(good, {{"a.txt", "alpha"}, {"../evil", "x"}}), "unsafe entry name"});
+  cases.push_back({"absolute", make_package(good, {{"a.txt", "alpha"}, {"/evil", "x"}}), "unsafe entry name"});
+  cases.push_back({"symlink", make_package(good, {{"a.txt", "/etc/passwd"}}, {"a.txt"}), "symbolic link"});
+  cases.push_back({"unlisted entry", make_package(good, {{"a.txt", "alpha"}, {"b.txt", "bravo"}}),
+                   "not listed in the manifest"});
+  cases.push_back({"missing bitstream", make_package(good, {}), "is not in the ZIP"});
+  cases.push_back({"wrong bitstream", make_package(good, {{"a.txt", "alphA"}}), "hash mismatch against the manifest"});
+  cases.push_back({"zip bomb", make_package(manifest_of({entry("/res/z", "/z.bin", zeros)}), {{"z.bin", zeros}}),
+                   "a zip bomb"});
+  std::string truncated = make_package(good, {{"a.txt", "alpha"}});
+  truncated.resize(truncated.size() / 2);
+  cases.push_back({"truncated", truncated, "not a readable ZIP file"});
+  for (const auto& c : cases) {
+    CAPTURE(c.what);
+    rs::Document part = make_doc("resourcedump");
+    part.header.md->at = d.at;
+    part.header.links.push_back(rs::Link{.rel = "up", .href = d.up.url("/caps.xml")});
+    rs::Entry pkg;
+    pkg.loc = d.up.url("/dump/hostile.zip");
+    pkg.md = rs::Metadata{};
+    pkg.md->hash = {rs::HashValue{"md5", rs::hash_hex(rs::HashAlgorithm::md5, c.zip)}};
+    pkg.md->length = c.zip.size();
+    part.entries.push_back(pkg);
+    d.up.set("/dump/hostile.zip", c.zip, "application/zip");
+    d.up.set_document("/rd.xml", part);
+    SyncEnv env;
+    auto r = env.run(d.source("dumps"), RunMode::baseline);
+    CHECK(r.status == RunStatus::failed);
+    REQUIRE_FALSE(r.errors.empty());
+    CHECK_MESSAGE(r.errors.front().find(c.reason) != std::string::npos, r.errors.front());
+    CHECK(r.errors.front().find(d.up.url("/dump/hostile.zip")) != std::string::npos);
+    CHECK(env.live().empty());
+    CHECK(env.deleted().empty());
+  }
 }
