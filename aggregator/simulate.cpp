@@ -1,8 +1,11 @@
 #include "aggregator/simulate.h"
 
 #include "republisher/http_server.h"
+
+#include <zip.h>
 #include "resourcesync/datetime.h"
 #include "resourcesync/hash.h"
+#include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
 
 #include <csignal>
@@ -67,6 +70,15 @@ struct Simulator::Impl {
   std::map<std::string, std::shared_ptr<const std::string>> resource_list_docs;
   std::chrono::steady_clock::time_point resource_list_rendered{};
   uint64_t resource_list_stamp = k_none;
+
+  // Dumps: the Resource Dump rebuilt at most every 30 s when asked for, a
+  // Change Dump package per closed Change List part (kept).
+  std::map<std::string, std::shared_ptr<const std::string>> resource_dump_docs;
+  std::map<std::string, std::shared_ptr<const std::string>> previous_dump_docs; // downloads in progress finish
+  std::chrono::steady_clock::time_point resource_dump_built{};
+  uint64_t resource_dump_stamp = k_none;
+  std::map<size_t, std::shared_ptr<const std::string>> change_packages;       // part -> ZIP
+  std::map<size_t, std::shared_ptr<const std::string>> change_manifests;      // part -> manifest
 
   std::thread ticker;
   std::mutex stop_mutex;
@@ -184,7 +196,7 @@ struct Simulator::Impl {
     rs::Document d;
     d.header = header("capabilitylist");
     d.header.links.push_back(rs::Link{.rel = "up", .href = url("/.well-known/resourcesync")});
-    for (const char* cap : {"resourcelist", "changelist"}) {
+    for (const char* cap : {"resourcelist", "resourcedump", "changelist", "changedump"}) {
       rs::Entry e;
       e.loc = url("/" + std::string(cap) + ".xml");
       e.md = rs::Metadata{};
@@ -279,6 +291,123 @@ struct Simulator::Impl {
     return out;
   }
 
+  // A ZIP of manifest.xml and `files` (name -> bytes), in memory.
+  static std::string zip_of(const std::string& manifest, const std::vector<std::pair<std::string, std::string>>& files) {
+    zip_error_t err;
+    zip_error_init(&err);
+    zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &err);
+    zip_t* z = zip_open_from_source(buffer, ZIP_TRUNCATE, &err);
+    zip_source_keep(buffer);
+    zip_file_add(z, "manifest.xml", zip_source_buffer(z, manifest.data(), manifest.size(), 0), 0);
+    for (const auto& [name, bytes] : files) {
+      const zip_int64_t i = zip_file_add(z, name.c_str(), zip_source_buffer(z, bytes.data(), bytes.size(), 0), 0);
+      zip_set_file_compression(z, static_cast<zip_uint64_t>(i), ZIP_CM_DEFLATE, 1);
+    }
+    zip_close(z);
+    std::string out;
+    zip_stat_t st;
+    if (zip_source_stat(buffer, &st) == 0 && zip_source_open(buffer) == 0) {
+      out.resize(static_cast<size_t>(st.size));
+      zip_source_read(buffer, out.data(), st.size);
+      zip_source_close(buffer);
+    }
+    zip_source_free(buffer);
+    zip_error_fini(&err);
+    return out;
+  }
+
+  rs::Entry package_entry(const std::string& path, const std::string& zip) const {
+    rs::Entry e;
+    e.loc = url(path);
+    e.md = rs::Metadata{};
+    e.md->hash = {rs::HashValue{"md5", rs::hash_hex(rs::HashAlgorithm::md5, zip)}};
+    e.md->length = zip.size();
+    e.md->type = "application/zip";
+    return e;
+  }
+
+  // The Resource Dump: packages of 10,000 live resources; caller locks.
+  void render_resource_dump() {
+    previous_dump_docs = std::move(resource_dump_docs);
+    resource_dump_docs.clear();
+    const rs::Timestamp at = now_us();
+    rs::Document dump;
+    dump.header = header("resourcedump");
+    dump.header.md->at = at;
+    dump.header.links.push_back(rs::Link{.rel = "up", .href = url("/capabilitylist.xml")});
+    const std::string gen = std::to_string(at.time_since_epoch().count());
+    std::vector<uint64_t> ids;
+    for (uint64_t id = 0; id < resources.size(); ++id) {
+      if (resources[id].live) {
+        ids.push_back(id);
+      }
+    }
+    for (size_t first = 0; first < ids.size(); first += 10000) {
+      rs::Document manifest;
+      manifest.header = header("resourcedump-manifest");
+      manifest.header.md->at = at;
+      std::vector<std::pair<std::string, std::string>> files;
+      for (size_t k = first; k < std::min(ids.size(), first + 10000); ++k) {
+        rs::Entry e = entry_of(ids[k], resources[ids[k]]);
+        e.md->path = "/res/" + std::to_string(ids[k]);
+        manifest.entries.push_back(e);
+        files.emplace_back("res/" + std::to_string(ids[k]), content(ids[k], resources[ids[k]].version));
+      }
+      const std::string path = "/resourcedump-" + gen + "-" + std::to_string(first / 10000 + 1) + ".zip";
+      auto zip = std::make_shared<const std::string>(zip_of(rs::write_document(manifest), files));
+      rs::Entry pkg = package_entry(path, *zip);
+      pkg.md->at = at;
+      dump.entries.push_back(pkg);
+      resource_dump_docs[path] = std::move(zip);
+    }
+    resource_dump_docs["/resourcedump.xml"] = std::make_shared<const std::string>(rs::write_document(dump));
+    resource_dump_stamp = log.size();
+    resource_dump_built = std::chrono::steady_clock::now();
+  }
+
+  // Change Dump package k (0-based) of a closed part; caller locks.
+  void render_change_package(size_t k) {
+    const std::string part = change_part(k);
+    auto parsed = rs::parse_document(part);
+    rs::Document manifest;
+    manifest.header = header("changedump-manifest");
+    manifest.header.md->from = parsed.document.header.md->from;
+    manifest.header.md->until = parsed.document.header.md->until;
+    std::vector<std::pair<std::string, std::string>> files;
+    for (size_t i = 0; i < parsed.document.entries.size(); ++i) {
+      rs::Entry e = parsed.document.entries[i];
+      const ChangeRecord& c = log[k * options.part_size + i];
+      if (c.kind != rs::Change::deleted) {
+        const std::string name = "changes/" + std::to_string(i + 1);
+        e.md->path = "/" + name;
+        files.emplace_back(name, content(c.id, c.version));
+      }
+      manifest.entries.push_back(std::move(e));
+    }
+    const std::string xml = rs::write_document(manifest);
+    change_manifests[k] = std::make_shared<const std::string>(xml);
+    change_packages[k] = std::make_shared<const std::string>(zip_of(xml, files));
+  }
+
+  std::string change_dump() {
+    rs::Document d;
+    d.header = header("changedump");
+    d.header.md->from = started;
+    d.header.links.push_back(rs::Link{.rel = "up", .href = url("/capabilitylist.xml")});
+    for (size_t k = 0; (k + 1) * options.part_size <= log.size(); ++k) {
+      if (!change_packages.count(k)) {
+        render_change_package(k);
+      }
+      rs::Entry e = package_entry("/changedump-" + std::to_string(k + 1) + ".zip", *change_packages[k]);
+      e.md->from = part_from(k);
+      e.md->until = log[(k + 1) * options.part_size - 1].at;
+      e.links.push_back(rs::Link{.rel = "contents", .href = url("/changedump-" + std::to_string(k + 1) +
+                                                                 "-manifest.xml")});
+      d.entries.push_back(std::move(e));
+    }
+    return rs::write_document(d);
+  }
+
   // The document at `path`, or nullptr.
   std::shared_ptr<const std::string> document(const std::string& path) {
     std::lock_guard lock(mutex);
@@ -310,6 +439,39 @@ struct Simulator::Impl {
         slot = std::make_shared<const std::string>(change_part(k));
       }
       return slot;
+    }
+    if (path == "/changedump.xml") {
+      return std::make_shared<const std::string>(change_dump());
+    }
+    if (path.rfind("/changedump-", 0) == 0) {
+      const bool manifest = path.size() > 13 && path.compare(path.size() - 13, 13, "-manifest.xml") == 0;
+      size_t k = 0;
+      try {
+        k = std::stoul(path.substr(12)) - 1;
+      } catch (const std::exception&) {
+        return nullptr;
+      }
+      if ((k + 1) * options.part_size > log.size()) {
+        return nullptr; // not closed (yet)
+      }
+      if (!change_packages.count(k)) {
+        render_change_package(k);
+      }
+      return manifest ? change_manifests[k] : change_packages[k];
+    }
+    if (path.rfind("/resourcedump", 0) == 0) {
+      if (resource_dump_docs.empty() ||
+          (resource_dump_stamp != log.size() &&
+           std::chrono::steady_clock::now() - resource_dump_built >= std::chrono::seconds(30))) {
+        if (path == "/resourcedump.xml") {
+          render_resource_dump();
+        }
+      }
+      if (auto it = resource_dump_docs.find(path); it != resource_dump_docs.end()) {
+        return it->second;
+      }
+      auto it = previous_dump_docs.find(path);
+      return it == previous_dump_docs.end() ? nullptr : it->second;
     }
     if (path.rfind("/resourcelist", 0) == 0) {
       if (resource_list_stamp != log.size() &&
@@ -374,7 +536,8 @@ struct Simulator::Impl {
       res.status = 404;
       return http::Disposition::done;
     }
-    res.set_shared(doc, "application/xml");
+    const bool zip = path.size() > 4 && path.compare(path.size() - 4, 4, ".zip") == 0;
+    res.set_shared(doc, zip ? "application/zip" : "application/xml");
     return http::Disposition::done;
   }
 

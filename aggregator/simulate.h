@@ -25,7 +25,9 @@ struct SimulateOptions {
 // A changing ResourceSync Source held in memory, for demos, tests and
 // benchmarks: Source Description, Capability List, Resource List (an index
 // past 50,000 entries), a Change List index whose parts close every
-// `part_size` changes, and the resources with md5 hashes. Changes happen at
+// `part_size` changes, a Resource Dump (packages of 10,000, rebuilt at most
+// every 30 s) and a Change Dump (a package per closed part), and the
+// resources with md5 hashes. Changes happen at
 // `change_rate` per second; which resource changes how is a function of the
 // seed alone. Documents are written with the resourcesync writer the
 // republisher uses.

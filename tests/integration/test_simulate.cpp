@@ -7,6 +7,7 @@
 #include "sync_fixture.h"
 
 #include "aggregator/simulate.h"
+#include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/fetcher.h"
 
@@ -101,7 +102,7 @@ TEST_CASE("Simulator: documents validate, the Resource List is an index past 50,
   auto sd = valid_document(base + "/.well-known/resourcesync");
   REQUIRE(sd.document.entries.size() == 1);
   auto caps = valid_document(sd.document.entries[0].loc);
-  CHECK(caps.document.entries.size() == 2);
+  CHECK(caps.document.entries.size() == 4); // lists and dumps
 
   std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // the Resource List re-renders once a second
   auto rl = valid_document(base + "/resourcelist.xml");
@@ -140,6 +141,39 @@ TEST_CASE("Simulator: documents validate, the Resource List is an index past 50,
   CHECK(fetch(last_update->links[0].href).body == bytes);
   CHECK(fetch(base + "/res/99999999").status == 404);
 
+  // Dumps: the Change Dump has a package per closed part, with its manifest
+  // beside it; both dumps' packages pass the consumer's checks.
+  auto cd = valid_document(base + "/changedump.xml");
+  REQUIRE(cd.document.entries.size() == 2);
+  CHECK(cd.document.entries[0].find_link("contents"));
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-simdump-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto blobs = sync::BlobStore::open(dir / "blobs");
+  REQUIRE(blobs);
+  auto check_package = [&](const rs::Entry& pkg, rs::Capability kind) {
+    Fetched zip = fetch(pkg.loc);
+    REQUIRE(zip.status == 200);
+    CHECK(zip.body.size() == *pkg.md->length);
+    std::ofstream(dir / "p.zip", std::ios::binary) << zip.body;
+    auto opened = sync::DumpPackage::open(dir / "p.zip", pkg.loc, kind);
+    REQUIRE(opened);
+    const auto& m = (*opened)->manifest();
+    for (size_t i = 0; i < std::min<size_t>(m.entries.size(), 200); ++i) { // a sample of the bitstreams
+      if (m.entries[i].md->path) {
+        CHECK((*opened)->extract(i, **blobs)); // bytes match the manifest
+      }
+    }
+    return m.entries.size();
+  };
+  CHECK(check_package(cd.document.entries[0], rs::Capability::changedump_manifest) == 100);
+  auto rd = valid_document(base + "/resourcedump.xml");
+  size_t dumped = 0;
+  for (const auto& pkg : rd.document.entries) {
+    dumped += check_package(pkg, rs::Capability::resourcedump_manifest);
+  }
+  CHECK(dumped == sim.live());
+  std::filesystem::remove_all(dir);
+
   // Deterministic for a seed: another simulator makes the same changes.
   agg::Simulator twin(o);
   REQUIRE(twin.start());
@@ -171,6 +205,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
                                 {"url", sim_base + "/"},
                                 {"interval", "1s"},
                                 {"concurrency", 4},
+                                {"strategy", "lists"}, // a baseline of many requests, to be killed midway
                                 {"max_requests_per_second", 400}}}}}
                             .dump();
   REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
@@ -268,4 +303,48 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   kill(sim, SIGTERM);
   waitpid(sim, nullptr, 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Simulator: strategy auto baselines from its Resource Dump and catches up through its Change Dump") {
+  agg::SimulateOptions o;
+  o.port = 0;
+  o.resources = 500;
+  o.change_rate = 0;
+  o.seed = 11;
+  o.size = 64;
+  o.part_size = 50;
+  agg::Simulator sim(o);
+  REQUIRE(sim.start());
+  SyncEnv env;
+  auto src = SyncEnv::source(sim.base_url() + "/", "sim");
+  auto has_note = [](const sync::SourceReport& r, const std::string& text) {
+    for (const auto& n : r.notes) {
+      if (n.find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  auto r = env.run(src, store::RunMode::incremental);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK(has_note(r, "baselined from the Resource Dump"));
+  CHECK(env.live().size() == sim.live());
+  sim.change(160); // three closed parts of 50 and an open one
+  r = env.run(src, store::RunMode::incremental);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK(has_note(r, "caught up from the Change Dump"));
+  CHECK(env.live().size() == sim.live());
+  // The store equals the Source.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  std::map<std::string, std::string> upstream;
+  for (const auto& e : entries_of(sim.base_url() + "/resourcelist.xml")) {
+    upstream[e.loc] = e.md->hash[0].hex;
+  }
+  std::map<std::string, std::string> ours;
+  pqxx::connection c(env.db.conninfo());
+  pqxx::read_transaction tx(c);
+  for (const auto& row : tx.exec("SELECT uri, md5 FROM resource WHERE state = 'live'")) {
+    ours[row[0].as<std::string>()] = row[1].as<std::string>();
+  }
+  CHECK(ours == upstream);
 }
