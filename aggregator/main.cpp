@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
   auto* sim_cmd = app.add_subcommand(
       "simulate", "Serve a changing ResourceSync Source from memory (for demos, tests and benchmarks) until "
                   "SIGINT/SIGTERM: Source Description, Capability List, Resource List (index past 50,000), Change "
-                  "List index with closing parts, a Resource Dump and a Change Dump (a package per closed part), and the resources. Deterministic for a seed.");
+                  "List index with closing parts, a Resource Dump and a Change Dump (a package per closed part), "
+                  "and the resources. Deterministic for a seed.");
   sim_cmd->add_option("--listen", sim_listen, "host:port (default 127.0.0.1:8090; port 0: any)");
   sim_cmd->add_option("--public-url", sim.public_url, "Base URL in the documents (default http://<listen>)");
   sim_cmd->add_option("--resources", sim.resources, "Resources at the start (default 1000)");
