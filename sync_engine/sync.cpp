@@ -663,70 +663,124 @@ private:
     return {};
   }
 
+  // The package entries of a Resource or Change Dump (or of every part of
+  // its index), with their locs made absolute. Parts of an index that end
+  // before `skip_before` are not fetched.
+  Result<std::vector<rs::Entry>> dump_packages(const std::string& url, rs::Capability kind,
+                                               std::optional<rs::Timestamp>& at,
+                                               std::optional<rs::Timestamp> skip_before = std::nullopt) {
+    auto doc = spool(url, kind);
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    at = (*doc)->header().md->at;
+    CollectingHandler h;
+    if (auto r = (*doc)->read(h); !r) {
+      return tl::unexpected(r.error());
+    }
+    std::vector<rs::Entry> packages;
+    auto take = [&](std::vector<rs::Entry>& entries, const std::string& base) {
+      for (auto& e : entries) {
+        e.loc = resolve_reference(base, e.loc).value_or(e.loc);
+        packages.push_back(std::move(e));
+      }
+    };
+    if ((*doc)->header().root != rs::RootElement::sitemapindex) {
+      take(h.document.entries, url);
+      return packages;
+    }
+    for (const auto& part : h.document.entries) {
+      if (part.md && part.md->until && skip_before && *part.md->until < *skip_before) {
+        continue; // a part of packages entirely before the watermark
+      }
+      const std::string part_url = resolve_reference(url, part.loc).value_or(part.loc);
+      auto p = spool(part_url, kind);
+      if (!p) {
+        return tl::unexpected(p.error());
+      }
+      CollectingHandler ph;
+      if (auto r = (*p)->read(ph); !r) {
+        return tl::unexpected(r.error());
+      }
+      take(ph.document.entries, part_url);
+    }
+    return packages;
+  }
+
+  // A package downloaded (verified against the dump's rs:md) and opened
+  // (checked whole); the file goes when this does.
+  struct OpenedPackage {
+    std::filesystem::path file;
+    std::unique_ptr<DumpPackage> package;
+    OpenedPackage() = default;
+    OpenedPackage(OpenedPackage&&) = default;
+    ~OpenedPackage() {
+      std::error_code ec;
+      if (!file.empty()) {
+        std::filesystem::remove(file, ec);
+      }
+    }
+  };
+  Result<OpenedPackage> open_package(const rs::Entry& pkg, rs::Capability manifest_kind) {
+    Expected expected;
+    if (pkg.md) {
+      expected.length = pkg.md->length;
+      expected.hashes = pkg.md->hash;
+    }
+    OpenedPackage out;
+    auto file = download_package(*m_fetcher, pkg.loc, pkg.links, m_options, expected, m_tmp);
+    if (!file) {
+      return tl::unexpected(file.error());
+    }
+    out.file = *file;
+    auto opened = DumpPackage::open(out.file, pkg.loc, manifest_kind);
+    if (!opened) {
+      return tl::unexpected(opened.error());
+    }
+    out.package = std::move(*opened);
+    for (const auto& w : out.package->warnings()) {
+      note(w);
+    }
+    return out;
+  }
+
+  // Extracts the entries `wanted` (pointers into `entries`) from a package
+  // and publishes their blobs: a content source for the batch functions.
+  std::vector<Result<FetchedContent>> extract_entries(const DumpPackage& package,
+                                                      const std::vector<const rs::Entry*>& wanted,
+                                                      const std::function<size_t(const rs::Entry*)>& index_of) {
+    std::vector<size_t> indices;
+    indices.reserve(wanted.size());
+    for (const rs::Entry* e : wanted) {
+      indices.push_back(index_of(e));
+    }
+    auto results = package.extract_many(indices, m_blobs);
+    publish_sealed(results);
+    return results;
+  }
+
   // A baseline from a Resource Dump (or its index): each package is
   // downloaded to a file, verified against its rs:md, checked whole, and
   // applied in one transaction; the manifests' earliest `at` is where
   // incremental sync continues.
   Result<void> baseline_from_dump(int64_t feed, const std::string& rd_url) {
     m_validators.forget_prefix(m_src.name + " ");
-    auto doc = spool(rd_url, rs::Capability::resourcedump);
-    if (!doc) {
-      return tl::unexpected(doc.error());
+    std::optional<rs::Timestamp> at;
+    auto packages = dump_packages(rd_url, rs::Capability::resourcedump, at);
+    if (!packages) {
+      return tl::unexpected(packages.error());
     }
-    std::optional<rs::Timestamp> at = (*doc)->header().md->at;
-    std::vector<rs::Entry> packages;
-    {
-      CollectingHandler h;
-      if (auto r = (*doc)->read(h); !r) {
-        return tl::unexpected(r.error());
-      }
-      if ((*doc)->header().root == rs::RootElement::sitemapindex) {
-        for (const auto& part : h.document.entries) {
-          auto p = spool(resolve_reference(rd_url, part.loc).value_or(part.loc), rs::Capability::resourcedump);
-          if (!p) {
-            return tl::unexpected(p.error());
-          }
-          CollectingHandler ph;
-          if (auto r = (*p)->read(ph); !r) {
-            return tl::unexpected(r.error());
-          }
-          packages.insert(packages.end(), ph.document.entries.begin(), ph.document.entries.end());
-        }
-      } else {
-        packages = std::move(h.document.entries);
-      }
-    }
-    if (packages.empty()) {
+    if (packages->empty()) {
       return make_error(ErrorKind::invalid_document, rd_url + ": the Resource Dump lists no package");
     }
     m_progress_start = std::chrono::steady_clock::now();
     std::optional<rs::Timestamp> manifest_at;
-    for (const auto& pkg : packages) {
-      const std::string loc = resolve_reference(rd_url, pkg.loc).value_or(pkg.loc);
-      Expected expected;
-      if (pkg.md) {
-        expected.length = pkg.md->length;
-        expected.hashes = pkg.md->hash;
-      }
-      auto file = download_package(*m_fetcher, loc, pkg.links, m_options, expected, m_tmp);
-      if (!file) {
-        return tl::unexpected(file.error());
-      }
-      struct Remove {
-        std::filesystem::path p;
-        ~Remove() {
-          std::error_code ec;
-          std::filesystem::remove(p, ec);
-        }
-      } remove{*file};
-      auto opened = DumpPackage::open(*file, loc, rs::Capability::resourcedump_manifest);
+    for (const auto& pkg : *packages) {
+      auto opened = open_package(pkg, rs::Capability::resourcedump_manifest);
       if (!opened) {
         return tl::unexpected(opened.error());
       }
-      const DumpPackage& package = **opened;
-      for (const auto& w : package.warnings()) {
-        note(w);
-      }
+      const DumpPackage& package = *opened->package;
       if (auto a = package.manifest().header.md->at; a && (!manifest_at || *a < *manifest_at)) {
         manifest_at = a;
       }
@@ -734,19 +788,13 @@ private:
       m_total += entries.size();
       const rs::Entry* first = entries.data();
       auto r = baseline_batch(feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
-        std::vector<size_t> indices;
-        for (const rs::Entry* e : wanted) {
-          indices.push_back(static_cast<size_t>(e - first));
-        }
-        auto results = package.extract_many(indices, m_blobs);
-        publish_sealed(results);
-        return results;
+        return extract_entries(package, wanted, [first](const rs::Entry* e) { return static_cast<size_t>(e - first); });
       });
       if (!r) {
         return tl::unexpected(r.error());
       }
       m_done += entries.size();
-      progress(loc);
+      progress(pkg.loc);
     }
     auto wm = settled_watermark(feed);
     if (!wm) {
@@ -762,8 +810,8 @@ private:
       return tl::unexpected(deleted.error());
     }
     m_report.counters.deleted += *deleted;
-    note("baselined from the Resource Dump " + rd_url + " (" + std::to_string(packages.size()) + " package" +
-         (packages.size() == 1 ? "" : "s") + ")");
+    note("baselined from the Resource Dump " + rd_url + " (" + std::to_string(packages->size()) + " package" +
+         (packages->size() == 1 ? "" : "s") + ")");
     return {};
   }
 
@@ -960,35 +1008,12 @@ private:
       return tl::unexpected(wm.error());
     }
     Watermark w = *wm;
-    auto doc = spool(cd_url, rs::Capability::changedump);
-    if (!doc) {
-      return tl::unexpected(doc.error());
+    std::optional<rs::Timestamp> unused_at;
+    auto listed = dump_packages(cd_url, rs::Capability::changedump, unused_at, w.last_time);
+    if (!listed) {
+      return tl::unexpected(listed.error());
     }
-    std::vector<rs::Entry> packages;
-    {
-      CollectingHandler h;
-      if (auto r = (*doc)->read(h); !r) {
-        return tl::unexpected(r.error());
-      }
-      if ((*doc)->header().root == rs::RootElement::sitemapindex) {
-        for (const auto& part : h.document.entries) {
-          if (part.md && part.md->until && w.last_time && *part.md->until < *w.last_time) {
-            continue; // a part of packages entirely before the watermark
-          }
-          auto p = spool(resolve_reference(cd_url, part.loc).value_or(part.loc), rs::Capability::changedump);
-          if (!p) {
-            return tl::unexpected(p.error());
-          }
-          CollectingHandler ph;
-          if (auto r = (*p)->read(ph); !r) {
-            return tl::unexpected(r.error());
-          }
-          packages.insert(packages.end(), ph.document.entries.begin(), ph.document.entries.end());
-        }
-      } else {
-        packages = std::move(h.document.entries);
-      }
-    }
+    std::vector<rs::Entry> packages = std::move(*listed);
     // Forward chronological order, by each package's `from`.
     std::stable_sort(packages.begin(), packages.end(), [](const rs::Entry& a, const rs::Entry& b) {
       const auto fa = a.md ? a.md->from : std::nullopt;
@@ -1023,31 +1048,12 @@ private:
     }
     m_progress_start = std::chrono::steady_clock::now();
     for (const rs::Entry* pkg : todo) {
-      const std::string loc = resolve_reference(cd_url, pkg->loc).value_or(pkg->loc);
-      Expected expected;
-      if (pkg->md) {
-        expected.length = pkg->md->length;
-        expected.hashes = pkg->md->hash;
-      }
-      auto file = download_package(*m_fetcher, loc, pkg->links, m_options, expected, m_tmp);
-      if (!file) {
-        return tl::unexpected(file.error());
-      }
-      struct Remove {
-        std::filesystem::path p;
-        ~Remove() {
-          std::error_code ec;
-          std::filesystem::remove(p, ec);
-        }
-      } remove{*file};
-      auto opened = DumpPackage::open(*file, loc, rs::Capability::changedump_manifest);
+      const std::string& loc = pkg->loc;
+      auto opened = open_package(*pkg, rs::Capability::changedump_manifest);
       if (!opened) {
         return tl::unexpected(opened.error());
       }
-      const DumpPackage& package = **opened;
-      for (const auto& warning : package.warnings()) {
-        note(warning);
-      }
+      const DumpPackage& package = *opened->package;
       // The manifest's changes after the watermark, in order, each
       // remembering its place in the manifest (for its bitstream).
       const auto& entries = package.manifest().entries;
@@ -1083,13 +1089,7 @@ private:
           index_of[&pending[k].entry] = manifest_index[k];
         }
         auto r = change_batch(feed, loc, pending, w, [&](const std::vector<const rs::Entry*>& wanted) {
-          std::vector<size_t> indices;
-          for (const rs::Entry* e : wanted) {
-            indices.push_back(index_of.at(e));
-          }
-          auto results = package.extract_many(indices, m_blobs);
-          publish_sealed(results);
-          return results;
+          return extract_entries(package, wanted, [&index_of](const rs::Entry* e) { return index_of.at(e); });
         });
         if (!r) {
           return r;

@@ -121,8 +121,9 @@ struct DumpSite {
     const char* time;
     std::string bytes;
   };
+  // `as_index`: a Change Dump index with one part per package.
   void publish_change_dump(const std::vector<std::pair<std::pair<const char*, const char*>, std::vector<Change>>>& pkgs,
-                           bool corrupt_last = false) {
+                           bool corrupt_last = false, bool as_index = false) {
     rs::Document caps = make_doc("capabilitylist");
     caps.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/.well-known/resourcesync")});
     for (const auto& [loc, cap] : {std::pair<const char*, const char*>{"/rl.xml", "resourcelist"},
@@ -166,7 +167,30 @@ struct DumpSite {
       pkg.md->type = "application/zip";
       cd.entries.push_back(pkg);
     }
-    up.set_document("/cd.xml", cd);
+    if (!as_index) {
+      up.set_document("/cd.xml", cd);
+      return;
+    }
+    rs::Document index = make_doc("changedump", rs::RootElement::sitemapindex);
+    index.header.md->from = at;
+    index.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+    for (size_t k = 0; k < cd.entries.size(); ++k) {
+      rs::Document part = make_doc("changedump");
+      part.header.md->from = cd.entries[k].md->from;
+      part.header.md->until = cd.entries[k].md->until;
+      part.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
+      part.header.links.push_back(rs::Link{.rel = "index", .href = up.url("/cd.xml")});
+      part.entries.push_back(cd.entries[k]);
+      const std::string path = "/cd-" + std::to_string(k + 1) + ".xml";
+      up.set_document(path, part);
+      rs::Entry e;
+      e.loc = up.url(path);
+      e.md = rs::Metadata{};
+      e.md->from = cd.entries[k].md->from;
+      e.md->until = cd.entries[k].md->until;
+      index.entries.push_back(e);
+    }
+    up.set_document("/cd.xml", index);
   }
 
   sync::SourceConfig source(const std::string& strategy) {
@@ -254,7 +278,7 @@ TEST_CASE("Dumps: strategy lists never touches the dump") {
   CHECK(env.live().size() == 3);
 }
 
-TEST_CASE("Dumps: catch-up through a Change Dump, deletes and repeated changes included, each package once") {
+TEST_CASE("Dumps: catch-up through a Change Dump index, deletes and repeated changes included, each package once") {
   DumpSite d;
   SyncEnv env;
   REQUIRE(env.run(d.source("dumps"), RunMode::baseline).status == RunStatus::succeeded);
@@ -265,7 +289,8 @@ TEST_CASE("Dumps: catch-up through a Change Dump, deletes and repeated changes i
                          {{"2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"},
                           {{"/res/a.txt", rs::Change::updated, "2026-03-02T10:00:00Z", "alpha v3"},
                            {"/res/a.txt", rs::Change::updated, "2026-03-02T11:00:00Z", "alpha v4"},
-                           {"/res/c.txt", rs::Change::deleted, "2026-03-02T12:00:00Z", ""}}}});
+                           {"/res/c.txt", rs::Change::deleted, "2026-03-02T12:00:00Z", ""}}}},
+                        /*corrupt_last=*/false, /*as_index=*/true);
   auto r = env.run(d.source("dumps"), RunMode::incremental);
   REQUIRE(r.status == RunStatus::succeeded);
   CHECK(has_note(r, "caught up from the Change Dump"));

@@ -334,6 +334,11 @@ TEST_CASE("Simulator: strategy auto baselines from its Resource Dump and catches
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(has_note(r, "caught up from the Change Dump"));
   CHECK(env.live().size() == sim.live());
+  sim.change(5); // a small backlog, less than a package: the Change List does it
+  r = env.run(src, store::RunMode::incremental);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK_FALSE(has_note(r, "Change Dump"));
+  CHECK(r.counters.created + r.counters.updated + r.counters.deleted == 5);
   // The store equals the Source.
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   std::map<std::string, std::string> upstream;
