@@ -30,6 +30,10 @@ tributary_alias(dep::json nlohmann_json::nlohmann_json)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 tributary_alias(dep::zip PkgConfig::LIBZIP)
 
+# LMDB: the blob store's index (sha-256 -> pack file, offset, length).
+pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
+tributary_alias(dep::lmdb PkgConfig::LMDB)
+
 find_package(CLI11 CONFIG REQUIRED)
 tributary_alias(dep::cli11 CLI11::CLI11)
 

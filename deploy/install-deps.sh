@@ -16,6 +16,8 @@ packages=(
   # ZIP packages for Resource/Change Dumps; libzip's CMake config wants
   # its command-line tools present, so install them too
   libzip-dev zipcmp zipmerge ziptool
+  # blob index: sha-256 -> place in a pack file (LMDB, memory-mapped B+tree)
+  liblmdb-dev
   # storage
   libpq-dev libpqxx-dev postgresql-15 postgresql-client-15
   # RFC 3986 reference resolution

@@ -13,7 +13,7 @@ namespace {
 
 struct Package {
   rs::Document manifest;
-  std::vector<std::pair<std::string, std::filesystem::path>> files; // name in ZIP -> blob file
+  std::vector<std::pair<std::string, sync::BlobLocation>> files; // name in ZIP -> the blob's bytes
   uint64_t bytes = 0;
 };
 
@@ -36,15 +36,19 @@ Result<rs::HashValue> write_package(const std::filesystem::path& dest, const Pac
     return make_error(ErrorKind::io, "cannot add manifest.xml to " + tmp.string());
   }
   zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_DEFLATE, 6);
-  for (const auto& [name, file] : pkg.files) {
-    zip_source_t* src = zip_source_file(z, file.c_str(), 0, -1);
+  for (const auto& [name, blob] : pkg.files) {
+    // A region of a pack file (or a whole file); libzip reads a length of
+    // 0 as "to the end", so an empty blob is an empty buffer.
+    zip_source_t* src = blob.length == 0 ? zip_source_buffer(z, nullptr, 0, 0)
+                                         : zip_source_file(z, blob.file.c_str(), blob.offset,
+                                                           static_cast<zip_int64_t>(blob.length));
     idx = src ? zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
     if (idx < 0) {
       if (src) {
         zip_source_free(src);
       }
       zip_discard(z);
-      return make_error(ErrorKind::io, "cannot add " + file.string() + " to " + tmp.string());
+      return make_error(ErrorKind::io, "cannot add " + blob.file.string() + " to " + tmp.string());
     }
     zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
   }
@@ -143,9 +147,9 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::Bl
         if (!r.blob_sha256) {
           continue;
         }
-        auto path = blobs.path_for(*r.blob_sha256);
-        if (!path) {
-          return fail(path.error());
+        auto where = blobs.locate(*r.blob_sha256);
+        if (!where) {
+          return fail(where.error());
         }
         const uint64_t size = r.length.value_or(0);
         if (!pkg.manifest.entries.empty() &&
@@ -158,7 +162,7 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::Bl
         const std::string name = "resources/" + std::to_string(pkg.manifest.entries.size() + 1);
         e.md->path = "/" + name;
         pkg.manifest.entries.push_back(std::move(e));
-        pkg.files.emplace_back(name, *path);
+        pkg.files.emplace_back(name, *where);
         pkg.bytes += size;
       }
       if (page->size() < 5000) {
@@ -210,13 +214,13 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const syn
       rs::Entry e = change_entry(urls, set.name, c, previous, held);
       previous = e.md->datetime;
       if (c.change != rs::Change::deleted && c.resource.blob_sha256) {
-        auto path = blobs.path_for(*c.resource.blob_sha256);
-        if (!path) {
-          return tl::unexpected(path.error());
+        auto where = blobs.locate(*c.resource.blob_sha256);
+        if (!where) {
+          return tl::unexpected(where.error());
         }
         const std::string name = "changes/" + std::to_string(pkg.files.size() + 1);
         e.md->path = "/" + name;
-        pkg.files.emplace_back(name, *path);
+        pkg.files.emplace_back(name, *where);
       }
       pkg.manifest.entries.push_back(std::move(e));
     }

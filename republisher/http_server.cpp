@@ -64,9 +64,9 @@ void Response::set_shared(std::shared_ptr<const std::string> bytes, std::string 
   set_header("Content-Type", std::move(content_type));
 }
 
-void Response::set_file(std::shared_ptr<const OpenFile> f, size_t size, std::string content_type) {
+void Response::set_file(std::shared_ptr<const OpenFile> f, size_t size, std::string content_type, size_t at) {
   file = std::move(f);
-  offset = 0;
+  offset = at;
   length = size;
   set_header("Content-Type", std::move(content_type));
 }

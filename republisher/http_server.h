@@ -62,7 +62,8 @@ struct Response {
   void set_header(std::string name, std::string value);
   void set_body(std::string text, std::string content_type);
   void set_shared(std::shared_ptr<const std::string> bytes, std::string content_type);
-  void set_file(std::shared_ptr<const OpenFile> f, size_t size, std::string content_type);
+  // `size` bytes of `f` from `at`.
+  void set_file(std::shared_ptr<const OpenFile> f, size_t size, std::string content_type, size_t at = 0);
   // The body length as sent (before HEAD drops it).
   size_t body_size() const;
 };

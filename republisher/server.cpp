@@ -97,7 +97,8 @@ struct Republisher::Impl {
     std::string last_modified;    // HTTP date
     std::time_t modified = 0;
     std::string type;
-    std::string path;             // the blob file
+    std::string path;             // the file holding the blob's bytes
+    size_t offset = 0;            // where they start in it
     std::shared_ptr<const std::string> bytes; // small blobs, held in memory
     size_t size = 0;
   };
@@ -287,9 +288,9 @@ struct Republisher::Impl {
     if (found && (found->state == store::ResourceState::deleted || !found->blob_sha256)) {
       v->status = 410;
     } else if (found) {
-      auto path = blobs->path_for(*found->blob_sha256);
-      if (!path) {
-        return nullptr;
+      auto where = blobs->locate(*found->blob_sha256);
+      if (!where) {
+        return nullptr; // not cached: 503, asked again next time
       }
       v->status = 200;
       v->etag = "\"" + *found->blob_sha256 + "\"";
@@ -297,12 +298,9 @@ struct Republisher::Impl {
       v->last_modified = http_date(modified);
       v->modified = std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(modified));
       v->type = found->type.value_or("application/octet-stream");
-      v->path = path->string();
-      std::error_code ec;
-      v->size = static_cast<size_t>(std::filesystem::file_size(*path, ec));
-      if (ec) {
-        return nullptr;
-      }
+      v->path = where->file.string();
+      v->offset = static_cast<size_t>(where->offset);
+      v->size = static_cast<size_t>(where->length);
       if (v->size <= k_inline_max) {
         auto bytes = blobs->read(*found->blob_sha256);
         if (bytes) {
@@ -475,7 +473,7 @@ struct Republisher::Impl {
       res.status = 500;
       return http::Disposition::done;
     }
-    res.set_file(std::make_shared<const http::OpenFile>(fd), v->size, v->type);
+    res.set_file(std::make_shared<const http::OpenFile>(fd), v->size, v->type, v->offset);
     return http::Disposition::done;
   }
 

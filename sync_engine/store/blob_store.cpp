@@ -1,29 +1,27 @@
 #include "sync_engine/store/blob_store.h"
 
 #include <fcntl.h>
+#include <lmdb.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_set>
 
 namespace tributary::sync {
 
 namespace fs = std::filesystem;
-
-struct BlobStore::Dirty {
-  std::mutex mutex;
-  std::set<fs::path> dirs;
-  // Blobs known to exist (blobs are never removed behind our back), so that
-  // "is this content already here?" is a lookup, not a stat.
-  std::unordered_set<std::string> known;
-};
 
 namespace {
 
@@ -41,6 +39,16 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+// The 32 bytes a valid name spells (the index key).
+std::array<unsigned char, 32> raw_name(const std::string& hex) {
+  std::array<unsigned char, 32> out{};
+  auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  for (size_t i = 0; i < 32; ++i) {
+    out[i] = static_cast<unsigned char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  }
+  return out;
+}
+
 Result<void> fsync_dir(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
@@ -54,13 +62,166 @@ Result<void> fsync_dir(const fs::path& dir) {
   return {};
 }
 
+// A pack record: this header, then `length` bytes. The header makes a pack
+// self-describing (the index can be rebuilt from the packs).
+struct RecordHeader {
+  char magic[4] = {'T', 'R', 'B', '1'};
+  uint32_t flags = 0;
+  uint64_t length = 0;
+  unsigned char sha256[32] = {};
+};
+static_assert(sizeof(RecordHeader) == 48);
+
+// What the index holds for a blob.
+struct IndexValue {
+  uint32_t pack = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0; // of the bytes, past the record header
+  uint64_t length = 0;
+};
+static_assert(sizeof(IndexValue) == 24);
+
+fs::path pack_path(const fs::path& root, uint32_t id) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%010u.pack", id);
+  return root / "packs" / name;
+}
+
+std::string lmdb_text(int rc) { return mdb_strerror(rc); }
+
 } // namespace
+
+// A pack file this process appends to.
+struct BlobPack {
+  uint32_t id = 0;
+  int fd = -1;
+  fs::path path;
+  BlobPack(uint32_t i, int f, fs::path p) : id(i), fd(f), path(std::move(p)) {}
+  ~BlobPack() { ::close(fd); }
+  BlobPack(const BlobPack&) = delete;
+  BlobPack& operator=(const BlobPack&) = delete;
+};
+
+struct BlobStore::Writer::Placed {
+  std::shared_ptr<BlobPack> pack; // null: the blob was indexed already
+  uint64_t offset = 0;
+  std::optional<Error> error;
+};
+
+struct BlobStore::State {
+  fs::path root;
+  MDB_env* env = nullptr;
+  MDB_dbi dbi = 0;
+
+  std::mutex mutex; // guards everything below
+  // Directories of file blobs named since the last sync_directories().
+  std::set<fs::path> dirs;
+  // Blobs known to exist (blobs are never removed behind our back), so that
+  // "is this content already here?" mostly needs no index lookup.
+  std::unordered_set<std::string> known;
+  std::shared_ptr<BlobPack> active;
+  uint64_t active_end = 0;
+  uint32_t next_pack = 1;
+
+  ~State() {
+    if (env) {
+      mdb_env_close(env);
+    }
+  }
+
+  void remember(const std::string& sha256) { // call with `mutex` held
+    // Bounded: past the cap the index answers.
+    if (known.size() < 4'000'000) {
+      known.insert(sha256);
+    }
+  }
+
+  Result<std::optional<IndexValue>> lookup(const std::string& sha256) {
+    MDB_txn* txn = nullptr;
+    if (int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn); rc != 0) {
+      return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
+    }
+    auto key = raw_name(sha256);
+    MDB_val k{key.size(), key.data()};
+    MDB_val v{};
+    const int rc = mdb_get(txn, dbi, &k, &v);
+    std::optional<IndexValue> out;
+    if (rc == 0 && v.mv_size == sizeof(IndexValue)) {
+      IndexValue iv;
+      std::memcpy(&iv, v.mv_data, sizeof iv);
+      out = iv;
+    }
+    mdb_txn_abort(txn);
+    if (rc != 0 && rc != MDB_NOTFOUND) {
+      return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
+    }
+    return out;
+  }
+
+  // Names blobs whose bytes are durable: one index transaction (and its
+  // sync) for the group. A name already there keeps its first place.
+  Result<void> index(const std::vector<std::pair<std::string, IndexValue>>& entries) {
+    MDB_txn* txn = nullptr;
+    int rc = mdb_txn_begin(env, nullptr, 0, &txn);
+    for (size_t i = 0; rc == 0 && i < entries.size(); ++i) {
+      auto key = raw_name(entries[i].first);
+      MDB_val k{key.size(), key.data()};
+      MDB_val v{sizeof(IndexValue), const_cast<IndexValue*>(&entries[i].second)};
+      rc = mdb_put(txn, dbi, &k, &v, MDB_NOOVERWRITE);
+      if (rc == MDB_KEYEXIST) {
+        rc = 0;
+      }
+    }
+    if (rc != 0) {
+      if (txn) {
+        mdb_txn_abort(txn);
+      }
+    } else {
+      rc = mdb_txn_commit(txn);
+    }
+    if (rc != 0) {
+      return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc) +
+                                           (rc == MDB_MAP_FULL ? " (the index reached its 256 GiB map)" : ""));
+    }
+    return {};
+  }
+
+  // Room for one record of `size` bytes at the end of this process's
+  // active pack (a new pack past k_pack_bytes).
+  Result<std::pair<std::shared_ptr<BlobPack>, uint64_t>> reserve(uint64_t size) {
+    std::lock_guard lock(mutex);
+    if (!active || (active_end > 0 && active_end + size > k_pack_bytes)) {
+      for (;;) {
+        const uint32_t id = next_pack++;
+        fs::path p = pack_path(root, id);
+        const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+          // The pack's name is durable before any index entry points into it.
+          if (auto r = fsync_dir(root / "packs"); !r) {
+            ::close(fd);
+            return tl::unexpected(r.error());
+          }
+          active = std::make_shared<BlobPack>(id, fd, std::move(p));
+          active_end = 0;
+          break;
+        }
+        if (errno != EEXIST) { // EEXIST: another process's pack
+          return make_error(ErrorKind::io, "create " + p.string() + ": " + errno_text());
+        }
+      }
+    }
+    const uint64_t offset = active_end;
+    active_end += size;
+    return std::make_pair(active, offset);
+  }
+};
 
 Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
   std::error_code ec;
-  fs::create_directories(root / "blobs", ec);
-  if (!ec) {
-    fs::create_directories(root / "tmp", ec);
+  for (const char* sub : {"blobs", "tmp", "packs", "index"}) {
+    if (!ec) {
+      fs::create_directories(root / sub, ec);
+    }
   }
   if (ec) {
     return make_error(ErrorKind::io, "cannot create blob store under " + root.string() + ": " + ec.message());
@@ -74,29 +235,81 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
   if (ec) {
     return make_error(ErrorKind::io, "cannot create blob store under " + root.string() + ": " + ec.message());
   }
-  // Temporary files of a previous run that died are garbage.
-  for (const auto& e : fs::directory_iterator(root / "tmp", ec)) {
-    fs::remove(e.path(), ec);
-  }
-  // Sealed blobs wait open until their group is published: allow plenty of
-  // descriptors (the soft limit is often 1024; the hard one much higher).
+  // Sealed file blobs wait open until their group is published: allow
+  // plenty of descriptors (the soft limit is often 1024; the hard one much
+  // higher).
   struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max && rl.rlim_cur < 65536) {
     rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 65536);
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
+
+  // LMDB must not be opened twice by one process: stores of one root share
+  // their state.
+  static std::mutex registry_mutex;
+  static std::map<fs::path, std::weak_ptr<State>> registry;
+  const fs::path key = fs::weakly_canonical(root, ec);
+  std::lock_guard lock(registry_mutex);
   auto store = std::shared_ptr<BlobStore>(new BlobStore(root));
-  store->m_dirty = std::make_shared<Dirty>();
+  if (auto it = registry.find(key); it != registry.end()) {
+    if (auto state = it->second.lock()) {
+      store->m_state = std::move(state);
+      return store;
+    }
+  }
+  // Temporary files of a previous run that died are garbage.
+  for (const auto& e : fs::directory_iterator(root / "tmp", ec)) {
+    fs::remove(e.path(), ec);
+  }
+  auto state = std::make_shared<State>();
+  state->root = root;
+  auto fail = [&](int rc) {
+    return make_error(ErrorKind::io, "cannot open the blob index " + (root / "index").string() + ": " + lmdb_text(rc));
+  };
+  if (int rc = mdb_env_create(&state->env); rc != 0) {
+    state->env = nullptr;
+    return fail(rc);
+  }
+  // Read transactions are short and taken from any thread (MDB_NOTLS); the
+  // map is address space, not memory: the file grows as entries arrive.
+  mdb_env_set_maxreaders(state->env, 1024);
+  mdb_env_set_mapsize(state->env, size_t{256} << 30);
+  if (int rc = mdb_env_open(state->env, (root / "index").c_str(), MDB_NOTLS, 0644); rc != 0) {
+    return fail(rc);
+  }
+  int stale = 0;
+  mdb_reader_check(state->env, &stale); // reader slots of processes that died
+  MDB_txn* txn = nullptr;
+  if (int rc = mdb_txn_begin(state->env, nullptr, 0, &txn); rc != 0) {
+    return fail(rc);
+  }
+  if (int rc = mdb_dbi_open(txn, nullptr, 0, &state->dbi); rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(rc);
+  }
+  if (int rc = mdb_txn_commit(txn); rc != 0) {
+    return fail(rc);
+  }
+  for (const auto& e : fs::directory_iterator(root / "packs", ec)) {
+    const std::string name = e.path().filename().string();
+    unsigned id = 0;
+    if (std::sscanf(name.c_str(), "%10u.pack", &id) == 1 && id >= state->next_pack) {
+      state->next_pack = id + 1;
+    }
+  }
+  registry[key] = state;
+  store->m_state = std::move(state);
   return store;
 }
 
-BlobStore::Writer::Writer(BlobStore& store, fs::path tmp, int fd, std::vector<rs::HashAlgorithm> algorithms)
-    : m_store(&store), m_tmp(std::move(tmp)), m_fd(fd), m_algorithms(algorithms), m_hasher(algorithms) {}
+BlobStore::Writer::Writer(BlobStore& store, std::vector<rs::HashAlgorithm> algorithms)
+    : m_store(&store), m_algorithms(algorithms), m_hasher(algorithms) {}
 
 BlobStore::Writer::Writer(Writer&& o) noexcept
-    : m_store(o.m_store), m_tmp(std::move(o.m_tmp)), m_fd(o.m_fd), m_size(o.m_size),
-      m_algorithms(std::move(o.m_algorithms)), m_hasher(std::move(o.m_hasher)), m_digests(std::move(o.m_digests)),
-      m_finished(o.m_finished), m_info(std::move(o.m_info)) {
+    : m_store(o.m_store), m_tmp(std::move(o.m_tmp)), m_fd(o.m_fd), m_buffer(std::move(o.m_buffer)),
+      m_placed(std::move(o.m_placed)), m_size(o.m_size), m_algorithms(std::move(o.m_algorithms)),
+      m_hasher(std::move(o.m_hasher)), m_digests(std::move(o.m_digests)), m_finished(o.m_finished),
+      m_info(std::move(o.m_info)) {
   o.m_fd = -1;
   o.m_finished = true;
 }
@@ -119,18 +332,67 @@ BlobStore::Writer::~Writer() {
   }
 }
 
-Result<void> BlobStore::Writer::write(const char* data, size_t size) {
-  if (!m_digests.empty()) {
-    return make_error(ErrorKind::usage, "blob writer: write after digests were taken");
+Result<void> BlobStore::Writer::spill() {
+  static std::atomic<uint64_t> counter{0};
+  const fs::path& root = m_store->m_root;
+  // The unnamed file is made in one of the 256 directories in turn: ext4
+  // allocates an inode near its directory, so this spreads allocation (and
+  // its locks) over block groups instead of queueing on one.
+  static constexpr char k_hex[] = "0123456789abcdef";
+  const uint64_t spread = counter.fetch_add(1);
+  const std::string sub{k_hex[(spread >> 4) & 15], k_hex[spread & 15]};
+  m_fd = ::open((root / "blobs" / sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  if (m_fd < 0) {
+    // File systems without O_TMPFILE: a named temporary file, renamed later.
+    m_tmp = root / "tmp" /
+            ("blob-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".part");
+    m_fd = ::open(m_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (m_fd < 0) {
+      const std::string why = errno_text();
+      m_tmp.clear();
+      return make_error(ErrorKind::io, "create a temporary blob file under " + root.string() + ": " + why);
+    }
   }
-  m_hasher.update(data, size);
+  const char* data = m_buffer.data();
+  size_t size = m_buffer.size();
   while (size > 0) {
     ssize_t n = ::write(m_fd, data, size);
     if (n < 0) {
       if (errno == EINTR) {
         continue;
       }
-      return make_error(ErrorKind::io, "write " + m_tmp.string() + ": " + errno_text());
+      return make_error(ErrorKind::io, "write a temporary blob file under " + root.string() + ": " + errno_text());
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  std::string().swap(m_buffer);
+  return {};
+}
+
+Result<void> BlobStore::Writer::write(const char* data, size_t size) {
+  if (!m_digests.empty()) {
+    return make_error(ErrorKind::usage, "blob writer: write after digests were taken");
+  }
+  m_hasher.update(data, size);
+  if (m_fd < 0 && m_buffer.size() + size <= k_pack_max) {
+    m_buffer.append(data, size);
+    m_size += size;
+    return {};
+  }
+  if (m_fd < 0) {
+    if (auto r = spill(); !r) {
+      return r;
+    }
+  }
+  while (size > 0) {
+    ssize_t n = ::write(m_fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return make_error(ErrorKind::io, "write a temporary blob file under " + m_store->m_root.string() + ": " +
+                                           errno_text());
     }
     data += n;
     size -= static_cast<size_t>(n);
@@ -147,20 +409,79 @@ std::vector<rs::HashValue> BlobStore::Writer::digests() {
 }
 
 BlobInfo BlobStore::Writer::seal() {
-  if (m_info.sha256.empty()) {
-    m_info.hashes = digests();
-    m_info.length = m_size;
-    for (const auto& h : m_info.hashes) {
-      if (h.known() == rs::HashAlgorithm::sha256) {
-        m_info.sha256 = h.hex;
+  if (!m_info.sha256.empty()) {
+    return m_info;
+  }
+  m_info.hashes = digests();
+  m_info.length = m_size;
+  for (const auto& h : m_info.hashes) {
+    if (h.known() == rs::HashAlgorithm::sha256) {
+      m_info.sha256 = h.hex;
+    }
+  }
+  if (m_fd >= 0) {
+    return m_info;
+  }
+  // A small blob goes to a pack now (unless it is stored already), so that
+  // sealed writers hold no memory while they wait for publish().
+  m_placed = std::make_shared<Placed>();
+  State& st = *m_store->m_state;
+  bool stored = false;
+  {
+    std::lock_guard lock(st.mutex);
+    stored = st.known.count(m_info.sha256) > 0;
+  }
+  if (!stored) {
+    auto found = st.lookup(m_info.sha256);
+    stored = found && found->has_value();
+  }
+  if (!stored) {
+    RecordHeader header;
+    header.length = m_size;
+    const auto raw = raw_name(m_info.sha256);
+    std::memcpy(header.sha256, raw.data(), raw.size());
+    auto room = st.reserve(sizeof header + m_size);
+    if (!room) {
+      m_placed->error = room.error();
+    } else {
+      m_placed->pack = room->first;
+      m_placed->offset = room->second + sizeof header;
+      iovec parts[2] = {{&header, sizeof header}, {m_buffer.data(), m_buffer.size()}};
+      const size_t total = sizeof header + m_buffer.size();
+      size_t done = 0;
+      while (done < total) {
+        // One pwritev for the record; a short write finishes piece by piece.
+        ssize_t n;
+        if (done == 0) {
+          n = ::pwritev(room->first->fd, parts, 2, static_cast<off_t>(room->second));
+        } else {
+          const char* p = done < sizeof header ? reinterpret_cast<const char*>(&header) + done
+                                               : m_buffer.data() + (done - sizeof header);
+          const size_t left = done < sizeof header ? sizeof header - done : total - done;
+          n = ::pwrite(room->first->fd, p, left, static_cast<off_t>(room->second + done));
+        }
+        if (n < 0 && errno == EINTR) {
+          continue;
+        }
+        if (n <= 0) {
+          m_placed->error = Error{ErrorKind::io, "write " + room->first->path.string() + ": " +
+                                                     (n < 0 ? errno_text() : std::string("no progress"))};
+          break;
+        }
+        done += static_cast<size_t>(n);
       }
     }
   }
+  std::string().swap(m_buffer);
   return m_info;
 }
 
 Result<BlobInfo> BlobStore::Writer::commit() {
   const BlobInfo info = seal();
+  if (m_placed) {
+    std::vector<Writer*> one{this};
+    return std::move(m_store->publish(one).front());
+  }
   if (::fsync(m_fd) != 0) {
     return make_error(ErrorKind::io, "fsync blob " + info.sha256 + ": " + errno_text());
   }
@@ -169,16 +490,13 @@ Result<BlobInfo> BlobStore::Writer::commit() {
 
 Result<BlobInfo> BlobStore::Writer::link_into_place() {
   const BlobInfo info = seal();
-  auto dest = m_store->path_for(info.sha256);
-  if (!dest) {
-    return tl::unexpected(dest.error());
-  }
+  const fs::path dest = m_store->file_path(info.sha256);
   if (m_tmp.empty()) {
     // An O_TMPFILE file has no name until it is linked into place: no
     // rename across directories, no half-written file ever visible.
     const std::string proc = "/proc/self/fd/" + std::to_string(m_fd);
-    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, dest->c_str(), AT_SYMLINK_FOLLOW) != 0 && errno != EEXIST) {
-      return make_error(ErrorKind::io, "link blob into " + dest->string() + ": " + errno_text());
+    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW) != 0 && errno != EEXIST) {
+      return make_error(ErrorKind::io, "link blob into " + dest.string() + ": " + errno_text());
     }
     ::close(m_fd);
     m_fd = -1;
@@ -187,74 +505,111 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
     ::close(m_fd);
     m_fd = -1;
     std::error_code ec;
-    if (fs::exists(*dest, ec)) {
+    if (fs::exists(dest, ec)) {
       // Same bytes already stored (content addressing): keep the old copy.
       fs::remove(m_tmp, ec);
       m_finished = true;
       return info;
     }
-    if (::rename(m_tmp.c_str(), dest->c_str()) != 0) {
-      return make_error(ErrorKind::io, "rename into " + dest->string() + ": " + errno_text());
+    if (::rename(m_tmp.c_str(), dest.c_str()) != 0) {
+      return make_error(ErrorKind::io, "rename into " + dest.string() + ": " + errno_text());
     }
     m_finished = true;
   }
-  {
-    std::lock_guard lock(m_store->m_dirty->mutex);
-    m_store->m_dirty->dirs.insert(dest->parent_path());
-    m_store->remember(info.sha256);
-  }
+  std::lock_guard lock(m_store->m_state->mutex);
+  m_store->m_state->dirs.insert(dest.parent_path());
+  m_store->m_state->remember(info.sha256);
   return info;
 }
 
 std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers) {
   std::vector<Result<BlobInfo>> out;
   out.reserve(writers.size());
-  if (writers.empty()) {
-    return out;
-  }
   for (auto* w : writers) {
-    w->seal();
+    out.emplace_back(w->seal());
   }
-  // One sync of the whole file system makes every sealed blob's bytes
-  // durable; only then are they given names.
-  int rc = ::syncfs(writers.front()->m_fd);
-  const std::string why = rc != 0 ? errno_text() : std::string();
-  for (auto* w : writers) {
+  // Packed blobs: one fdatasync per pack written, then one index
+  // transaction names them all.
+  std::vector<BlobPack*> packs;
+  for (size_t i = 0; i < writers.size(); ++i) {
+    const auto& placed = writers[i]->m_placed;
+    if (placed && placed->error) {
+      out[i] = tl::unexpected(*placed->error);
+    } else if (placed && placed->pack &&
+               std::find(packs.begin(), packs.end(), placed->pack.get()) == packs.end()) {
+      packs.push_back(placed->pack.get());
+    }
+  }
+  std::map<BlobPack*, std::string> unsynced;
+  for (BlobPack* p : packs) {
+    if (::fdatasync(p->fd) != 0) {
+      unsynced[p] = "fdatasync " + p->path.string() + ": " + errno_text();
+    }
+  }
+  std::vector<std::pair<std::string, IndexValue>> entries;
+  std::vector<size_t> indexed;
+  for (size_t i = 0; i < writers.size(); ++i) {
+    const auto& placed = writers[i]->m_placed;
+    if (!placed || placed->error || !out[i]) {
+      continue;
+    }
+    if (placed->pack) {
+      if (auto u = unsynced.find(placed->pack.get()); u != unsynced.end()) {
+        out[i] = make_error(ErrorKind::io, u->second);
+        continue;
+      }
+      entries.emplace_back(out[i]->sha256, IndexValue{placed->pack->id, 0, placed->offset, out[i]->length});
+    }
+    indexed.push_back(i);
+  }
+  if (!entries.empty()) {
+    if (auto r = m_state->index(entries); !r) {
+      for (size_t i : indexed) {
+        out[i] = tl::unexpected(r.error());
+      }
+      indexed.clear();
+    }
+  }
+  {
+    std::lock_guard lock(m_state->mutex);
+    for (size_t i : indexed) {
+      writers[i]->m_finished = true;
+      writers[i]->m_placed.reset();
+      m_state->remember(out[i]->sha256);
+    }
+  }
+  // File blobs: one sync of the whole file system makes every sealed blob's
+  // bytes durable; only then are they given names.
+  int synced_fd = -1;
+  int rc = 0;
+  std::string why;
+  for (size_t i = 0; i < writers.size(); ++i) {
+    Writer* w = writers[i];
+    if (w->m_fd < 0 || w->m_finished) {
+      continue;
+    }
+    if (synced_fd < 0) {
+      synced_fd = w->m_fd;
+      rc = ::syncfs(synced_fd);
+      why = rc != 0 ? errno_text() : std::string();
+    }
     if (rc != 0) {
-      out.push_back(make_error(ErrorKind::io, "syncfs for blob " + w->m_info.sha256 + ": " + why));
+      out[i] = make_error(ErrorKind::io, "syncfs for blob " + w->m_info.sha256 + ": " + why);
     } else {
-      out.push_back(w->link_into_place());
+      out[i] = w->link_into_place();
     }
   }
   return out;
 }
 
 Result<BlobStore::Writer> BlobStore::begin(const std::vector<rs::HashAlgorithm>& extra) {
-  static std::atomic<uint64_t> counter{0};
   std::vector<rs::HashAlgorithm> algorithms{rs::HashAlgorithm::sha256};
   for (auto a : extra) {
     if (a != rs::HashAlgorithm::sha256) {
       algorithms.push_back(a);
     }
   }
-  // The unnamed file is made in one of the 256 directories in turn: ext4
-  // allocates an inode near its directory, so this spreads allocation (and
-  // its locks) over block groups instead of queueing on one.
-  static constexpr char k_hex[] = "0123456789abcdef";
-  const uint64_t spread = counter.fetch_add(1);
-  const std::string sub{k_hex[(spread >> 4) & 15], k_hex[spread & 15]};
-  int fd = ::open((m_root / "blobs" / sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    return Writer(*this, fs::path(), fd, algorithms);
-  }
-  // File systems without O_TMPFILE: a named temporary file, renamed later.
-  fs::path tmp = m_root / "tmp" /
-                 ("blob-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".part");
-  fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return make_error(ErrorKind::io, "create " + tmp.string() + ": " + errno_text());
-  }
-  return Writer(*this, tmp, fd, algorithms);
+  return Writer(*this, algorithms);
 }
 
 Result<BlobInfo> BlobStore::put(std::string_view data, const std::vector<rs::HashAlgorithm>& extra) {
@@ -268,54 +623,80 @@ Result<BlobInfo> BlobStore::put(std::string_view data, const std::vector<rs::Has
   return w->commit();
 }
 
-void BlobStore::remember(const std::string& sha256) {
-  // Bounded: past the cap we simply stat again.
-  if (m_dirty->known.size() < 4'000'000) {
-    m_dirty->known.insert(sha256);
-  }
-}
-
 bool BlobStore::contains(const std::string& sha256) const {
+  if (!valid_name(sha256)) {
+    return false;
+  }
   {
-    std::lock_guard lock(m_dirty->mutex);
-    if (m_dirty->known.count(sha256)) {
+    std::lock_guard lock(m_state->mutex);
+    if (m_state->known.count(sha256)) {
       return true;
     }
   }
-  auto p = path_for(sha256);
-  std::error_code ec;
-  if (!p || !fs::exists(*p, ec)) {
+  if (!locate(sha256)) {
     return false;
   }
-  std::lock_guard lock(m_dirty->mutex);
-  const_cast<BlobStore*>(this)->remember(sha256);
+  std::lock_guard lock(m_state->mutex);
+  m_state->remember(sha256);
   return true;
 }
 
-Result<fs::path> BlobStore::path_for(const std::string& sha256) const {
-  if (!valid_name(sha256)) {
-    return make_error(ErrorKind::usage, "'" + sha256 + "' is not a sha-256 blob name");
-  }
+fs::path BlobStore::file_path(const std::string& sha256) const {
   return m_root / "blobs" / sha256.substr(0, 2) / sha256;
 }
 
+Result<BlobLocation> BlobStore::locate(const std::string& sha256) const {
+  if (!valid_name(sha256)) {
+    return make_error(ErrorKind::usage, "'" + sha256 + "' is not a sha-256 blob name");
+  }
+  auto found = m_state->lookup(sha256);
+  if (!found) {
+    return tl::unexpected(found.error());
+  }
+  if (*found) {
+    return BlobLocation{pack_path(m_root, (*found)->pack), (*found)->offset, (*found)->length};
+  }
+  // Larger blobs (and every blob of a store written before packs) are files.
+  const fs::path p = file_path(sha256);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    return BlobLocation{p, 0, static_cast<uint64_t>(st.st_size)};
+  }
+  return make_error(ErrorKind::not_found, "blob " + sha256 + " is not in the store");
+}
+
 Result<std::string> BlobStore::read(const std::string& sha256) const {
-  auto p = path_for(sha256);
-  if (!p) {
-    return tl::unexpected(p.error());
+  auto where = locate(sha256);
+  if (!where) {
+    return tl::unexpected(where.error());
   }
-  std::ifstream in(*p, std::ios::binary);
-  if (!in) {
-    return make_error(ErrorKind::not_found, "blob " + sha256 + " is not in the store");
+  const int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return make_error(ErrorKind::io, "open " + where->file.string() + ": " + errno_text());
   }
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  std::string out(where->length, '\0');
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(where->offset + done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      const std::string why = n < 0 ? errno_text() : std::string("the file ends early");
+      ::close(fd);
+      return make_error(ErrorKind::io, "read blob " + sha256 + " from " + where->file.string() + ": " + why);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return out;
 }
 
 Result<void> BlobStore::sync_directories() {
   std::set<fs::path> dirs;
   {
-    std::lock_guard lock(m_dirty->mutex);
-    dirs.swap(m_dirty->dirs);
+    std::lock_guard lock(m_state->mutex);
+    dirs.swap(m_state->dirs);
   }
   if (dirs.empty()) {
     return {};

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 #include <unistd.h>
 
 using namespace tributary;
@@ -28,7 +29,15 @@ size_t files_under(const fs::path& p) {
 
 } // namespace
 
-TEST_CASE("BlobStore: content-addressed, deduplicated, with the digests asked for") {
+uint64_t bytes_under(const fs::path& p) {
+  uint64_t n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(p)) {
+    n += e.is_regular_file() ? e.file_size() : 0;
+  }
+  return n;
+}
+
+TEST_CASE("BlobStore: a small blob goes to a pack, content-addressed, deduplicated, with the digests asked for") {
   TempDir dir;
   auto store = BlobStore::open(dir.path);
   REQUIRE(store);
@@ -38,16 +47,117 @@ TEST_CASE("BlobStore: content-addressed, deduplicated, with the digests asked fo
   CHECK(a->length == 3);
   REQUIRE(a->hashes.size() == 2);
   CHECK(a->hashes[1] == rs::HashValue{"md5", "900150983cd24fb0d6963f7d28e17f72"});
-  CHECK(fs::exists(dir.path / "blobs" / "ba" / a->sha256));
   CHECK((*store)->contains(a->sha256));
   CHECK(*(*store)->read(a->sha256) == "abc");
+  auto where = (*store)->locate(a->sha256);
+  REQUIRE(where);
+  CHECK(where->file.parent_path() == dir.path / "packs");
+  CHECK(where->offset == 48); // past the record header
+  CHECK(where->length == 3);
+  CHECK(files_under(dir.path / "blobs") == 0);
+  CHECK(files_under(dir.path / "packs") == 1);
+  {
+    // The record names its blob: the packs alone say what they hold.
+    std::ifstream in(where->file, std::ios::binary);
+    std::string header(48, '\0');
+    in.read(header.data(), 48);
+    CHECK(header.substr(0, 4) == "TRB1");
+    CHECK(static_cast<unsigned char>(header[16]) == 0xba);
+  }
+  const uint64_t packed = bytes_under(dir.path / "packs");
+  CHECK(packed == 48 + 3);
 
   auto again = (*store)->put("abc");
   REQUIRE(again);
   CHECK(again->sha256 == a->sha256);
-  CHECK(files_under(dir.path / "blobs") == 1);
+  CHECK(bytes_under(dir.path / "packs") == packed); // stored once
   CHECK(files_under(dir.path / "tmp") == 0);
   CHECK((*store)->sync_directories());
+
+  auto empty = (*store)->put("");
+  REQUIRE(empty);
+  CHECK(*(*store)->read(empty->sha256) == "");
+}
+
+TEST_CASE("BlobStore: a blob larger than a pack record gets a file of its own") {
+  TempDir dir;
+  auto store = BlobStore::open(dir.path);
+  REQUIRE(store);
+  const std::string big(BlobStore::k_pack_max + 1, 'x');
+  auto w = (*store)->begin();
+  REQUIRE(w);
+  // Written in pieces, it moves from memory to a file on the way.
+  REQUIRE(w->write(big.data(), 1000));
+  REQUIRE(w->write(big.data() + 1000, big.size() - 1000));
+  auto info = w->commit();
+  REQUIRE(info);
+  auto where = (*store)->locate(info->sha256);
+  REQUIRE(where);
+  CHECK(where->file == dir.path / "blobs" / info->sha256.substr(0, 2) / info->sha256);
+  CHECK(where->offset == 0);
+  CHECK(where->length == big.size());
+  CHECK(*(*store)->read(info->sha256) == big);
+  CHECK(files_under(dir.path / "packs") == 0);
+}
+
+TEST_CASE("BlobStore: a group is published together, and what was never published is never found") {
+  TempDir dir;
+  std::vector<std::string> names;
+  std::string unpublished;
+  {
+    auto store = BlobStore::open(dir.path);
+    REQUIRE(store);
+    std::vector<BlobStore::Writer> writers;
+    for (int i = 0; i < 100; ++i) {
+      auto w = (*store)->begin();
+      REQUIRE(w);
+      const std::string body = "blob " + std::to_string(i % 90); // ten repeats inside the group
+      REQUIRE(w->write(body.data(), body.size()));
+      w->seal();
+      writers.push_back(std::move(*w));
+    }
+    std::vector<BlobStore::Writer*> group;
+    for (auto& w : writers) {
+      group.push_back(&w);
+    }
+    auto published = (*store)->publish(group);
+    REQUIRE(published.size() == 100);
+    for (auto& p : published) {
+      REQUIRE(p);
+      names.push_back(p->sha256);
+    }
+    // Sealed (its bytes in the pack) but never published: a crash here.
+    auto w = (*store)->begin();
+    REQUIRE(w);
+    REQUIRE(w->write("lost", 4));
+    unpublished = w->seal().sha256;
+    CHECK_FALSE((*store)->contains(unpublished));
+  }
+  // A second process (here: the same one, after closing) finds the group
+  // and appends to a pack of its own.
+  auto store = BlobStore::open(dir.path);
+  REQUIRE(store);
+  for (size_t i = 0; i < names.size(); ++i) {
+    CHECK(*(*store)->read(names[i]) == "blob " + std::to_string(i % 90));
+  }
+  CHECK_FALSE((*store)->contains(unpublished));
+  auto missing = (*store)->read(unpublished);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().kind == ErrorKind::not_found);
+  REQUIRE((*store)->put("later"));
+  CHECK(files_under(dir.path / "packs") == 2);
+}
+
+TEST_CASE("BlobStore: stores opened twice on one root share one index") {
+  TempDir dir;
+  auto one = BlobStore::open(dir.path);
+  auto two = BlobStore::open(dir.path / "." / "");
+  REQUIRE(one);
+  REQUIRE(two);
+  auto a = (*one)->put("shared");
+  REQUIRE(a);
+  CHECK((*two)->contains(a->sha256));
+  CHECK(*(*two)->read(a->sha256) == "shared");
 }
 
 TEST_CASE("BlobStore: an abandoned writer leaves no file, and names outside the store are refused") {
@@ -58,12 +168,19 @@ TEST_CASE("BlobStore: an abandoned writer leaves no file, and names outside the 
     auto w = (*store)->begin();
     REQUIRE(w);
     REQUIRE(w->write("partial", 7));
+    const std::string big(BlobStore::k_pack_max + 10, 'y');
+    auto large = (*store)->begin();
+    REQUIRE(large);
+    REQUIRE(large->write(big.data(), big.size()));
   }
   CHECK(files_under(dir.path / "tmp") == 0);
   CHECK(files_under(dir.path / "blobs") == 0);
+  CHECK(files_under(dir.path / "packs") == 0);
   for (const char* bad : {"../../etc/passwd", "", "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"}) {
     CAPTURE(bad);
-    CHECK_FALSE((*store)->path_for(bad));
+    auto r = (*store)->locate(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == ErrorKind::usage);
     CHECK_FALSE((*store)->contains(bad));
   }
   auto missing = (*store)->read(std::string(64, 'a'));
