@@ -121,9 +121,11 @@ struct DumpSite {
     const char* time;
     std::string bytes;
   };
-  // `as_index`: a Change Dump index with one part per package.
+  // `as_index`: a Change Dump index with one part per package. `undated`:
+  // packages without from/until, each linking its manifest copy
+  // (rel="contents") instead.
   void publish_change_dump(const std::vector<std::pair<std::pair<const char*, const char*>, std::vector<Change>>>& pkgs,
-                           bool corrupt_last = false, bool as_index = false) {
+                           bool corrupt_last = false, bool as_index = false, bool undated = false) {
     rs::Document caps = make_doc("capabilitylist");
     caps.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/.well-known/resourcesync")});
     for (const auto& [loc, cap] : {std::pair<const char*, const char*>{"/rl.xml", "resourcelist"},
@@ -160,8 +162,14 @@ struct DumpSite {
       rs::Entry pkg;
       pkg.loc = up.url(name);
       pkg.md = rs::Metadata{};
-      pkg.md->from = ts(range.first);
-      pkg.md->until = ts(range.second);
+      if (undated) {
+        const std::string copy = "/cdump/" + std::to_string(k + 1) + "-manifest.xml";
+        up.set_document(copy, manifest);
+        pkg.links.push_back(rs::Link{.rel = "contents", .href = up.url(copy), .type = "application/xml"});
+      } else {
+        pkg.md->from = ts(range.first);
+        pkg.md->until = ts(range.second);
+      }
       pkg.md->hash = {rs::HashValue{"md5", md5}};
       pkg.md->length = zip.size();
       pkg.md->type = "application/zip";
@@ -309,6 +317,47 @@ TEST_CASE("Dumps: catch-up through a Change Dump index, deletes and repeated cha
   pqxx::connection c(env.db.conninfo());
   pqxx::read_transaction tx(c);
   CHECK(tx.exec1("SELECT count(*) FROM change_log WHERE upstream_datetime > '2026-03-01T00:00:00Z'")[0].as<int>() == 6);
+}
+
+TEST_CASE("Dumps: packages without from/until are dated by their manifest copies, and an applied one is not downloaded again") {
+  DumpSite d;
+  SyncEnv env;
+  REQUIRE(env.run(d.source("dumps"), RunMode::baseline).status == RunStatus::succeeded);
+  const std::vector<std::pair<std::pair<const char*, const char*>, std::vector<DumpSite::Change>>> pkgs = {
+      {{"2026-03-02T00:00:00Z", "2026-03-03T00:00:00Z"},
+       {{"/res/a.txt", rs::Change::updated, "2026-03-02T10:00:00Z", "alpha v3"}}},
+      {{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"},
+       {{"/res/a.txt", rs::Change::updated, "2026-03-01T10:00:00Z", "alpha v2"},
+        {"/res/b.txt", rs::Change::deleted, "2026-03-01T12:00:00Z", ""}}}}; // listed out of order
+  d.publish_change_dump(pkgs, false, false, /*undated=*/true);
+  auto r = env.run(d.source("auto"), RunMode::incremental);
+  REQUIRE(r.status == RunStatus::succeeded);
+  CHECK(has_note(r, "2 Change Dump packages without from/until dated by the manifest copy"));
+  CHECK(has_note(r, "caught up from the Change Dump"));
+  CHECK(r.counters.updated == 2);
+  CHECK(r.counters.deleted == 1);
+  CHECK(env.live()[d.up.url("/res/a.txt")] == "alpha v3"); // applied in the manifests' order
+  CHECK(d.up.requests("/cdump/1.zip") == 1);
+  CHECK(d.up.requests("/cdump/2.zip") == 1);
+  // Again: the manifest copies say both are applied; neither is fetched.
+  r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.updated + r.counters.created + r.counters.deleted == 0);
+  CHECK(d.up.requests("/cdump/1.zip") == 1);
+  CHECK(d.up.requests("/cdump/2.zip") == 1);
+  CHECK(d.up.requests("/cdump/1-manifest.xml") == 2);
+  // A broken manifest copy leaves that package undated: whether the dump
+  // covers every change since the watermark is unknown, so auto follows
+  // the Change List instead, saying why, and dumps refuses.
+  d.up.set("/cdump/1-manifest.xml", "<urlset", "application/xml");
+  r = env.run(d.source("auto"), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(has_note(r, "the manifest copy of " + d.up.url("/cdump/1.zip") + " is unusable"));
+  CHECK(has_note(r, "Change Dump unusable, following the Change List instead"));
+  CHECK(r.counters.updated + r.counters.created + r.counters.deleted == 0);
+  r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::failed);
+  CHECK(d.up.requests("/cdump/1.zip") == 1);
 }
 
 TEST_CASE("Dumps: auto takes the Change Dump for a backlog of whole packages, and a broken package applies nothing") {
