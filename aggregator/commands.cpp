@@ -208,4 +208,37 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   return 0;
 }
 
+int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& out, std::ostream& err) {
+  auto load = load_config(config_path);
+  for (const auto& p : load.problems) {
+    err << p << '\n';
+  }
+  if (!load.config) {
+    return 1;
+  }
+  auto blobs = sync::BlobStore::open(load.config->data_dir);
+  if (!blobs) {
+    err << "tributary check-blobs: " << blobs.error().message << '\n';
+    return 1;
+  }
+  auto r = (*blobs)->check(reindex);
+  if (!r) {
+    err << "tributary check-blobs: " << r.error().message << '\n';
+    return 1;
+  }
+  out << "packs: " << r->packs << " files, " << r->pack_bytes << " bytes; " << r->records << " intact records, "
+      << r->indexed << " indexed (" << r->indexed_bytes << " bytes), " << r->records - r->indexed
+      << " not indexed (dead space), " << r->unreadable_bytes << " bytes holding no intact record\n";
+  out << "index: " << r->index_entries << " entries\n";
+  out << "files: " << r->files << " blobs, " << r->file_bytes << " bytes\n";
+  if (reindex) {
+    out << "reindexed: " << r->reindexed << " records added to the index\n";
+  }
+  for (const auto& p : r->problems) {
+    err << "problem: " << p << '\n';
+  }
+  out << "problems: " << r->problems.size() << '\n';
+  return r->problems.empty() ? 0 : 1;
+}
+
 } // namespace tributary::agg

@@ -33,4 +33,9 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err);
 // clean stop, 1 when it cannot start.
 int run_serve(const std::string& config_path, std::ostream& out, std::ostream& err);
 
+// `tributary check-blobs --config FILE [--reindex]`: reads the whole blob
+// store (see BlobStore::check), prints what it holds and every problem.
+// Returns 0 when nothing is wrong, 1 otherwise.
+int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& out, std::ostream& err);
+
 } // namespace tributary::agg

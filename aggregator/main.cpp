@@ -47,6 +47,15 @@ int main(int argc, char** argv) {
   sync_sub->add_option("--batch-size", sync_cmd.batch_size,
                        "Entries applied per transaction (default 1000)")->check(CLI::Range(1, 1000000));
 
+  std::string blobs_config;
+  bool reindex = false;
+  auto* blobs_cmd = app.add_subcommand(
+      "check-blobs", "Read the whole blob store: re-hash every pack record and blob file against its name and check "
+                     "every index entry. --reindex adds intact records the index lacks (rebuilds a lost index from "
+                     "the packs). Prints totals and each problem. Exit 0 when nothing is wrong, 1 otherwise.");
+  blobs_cmd->add_option("--config", blobs_config, "Configuration file (JSON)")->required();
+  blobs_cmd->add_flag("--reindex", reindex, "Add intact pack records missing from the index");
+
   std::string serve_config;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve our own ResourceSync documents and content (read-only over the store) on the configured "
@@ -117,6 +126,9 @@ int main(int argc, char** argv) {
     }
     if (serve_cmd->parsed()) {
       return agg::run_serve(serve_config, std::cout, std::cerr);
+    }
+    if (blobs_cmd->parsed()) {
+      return agg::run_check_blobs(blobs_config, reindex, std::cout, std::cerr);
     }
     if (migrate_cmd->parsed()) {
       return agg::run_migrate(config_path, std::cout, std::cerr);

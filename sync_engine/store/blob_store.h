@@ -29,7 +29,7 @@ struct BlobLocation {
 //
 // Small blobs (up to k_pack_max bytes, which is nearly all repository
 // metadata) are appended to pack files, <root>/packs/<n>.pack, each record a
-// 48-byte header (magic, length, sha-256) and the bytes; an LMDB index under
+// 48-byte header (magic, length, sha-256) and the bytes, at a multiple of 8; an LMDB index under
 // <root>/index maps sha-256 to (pack, offset, length). A file per blob cost
 // an inode allocation per resource, which on ext4 capped a dump baseline at
 // 6,000-10,000 blobs/s; packs cost one fdatasync per batch. Larger blobs
@@ -43,6 +43,23 @@ struct BlobLocation {
 // A process writes only to pack files it created, so several processes may
 // share a store (LMDB serialises the index writers); one process opening the
 // same root twice shares one state.
+// What BlobStore::check() found.
+struct BlobCheck {
+  uint64_t packs = 0;
+  uint64_t pack_bytes = 0;     // all pack files
+  uint64_t records = 0;        // intact records in them
+  uint64_t indexed = 0;        // records the index names (the others are dead space)
+  uint64_t indexed_bytes = 0;  // their bytes
+  uint64_t unreadable_bytes = 0; // pack space holding no intact record (cut short by a crash, or damaged)
+  uint64_t reindexed = 0;      // records added to the index (with `reindex`)
+  uint64_t index_entries = 0;
+  uint64_t files = 0;          // blobs with a file of their own
+  uint64_t file_bytes = 0;
+  // Damage to what the store serves, each naming the file, offset and
+  // reason. Lost space nothing names is not a problem.
+  std::vector<std::string> problems;
+};
+
 class BlobStore {
 public:
   // Creates the directories if needed; fails (io) if it cannot.
@@ -111,6 +128,13 @@ public:
   // is reachable).
   Result<BlobLocation> locate(const std::string& sha256) const;
   Result<std::string> read(const std::string& sha256) const;
+
+  // Reads the whole store: every pack record is re-hashed against the name
+  // in its header, every index entry must point at an intact record of its
+  // name, every blob file must hash to its name. With `reindex`, intact
+  // records the index lacks are added (a lost or older index is rebuilt
+  // from the packs). Slow (reads everything); for operators.
+  Result<BlobCheck> check(bool reindex);
 
   // Makes the names of blobs stored since the last call durable (one
   // syncfs, or an fsync per directory on the fallback path), before the
