@@ -17,7 +17,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <unordered_set>
 
 namespace tributary::sync {
 
@@ -116,9 +115,6 @@ struct BlobStore::State {
   std::mutex mutex; // guards everything below
   // Directories of file blobs named since the last sync_directories().
   std::set<fs::path> dirs;
-  // Blobs known to exist (blobs are never removed behind our back), so that
-  // "is this content already here?" mostly needs no index lookup.
-  std::unordered_set<std::string> known;
   std::shared_ptr<BlobPack> active;
   uint64_t active_end = 0;
   uint32_t next_pack = 1;
@@ -126,13 +122,6 @@ struct BlobStore::State {
   ~State() {
     if (env) {
       mdb_env_close(env);
-    }
-  }
-
-  void remember(const std::string& sha256) { // call with `mutex` held
-    // Bounded: past the cap the index answers.
-    if (known.size() < 4'000'000) {
-      known.insert(sha256);
     }
   }
 
@@ -428,16 +417,8 @@ BlobInfo BlobStore::Writer::seal() {
   // sealed writers hold no memory while they wait for publish().
   m_placed = std::make_shared<Placed>();
   State& st = *m_store->m_state;
-  bool stored = false;
-  {
-    std::lock_guard lock(st.mutex);
-    stored = st.known.count(m_info.sha256) > 0;
-  }
-  if (!stored) {
-    auto found = st.lookup(m_info.sha256);
-    stored = found && found->has_value();
-  }
-  if (!stored) {
+  auto found = st.lookup(m_info.sha256); // a lookup in a memory map: no system call
+  if (!found || !found->has_value()) {
     RecordHeader header;
     header.length = m_size;
     const auto raw = raw_name(m_info.sha256);
@@ -520,7 +501,6 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
   }
   std::lock_guard lock(m_store->m_state->mutex);
   m_store->m_state->dirs.insert(dest.parent_path());
-  m_store->m_state->remember(info.sha256);
   return info;
 }
 
@@ -572,13 +552,9 @@ std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers) 
       indexed.clear();
     }
   }
-  {
-    std::lock_guard lock(m_state->mutex);
-    for (size_t i : indexed) {
-      writers[i]->m_finished = true;
-      writers[i]->m_placed.reset();
-      m_state->remember(out[i]->sha256);
-    }
+  for (size_t i : indexed) {
+    writers[i]->m_finished = true;
+    writers[i]->m_placed.reset();
   }
   // File blobs: one sync of the whole file system makes every sealed blob's
   // bytes durable; only then are they given names.
@@ -625,23 +601,7 @@ Result<BlobInfo> BlobStore::put(std::string_view data, const std::vector<rs::Has
   return w->commit();
 }
 
-bool BlobStore::contains(const std::string& sha256) const {
-  if (!valid_name(sha256)) {
-    return false;
-  }
-  {
-    std::lock_guard lock(m_state->mutex);
-    if (m_state->known.count(sha256)) {
-      return true;
-    }
-  }
-  if (!locate(sha256)) {
-    return false;
-  }
-  std::lock_guard lock(m_state->mutex);
-  m_state->remember(sha256);
-  return true;
-}
+bool BlobStore::contains(const std::string& sha256) const { return locate(sha256).has_value(); }
 
 fs::path BlobStore::file_path(const std::string& sha256) const {
   return m_root / "blobs" / sha256.substr(0, 2) / sha256;
