@@ -64,7 +64,12 @@ struct Published {
   std::string base;
 
   // `dumps`: also publish Resource Dumps (packages of `package_entries`).
-  explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000) {
+  // `extra`: more resources (path -> bytes).
+  explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000,
+                     const std::map<std::string, std::string>& extra = {}) {
+    for (const auto& [path, bytes] : extra) {
+      site.put(path, bytes);
+    }
     site.put("/res/a.txt", "alpha");
     site.put("/res/b.txt", "bravo bravo");
     site.put("/res/c.txt", "charlie");
@@ -173,6 +178,38 @@ TEST_CASE("Republisher: content with ETag/304, Range, HEAD, 410 for deleted, and
   CHECK(get(urls.resource_list("up"), {{"If-None-Match", header(rl, "ETag")}}).status == 304);
   Got gz = get(urls.resource_list("up"), {{"Accept-Encoding", "gzip"}});
   CHECK(header(gz, "Content-Encoding") == "gzip");
+}
+
+TEST_CASE("Republisher: content from inside a pack file and from a file of its own, whole and in ranges") {
+  auto pattern = [](size_t n) {
+    std::string s(n, '\0');
+    for (size_t i = 0; i < n; ++i) {
+      s[i] = static_cast<char>((i * 31 + i / 251) % 251);
+    }
+    return s;
+  };
+  const std::string packed = pattern(200000);                                // > 64 KiB: sent from the pack
+  const std::string own_file = pattern(sync::BlobStore::k_pack_max + 4096); // a file of its own
+  Published p(false, 10000, 10000, {{"/res/packed.bin", packed}, {"/res/file.bin", own_file}});
+  REQUIRE(p.env.blobs->locate(rs::hash_hex(rs::HashAlgorithm::sha256, packed))->offset > 0);
+  REQUIRE(p.env.blobs->locate(rs::hash_hex(rs::HashAlgorithm::sha256, own_file))->offset == 0);
+  pub::UrlScheme urls(p.base);
+  for (const auto& [path, bytes] : {std::pair<const char*, const std::string&>{"/res/packed.bin", packed},
+                                    {"/res/file.bin", own_file}}) {
+    CAPTURE(path);
+    const std::string url = urls.resource("up", p.up.url(path));
+    Got whole = get(url);
+    REQUIRE(whole.status == 200);
+    CHECK(whole.body.size() == bytes.size());
+    CHECK(whole.body == bytes);
+    Got range = get(url, {{"Range", "bytes=100000-100009"}});
+    CHECK(range.status == 206);
+    CHECK(range.body == bytes.substr(100000, 10));
+    Got tail = get(url, {{"Range", "bytes=-7"}});
+    CHECK(tail.status == 206);
+    CHECK(tail.body == bytes.substr(bytes.size() - 7));
+    CHECK(get(url, {{"Range", "bytes=" + std::to_string(bytes.size()) + "-"}}).status == 416);
+  }
 }
 
 TEST_CASE("Republisher: a second Tributary follows the first, content byte for byte, via the original") {
