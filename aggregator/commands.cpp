@@ -186,6 +186,7 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   options.dump_dir = std::filesystem::path(config.data_dir) / "dumps";
   options.resource_dump_interval = config.resource_dump_interval;
   options.dump_package_entries = config.dump_package_size;
+  options.dump_package_bytes = config.dump_package_bytes;
   for (const auto& s : config.sets) {
     options.named_sets.push_back(pub::NamedSet{s.name, s.sources});
   }

@@ -327,6 +327,8 @@ public:
             {"max_concurrent_syncs", {integer(c.max_concurrent_syncs, 1, 256)}},
             {"resource_dump_interval", {duration(c.resource_dump_interval, true)}},
             {"dump_package_size", {integer(c.dump_package_size, 1, 1000000)}},
+            // Up to 16 GiB: what a Tributary accepts in one package.
+            {"dump_package_bytes", {integer(c.dump_package_bytes, 1024, 16LL << 30)}},
             {"admin_token_file", {[this, &c](const json& v, const std::string& ptr) {
                std::string f;
                string(f)(v, ptr);

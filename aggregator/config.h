@@ -23,9 +23,11 @@ struct Config {
   };
   std::vector<NamedSet> sets; // published sets merging several sources
   // Our Resource Dumps (under data_dir/dumps): rebuilt every interval while
-  // a set changes (zero: none); resources per package.
+  // a set changes (zero: none); resources and bitstream bytes per package
+  // (a single larger resource gets a package of its own).
   std::chrono::seconds resource_dump_interval{3600};
   size_t dump_package_size = 10000;
+  uint64_t dump_package_bytes = 1ull << 30;
   // The daemon (`tributary run`):
   unsigned max_concurrent_syncs = 4;  // sources syncing at once
   std::optional<sync::SecretRef> admin_token; // bearer token for state-changing API calls

@@ -187,6 +187,9 @@ struct Daemon {
                                     {"data_dir", next.data_dir == config.data_dir},
                                     {"public_url", next.public_url == config.public_url},
                                     {"change_list_part_size", next.change_list_part_size == config.change_list_part_size},
+                                    {"resource_dump_interval", next.resource_dump_interval == config.resource_dump_interval},
+                                    {"dump_package_size", next.dump_package_size == config.dump_package_size},
+                                    {"dump_package_bytes", next.dump_package_bytes == config.dump_package_bytes},
                                     {"sets", sets_equal(next, config)}}) {
       if (!same) {
         log::warn("", std::string("SIGHUP: a change of '") + key + "' takes effect after a restart");
@@ -688,6 +691,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   options.dump_dir = std::filesystem::path(d->config.data_dir) / "dumps";
   options.resource_dump_interval = d->config.resource_dump_interval;
   options.dump_package_entries = d->config.dump_package_size;
+  options.dump_package_bytes = d->config.dump_package_bytes;
   for (const auto& s : d->config.sets) {
     options.named_sets.push_back(pub::NamedSet{s.name, s.sources});
   }

@@ -345,6 +345,7 @@ struct Republisher::Impl {
     DumpOptions o;
     o.dir = options.dump_dir;
     o.package_entries = options.dump_package_entries;
+    o.package_bytes = options.dump_package_bytes;
     bool changed = false;
     for (const auto& set : published_sets(*feeds, options.named_sets)) {
       std::string previous;

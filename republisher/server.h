@@ -27,6 +27,7 @@ struct ServerOptions {
   std::filesystem::path dump_dir;
   std::chrono::seconds resource_dump_interval{3600};
   size_t dump_package_entries = 10000;
+  uint64_t dump_package_bytes = 1ull << 30;
   // Routes tried before ours on the same address (the daemon's status API):
   // nullopt passes the request on to the republisher.
   std::function<std::optional<http::Disposition>(const http::Request&, http::Response&, bool can_block)> before;

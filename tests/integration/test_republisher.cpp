@@ -51,6 +51,17 @@ int get_status(const std::string& url) {
   return r ? r->status : 0;
 }
 
+// The dump is built in the background; the Capability List then offers it.
+bool resource_dump_offered(const pub::UrlScheme& urls) {
+  for (int i = 0; i < 100; ++i) {
+    if (get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 std::string header(const Got& g, const char* name) {
   auto it = g.headers.find(name);
   return it == g.headers.end() ? "" : it->second;
@@ -66,7 +77,7 @@ struct Published {
   // `dumps`: also publish Resource Dumps (packages of `package_entries`).
   // `extra`: more resources (path -> bytes).
   explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000,
-                     const std::map<std::string, std::string>& extra = {}) {
+                     const std::map<std::string, std::string>& extra = {}, uint64_t package_bytes = 1ull << 30) {
     for (const auto& [path, bytes] : extra) {
       site.put(path, bytes);
     }
@@ -88,6 +99,7 @@ struct Published {
     if (dumps) {
       o.dump_dir = env.data / "dumps";
       o.dump_package_entries = package_entries;
+      o.dump_package_bytes = package_bytes;
     }
     server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
     REQUIRE(server->start());
@@ -346,18 +358,20 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("Republisher: a Resource Dump package holds at most dump_package_bytes of bitstreams") {
+  // "alpha" (5 bytes) and "bravo bravo" (11) do not fit in 12 bytes together.
+  Published a(/*dumps=*/true, /*package_entries=*/10000, 10000, {}, /*package_bytes=*/12);
+  pub::UrlScheme urls(a.base);
+  REQUIRE(resource_dump_offered(urls));
+  auto doc = rs::parse_document(get(urls.resource_dump("up")).body);
+  CHECK(doc.summary.valid());
+  CHECK(doc.document.entries.size() == 2);
+}
+
 TEST_CASE("Republisher: Resource Dump packages that verify, and a second Tributary baselines from them") {
   Published a(/*dumps=*/true, /*package_entries=*/1);
   pub::UrlScheme urls(a.base);
-  // The dump is built in the background; the Capability List then offers it.
-  bool offered = false;
-  for (int i = 0; i < 100 && !offered; ++i) {
-    offered = get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos;
-    if (!offered) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  REQUIRE(offered);
+  REQUIRE(resource_dump_offered(urls));
   Got dump = get(urls.resource_dump("up"));
   REQUIRE(dump.status == 200);
   auto doc = rs::parse_document(dump.body);

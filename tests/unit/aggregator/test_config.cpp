@@ -41,6 +41,24 @@ TEST_CASE("Config: the commented example is valid") {
   CHECK_FALSE(s.selects("https://repository.example.org/other/1.pdf", std::string("application/pdf")));
   CHECK_FALSE(s.selects("https://repository.example.org/items/1.png", std::string("image/png")));
   CHECK_FALSE(s.selects("https://repository.example.org/items/1", std::nullopt));
+  CHECK(l.config->dump_package_size == 10000);
+  CHECK(l.config->dump_package_bytes == 1073741824);
+}
+
+TEST_CASE("Config: dump package limits, within what a Tributary accepts") {
+  auto ok = parse_config(R"({"database": "db", "data_dir": "/tmp/x", "dump_package_size": 500,
+                            "dump_package_bytes": 104857600})",
+                         "c.json");
+  REQUIRE(ok.config);
+  CHECK(ok.config->dump_package_size == 500);
+  CHECK(ok.config->dump_package_bytes == 104857600);
+  auto bad = parse_config(R"({"database": "db", "data_dir": "/tmp/x", "dump_package_size": 0,
+                             "dump_package_bytes": 17179869185})",
+                          "c.json");
+  INFO(all(bad));
+  CHECK_FALSE(bad.config);
+  CHECK(has(bad, "c.json: /dump_package_size: must be between 1 and 1000000"));
+  CHECK(has(bad, "c.json: /dump_package_bytes: must be between 1024 and 17179869184"));
 }
 
 TEST_CASE("Config: defaults") {
