@@ -14,6 +14,8 @@ struct MemoryStore::Data {
   int64_t next_id = 1;
   std::map<int64_t, std::map<std::string, ResourceRecord>> resources; // feed -> uri -> record
   std::map<int64_t, std::map<std::string, int64_t>> seen;             // feed -> uri -> run
+  // feed -> uri -> (retry, the listing run that last named it or 0)
+  std::map<int64_t, std::map<std::string, std::pair<RetryRecord, int64_t>>> retries;
   std::map<int64_t, Watermark> watermarks;
   std::map<int64_t, std::vector<ChangeRecord>> log;
   std::vector<std::pair<int64_t, LoggedChange>> global_log; // (feed, change), in seq order
@@ -169,8 +171,20 @@ Result<void> MemoryStore::apply(const Batch& b) {
     return make_error(ErrorKind::permanent, "apply batch: last_position out of range");
   }
   auto& feed = m_data->resources[b.feed_id];
+  auto& retries = m_data->retries[b.feed_id];
   for (const auto& r : b.upserts) {
     feed[r.uri] = r;
+    retries.erase(r.uri);
+  }
+  for (const auto& r : b.retries) {
+    retries[r.uri].first = r;
+  }
+  if (!b.seen.empty() && b.run_id != 0) {
+    for (const auto& u : b.seen) {
+      if (auto it = retries.find(u); it != retries.end()) {
+        it->second.second = b.run_id;
+      }
+    }
   }
   auto& log = m_data->log[b.feed_id];
   log.insert(log.end(), b.changes.begin(), b.changes.end());
@@ -205,11 +219,29 @@ Result<uint64_t> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, con
       ++n;
     }
   }
+  std::erase_if(m_data->retries[feed_id], [run_id](const auto& kv) { return kv.second.second != run_id; });
   if (w) {
     m_data->watermarks[feed_id] = *w;
   }
   m_data->runs[run_id].counters.deleted += n;
   return n;
+}
+
+Result<std::vector<RetryRecord>> MemoryStore::due_retries(int64_t feed_id, Timestamp now, size_t limit) {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<RetryRecord> out;
+  for (const auto& [uri, r] : m_data->retries[feed_id]) {
+    if (r.first.next_attempt_at <= now) {
+      out.push_back(r.first);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const RetryRecord& a, const RetryRecord& b) {
+    return std::tie(a.next_attempt_at, a.uri) < std::tie(b.next_attempt_at, b.uri);
+  });
+  if (out.size() > limit) {
+    out.resize(limit);
+  }
+  return out;
 }
 
 Result<std::unique_ptr<Store>> MemoryStore::open_session() {
@@ -274,6 +306,9 @@ Result<std::vector<SourceStats>> MemoryStore::source_stats() {
             ++st.deleted;
           }
         }
+      }
+      if (auto it = m_data->retries.find(feed); it != m_data->retries.end()) {
+        st.retrying += it->second.size();
       }
       if (auto it = m_data->watermarks.find(feed); it != m_data->watermarks.end()) {
         if (it->second.last_time && (!st.newest_change || *st.newest_change < *it->second.last_time)) {

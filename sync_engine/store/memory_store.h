@@ -26,6 +26,7 @@ public:
   Result<void> apply(const Batch& batch) override;
   Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
                                  const std::optional<Watermark>& watermark) override;
+  Result<std::vector<RetryRecord>> due_retries(int64_t feed_id, Timestamp now, size_t limit) override;
   Result<std::unique_ptr<Store>> open_session() override;
   Result<int64_t> begin_run(int64_t source_id, RunMode mode) override;
   Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;

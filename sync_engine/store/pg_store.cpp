@@ -13,7 +13,7 @@ namespace tributary::store {
 namespace {
 
 // Bump together with a new schema/NNNN_*.sql (a test checks they agree).
-constexpr int k_schema_version = 1;
+constexpr int k_schema_version = 2;
 
 // Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
 constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"
@@ -507,6 +507,25 @@ Result<void> PgStore::apply(const Batch& b) {
       }
       s.complete();
     }
+    if (!b.upserts.empty()) {
+      // A stored resource needs no retry.
+      tx.exec_params("DELETE FROM retry r USING stage_resource st WHERE r.feed_id = $1 AND r.uri = st.uri", b.feed_id);
+    }
+    for (const auto& r : b.retries) {
+      // (Its seen mark, if this batch lists it, follows.)
+      tx.exec_params("INSERT INTO retry (feed_id, uri, entry, change, change_datetime, reason, attempts, "
+                     "next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                     "ON CONFLICT (feed_id, uri) DO UPDATE SET entry = EXCLUDED.entry, change = EXCLUDED.change, "
+                     "change_datetime = EXCLUDED.change_datetime, reason = EXCLUDED.reason, "
+                     "attempts = EXCLUDED.attempts, next_attempt_at = EXCLUDED.next_attempt_at",
+                     b.feed_id, r.uri, r.entry,
+                     r.change ? std::optional<std::string>(std::string(rs::to_string(*r.change))) : std::nullopt,
+                     ts(r.change_datetime), r.reason, r.attempts, *ts(r.next_attempt_at));
+    }
+    if (mark_seen) {
+      tx.exec_params("UPDATE retry r SET last_seen_run = $2 FROM stage_seen s WHERE r.feed_id = $1 AND r.uri = s.uri",
+                     b.feed_id, b.run_id);
+    }
     if (mark_seen && b.seen.size() > b.upserts.size()) {
       // Seen but not upserted (unchanged): mark them now.
       tx.exec_params("UPDATE resource r SET last_seen_run = $2 FROM stage_seen s "
@@ -541,12 +560,40 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
         "SELECT $1, uri, 'deleted', lastmod, length, md5, sha1, sha256, type, encoding, links FROM d ORDER BY uri",
         feed_id, run_id);
     const auto n = static_cast<uint64_t>(r.affected_rows());
+    // The listing no longer names them: nothing left to retry.
+    tx.exec_params("DELETE FROM retry WHERE feed_id = $1 AND last_seen_run IS DISTINCT FROM $2", feed_id, run_id);
     if (w) {
       upsert_watermark(tx, feed_id, *w);
     }
     tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id, static_cast<long long>(n));
     tx.commit();
     return n;
+  });
+}
+
+Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp now, size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read due retries", [&]() -> Result<std::vector<RetryRecord>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    std::vector<RetryRecord> out;
+    for (const auto& row : tx.exec_params("SELECT uri, entry, change, " + us("change_datetime") + ", reason, attempts, " +
+                                              us("next_attempt_at") +
+                                              " FROM retry WHERE feed_id = $1 AND next_attempt_at <= $2 "
+                                              "ORDER BY next_attempt_at, uri LIMIT $3",
+                                          feed_id, *ts(now), static_cast<long long>(limit))) {
+      RetryRecord r;
+      r.uri = row[0].as<std::string>();
+      r.entry = row[1].as<std::string>();
+      if (!row[2].is_null()) {
+        r.change = rs::change_from_string(row[2].as<std::string>());
+      }
+      r.change_datetime = read_ts(row[3]);
+      r.reason = row[4].as<std::string>();
+      r.attempts = row[5].as<int>();
+      r.next_attempt_at = *read_ts(row[6]);
+      out.push_back(std::move(r));
+    }
+    return out;
   });
 }
 
@@ -744,6 +791,12 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
         out[it->second].live = row[1].as<unsigned long long>();
         out[it->second].deleted = row[2].as<unsigned long long>();
         out[it->second].bytes = row[3].as<unsigned long long>();
+      }
+    }
+    for (const auto& row : tx.exec("SELECT f.source_id, count(*) FROM retry r JOIN feed f ON f.id = r.feed_id "
+                                   "GROUP BY f.source_id")) {
+      if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
+        out[it->second].retrying = row[1].as<unsigned long long>();
       }
     }
     for (const auto& row : tx.exec("SELECT f.source_id, " + us("max(w.last_time)") + ", " + us("max(w.baseline_at)") +

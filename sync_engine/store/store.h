@@ -87,6 +87,22 @@ struct RunInfo {
   std::string message;
 };
 
+// A resource whose content could not be fetched for a lasting reason (every
+// location failed, or the bytes did not verify). Later runs retry it until
+// one succeeds, an upsert of the URI stores it, or a full listing no longer
+// names it (see delete_unseen).
+struct RetryRecord {
+  std::string uri;
+  std::string entry;                        // the upstream's <url> entry, as a one-entry urlset
+  std::optional<rs::Change> change;         // created/updated; none: listed by a baseline/audit
+  std::optional<Timestamp> change_datetime; // the upstream change time
+  std::string reason;
+  int attempts = 1;
+  Timestamp next_attempt_at;
+
+  bool operator==(const RetryRecord&) const = default;
+};
+
 // Everything one batch changes. Applied in one transaction: resource state,
 // change log, the URIs seen by a baseline, the watermark and the run's
 // counters commit together or not at all.
@@ -96,6 +112,9 @@ struct Batch {
   std::vector<ResourceRecord> upserts; // at most one per URI
   std::vector<ChangeRecord> changes;   // appended to the change log in this order
   std::vector<std::string> seen;       // URIs listed by this run (baseline/audit)
+  // Failed resources to retry, added or updated (an upsert of a URI clears
+  // its retry: the resource is stored).
+  std::vector<RetryRecord> retries;
   std::optional<Watermark> watermark;
   RunCounters counters;
 };
@@ -124,10 +143,14 @@ public:
   // Applies a batch atomically (see Batch).
   virtual Result<void> apply(const Batch& batch) = 0;
   // Marks every live resource of the feed that `run_id` did not see as
-  // deleted, logging each deletion, in one transaction with `watermark`.
-  // Returns how many were deleted.
+  // deleted, logging each deletion, in one transaction with `watermark`;
+  // retries of URIs the run did not see are dropped. Returns how many were
+  // deleted.
   virtual Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
                                          const std::optional<Watermark>& watermark) = 0;
+
+  // Retries of the feed due at `now`, the earliest due first.
+  virtual Result<std::vector<RetryRecord>> due_retries(int64_t feed_id, Timestamp now, size_t limit) = 0;
 
   // An independent session on the same store (PgStore: another database
   // connection), so that one thread can commit a batch while another

@@ -35,6 +35,7 @@ struct SourceStats {
   uint64_t live = 0;    // resources held live
   uint64_t deleted = 0; // resources held as deleted
   uint64_t bytes = 0;   // sum of the live resources' lengths
+  uint64_t retrying = 0; // resources whose content failed and is retried
   std::optional<Timestamp> newest_change; // newest upstream change applied (watermarks' last time)
   std::optional<Timestamp> baseline_at;   // newest `at` a baseline came from
   std::optional<RunInfo> last_success;    // newest succeeded run

@@ -89,6 +89,66 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     CHECK(s->run(run)->counters.deleted == 1);
   }
 
+  SUBCASE("retries: due in order, updated in place, cleared by an upsert, dropped when a listing no longer names them") {
+    const Timestamp t0 = *rs::parse_w3c_datetime("2026-01-05T00:00:00Z");
+    auto retry = [&](const std::string& uri, int minutes) {
+      RetryRecord r;
+      r.uri = uri;
+      r.entry = "<urlset><url><loc>" + uri + "</loc></url></urlset>";
+      r.change = rs::Change::updated;
+      r.change_datetime = *rs::parse_w3c_datetime("2026-01-04T00:00:00.25Z");
+      r.reason = "hash mismatch";
+      r.next_attempt_at = t0 + std::chrono::minutes(minutes);
+      return r;
+    };
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.seen = {"http://e.org/r1", "http://e.org/r2"}; // a listing names r1 and r2, not r3
+    b.retries = {retry("http://e.org/r1", 2), retry("http://e.org/r2", 1), retry("http://e.org/r3", 30)};
+    b.retries[0].change.reset();
+    b.retries[0].change_datetime.reset();
+    REQUIRE(s->apply(b));
+    auto due = s->due_retries(feed, t0 + std::chrono::minutes(5), 10);
+    REQUIRE(due);
+    REQUIRE(due->size() == 2);
+    CHECK(due->at(0) == b.retries[1]); // the earliest due first, every field round-trips
+    CHECK(due->at(1) == b.retries[0]);
+    CHECK(s->due_retries(feed, t0 + std::chrono::minutes(5), 1)->size() == 1);
+    CHECK(s->due_retries(feed, t0, 10)->empty());
+
+    Batch again; // another failure: attempts and time move on
+    again.feed_id = feed;
+    again.retries = {retry("http://e.org/r2", 60)};
+    again.retries[0].attempts = 2;
+    REQUIRE(s->apply(again));
+    due = s->due_retries(feed, t0 + std::chrono::hours(2), 10);
+    REQUIRE(due->size() == 3);
+    CHECK(due->at(1).uri == "http://e.org/r3");
+    CHECK(due->at(2).attempts == 2);
+
+    Batch stored; // r1 fetched at last
+    stored.feed_id = feed;
+    stored.upserts = {contract_record("http://e.org/r1", 1)};
+    REQUIRE(s->apply(stored));
+    due = s->due_retries(feed, t0 + std::chrono::hours(2), 10);
+    REQUIRE(due->size() == 2);
+    CHECK(due->at(0).uri == "http://e.org/r3");
+    if (auto* reader = dynamic_cast<StoreReader*>(s.get())) {
+      auto stats = reader->source_stats();
+      REQUIRE(stats);
+      for (const auto& st : *stats) {
+        CHECK(st.retrying == (st.name == "src" ? 2u : 0u));
+      }
+    }
+
+    // The listing run ends: r3 (not listed by it) is dropped, r2 stays.
+    REQUIRE(s->delete_unseen(feed, run, std::nullopt));
+    due = s->due_retries(feed, t0 + std::chrono::hours(2), 10);
+    REQUIRE(due->size() == 1);
+    CHECK(due->at(0).uri == "http://e.org/r2");
+  }
+
   SUBCASE("another session sees committed batches") {
     auto other = s->open_session();
     REQUIRE(other);

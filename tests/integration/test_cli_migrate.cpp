@@ -3,6 +3,8 @@
 #include "process.h"
 #include "sync_fixture.h"
 
+#include <pqxx/pqxx>
+
 #include <filesystem>
 #include <fstream>
 
@@ -26,10 +28,29 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
   auto first = run_tributary("migrate --config " + cfg.string());
   INFO(first.out);
   CHECK(first.status == 0);
-  CHECK(first.out == "schema migrated from version 0 to 1: 0001_initial.sql\n");
+  CHECK(first.out == "schema migrated from version 0 to 2: 0001_initial.sql 0002_retry.sql\n");
   auto second = run_tributary("migrate --config " + cfg.string());
   CHECK(second.status == 0);
-  CHECK(second.out == "schema is current (version 1)\n");
+  CHECK(second.out == "schema is current (version 2)\n");
+  // A database of the previous release (version 1, holding data) takes
+  // only the new step.
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::work tx(c);
+    tx.exec0("DROP TABLE retry");
+    tx.exec0("DELETE FROM schema_version WHERE version = 2");
+    tx.exec0("INSERT INTO source (name, url) VALUES ('kept', 'http://kept.example/')");
+    tx.commit();
+  }
+  auto upgrade = run_tributary("migrate --config " + cfg.string());
+  CHECK(upgrade.status == 0);
+  CHECK(upgrade.out == "schema migrated from version 1 to 2: 0002_retry.sql\n");
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    CHECK(tx.exec1("SELECT count(*) FROM retry")[0].as<int>() == 0);
+    CHECK(tx.exec1("SELECT count(*) FROM source WHERE name = 'kept'")[0].as<int>() == 1);
+  }
   fs::remove(cfg);
 }
 
