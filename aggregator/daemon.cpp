@@ -523,7 +523,8 @@ struct Daemon {
              {"queued", v.queued ? json(*v.queued) : json(nullptr)}};
       auto found = stats->find(v.name);
       const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
-      j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0}};
+      j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
+                        {"retrying", st ? st->retrying : 0}};
       j["bytes"] = st ? st->bytes : 0;
       j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
       j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
@@ -589,6 +590,12 @@ struct Daemon {
     for (const auto& v : views) {
       const auto* s = stat_of(v.name);
       m << "tributary_source_deleted_resources{source=\"" << v.name << "\"} " << (s ? s->deleted : 0) << '\n';
+    }
+    family("tributary_source_retrying_resources", "gauge",
+           "Resources whose content failed and is fetched again by later runs.");
+    for (const auto& v : views) {
+      const auto* s = stat_of(v.name);
+      m << "tributary_source_retrying_resources{source=\"" << v.name << "\"} " << (s ? s->retrying : 0) << '\n';
     }
     family("tributary_source_bytes", "gauge", "Bytes of the resources held live.");
     for (const auto& v : views) {

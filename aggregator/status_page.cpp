@@ -68,7 +68,8 @@ function row(s) {
   tr.appendChild(st);
   tr.appendChild(text("td", duration(s.lag.seconds) +
       (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""), "num"));
-  tr.appendChild(text("td", s.resources.live, "num"));
+  tr.appendChild(text("td", s.resources.live + (s.resources.retrying ? " (" + s.resources.retrying + " retrying)" : ""),
+      "num"));
   tr.appendChild(text("td", s.resources.deleted, "num"));
   tr.appendChild(text("td", bytes(s.bytes), "num"));
   tr.appendChild(text("td", s.last_success ? s.last_success.finished_at : "never"));

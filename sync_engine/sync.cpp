@@ -1,6 +1,7 @@
 #include "sync_engine/sync.h"
 
 #include "common/text.h"
+#include "resourcesync/writer.h"
 #include "sync_engine/content_fetch.h"
 #include "sync_engine/discovery.h"
 #include "sync_engine/document_fetch.h"
@@ -600,12 +601,115 @@ private:
       }
       if (cl.empty()) {
         note(cd.empty() ? "no Change List offered: nothing incremental to do" : "no Change List offered");
-        return {};
+      } else if (auto r = incremental(feed, cl, rl); !r) {
+        return r;
       }
-      return incremental(feed, cl, rl);
+      return retry_failed(feed);
     }
     }
     return {};
+  }
+
+  // ---- retrying failed resources ------------------------------------------------
+
+  // A resource whose content failed, to retry (see store::RetryRecord).
+  store::RetryRecord retry_for(const rs::Entry& e, std::optional<rs::Change> change,
+                               std::optional<rs::Timestamp> time, const std::string& reason, int attempts = 1) const {
+    store::RetryRecord r;
+    r.uri = e.loc;
+    rs::Document doc;
+    doc.header.md = rs::Metadata{};
+    doc.header.md->capability = "resourcelist";
+    doc.entries.push_back(e);
+    r.entry = rs::write_document(doc);
+    r.change = change;
+    r.change_datetime = time;
+    r.reason = reason;
+    r.attempts = attempts;
+    const auto delay = std::min<std::chrono::seconds>(m_opt.refetch_backoff * (int64_t{1} << std::min(attempts - 1, 20)),
+                                                      std::chrono::hours(24));
+    r.next_attempt_at =
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now() + delay);
+    return r;
+  }
+
+  // Fetches the feed's failed resources that are due again (up to a
+  // thousand a run): each one stored now is logged as the change it was (a
+  // resource a listing named is created, or updated if we held it); each
+  // failure waits twice as long.
+  Result<void> retry_failed(int64_t feed) {
+    if (auto r = drain(); !r) {
+      return r;
+    }
+    auto due = m_store.due_retries(
+        feed, std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()), 1000);
+    if (!due) {
+      return tl::unexpected(due.error());
+    }
+    if (due->empty()) {
+      return {};
+    }
+    std::vector<rs::Entry> entries;
+    std::vector<const store::RetryRecord*> records;
+    for (const auto& r : *due) {
+      auto parsed = rs::parse_document(r.entry);
+      if (parsed.document.entries.size() == 1 && parsed.document.entries[0].loc == r.uri) {
+        entries.push_back(std::move(parsed.document.entries[0]));
+        records.push_back(&r);
+      } else {
+        error(r.uri, "the entry kept to retry it is unreadable; an audit will find the resource");
+      }
+    }
+    std::vector<const rs::Entry*> to_fetch;
+    std::vector<std::string> uris;
+    for (const auto& e : entries) {
+      to_fetch.push_back(&e);
+      uris.push_back(e.loc);
+    }
+    auto held = held_for(feed, uris);
+    if (!held) {
+      return tl::unexpected(held.error());
+    }
+    store::Batch batch;
+    batch.feed_id = feed;
+    batch.run_id = m_run_id;
+    auto results = fetch_all(to_fetch);
+    if (cancelled()) {
+      return commit(batch); // refused: nothing is applied
+    }
+    size_t stored = 0;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const rs::Entry& e = entries[i];
+      const store::RetryRecord& was = *records[i];
+      if (!results[i]) {
+        ++batch.counters.failed;
+        error(e.loc,
+              results[i].error().message + " (failed before: attempt " + std::to_string(was.attempts + 1) + ")");
+        batch.retries.push_back(retry_for(e, was.change, was.change_datetime, results[i].error().message,
+                                          was.attempts + 1));
+        continue;
+      }
+      ++stored;
+      ResourceRecord rec = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
+      batch.counters.bytes += results[i]->blob.length;
+      auto it = held->find(e.loc);
+      const bool had = it != held->end() && it->second.state == ResourceState::live;
+      if (had && it->second.blob_sha256 == rec.blob_sha256) {
+        ++batch.counters.unchanged;
+      } else {
+        const rs::Change change = had ? rs::Change::updated : was.change.value_or(rs::Change::created);
+        ++(change == rs::Change::created ? batch.counters.created : batch.counters.updated);
+        batch.changes.push_back(ChangeRecord{change, was.change_datetime ? was.change_datetime : e.change_time(), rec});
+      }
+      batch.upserts.push_back(std::move(rec));
+    }
+    note("retried " + std::to_string(entries.size()) + " resource" + (entries.size() == 1 ? "" : "s") +
+         " whose content failed before: " + std::to_string(stored) + " stored, " +
+         std::to_string(entries.size() - stored) + " still failing");
+    if (auto r = commit(batch); !r) {
+      return r;
+    }
+    return drain();
   }
 
   // ---- baseline ---------------------------------------------------------------
@@ -880,6 +984,7 @@ private:
         }
         ++batch.counters.failed;
         error(e.loc, results[i].error().message);
+        batch.retries.push_back(retry_for(e, std::nullopt, std::nullopt, results[i].error().message));
         continue;
       }
       ResourceRecord rec = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
@@ -1333,6 +1438,8 @@ private:
           failed.insert(e.loc);
           ++batch.counters.failed;
           error(e.loc, results[i].error().message);
+          const PendingChange& c = changes[last[e.loc]];
+          batch.retries.push_back(retry_for(e, c.entry.change(), c.time, results[i].error().message));
         }
         continue;
       }

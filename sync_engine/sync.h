@@ -37,6 +37,10 @@ struct RunOptions {
   // committed stays (with its watermark), nothing more is applied, and the
   // run ends failed with "stopped". The next run resumes from the watermark.
   const std::atomic<bool>* cancel = nullptr;
+  // A resource whose content failed (every location, or the bytes did not
+  // verify) is retried by later incremental runs after this, doubling per
+  // attempt up to a day.
+  std::chrono::seconds refetch_backoff{60};
 };
 
 // Audit counts against the current Resource List.

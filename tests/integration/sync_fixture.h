@@ -142,9 +142,12 @@ struct SyncEnv {
     return s;
   }
 
+  std::chrono::seconds refetch_backoff{60}; // before a failed resource is tried again
+
   sync::SourceReport run(const sync::SourceConfig& s, store::RunMode mode, bool repair = false) {
     sync::RunOptions o;
     o.mode = mode;
+    o.refetch_backoff = refetch_backoff;
     o.repair = repair;
     o.batch_size = 50;
     o.retry.max_attempts = 2;
@@ -188,6 +191,16 @@ struct SyncEnv {
     }
     return out;
   }
+  // uri -> attempts of the resources waiting to be fetched again.
+  std::map<std::string, int> retries() {
+    std::map<std::string, int> out;
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    for (const auto& row : tx.exec("SELECT uri, attempts FROM retry")) {
+      out[row[0].as<std::string>()] = row[1].as<int>();
+    }
+    return out;
+  }
   std::string fetched_from(const std::string& uri) {
     pqxx::connection c(db.conninfo());
     pqxx::read_transaction tx(c);
@@ -195,6 +208,16 @@ struct SyncEnv {
     return r.empty() || r[0][0].is_null() ? "" : r[0][0].as<std::string>();
   }
 };
+
+// Whether one of the run's notes contains `text`.
+inline bool has_note(const sync::SourceReport& r, const std::string& text) {
+  for (const auto& n : r.notes) {
+    if (n.find(text) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
 
 // Expected live content: upstream URL -> bytes.
 inline std::map<std::string, std::string> expected_live(const Site& site) {

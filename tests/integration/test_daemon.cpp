@@ -159,6 +159,7 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
     const json* s = find_source(st, "up");
     REQUIRE(s);
     CHECK((*s)["resources"]["live"] == live);
+    CHECK((*s)["resources"]["retrying"] == 0);
     CHECK((*s)["bytes"] == 10);
     CHECK((*s)["lag"]["unapplied_changes"] == 0);
   }
@@ -197,6 +198,7 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   CHECK(metrics.status == 200);
   CHECK(metrics.body.find("tributary_source_resources{source=\"up\"} 5") != std::string::npos);
   CHECK(metrics.body.find("# TYPE tributary_source_lag_seconds gauge") != std::string::npos);
+  CHECK(metrics.body.find("tributary_source_retrying_resources{source=\"up\"} 0") != std::string::npos);
   Answer page = call(base, "GET", "/status");
   CHECK(page.status == 200);
   CHECK(page.content_type.rfind("text/html", 0) == 0);

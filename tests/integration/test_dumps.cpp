@@ -208,15 +208,6 @@ struct DumpSite {
   }
 };
 
-bool has_note(const sync::SourceReport& r, const std::string& text) {
-  for (const auto& n : r.notes) {
-    if (n.find(text) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
 } // namespace
 
 TEST_CASE("Dumps: a baseline from a Resource Dump index of several packages, then incremental from the manifests' at") {

@@ -347,6 +347,105 @@ TEST_CASE("Sync: a hash mismatch and a 404 fail those resources only") {
   CHECK(env.live().size() == 1);
 }
 
+TEST_CASE("Sync: content that failed in a baseline is retried by later runs until stored, and dropped once unlisted") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/good.txt", "good");
+  site.put("/res/bad.txt", "expected");
+  site.put("/res/gone.txt", "gone");
+  site.put("/res/dropped.txt", "dropped");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  up.set("/res/bad.txt", "tampered", "text/plain");
+  up.remove("/res/gone.txt");
+  up.remove("/res/dropped.txt");
+  SyncEnv env;
+  env.refetch_backoff = std::chrono::seconds(0);
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(r.status == RunStatus::partial);
+  CHECK(r.counters.failed == 3);
+  const std::string bad = up.url("/res/bad.txt"), gone = up.url("/res/gone.txt");
+  const std::string dropped = up.url("/res/dropped.txt");
+  CHECK(env.retries() == std::map<std::string, int>{{bad, 1}, {gone, 1}, {dropped, 1}});
+
+  // Still failing: tried again, each attempt counted, the run says so.
+  r = env.run(SyncEnv::source(up.url("/")), RunMode::incremental);
+  CHECK(r.status == RunStatus::partial);
+  CHECK(r.counters.failed == 3);
+  CHECK(has_note(r, "retried 3 resources whose content failed before: 0 stored, 3 still failing"));
+  CHECK(env.retries() == std::map<std::string, int>{{bad, 2}, {gone, 2}, {dropped, 2}});
+
+  // The upstream lists dropped.txt no more: a baseline forgets its retry.
+  site.erase("/res/dropped.txt");
+  site.publish_resource_list(ts("2026-01-02T00:00:00Z"));
+  r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(env.retries().count(dropped) == 0);
+  CHECK(env.retries().size() == 2);
+
+  // Fixed upstream: the next incremental run stores them, as creations.
+  up.set("/res/bad.txt", "expected", "text/plain");
+  up.set("/res/gone.txt", "gone", "text/plain");
+  r = env.run(SyncEnv::source(up.url("/")), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.created == 2);
+  CHECK(has_note(r, "retried 2 resources whose content failed before: 2 stored, 0 still failing"));
+  CHECK(env.retries().empty());
+  CHECK(env.live() == expected_live(site));
+  const auto log = env.log();
+  CHECK(std::count(log.begin(), log.end(), "created " + bad) == 1);
+  CHECK(std::count(log.begin(), log.end(), "created " + gone) == 1);
+}
+
+TEST_CASE("Sync: a change whose content failed is retried as that change, unless a later change supersedes it") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a0");
+  site.put("/res/b.txt", "b0");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  SyncEnv env;
+  REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::baseline).status == RunStatus::succeeded);
+  const std::string a = up.url("/res/a.txt"), b = up.url("/res/b.txt");
+  // Both change; both serve bytes that do not match the Change List.
+  std::vector<rs::Entry> changes{change_entry(a, rs::Change::updated, ts("2026-01-02T00:00:00Z"), "a1"),
+                                 change_entry(b, rs::Change::updated, ts("2026-01-02T00:00:01Z"), "b1")};
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+  up.set("/res/a.txt", "??", "text/plain");
+  up.set("/res/b.txt", "??", "text/plain");
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::incremental);
+  CHECK(r.status == RunStatus::partial);
+  CHECK(env.retries() == std::map<std::string, int>{{a, 1}, {b, 1}}); // not due yet (a minute)
+
+  // b changes again and serves it: that change stores b, so b's retry goes.
+  site.put("/res/b.txt", "b2");
+  changes.push_back(change_entry(b, rs::Change::updated, ts("2026-01-03T00:00:00Z"), "b2"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+  r = env.run(SyncEnv::source(up.url("/")), RunMode::incremental);
+  CHECK(env.retries() == std::map<std::string, int>{{a, 1}});
+
+  // a serves its bytes again; once due, a's change is applied as it was.
+  up.set("/res/a.txt", "a1", "text/plain");
+  env.refetch_backoff = std::chrono::seconds(0);
+  {
+    pqxx::connection c(env.db.conninfo());
+    pqxx::work tx(c);
+    tx.exec0("UPDATE retry SET next_attempt_at = now()");
+    tx.commit();
+  }
+  r = env.run(SyncEnv::source(up.url("/")), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.updated == 1);
+  CHECK(env.retries().empty());
+  CHECK(env.live()[a] == "a1");
+  CHECK(env.live()[b] == "b2");
+  pqxx::connection c(env.db.conninfo());
+  pqxx::read_transaction tx(c);
+  auto row = tx.exec_params1("SELECT change, upstream_datetime = '2026-01-02T00:00:00Z' FROM change_log "
+                             "WHERE uri = $1 ORDER BY seq DESC LIMIT 1", a);
+  CHECK(row[0].as<std::string>() == "updated");
+  CHECK(row[1].as<bool>()); // the change's own time, though applied later
+}
+
 TEST_CASE("Sync: a list that fails to parse applies nothing and names the reason") {
   Upstream up;
   Site site(up);
