@@ -1,6 +1,7 @@
 #include "sync_engine/store/blob_store.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <lmdb.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -46,6 +47,22 @@ std::array<unsigned char, 32> raw_name(const std::string& hex) {
     out[i] = static_cast<unsigned char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
   }
   return out;
+}
+
+// Writes all of `data` to `fd`.
+Result<void> write_all(int fd, const char* data, size_t size, const fs::path& root) {
+  while (size > 0) {
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return make_error(ErrorKind::io, "write a temporary blob file under " + root.string() + ": " + errno_text());
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return {};
 }
 
 Result<void> fsync_dir(const fs::path& dir) {
@@ -239,7 +256,10 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
   // their state.
   static std::mutex registry_mutex;
   static std::map<fs::path, std::weak_ptr<State>> registry;
-  const fs::path key = fs::weakly_canonical(root, ec);
+  fs::path key = fs::weakly_canonical(root, ec);
+  if (ec) {
+    key = fs::absolute(root);
+  }
   std::lock_guard lock(registry_mutex);
   auto store = std::shared_ptr<BlobStore>(new BlobStore(root));
   if (auto it = registry.find(key); it != registry.end()) {
@@ -248,8 +268,14 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
       return store;
     }
   }
-  // Temporary files of a previous run that died are garbage.
+  // Temporary files of processes that died are garbage (those of another
+  // live process sharing the store are not).
   for (const auto& e : fs::directory_iterator(root / "tmp", ec)) {
+    int pid = 0;
+    if (std::sscanf(e.path().filename().c_str(), "blob-%d-", &pid) == 1 && pid > 0 && pid != ::getpid() &&
+        (::kill(pid, 0) == 0 || errno == EPERM)) {
+      continue;
+    }
     fs::remove(e.path(), ec);
   }
   auto state = std::make_shared<State>();
@@ -344,18 +370,8 @@ Result<void> BlobStore::Writer::spill() {
       return make_error(ErrorKind::io, "create a temporary blob file under " + root.string() + ": " + why);
     }
   }
-  const char* data = m_buffer.data();
-  size_t size = m_buffer.size();
-  while (size > 0) {
-    ssize_t n = ::write(m_fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return make_error(ErrorKind::io, "write a temporary blob file under " + root.string() + ": " + errno_text());
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
+  if (auto r = write_all(m_fd, m_buffer.data(), m_buffer.size(), root); !r) {
+    return r;
   }
   std::string().swap(m_buffer);
   return {};
@@ -376,19 +392,10 @@ Result<void> BlobStore::Writer::write(const char* data, size_t size) {
       return r;
     }
   }
-  while (size > 0) {
-    ssize_t n = ::write(m_fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      return make_error(ErrorKind::io, "write a temporary blob file under " + m_store->m_root.string() + ": " +
-                                           errno_text());
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-    m_size += static_cast<uint64_t>(n);
+  if (auto r = write_all(m_fd, data, size, m_store->m_root); !r) {
+    return r;
   }
+  m_size += size;
   return {};
 }
 

@@ -292,7 +292,10 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   const std::string dom = slurp(dom_path);
   INFO(dom);
   CHECK(dom.find("data-source=\"sim\"") != std::string::npos);
-  CHECK(dom.find("<span class=\"state idle\">idle</span>") != std::string::npos);
+  // Healthy: idle, or in one of its runs (every second; slow under ASan).
+  CHECK((dom.find("<span class=\"state idle\">idle</span>") != std::string::npos ||
+         dom.find("<span class=\"state syncing\">syncing</span>") != std::string::npos));
+  CHECK(dom.find("<span class=\"state failing\">") == std::string::npos);
   CHECK(dom.find("<div id=\"problem\"></div>") != std::string::npos); // no error shown
 
   kill(daemon, SIGTERM);

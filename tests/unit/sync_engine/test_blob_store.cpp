@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <vector>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace tributary;
@@ -188,13 +189,22 @@ TEST_CASE("BlobStore: an abandoned writer leaves no file, and names outside the 
   CHECK(missing.error().kind == ErrorKind::not_found);
 }
 
-TEST_CASE("BlobStore: leftovers of a crashed run are cleared on open") {
+TEST_CASE("BlobStore: leftovers of a crashed process are cleared on open, those of a live one kept") {
   TempDir dir;
   fs::create_directories(dir.path / "tmp");
-  std::ofstream(dir.path / "tmp" / "blob-1-1.part") << "half";
+  const pid_t dead = ::fork();
+  if (dead == 0) {
+    ::_exit(0);
+  }
+  REQUIRE(dead > 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string crashed = "blob-" + std::to_string(dead) + "-1.part";
+  std::ofstream(dir.path / "tmp" / crashed) << "half";
+  std::ofstream(dir.path / "tmp" / "blob-1-7.part") << "being written"; // pid 1 lives
   auto store = BlobStore::open(dir.path);
   REQUIRE(store);
-  CHECK(files_under(dir.path / "tmp") == 0);
+  CHECK_FALSE(fs::exists(dir.path / "tmp" / crashed));
+  CHECK(fs::exists(dir.path / "tmp" / "blob-1-7.part"));
 }
 
 TEST_CASE("BlobStore: check re-hashes everything, finds damage, and rebuilds a lost index from the packs") {
