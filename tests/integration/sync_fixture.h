@@ -191,6 +191,21 @@ struct SyncEnv {
     }
     return out;
   }
+  // Whether the counts the triggers keep (feed_stats) equal a count of
+  // every resource.
+  bool stats_consistent() {
+    pqxx::connection c(db.conninfo());
+    pqxx::read_transaction tx(c);
+    return tx.exec1("SELECT count(*) FROM (SELECT feed_id, live, deleted, bytes FROM feed_stats "
+                    "WHERE live <> 0 OR deleted <> 0 OR bytes <> 0 "
+                    "EXCEPT SELECT feed_id, count(*) FILTER (WHERE state = 'live'), "
+                    "count(*) FILTER (WHERE state = 'deleted'), "
+                    "coalesce(sum(length) FILTER (WHERE state = 'live'), 0) FROM resource GROUP BY feed_id) d")[0]
+                   .as<int>() == 0 &&
+           tx.exec1("SELECT count(*) FROM (SELECT feed_id FROM resource GROUP BY feed_id EXCEPT "
+                    "SELECT feed_id FROM feed_stats) m")[0]
+                   .as<int>() == 0;
+  }
   // uri -> attempts of the resources waiting to be fetched again.
   std::map<std::string, int> retries() {
     std::map<std::string, int> out;

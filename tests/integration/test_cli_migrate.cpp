@@ -28,28 +28,40 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
   auto first = run_tributary("migrate --config " + cfg.string());
   INFO(first.out);
   CHECK(first.status == 0);
-  CHECK(first.out == "schema migrated from version 0 to 2: 0001_initial.sql 0002_retry.sql\n");
+  CHECK(first.out == "schema migrated from version 0 to 3: 0001_initial.sql 0002_retry.sql 0003_feed_stats.sql\n");
   auto second = run_tributary("migrate --config " + cfg.string());
   CHECK(second.status == 0);
-  CHECK(second.out == "schema is current (version 2)\n");
-  // A database of the previous release (version 1, holding data) takes
-  // only the new step.
+  CHECK(second.out == "schema is current (version 3)\n");
+  // A database of the first release (version 1, holding resources) takes
+  // only the new steps, and its counts are taken from what it holds.
   {
     pqxx::connection c(db.conninfo());
     pqxx::work tx(c);
     tx.exec0("DROP TABLE retry");
-    tx.exec0("DELETE FROM schema_version WHERE version = 2");
+    tx.exec0("DROP TABLE feed_stats CASCADE");
+    tx.exec0("DROP TRIGGER resource_stats_insert ON resource");
+    tx.exec0("DROP TRIGGER resource_stats_update ON resource");
+    tx.exec0("DROP TRIGGER resource_stats_delete ON resource");
+    tx.exec0("DROP FUNCTION feed_stats_after_insert, feed_stats_after_update, feed_stats_after_delete");
+    tx.exec0("DELETE FROM schema_version WHERE version > 1");
     tx.exec0("INSERT INTO source (name, url) VALUES ('kept', 'http://kept.example/')");
+    tx.exec0("INSERT INTO feed (source_id, capability_list_url) SELECT id, 'http://kept.example/caps' FROM source");
+    tx.exec0("INSERT INTO resource (feed_id, uri, state, length) SELECT id, 'u' || n, "
+             "CASE WHEN n % 4 = 0 THEN 'deleted' ELSE 'live' END, n FROM feed, generate_series(1, 100) n");
     tx.commit();
   }
   auto upgrade = run_tributary("migrate --config " + cfg.string());
   CHECK(upgrade.status == 0);
-  CHECK(upgrade.out == "schema migrated from version 1 to 2: 0002_retry.sql\n");
+  CHECK(upgrade.out == "schema migrated from version 1 to 3: 0002_retry.sql 0003_feed_stats.sql\n");
   {
     pqxx::connection c(db.conninfo());
     pqxx::read_transaction tx(c);
     CHECK(tx.exec1("SELECT count(*) FROM retry")[0].as<int>() == 0);
     CHECK(tx.exec1("SELECT count(*) FROM source WHERE name = 'kept'")[0].as<int>() == 1);
+    auto stats = tx.exec1("SELECT live, deleted, bytes FROM feed_stats");
+    CHECK(stats[0].as<int>() == 75);
+    CHECK(stats[1].as<int>() == 25);
+    CHECK(stats[2].as<long long>() == 5050 - (4 + 100) * 25 / 2); // the live lengths
   }
   fs::remove(cfg);
 }

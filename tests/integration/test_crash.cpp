@@ -98,6 +98,7 @@ TEST_CASE("Crash safety: SIGKILL during baseline and incremental, then resume") 
     CHECK(log["updated " + up.url("/res/r" + std::to_string(i) + ".txt")] == 1);
   }
   CHECK(env.log().size() == static_cast<size_t>(2 * n));
+  CHECK(env.stats_consistent()); // counts kept through two SIGKILLs
 
   // What the kills left in the blob store is dead space, never damage: each
   // of the four processes appended to a pack of its own, and every name the

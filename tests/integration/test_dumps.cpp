@@ -308,6 +308,7 @@ TEST_CASE("Dumps: catch-up through a Change Dump index, deletes and repeated cha
   pqxx::connection c(env.db.conninfo());
   pqxx::read_transaction tx(c);
   CHECK(tx.exec1("SELECT count(*) FROM change_log WHERE upstream_datetime > '2026-03-01T00:00:00Z'")[0].as<int>() == 6);
+  CHECK(env.stats_consistent());
 }
 
 TEST_CASE("Dumps: packages without from/until are dated by their manifest copies, and an applied one is not downloaded again") {

@@ -43,6 +43,7 @@ TEST_CASE("Sync: baseline creates, then leaves unchanged, then deletes what vani
   auto wm = env.store->watermark(1);
   REQUIRE(wm);
   CHECK(wm->baseline_at == ts("2026-01-02T00:00:00Z"));
+  CHECK(env.stats_consistent()); // after delete_unseen
 }
 
 TEST_CASE("Sync: incremental across an index of closed and open lists, 1.0 and 1.1, deletes and repeats") {
@@ -108,6 +109,7 @@ TEST_CASE("Sync: incremental across an index of closed and open lists, 1.0 and 1
   CHECK(again.counters.created == 1);
   CHECK(env.log().size() == before + 1);
   CHECK(env.live() == expected_live(site));
+  CHECK(env.stats_consistent()); // creations, updates, deletions, repeats
 }
 
 TEST_CASE("Sync: equal timestamps resume by position within the list") {
@@ -256,6 +258,7 @@ TEST_CASE("Sync: a source-level mirror takes over when the primary endpoint fail
   CHECK(r.status == RunStatus::succeeded);
   CHECK(primary.total_requests() >= 1);
   CHECK(env.live().size() == 1);
+  CHECK(env.stats_consistent());
 }
 
 TEST_CASE("Sync: include/exclude and media type filters") {
