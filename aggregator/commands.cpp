@@ -183,7 +183,8 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   options.port = std::stoi(config.listen.substr(colon + 1));
   options.public_url = config.public_url;
   options.change_list_part = config.change_list_part_size;
-  options.dump_dir = std::filesystem::path(config.data_dir) / "dumps";
+  options.dump_dir = config.serving_dir("dumps");
+  options.document_dir = config.serving_dir("documents");
   options.resource_dump_interval = config.resource_dump_interval;
   options.dump_package_entries = config.dump_package_size;
   options.dump_package_bytes = config.dump_package_bytes;

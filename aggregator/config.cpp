@@ -446,6 +446,15 @@ const sync::SourceConfig* Config::find_source(const std::string& name) const {
   return nullptr;
 }
 
+std::filesystem::path Config::serving_dir(const std::string& kind) const {
+  std::string name = listen;
+  for (char& c : name) {
+    const bool plain = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.';
+    c = plain ? c : '-';
+  }
+  return std::filesystem::path(data_dir) / kind / name;
+}
+
 ConfigLoad parse_config(const std::string& text, const std::string& file_name) {
   ConfigLoad out;
   json j;

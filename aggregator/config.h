@@ -3,6 +3,7 @@
 #include "sync_engine/source_config.h"
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ struct Config {
   std::string log_format = "text";    // text|json
 
   const sync::SourceConfig* find_source(const std::string& name) const;
+  // Where a process serving on `listen` writes what it builds to serve
+  // (`kind`: "dumps", "documents"): data_dir/<kind>/<listen>. Several
+  // processes serving one data_dir (`run` beside `serve`s) never write or
+  // remove each other's files, and a restart on the same address finds its
+  // own again.
+  std::filesystem::path serving_dir(const std::string& kind) const;
 };
 
 // Either a config or every problem found, each as

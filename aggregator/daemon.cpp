@@ -695,7 +695,8 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   options.port = std::stoi(d->config.listen.substr(colon + 1));
   options.public_url = d->config.public_url;
   options.change_list_part = d->config.change_list_part_size;
-  options.dump_dir = std::filesystem::path(d->config.data_dir) / "dumps";
+  options.dump_dir = d->config.serving_dir("dumps");
+  options.document_dir = d->config.serving_dir("documents");
   options.resource_dump_interval = d->config.resource_dump_interval;
   options.dump_package_entries = d->config.dump_package_size;
   options.dump_package_bytes = d->config.dump_package_bytes;

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <map>
@@ -54,6 +55,11 @@ struct CachedDocument {
   std::string etag;
   std::string content_type;
   bool immutable = false; // a closed Change List part: cacheable forever
+  // Or, for documents kept on disk: the files and their sizes.
+  std::filesystem::path file;
+  std::filesystem::path gz_file;
+  size_t size = 0;
+  size_t gz_size = 0;
 };
 
 using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
@@ -65,6 +71,46 @@ std::shared_ptr<const CachedDocument> cached(std::string body, const std::string
   d->gzipped = rs::gzip(body);
   d->body = std::move(body);
   d->content_type = type;
+  return d;
+}
+
+// Writes `bytes` to `path` through a temporary name of this process's own
+// (a reader never sees a half-written file, and a second process writing
+// the same document does not write into ours).
+bool write_file(const std::filesystem::path& path, const std::string& bytes) {
+  const std::filesystem::path tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) {
+      return false;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return !ec;
+}
+
+// An immutable document kept on disk under `dir` as `name` (and its gzip
+// copy as `name`.gz); in memory if the files cannot be written.
+std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std::filesystem::path& dir,
+                                                     const std::string& name) {
+  auto d = std::make_shared<CachedDocument>();
+  d->immutable = true;
+  d->content_type = "application/xml";
+  d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
+  const std::string gz = rs::gzip(body);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec && write_file(dir / name, body) && write_file(dir / (name + ".gz"), gz)) {
+    d->file = dir / name;
+    d->gz_file = dir / (name + ".gz");
+    d->size = body.size();
+    d->gz_size = gz.size();
+  } else {
+    d->body = std::move(body);
+    d->gzipped = gz;
+  }
   return d;
 }
 
@@ -200,7 +246,10 @@ struct Republisher::Impl {
       for (auto& part : *cl) {
         const bool closed = closed_urls.count(part.url) > 0;
         const std::string path = urls.path_of(part.url);
-        auto doc = cached(std::move(part.xml), "application/xml", closed);
+        auto doc = closed && !options.document_dir.empty()
+                       ? cached_on_disk(std::move(part.xml), options.document_dir / s.name,
+                                        std::filesystem::path(path).filename().string())
+                       : cached(std::move(part.xml), "application/xml", closed);
         if (closed) {
           closed_docs[path] = doc;
         }
@@ -231,23 +280,37 @@ struct Republisher::Impl {
     return {};
   }
 
-  void serve_document(const http::Request& req, http::Response& res,
-                      const std::shared_ptr<const CachedDocument>& doc) {
+  http::Disposition serve_document(const http::Request& req, http::Response& res,
+                                   const std::shared_ptr<const CachedDocument>& doc, bool can_block) {
     const CachedDocument& d = *doc;
+    const bool on_disk = !d.file.empty();
+    if (on_disk && !none_match(req, d.etag) && !can_block) {
+      return http::Disposition::blocking; // opening a file may wait on the disk
+    }
     res.set_header("ETag", d.etag);
     res.set_header("Cache-Control", d.immutable ? "public, max-age=31536000, immutable" : "no-cache");
     res.set_header("Vary", "Accept-Encoding");
     if (none_match(req, d.etag)) {
       res.status = 304;
-      return;
+      return http::Disposition::done;
     }
-    const bool gz = accepts_gzip(req) && d.gzipped.size() < d.body.size();
+    const bool gz = accepts_gzip(req) && (on_disk ? d.gz_size < d.size : d.gzipped.size() < d.body.size());
     if (gz) {
       res.set_header("Content-Encoding", "gzip");
+    }
+    if (on_disk) {
+      const int fd = ::open((gz ? d.gz_file : d.file).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) {
+        res.status = 500; // removed from under us: the next restart writes it again
+        return http::Disposition::done;
+      }
+      res.set_file(std::make_shared<const http::OpenFile>(fd), gz ? d.gz_size : d.size, d.content_type);
+      return http::Disposition::done;
     }
     // Served from the cache without a copy; the aliasing pointer keeps the
     // document alive past a cache refresh.
     res.set_shared(std::shared_ptr<const std::string>(doc, gz ? &d.gzipped : &d.body), d.content_type);
+    return http::Disposition::done;
   }
 
   // What a content request for (set, uri) answers, prepared once per state
@@ -500,8 +563,7 @@ struct Republisher::Impl {
       return http::Disposition::done;
     }
     if (auto it = docs->find(*path); it != docs->end()) {
-      serve_document(req, res, it->second);
-      return http::Disposition::done;
+      return serve_document(req, res, it->second, can_block);
     }
     std::shared_ptr<const std::map<std::string, std::filesystem::path>> files;
     {

@@ -25,6 +25,10 @@ struct ServerOptions {
   // Resource Dumps: built into `dump_dir` (empty: none) when a set has none,
   // and again every `resource_dump_interval` while the set changes.
   std::filesystem::path dump_dir;
+  // Closed Change List parts (immutable) are written here once and served
+  // from the files, so that memory does not grow with the change history
+  // (empty: kept in memory).
+  std::filesystem::path document_dir;
   std::chrono::seconds resource_dump_interval{3600};
   size_t dump_package_entries = 10000;
   uint64_t dump_package_bytes = 1ull << 30;

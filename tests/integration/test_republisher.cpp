@@ -96,6 +96,7 @@ struct Published {
     o.port = port;
     o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
     o.change_list_part = change_list_part;
+    o.document_dir = env.data / "documents";
     if (dumps) {
       o.dump_dir = env.data / "dumps";
       o.dump_package_entries = package_entries;
@@ -222,6 +223,32 @@ TEST_CASE("Republisher: content from inside a pack file and from a file of its o
     CHECK(tail.body == bytes.substr(bytes.size() - 7));
     CHECK(get(url, {{"Range", "bytes=" + std::to_string(bytes.size()) + "-"}}).status == 416);
   }
+}
+
+TEST_CASE("Republisher: closed Change List parts are written once and served from files, plain and gzip") {
+  Published p(false, 10000, /*change_list_part=*/1); // four changes: parts 1 to 4 close, 5 is open
+  pub::UrlScheme urls(p.base);
+  const std::string part = urls.change_list_part("up", 1);
+  const auto file = p.env.data / "documents" / "up" / std::filesystem::path(urls.path_of(part)).filename();
+  REQUIRE(std::filesystem::exists(file));
+  REQUIRE(std::filesystem::exists(file.string() + ".gz"));
+  Got plain = get(part);
+  REQUIRE(plain.status == 200);
+  std::ifstream in(file, std::ios::binary);
+  CHECK(plain.body == std::string(std::istreambuf_iterator<char>(in), {}));
+  CHECK(header(plain, "Cache-Control") == "public, max-age=31536000, immutable");
+  auto parsed = rs::parse_document(plain.body);
+  CHECK(parsed.summary.valid());
+  CHECK(parsed.document.entries.size() == 1);
+  Got gz = get(part, {{"Accept-Encoding", "gzip"}});
+  CHECK(gz.status == 200);
+  CHECK(header(gz, "Content-Encoding") == "gzip");
+  CHECK(gz.body == plain.body); // the client inflated the .gz file
+  CHECK(get(part, {{"If-None-Match", header(plain, "ETag")}}).status == 304);
+  // The open part stays in memory (it changes).
+  CHECK(std::filesystem::exists(p.env.data / "documents" / "up" / "changelist-4.xml"));
+  CHECK_FALSE(std::filesystem::exists(p.env.data / "documents" / "up" / "changelist-5.xml"));
+  CHECK(get(urls.change_list_part("up", 5)).status == 200);
 }
 
 TEST_CASE("Republisher: a second Tributary follows the first, content byte for byte, via the original") {
@@ -497,4 +524,70 @@ TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tribu
   }
   REQUIRE(via);
   CHECK(via->href == a.up.url("/res/d.txt"));
+}
+
+TEST_CASE("Republisher: two processes serving one data_dir build and serve their dumps without touching each other's") {
+  Upstream up;
+  Site site(up);
+  for (int i = 0; i < 6; ++i) {
+    site.put("/res/r" + std::to_string(i) + ".txt", "bytes " + std::to_string(i));
+  }
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  TempDatabase db;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-two-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const int ports[2] = {free_port(), free_port()};
+  std::string cfg[2];
+  for (int k = 0; k < 2; ++k) {
+    cfg[k] = (dir / ("c" + std::to_string(k) + ".json")).string();
+    std::ofstream(cfg[k]) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / "data").string()
+                          << "\", \"listen\": \"127.0.0.1:" << ports[k]
+                          << "\", \"change_list_part_size\": 2, \"dump_package_size\": 2, \"sources\": [{\"name\": "
+                             "\"up\", \"url\": \""
+                          << up.url("/") << "\", \"max_requests_per_second\": 0}]}";
+  }
+  REQUIRE(run_tributary("migrate --config " + cfg[0]).status == 0);
+  REQUIRE(run_tributary("sync --config " + cfg[0] + " --incremental").status == 0);
+  pid_t serve[2];
+  std::unique_ptr<ProcessGuard> guards[2];
+  for (int k = 0; k < 2; ++k) {
+    serve[k] = spawn_tributary({"serve", "--config", cfg[k]}, (dir / ("serve" + std::to_string(k) + ".log")).string());
+    REQUIRE(serve[k] > 0);
+    guards[k] = std::make_unique<ProcessGuard>(serve[k]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    const std::string base = "http://127.0.0.1:" + std::to_string(ports[k]);
+    pub::UrlScheme urls(base);
+    bool offered = false;
+    for (int i = 0; i < 200 && !offered; ++i) {
+      offered = get_status(base + "/robots.txt") == 200 &&
+                get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos &&
+                get(urls.capability_list("up")).body.find("changedump.xml") != std::string::npos;
+      if (!offered) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    REQUIRE(offered);
+    CHECK(std::filesystem::exists(dir / "data" / "dumps" / ("127.0.0.1-" + std::to_string(ports[k])) / "up"));
+    CHECK(std::filesystem::exists(dir / "data" / "documents" / ("127.0.0.1-" + std::to_string(ports[k])) / "up"));
+  }
+  // Each serves every package it lists, whole: neither removed nor
+  // rewrote the other's files.
+  for (int k = 0; k < 2; ++k) {
+    pub::UrlScheme urls("http://127.0.0.1:" + std::to_string(ports[k]));
+    for (const std::string& listing : {urls.resource_dump("up"), urls.change_dump("up")}) {
+      CAPTURE(listing);
+      auto doc = rs::parse_document(get(listing).body);
+      REQUIRE(doc.summary.valid());
+      CHECK(doc.document.entries.size() >= 3);
+      for (const auto& pkg : doc.document.entries) {
+        Got zip = get(pkg.loc);
+        CHECK(zip.status == 200);
+        CHECK(rs::hash_hex(rs::HashAlgorithm::sha256, zip.body) == pkg.md->hash[0].hex);
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
