@@ -649,6 +649,9 @@ private:
     if (due->empty()) {
       return {};
     }
+    store::Batch batch;
+    batch.feed_id = feed;
+    batch.run_id = m_run_id;
     std::vector<rs::Entry> entries;
     std::vector<const store::RetryRecord*> records;
     for (const auto& r : *due) {
@@ -656,9 +659,15 @@ private:
       if (parsed.document.entries.size() == 1 && parsed.document.entries[0].loc == r.uri) {
         entries.push_back(std::move(parsed.document.entries[0]));
         records.push_back(&r);
-      } else {
-        error(r.uri, "the entry kept to retry it is unreadable; an audit will find the resource");
+        continue;
       }
+      // Cannot happen (we wrote it); say so once a day, not every run.
+      error(r.uri, "the entry kept to retry it is unreadable; an audit with repair will fetch the resource");
+      store::RetryRecord later = r;
+      ++later.attempts;
+      later.next_attempt_at = std::chrono::time_point_cast<std::chrono::microseconds>(
+          std::chrono::system_clock::now() + std::chrono::hours(24));
+      batch.retries.push_back(std::move(later));
     }
     std::vector<const rs::Entry*> to_fetch;
     std::vector<std::string> uris;
@@ -670,9 +679,6 @@ private:
     if (!held) {
       return tl::unexpected(held.error());
     }
-    store::Batch batch;
-    batch.feed_id = feed;
-    batch.run_id = m_run_id;
     auto results = fetch_all(to_fetch);
     if (cancelled()) {
       return commit(batch); // refused: nothing is applied
