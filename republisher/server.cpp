@@ -174,6 +174,16 @@ struct Republisher::Impl {
   std::map<std::string, ClosedParts> closed_parts;
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
   std::string last_refresh_error; // refresher thread only
+  // Each set's Resource List documents as last rendered (refresher only).
+  struct RenderedList {
+    std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs; // by URL path
+    std::vector<int64_t> feeds;
+    int64_t seq = -1; // the store's state they show
+    std::chrono::steady_clock::time_point at;
+    std::chrono::steady_clock::duration took{};
+  };
+  std::map<std::string, RenderedList> resource_lists;
+  bool lists_behind = false; // some Resource List shows an older state than the store
 
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<sync::BlobStore> b, ServerOptions o)
       : reader(std::move(r)), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
@@ -187,7 +197,7 @@ struct Republisher::Impl {
     if (!seq) {
       return tl::unexpected(seq.error());
     }
-    if (!force && *seq == rendered_seq) {
+    if (!force && *seq == rendered_seq && !lists_behind) {
       return {};
     }
     auto feeds = reader->feeds();
@@ -225,12 +235,27 @@ struct Republisher::Impl {
       if (change_dump_document) {
         put(urls.change_dump(s.name), std::move(*change_dump_document));
       }
-      auto rl = render_resource_list(*reader, urls, s, at);
-      if (!rl) {
-        return tl::unexpected(rl.error());
+      RenderedList& list = resource_lists[s.name];
+      const auto now = std::chrono::steady_clock::now();
+      const bool first = list.docs.empty() || list.feeds != s.feeds;
+      if (first || (list.seq != *seq && now - list.at >= std::max<std::chrono::steady_clock::duration>(
+                                                             4 * list.took, options.resource_list_min_interval))) {
+        auto rl = render_resource_list(*reader, urls, s, at);
+        if (!rl) {
+          return tl::unexpected(rl.error());
+        }
+        RenderedList fresh;
+        for (auto& p : *rl) {
+          fresh.docs.emplace_back(urls.path_of(p.url), cached(std::move(p.xml), "application/xml"));
+        }
+        fresh.feeds = s.feeds;
+        fresh.seq = *seq;
+        fresh.at = now;
+        fresh.took = std::chrono::steady_clock::now() - now;
+        list = std::move(fresh);
       }
-      for (auto& p : *rl) {
-        put(p.url, std::move(p.xml));
+      for (const auto& [path, doc] : list.docs) {
+        (*docs)[path] = doc;
       }
       robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
       // Closed parts are rendered (and compressed) once and kept.
@@ -271,6 +296,15 @@ struct Republisher::Impl {
       closed_parts[s.name] = std::move(known);
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
+    lists_behind = false;
+    for (auto it = resource_lists.begin(); it != resource_lists.end();) {
+      if (!feeds_of.count(it->first)) {
+        it = resource_lists.erase(it); // a set no longer published
+      } else {
+        lists_behind = lists_behind || it->second.seq != *seq;
+        ++it;
+      }
+    }
     std::unique_lock lock(cache_mutex);
     documents = std::move(docs);
     set_feeds = std::move(feeds_of);

@@ -20,6 +20,11 @@ struct ServerOptions {
   int port = 8080;               // 0: any free port (see Republisher::port())
   std::string public_url;        // the base of every URL we publish
   size_t change_list_part = 10000;
+  // A Resource List is re-rendered when the store moved on, but no sooner
+  // than this after the last time, nor than four times what that took: a
+  // large one must not hold back the Change List, which follows every
+  // change (the Resource List's `at` says how old it is).
+  std::chrono::milliseconds resource_list_min_interval{0};
   int threads = 16;              // workers for requests that query the store or open files
   std::vector<NamedSet> named_sets; // sets merging several sources, beside one per upstream set
   // Resource Dumps: built into `dump_dir` (empty: none) when a set has none,

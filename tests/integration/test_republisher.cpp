@@ -77,7 +77,8 @@ struct Published {
   // `dumps`: also publish Resource Dumps (packages of `package_entries`).
   // `extra`: more resources (path -> bytes).
   explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000,
-                     const std::map<std::string, std::string>& extra = {}, uint64_t package_bytes = 1ull << 30) {
+                     const std::map<std::string, std::string>& extra = {}, uint64_t package_bytes = 1ull << 30,
+                     std::chrono::milliseconds resource_list_min_interval = std::chrono::milliseconds(0)) {
     for (const auto& [path, bytes] : extra) {
       site.put(path, bytes);
     }
@@ -97,6 +98,7 @@ struct Published {
     o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
     o.change_list_part = change_list_part;
     o.document_dir = env.data / "documents";
+    o.resource_list_min_interval = resource_list_min_interval;
     if (dumps) {
       o.dump_dir = env.data / "dumps";
       o.dump_package_entries = package_entries;
@@ -249,6 +251,33 @@ TEST_CASE("Republisher: closed Change List parts are written once and served fro
   CHECK(std::filesystem::exists(p.env.data / "documents" / "up" / "changelist-4.xml"));
   CHECK_FALSE(std::filesystem::exists(p.env.data / "documents" / "up" / "changelist-5.xml"));
   CHECK(get(urls.change_list_part("up", 5)).status == 200);
+}
+
+TEST_CASE("Republisher: the Change List follows every change while a Resource List not yet due keeps its state") {
+  Published p(false, 10000, 10000, {}, 1ull << 30, /*resource_list_min_interval=*/std::chrono::hours(1));
+  pub::UrlScheme urls(p.base);
+  const Got list_before = get(urls.resource_list("up"));
+  REQUIRE(list_before.status == 200);
+  REQUIRE(list_before.body.find(p.up.url("/res/a.txt")) != std::string::npos); // a list of entries
+  p.site.put("/res/d.txt", "delta");
+  p.site.publish_change_list(
+      "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+      {change_entry(p.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
+       change_entry(p.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:00Z"), "delta")});
+  REQUIRE(p.env.run(SyncEnv::source(p.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  const std::string d = p.up.url("/res/d.txt"); // in the via link
+  bool followed = false;
+  for (int i = 0; i < 100 && !followed; ++i) {
+    followed = get(urls.change_list_part("up", 1)).body.find(d) != std::string::npos; // the open part
+    if (!followed) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  CHECK(followed);
+  const Got list_after = get(urls.resource_list("up"));
+  CHECK(list_after.body == list_before.body); // its `at` says how old it is
+  CHECK(list_after.body.find(d) == std::string::npos);
+  CHECK(header(list_after, "ETag") == header(list_before, "ETag"));
 }
 
 TEST_CASE("Republisher: a second Tributary follows the first, content byte for byte, via the original") {
