@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -135,6 +135,39 @@ CFG
   kill -TERM "$daemon"; wait "$daemon" || status=1
   for p in "${pids[@]}"; do kill "$p"; done
   wait 2>/dev/null || true
+  rm -rf "$work"
+fi
+if [ "$which" = all ] || [ "$which" = publish ]; then
+  # How far our published Change List lags behind our change log while we
+  # follow one large simulated Source (the Resource List of a large set is
+  # slow to render; the Change List must not wait for it).
+  n=${BENCH_PUBLISH_RESOURCES:-300000}
+  echo "== bench/publish (tributary run following one tributary simulate of $n resources, 5 changes/s, every 1 s)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  work=$(mktemp -d /tmp/tributary-bench-publish.XXXXXX)
+  psql "$PG_TEMP_CONNINFO" -qc "CREATE DATABASE bench_publish" >/dev/null
+  db="$PG_TEMP_CONNINFO dbname=bench_publish"
+  bin=${TRIBUTARY_BIN:-"$root/build/bench/aggregator/tributary"}
+  "$bin" simulate --listen 127.0.0.1:18600 --resources "$n" --change-rate 5 --seed 1 >/dev/null 2>&1 &
+  sim=$!
+  cat >"$work/config.json" <<CFG
+{"database": "$db", "data_dir": "$work/data", "listen": "127.0.0.1:18599",
+ "sources": [{"name": "sim", "url": "http://127.0.0.1:18600/", "interval": "1s", "max_requests_per_second": 0}]}
+CFG
+  "$bin" migrate --config "$work/config.json" >/dev/null
+  started=$(date +%s)
+  "$bin" run --config "$work/config.json" >"$work/run.log" 2>&1 &
+  daemon=$!
+  until [ "$(psql "$db" -Atc "SELECT count(*) FROM sync_run WHERE status = 'succeeded'")" -ge 2 ]; do
+    sleep 0.5
+  done
+  echo "baseline of $n resources and a first incremental run: $(($(date +%s) - started)) s"
+  sleep 5
+  python3 "$root/bench/doc_lag.py" http://127.0.0.1:18599 sim 10000 "$db" "${BENCH_PUBLISH_SECONDS:-60}" || status=1
+  echo "daemon resident memory: $(awk '/VmRSS/{print $2}' "/proc/$daemon/status") KiB"
+  kill -TERM "$daemon"; wait "$daemon" || status=1
+  kill "$sim"; wait 2>/dev/null || true
   rm -rf "$work"
 fi
 exit $status

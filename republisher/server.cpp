@@ -184,6 +184,9 @@ struct Republisher::Impl {
   };
   std::map<std::string, RenderedList> resource_lists;
   bool lists_behind = false; // some Resource List shows an older state than the store
+  // Time the last refresh spent rendering Resource Lists (they keep their
+  // own budget, so the refresher's pause leaves it out).
+  std::chrono::steady_clock::duration list_time{};
 
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<sync::BlobStore> b, ServerOptions o)
       : reader(std::move(r)), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
@@ -205,9 +208,9 @@ struct Republisher::Impl {
       return tl::unexpected(feeds.error());
     }
     const auto sets = published_sets(*feeds, options.named_sets);
+    list_time = {};
+    std::vector<const PublishedSet*> later; // Resource Lists due, rendered last
     auto docs = std::make_shared<DocumentMap>();
-    const rs::Timestamp at =
-        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
     auto put = [&](const std::string& url, std::string body, bool immutable = false) {
       (*docs)[urls.path_of(url)] = cached(std::move(body), "application/xml", immutable);
     };
@@ -235,24 +238,20 @@ struct Republisher::Impl {
       if (change_dump_document) {
         put(urls.change_dump(s.name), std::move(*change_dump_document));
       }
+      // A set's first Resource List is rendered now; a newer one, when due,
+      // after the rest is published (so that it never delays the Change
+      // List).
       RenderedList& list = resource_lists[s.name];
-      const auto now = std::chrono::steady_clock::now();
-      const bool first = list.docs.empty() || list.feeds != s.feeds;
-      if (first || (list.seq != *seq && now - list.at >= std::max<std::chrono::steady_clock::duration>(
-                                                             4 * list.took, options.resource_list_min_interval))) {
-        auto rl = render_resource_list(*reader, urls, s, at);
-        if (!rl) {
-          return tl::unexpected(rl.error());
+      if (list.docs.empty() || list.feeds != s.feeds) {
+        auto r = render_list(s, *seq);
+        if (!r) {
+          return tl::unexpected(r.error());
         }
-        RenderedList fresh;
-        for (auto& p : *rl) {
-          fresh.docs.emplace_back(urls.path_of(p.url), cached(std::move(p.xml), "application/xml"));
-        }
-        fresh.feeds = s.feeds;
-        fresh.seq = *seq;
-        fresh.at = now;
-        fresh.took = std::chrono::steady_clock::now() - now;
-        list = std::move(fresh);
+      } else if (list.seq != *seq &&
+                 std::chrono::steady_clock::now() - list.at >=
+                     std::max<std::chrono::steady_clock::duration>(4 * list.took,
+                                                                   options.resource_list_min_interval)) {
+        later.push_back(&s);
       }
       for (const auto& [path, doc] : list.docs) {
         (*docs)[path] = doc;
@@ -260,6 +259,7 @@ struct Republisher::Impl {
       robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
       // Closed parts are rendered (and compressed) once and kept.
       ClosedParts known = closed_parts[s.name];
+      const auto cl_start = std::chrono::steady_clock::now();
       auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known);
       if (!cl) {
         return tl::unexpected(cl.error());
@@ -289,6 +289,12 @@ struct Republisher::Impl {
         }
         (*docs)[path] = it->second;
       }
+      const auto cl_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cl_start).count();
+      if (cl_ms > 100) {
+        log::debug("", "Change List of set '" + s.name + "' rendered in " + std::to_string(cl_ms) + " ms (" +
+                           std::to_string(cl->size()) + " new documents)");
+      }
       {
         std::unique_lock lock(cache_mutex);
         closed_meta[s.name] = known;
@@ -296,21 +302,67 @@ struct Republisher::Impl {
       closed_parts[s.name] = std::move(known);
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
-    lists_behind = false;
     for (auto it = resource_lists.begin(); it != resource_lists.end();) {
-      if (!feeds_of.count(it->first)) {
-        it = resource_lists.erase(it); // a set no longer published
-      } else {
-        lists_behind = lists_behind || it->second.seq != *seq;
-        ++it;
-      }
+      it = feeds_of.count(it->first) ? std::next(it) : resource_lists.erase(it); // sets no longer published
     }
-    std::unique_lock lock(cache_mutex);
-    documents = std::move(docs);
-    set_feeds = std::move(feeds_of);
-    resource_cache.clear();
-    cached_bytes = 0;
-    rendered_seq = *seq;
+    {
+      std::unique_lock lock(cache_mutex);
+      documents = docs;
+      set_feeds = std::move(feeds_of);
+      resource_cache.clear();
+      cached_bytes = 0;
+      rendered_seq = *seq;
+    }
+    // The Resource Lists that are due, each published as it is done.
+    for (const PublishedSet* s : later) {
+      std::vector<std::string> old_paths;
+      for (const auto& [path, doc] : resource_lists[s->name].docs) {
+        old_paths.push_back(path);
+      }
+      auto r = render_list(*s, *seq);
+      if (!r) {
+        return tl::unexpected(r.error());
+      }
+      auto updated = std::make_shared<DocumentMap>(*docs);
+      for (const auto& path : old_paths) {
+        updated->erase(path);
+      }
+      for (const auto& [path, doc] : resource_lists[s->name].docs) {
+        (*updated)[path] = doc;
+      }
+      docs = updated;
+      std::unique_lock lock(cache_mutex);
+      documents = std::move(updated);
+    }
+    lists_behind = false;
+    for (const auto& [name, list] : resource_lists) {
+      lists_behind = lists_behind || list.seq != *seq;
+    }
+    return {};
+  }
+
+  // Renders the Resource List of `s` into resource_lists (refresher only).
+  Result<void> render_list(const PublishedSet& s, int64_t seq) {
+    const auto start = std::chrono::steady_clock::now();
+    const rs::Timestamp at =
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+    auto rl = render_resource_list(*reader, urls, s, at);
+    if (!rl) {
+      return tl::unexpected(rl.error());
+    }
+    RenderedList fresh;
+    for (auto& p : *rl) {
+      fresh.docs.emplace_back(urls.path_of(p.url), cached(std::move(p.xml), "application/xml"));
+    }
+    fresh.feeds = s.feeds;
+    fresh.seq = seq;
+    fresh.at = start;
+    fresh.took = std::chrono::steady_clock::now() - start;
+    list_time += fresh.took;
+    log::debug("", "Resource List of set '" + s.name + "' rendered in " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(fresh.took).count()) +
+                       " ms (" + std::to_string(fresh.docs.size()) + " documents)");
+    resource_lists[s.name] = std::move(fresh);
     return {};
   }
 
@@ -686,6 +738,13 @@ Result<void> Republisher::start() {
       m.last_refresh_error = reason;
       last_end = std::chrono::steady_clock::now();
       busy = std::chrono::duration_cast<std::chrono::milliseconds>(last_end - started);
+      if (busy > std::chrono::milliseconds(200)) {
+        log::debug("", "documents refreshed in " + std::to_string(busy.count()) + " ms");
+      }
+      // Resource Lists keep their own budget (see refresh()): the pace of
+      // the rest (the Change List) is set by what the rest took.
+      busy = std::max(std::chrono::milliseconds(0),
+                      busy - std::chrono::duration_cast<std::chrono::milliseconds>(m.list_time));
       pause = std::max(std::chrono::milliseconds(1000), 4 * busy);
       // Rendering allocates and frees the whole document set: hand the
       // freed memory back rather than keep the peak resident.
