@@ -54,7 +54,9 @@ int main(int argc, char** argv) {
                      "every index entry. --reindex adds intact records the index lacks (rebuilds a lost index from "
                      "the packs). Prints totals and each problem. Exit 0 when nothing is wrong, 1 otherwise.");
   blobs_cmd->add_option("--config", blobs_config, "Configuration file (JSON)")->required();
-  blobs_cmd->add_flag("--reindex", reindex, "Add intact pack records missing from the index");
+  blobs_cmd->add_flag("--reindex", reindex,
+                      "Add intact pack records missing from the index (with the daemon stopped: a record being "
+                      "written is not yet durable)");
 
   std::string serve_config;
   auto* serve_cmd = app.add_subcommand(

@@ -133,7 +133,9 @@ public:
   // in its header, every index entry must point at an intact record of its
   // name, every blob file must hash to its name. With `reindex`, intact
   // records the index lacks are added (a lost or older index is rebuilt
-  // from the packs). Slow (reads everything); for operators.
+  // from the packs): only while no other writer is at work, since a record
+  // being written is intact before it is durable. Slow (reads everything);
+  // for operators.
   Result<BlobCheck> check(bool reindex);
 
   // Makes the names of blobs stored since the last call durable (one
