@@ -135,6 +135,7 @@ struct BlobStore::State {
   std::shared_ptr<BlobPack> active;
   uint64_t active_end = 0;
   uint32_t next_pack = 1;
+  uint64_t pack_bytes = k_pack_bytes;
 
   ~State() {
     if (env) {
@@ -193,10 +194,10 @@ struct BlobStore::State {
   }
 
   // Room for one record of `size` bytes at the end of this process's
-  // active pack (a new pack past k_pack_bytes).
+  // active pack (a new pack past pack_bytes).
   Result<std::pair<std::shared_ptr<BlobPack>, uint64_t>> reserve(uint64_t size) {
     std::lock_guard lock(mutex);
-    if (!active || (active_end > 0 && active_end + size > k_pack_bytes)) {
+    if (!active || (active_end > 0 && active_end + size > pack_bytes)) {
       for (;;) {
         const uint32_t id = next_pack++;
         fs::path p = pack_path(root, id);
@@ -224,7 +225,7 @@ struct BlobStore::State {
   }
 };
 
-Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
+Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_t pack_bytes) {
   std::error_code ec;
   for (const char* sub : {"blobs", "tmp", "packs", "index"}) {
     if (!ec) {
@@ -280,6 +281,7 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root) {
   }
   auto state = std::make_shared<State>();
   state->root = root;
+  state->pack_bytes = std::max<uint64_t>(pack_bytes, 1);
   auto fail = [&](int rc) {
     return make_error(ErrorKind::io, "cannot open the blob index " + (root / "index").string() + ": " + lmdb_text(rc));
   };

@@ -62,11 +62,14 @@ struct BlobCheck {
 
 class BlobStore {
 public:
-  // Creates the directories if needed; fails (io) if it cannot.
-  static Result<std::shared_ptr<BlobStore>> open(const std::filesystem::path& root);
-
   static constexpr uint64_t k_pack_max = 1024 * 1024;  // larger blobs get a file
   static constexpr uint64_t k_pack_bytes = 1ull << 30;  // a pack file is closed past this
+
+  // Creates the directories if needed; fails (io) if it cannot.
+  // `pack_bytes`: where a pack file is closed (tests make it small); the
+  // first open of a root in a process sets it.
+  static Result<std::shared_ptr<BlobStore>> open(const std::filesystem::path& root,
+                                                 uint64_t pack_bytes = k_pack_bytes);
 
   // Streams one blob in: held in memory up to k_pack_max, then in a
   // temporary file. Destroying an uncommitted writer removes its temporary

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -279,4 +281,66 @@ TEST_CASE("BlobStore: check re-hashes everything, finds damage, and rebuilds a l
   CHECK(damaged->problems[1].find("index entry " + names[1] + ": no record of it") != std::string::npos);
   CHECK(damaged->records == 49); // the scan finds the records after the wiped header
   CHECK(damaged->unreadable_bytes >= 48 + 8);
+}
+
+TEST_CASE("BlobStore: four threads writing and publishing at once, across many small packs") {
+  TempDir dir;
+  auto store = BlobStore::open(dir.path, /*pack_bytes=*/4096); // a new pack every few dozen records
+  REQUIRE(store);
+  constexpr int k_threads = 4;
+  constexpr int k_groups = 25;
+  constexpr int k_per_group = 8;
+  std::vector<std::vector<std::string>> names(k_threads);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < k_threads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int g = 0; g < k_groups; ++g) {
+        std::vector<BlobStore::Writer> writers;
+        for (int i = 0; i < k_per_group; ++i) {
+          auto w = (*store)->begin();
+          // Some content is shared between threads: deduplicated, never torn.
+          const std::string body = "thread " + std::to_string(i % 2 ? t : 0) + " group " + std::to_string(g) +
+                                   " blob " + std::to_string(i) + std::string(static_cast<size_t>(i * 37), 'x');
+          if (!w || !w->write(body.data(), body.size())) {
+            ++failures;
+            continue;
+          }
+          w->seal();
+          writers.push_back(std::move(*w));
+        }
+        std::vector<BlobStore::Writer*> group;
+        for (auto& w : writers) {
+          group.push_back(&w);
+        }
+        for (auto& r : (*store)->publish(group)) {
+          if (!r) {
+            ++failures;
+          } else {
+            names[static_cast<size_t>(t)].push_back(r->sha256);
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  CHECK(failures == 0);
+  size_t n = 0;
+  for (const auto& list : names) {
+    for (const auto& name : list) {
+      auto bytes = (*store)->read(name);
+      REQUIRE(bytes);
+      CHECK(rs::hash_hex(rs::HashAlgorithm::sha256, *bytes) == name);
+      ++n;
+    }
+  }
+  CHECK(n == k_threads * k_groups * k_per_group);
+  CHECK(files_under(dir.path / "packs") > 10);
+  auto checked = (*store)->check(false);
+  REQUIRE(checked);
+  CHECK(checked->problems.empty());
+  CHECK(checked->unreadable_bytes == 0);
+  CHECK(checked->indexed == checked->index_entries);
 }
