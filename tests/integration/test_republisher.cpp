@@ -110,6 +110,25 @@ struct Published {
   }
 };
 
+// Tributary B holds what A's upstream holds, under A's URLs, and `path`'s
+// via link names the original URI.
+void check_second_level(Published& a, SyncEnv& b, const pub::UrlScheme& urls, const std::string& path) {
+  std::map<std::string, std::string> expected;
+  for (const auto& [p, bytes] : a.site.content) {
+    expected[urls.resource("up", a.up.url(p))] = bytes;
+  }
+  CHECK(b.live() == expected);
+  auto held = b.store->resources(1, {urls.resource("up", a.up.url(path))});
+  REQUIRE(held);
+  REQUIRE(held->size() == 1);
+  const rs::Link* via = nullptr;
+  for (const auto& l : held->begin()->second.links) {
+    via = l.rel == "via" ? &l : via;
+  }
+  REQUIRE(via);
+  CHECK(via->href == a.up.url(path));
+}
+
 } // namespace
 
 TEST_CASE("Republisher: every document from /.well-known/resourcesync validates, and the tree links upwards") {
@@ -461,25 +480,8 @@ TEST_CASE("Republisher: Resource Dump packages that verify, and a second Tributa
   src.strategy = "dumps";
   auto r = b.run(src, RunMode::incremental);
   REQUIRE(r.status == RunStatus::succeeded);
-  bool from_dump = false;
-  for (const auto& n : r.notes) {
-    from_dump = from_dump || n.find("baselined from the Resource Dump") != std::string::npos;
-  }
-  CHECK(from_dump);
-  std::map<std::string, std::string> expected;
-  for (const auto& [path, bytes] : a.site.content) {
-    expected[urls.resource("up", a.up.url(path))] = bytes;
-  }
-  CHECK(b.live() == expected);
-  auto held = b.store->resources(1, {urls.resource("up", a.up.url("/res/b.txt"))});
-  REQUIRE(held);
-  REQUIRE(held->size() == 1);
-  const rs::Link* via = nullptr;
-  for (const auto& l : held->begin()->second.links) {
-    via = l.rel == "via" ? &l : via;
-  }
-  REQUIRE(via);
-  CHECK(via->href == a.up.url("/res/b.txt"));
+  CHECK(has_note(r, "baselined from the Resource Dump"));
+  check_second_level(a, b, urls, "/res/b.txt");
 }
 
 TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tributary baselines from the Resource Dump and follows the Change Dump") {
@@ -534,25 +536,8 @@ TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tribu
   std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // A's Change List shows the open part too
   auto r = b.run(src, RunMode::incremental);
   CHECK(r.status == RunStatus::succeeded);
-  bool from_dump = false;
-  for (const auto& n : r.notes) {
-    from_dump = from_dump || n.find("caught up from the Change Dump") != std::string::npos;
-  }
-  CHECK(from_dump);
-  std::map<std::string, std::string> expected;
-  for (const auto& [path, bytes] : a.site.content) {
-    expected[urls.resource("up", a.up.url(path))] = bytes;
-  }
-  CHECK(b.live() == expected);
-  auto held = b.store->resources(1, {urls.resource("up", a.up.url("/res/d.txt"))});
-  REQUIRE(held);
-  REQUIRE(held->size() == 1);
-  const rs::Link* via = nullptr;
-  for (const auto& l : held->begin()->second.links) {
-    via = l.rel == "via" ? &l : via;
-  }
-  REQUIRE(via);
-  CHECK(via->href == a.up.url("/res/d.txt"));
+  CHECK(has_note(r, "caught up from the Change Dump"));
+  check_second_level(a, b, urls, "/res/d.txt");
 }
 
 TEST_CASE("Republisher: two processes serving one data_dir build and serve their dumps without touching each other's") {
