@@ -108,16 +108,36 @@ struct Published {
     REQUIRE(server->start());
     base = "http://127.0.0.1:" + std::to_string(port);
   }
+
+  // The upstream updates a.txt, creates d.txt and deletes b.txt; this
+  // Tributary applies them.
+  void change_upstream() {
+    site.put("/res/a.txt", "alpha v2");
+    site.put("/res/d.txt", "delta");
+    site.erase("/res/b.txt");
+    site.publish_change_list(
+        "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+        {change_entry(up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
+         change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
+         change_entry(up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
+         change_entry(up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z"))});
+    REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  }
 };
 
 // Tributary B holds what A's upstream holds, under A's URLs, and `path`'s
 // via link names the original URI.
-void check_second_level(Published& a, SyncEnv& b, const pub::UrlScheme& urls, const std::string& path) {
-  std::map<std::string, std::string> expected;
+// A's upstream content under A's URLs: what a Tributary following A holds.
+std::map<std::string, std::string> mirrored(Published& a, const pub::UrlScheme& urls) {
+  std::map<std::string, std::string> out;
   for (const auto& [p, bytes] : a.site.content) {
-    expected[urls.resource("up", a.up.url(p))] = bytes;
+    out[urls.resource("up", a.up.url(p))] = bytes;
   }
-  CHECK(b.live() == expected);
+  return out;
+}
+
+void check_second_level(Published& a, SyncEnv& b, const pub::UrlScheme& urls, const std::string& path) {
+  CHECK(b.live() == mirrored(a, urls));
   auto held = b.store->resources(1, {urls.resource("up", a.up.url(path))});
   REQUIRE(held);
   REQUIRE(held->size() == 1);
@@ -305,46 +325,17 @@ TEST_CASE("Republisher: a second Tributary follows the first, content byte for b
   auto src = SyncEnv::source(a.base + "/", "a");
   auto r = b.run(src, RunMode::incremental);
   CHECK(r.status == RunStatus::succeeded);
-  // B holds A's copies (A's URLs) with the upstream's bytes.
+  // B holds A's copies (A's URLs) with the upstream's bytes; a B record's
+  // via is the original upstream URI, not A.
   pub::UrlScheme urls(a.base);
-  std::map<std::string, std::string> expected;
-  for (const auto& [path, bytes] : a.site.content) {
-    expected[urls.resource("up", a.up.url(path))] = bytes;
-  }
-  CHECK(b.live() == expected);
-  // Every B record's via is the original upstream URI, not A.
-  auto held = b.store->resources(1, {urls.resource("up", a.up.url("/res/a.txt"))});
-  REQUIRE(held);
-  REQUIRE(held->size() == 1);
-  const auto& rec = held->begin()->second;
-  const rs::Link* via = nullptr;
-  for (const auto& l : rec.links) {
-    if (l.rel == "via") {
-      via = &l;
-    }
-  }
-  REQUIRE(via);
-  CHECK(via->href == a.up.url("/res/a.txt"));
+  check_second_level(a, b, urls, "/res/a.txt");
 
   // Changes upstream reach B through A's Change List.
-  a.site.put("/res/a.txt", "alpha v2");
-  a.site.put("/res/d.txt", "delta");
-  a.site.erase("/res/b.txt");
-  a.site.publish_change_list(
-      "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
-      {change_entry(a.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
-       change_entry(a.up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
-       change_entry(a.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
-       change_entry(a.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z"))});
-  REQUIRE(a.env.run(SyncEnv::source(a.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  a.change_upstream();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500)); // A re-renders within a second
   auto again = b.run(src, RunMode::incremental);
   CHECK(again.status == RunStatus::succeeded);
-  expected.clear();
-  for (const auto& [path, bytes] : a.site.content) {
-    expected[urls.resource("up", a.up.url(path))] = bytes;
-  }
-  CHECK(b.live() == expected);
+  CHECK(b.live() == mirrored(a, urls));
 }
 
 TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes, across closed Change List parts") {
@@ -522,16 +513,7 @@ TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tribu
   REQUIRE(b.run(src, RunMode::incremental).status == RunStatus::succeeded);
 
   // Upstream changes: A follows them, closes a third part and packs it.
-  a.site.put("/res/a.txt", "alpha v2");
-  a.site.put("/res/d.txt", "delta");
-  a.site.erase("/res/b.txt");
-  a.site.publish_change_list(
-      "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
-      {change_entry(a.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
-       change_entry(a.up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
-       change_entry(a.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
-       change_entry(a.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z"))});
-  REQUIRE(a.env.run(SyncEnv::source(a.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  a.change_upstream();
   REQUIRE(wait_for_packages(3));
   std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // A's Change List shows the open part too
   auto r = b.run(src, RunMode::incremental);
