@@ -1,6 +1,7 @@
 #include "aggregator/commands.h"
 
 #include "aggregator/config.h"
+#include "aggregator/serving.h"
 #include "sync_engine/store/pg_store.h"
 
 #include "republisher/server.h"
@@ -23,7 +24,7 @@ namespace {
 // failure the reason is printed as "tributary <command>: ...".
 struct Storage {
   std::unique_ptr<store::PgStore> store;
-  std::shared_ptr<sync::BlobStore> blobs;
+  std::shared_ptr<store::BlobStore> blobs;
 };
 
 std::optional<Storage> open_storage(const Config& config, const char* command, std::ostream& err) {
@@ -32,7 +33,7 @@ std::optional<Storage> open_storage(const Config& config, const char* command, s
     err << "tributary " << command << ": " << store.error().message << '\n';
     return std::nullopt;
   }
-  auto blobs = sync::BlobStore::open(config.data_dir);
+  auto blobs = store::BlobStore::open(config.data_dir);
   if (!blobs) {
     err << "tributary " << command << ": " << blobs.error().message << '\n';
     return std::nullopt;
@@ -177,36 +178,30 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   if (!storage) {
     return 1;
   }
-  pub::ServerOptions options;
-  const auto colon = config.listen.rfind(':');
-  options.host = config.listen.substr(0, colon);
-  options.port = std::stoi(config.listen.substr(colon + 1));
-  options.public_url = config.public_url;
-  options.change_list_part = config.change_list_part_size;
-  options.dump_dir = config.serving_dir("dumps");
-  options.document_dir = config.serving_dir("documents");
-  options.resource_dump_interval = config.resource_dump_interval;
-  options.dump_package_entries = config.dump_package_size;
-  options.dump_package_bytes = config.dump_package_bytes;
-  for (const auto& s : config.sets) {
-    options.named_sets.push_back(pub::NamedSet{s.name, s.sources});
-  }
+  const pub::PublishOptions options = publish_options(config);
   // Signals are taken by this thread with sigwait, never by a worker.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  pub::Republisher server(std::shared_ptr<store::StoreReader>(std::move(storage->store)), storage->blobs, options);
+  pub::Republisher republisher(std::shared_ptr<store::StoreReader>(std::move(storage->store)), storage->blobs,
+                               options);
+  if (auto r = republisher.start(); !r) {
+    err << "tributary serve: " << r.error().message << '\n';
+    return 1;
+  }
+  http::Server server(server_options(config), republisher.handler());
   if (auto r = server.start(); !r) {
     err << "tributary serve: " << r.error().message << '\n';
     return 1;
   }
-  out << "serving " << config.public_url << " on " << options.host << ":" << server.port() << std::endl;
+  out << "serving " << config.public_url << " on " << config.listen << std::endl;
   int sig = 0;
   sigwait(&signals, &sig);
   out << "stopping (signal " << sig << ")" << std::endl;
   server.stop();
+  republisher.stop();
   return 0;
 }
 
@@ -218,7 +213,7 @@ int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& 
   if (!load.config) {
     return 1;
   }
-  auto blobs = sync::BlobStore::open(load.config->data_dir);
+  auto blobs = store::BlobStore::open(load.config->data_dir);
   if (!blobs) {
     err << "tributary check-blobs: " << blobs.error().message << '\n';
     return 1;

@@ -1,8 +1,8 @@
 #include "aggregator/simulate.h"
 
-#include "republisher/http_server.h"
+#include "common/http/server.h"
 
-#include <zip.h>
+#include "republisher/package_writer.h"
 #include "resourcesync/datetime.h"
 #include "resourcesync/hash.h"
 #include "resourcesync/reader.h"
@@ -293,27 +293,12 @@ struct Simulator::Impl {
 
   // A ZIP of manifest.xml and `files` (name -> bytes), in memory.
   static std::string zip_of(const std::string& manifest, const std::vector<std::pair<std::string, std::string>>& files) {
-    zip_error_t err;
-    zip_error_init(&err);
-    zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &err);
-    zip_t* z = zip_open_from_source(buffer, ZIP_TRUNCATE, &err);
-    zip_source_keep(buffer);
-    zip_file_add(z, "manifest.xml", zip_source_buffer(z, manifest.data(), manifest.size(), 0), 0);
+    std::vector<pub::PackageFile> entries;
+    entries.reserve(files.size());
     for (const auto& [name, bytes] : files) {
-      const zip_int64_t i = zip_file_add(z, name.c_str(), zip_source_buffer(z, bytes.data(), bytes.size(), 0), 0);
-      zip_set_file_compression(z, static_cast<zip_uint64_t>(i), ZIP_CM_DEFLATE, 1);
+      entries.push_back(pub::PackageFile{name, std::string_view(bytes), {}});
     }
-    zip_close(z);
-    std::string out;
-    zip_stat_t st;
-    if (zip_source_stat(buffer, &st) == 0 && zip_source_open(buffer) == 0) {
-      out.resize(static_cast<size_t>(st.size));
-      zip_source_read(buffer, out.data(), st.size);
-      zip_source_close(buffer);
-    }
-    zip_source_free(buffer);
-    zip_error_fini(&err);
-    return out;
+    return pub::package_bytes(manifest, entries).value_or(std::string()); // in memory: cannot fail but for memory
   }
 
   rs::Entry package_entry(const std::string& path, const std::string& zip) const {

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   auto st = store::PgStore::open(pg);
-  auto blobs = sync::BlobStore::open(data);
+  auto blobs = store::BlobStore::open(data);
   if (!st || !blobs) {
     std::fprintf(stderr, "cannot open the store: %s\n", st ? "blob store" : st.error().message.c_str());
     return 1;

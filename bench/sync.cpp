@@ -209,7 +209,7 @@ int main(int argc, char** argv) {
     set("/caps.xml", rs::write_document(caps));
     const fs::path ddata = fs::temp_directory_path() / ("tributary-bench-dump-" + std::to_string(getpid()));
     auto dstore = store::PgStore::open(conninfo);
-    auto dblobs = sync::BlobStore::open(ddata);
+    auto dblobs = store::BlobStore::open(ddata);
     if (!dstore || !dblobs) {
       std::fprintf(stderr, "cannot open the store or blob store\n");
       return 1;
@@ -253,7 +253,7 @@ int main(int argc, char** argv) {
 
   const fs::path data = fs::temp_directory_path() / ("tributary-bench-sync-" + std::to_string(getpid()));
   auto opened = store::PgStore::open(conninfo);
-  auto blobs = sync::BlobStore::open(data);
+  auto blobs = store::BlobStore::open(data);
   if (!opened || !blobs) {
     std::fprintf(stderr, "cannot open the store or blob store\n");
     return 1;

@@ -17,7 +17,11 @@ function(tributary_check_layering dir)
 endfunction()
 
 tributary_check_layering(common FORBID "resourcesync/" "sync_engine/" "republisher/" "aggregator/")
-tributary_check_layering(resourcesync FORBID "sync_engine/" "republisher/" "aggregator/")
-tributary_check_layering(sync_engine FORBID "republisher/" "aggregator/")
+# The HTTP server (common/http/) serves the republisher and the daemon; the
+# protocol and the engine have no business with it.
+tributary_check_layering(resourcesync FORBID "sync_engine/" "republisher/" "aggregator/" "common/http/")
+tributary_check_layering(sync_engine FORBID "republisher/" "aggregator/" "common/http/")
+# The store sits below the engine: it sees none of fetching and syncing.
+tributary_check_layering(sync_engine/store FORBID "sync_engine/[a-z_]+\\.h" "republisher/" "aggregator/" "common/http/")
 # The republisher sees the store's interfaces, nothing else of the engine.
 tributary_check_layering(republisher FORBID "aggregator/" "sync_engine/[a-z_]+\\.h")

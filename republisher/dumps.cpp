@@ -2,8 +2,7 @@
 
 #include "resourcesync/datetime.h"
 #include "resourcesync/hash.h"
-
-#include <zip.h>
+#include "republisher/package_writer.h"
 
 #include <fstream>
 
@@ -13,70 +12,22 @@ namespace {
 
 struct Package {
   rs::Document manifest;
-  std::vector<std::pair<std::string, sync::BlobLocation>> files; // name in ZIP -> the blob's bytes
+  std::vector<std::pair<std::string, store::BlobLocation>> files; // name in ZIP -> the blob's bytes
   uint64_t bytes = 0;
 };
 
-// Writes `pkg` as a ZIP at `dest` (through a temporary name in the same
-// folder): manifest.xml first, then the bitstreams, stored as they are
-// (most repository content is compressed already; libzip would spend the
-// time for little).
 Result<rs::HashValue> write_package(const std::filesystem::path& dest, const Package& pkg) {
-  const std::filesystem::path tmp = dest.string() + ".tmp";
-  int err = 0;
-  zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
-  if (!z) {
-    return make_error(ErrorKind::io, "cannot create " + tmp.string());
-  }
-  const std::string manifest = rs::write_document(pkg.manifest);
-  zip_source_t* m = zip_source_buffer(z, manifest.data(), manifest.size(), 0);
-  zip_int64_t idx = m ? zip_file_add(z, "manifest.xml", m, ZIP_FL_ENC_UTF_8) : -1;
-  if (idx < 0) {
-    zip_discard(z);
-    return make_error(ErrorKind::io, "cannot add manifest.xml to " + tmp.string());
-  }
-  zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_DEFLATE, 6);
+  std::vector<PackageFile> files;
+  files.reserve(pkg.files.size());
   for (const auto& [name, blob] : pkg.files) {
-    // A region of a pack file (or a whole file); libzip reads a length of
-    // 0 as "to the end", so an empty blob is an empty buffer.
-    zip_source_t* src = blob.length == 0 ? zip_source_buffer(z, nullptr, 0, 0)
-                                         : zip_source_file(z, blob.file.c_str(), blob.offset,
-                                                           static_cast<zip_int64_t>(blob.length));
-    idx = src ? zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
-    if (idx < 0) {
-      if (src) {
-        zip_source_free(src);
-      }
-      zip_discard(z);
-      return make_error(ErrorKind::io, "cannot add " + blob.file.string() + " to " + tmp.string());
-    }
-    zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
+    files.push_back(PackageFile{name, std::nullopt, blob});
   }
-  if (zip_close(z) != 0) {
-    const std::string why = zip_strerror(z);
-    zip_discard(z);
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    return make_error(ErrorKind::io, "cannot write " + tmp.string() + ": " + why);
-  }
-  // The package's own digest, for the Resource Dump's rs:md.
-  std::ifstream in(tmp, std::ios::binary);
-  rs::Hasher h(rs::HashAlgorithm::sha256);
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    h.update(buf, static_cast<size_t>(in.gcount()));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, dest, ec);
-  if (ec) {
-    return make_error(ErrorKind::io, "cannot rename " + tmp.string() + ": " + ec.message());
-  }
-  return rs::HashValue{"sha-256", h.finish_hex()};
+  return pub::write_package(dest, rs::write_document(pkg.manifest), files);
 }
 
 } // namespace
 
-Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::BlobStore& blobs, const UrlScheme& urls,
+Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const store::BlobStore& blobs, const UrlScheme& urls,
                                       const PublishedSet& set, const DumpOptions& options, rs::Timestamp at) {
   BuiltDump out;
   std::string gen = rs::format_w3c_datetime(at);
@@ -178,7 +129,7 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::Bl
   return out;
 }
 
-Result<ChangePackage> build_change_package(store::StoreReader& reader, const sync::BlobStore& blobs,
+Result<ChangePackage> build_change_package(store::StoreReader& reader, const store::BlobStore& blobs,
                                            const UrlScheme& urls, const PublishedSet& set, const DumpOptions& options,
                                            size_t n, const ClosedParts::Part& part, int64_t after_seq,
                                            size_t part_size) {

@@ -30,7 +30,7 @@ struct BuiltDump {
 // temporary name and renamed into <dir>/<set>/<generation>/<n>.zip, so a
 // reader never sees a half-written package; the document lists each with
 // its sha-256, length and `at`. Fails without leaving a partial generation.
-Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const sync::BlobStore& blobs, const UrlScheme& urls,
+Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const store::BlobStore& blobs, const UrlScheme& urls,
                                       const PublishedSet& set, const DumpOptions& options, rs::Timestamp at);
 
 // One package of our Change Dump: the changes of one closed Change List part.
@@ -50,7 +50,7 @@ struct ChangePackage {
 // entry as in the Change List, plus the path of that change's bitstream;
 // deletions have none) and a copy of the manifest beside it. Packages never
 // change once written.
-Result<ChangePackage> build_change_package(store::StoreReader& reader, const sync::BlobStore& blobs,
+Result<ChangePackage> build_change_package(store::StoreReader& reader, const store::BlobStore& blobs,
                                            const UrlScheme& urls, const PublishedSet& set, const DumpOptions& options,
                                            size_t n, const ClosedParts::Part& part, int64_t after_seq,
                                            size_t part_size);

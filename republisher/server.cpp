@@ -3,7 +3,7 @@
 #include "common/log.h"
 #include "common/percent.h"
 #include "republisher/dumps.h"
-#include "republisher/http_server.h"
+#include "common/http/server.h"
 
 #include "resourcesync/writer.h"
 
@@ -118,19 +118,17 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
 
 struct Republisher::Impl {
   std::shared_ptr<store::StoreReader> reader;
-  std::shared_ptr<sync::BlobStore> blobs;
-  ServerOptions options;
+  std::shared_ptr<store::BlobStore> blobs;
+  PublishOptions options;
   UrlScheme urls;
   std::string prefix; // the public URL's path, e.g. "/mirror"
 
-  std::unique_ptr<http::Server> server;
   std::thread refresher;
   std::thread dumper;
   std::mutex stop_mutex;
   std::condition_variable stop_cv;
   bool stopping = false;
   bool refresh_requested = false;
-  int port = 0;
 
   std::shared_mutex cache_mutex;
   std::shared_ptr<const DocumentMap> documents = std::make_shared<DocumentMap>();
@@ -188,7 +186,7 @@ struct Republisher::Impl {
   // own budget, so the refresher's pause leaves it out).
   std::chrono::steady_clock::duration list_time{};
 
-  Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<sync::BlobStore> b, ServerOptions o)
+  Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<store::BlobStore> b, PublishOptions o)
       : reader(std::move(r)), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
     prefix = urls.path_of(urls.base() + "/");
     prefix.pop_back();
@@ -628,11 +626,6 @@ struct Republisher::Impl {
   }
 
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
-    if (options.before) {
-      if (auto d = options.before(req, res, can_block)) {
-        return *d;
-      }
-    }
     if (req.method != "GET" && req.method != "HEAD") {
       res.status = 405;
       res.set_header("Allow", "GET, HEAD");
@@ -683,8 +676,8 @@ struct Republisher::Impl {
   }
 };
 
-Republisher::Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<sync::BlobStore> blobs,
-                         ServerOptions options)
+Republisher::Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::BlobStore> blobs,
+                         PublishOptions options)
     : m_impl(std::make_unique<Impl>(std::move(reader), std::move(blobs), std::move(options))) {}
 
 Republisher::~Republisher() { stop(); }
@@ -694,18 +687,6 @@ Result<void> Republisher::start() {
   if (auto r = m.refresh(true); !r) {
     return r;
   }
-  http::ServerOptions so;
-  so.host = m.options.host;
-  so.port = m.options.port;
-  so.workers = std::max(4, m.options.threads);
-  m.server = std::make_unique<http::Server>(
-      so, [&m](const http::Request& req, http::Response& res, bool can_block) {
-        return m.handle(req, res, can_block);
-      });
-  if (auto r = m.server->start(); !r) {
-    return r;
-  }
-  m.port = m.server->port();
   m.refresher = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
     // Re-render at most every second, and never spend more than a fifth of
@@ -765,7 +746,10 @@ Result<void> Republisher::start() {
   return {};
 }
 
-int Republisher::port() const { return m_impl->port; }
+http::Handler Republisher::handler() {
+  Impl* m = m_impl.get();
+  return [m](const http::Request& req, http::Response& res, bool can_block) { return m->handle(req, res, can_block); };
+}
 
 void Republisher::refresh_soon() {
   {
@@ -790,9 +774,6 @@ void Republisher::stop() {
   }
   if (m.dumper.joinable()) {
     m.dumper.join();
-  }
-  if (m.server) {
-    m.server->stop();
   }
 }
 

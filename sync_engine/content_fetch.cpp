@@ -25,7 +25,7 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
   return out;
 }
 
-Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const FetchOptions& options,
+Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
                                      std::counting_semaphore<>* network_slots, bool defer_publish) {
@@ -62,7 +62,7 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const F
     if (!writer) {
       return tl::unexpected(writer.error());
     }
-    std::optional<BlobStore::Writer> w(std::move(*writer));
+    std::optional<store::BlobStore::Writer> w(std::move(*writer));
     Error write_error;
     bool write_failed = false;
     FetchOptions o = options;

@@ -19,9 +19,9 @@ struct Expected {
 };
 
 struct FetchedContent {
-  BlobInfo blob;
-  // With `defer_publish`: the sealed bytes, to hand to BlobStore::publish().
-  std::optional<BlobStore::Writer> sealed;
+  store::BlobInfo blob;
+  // With `defer_publish`: the sealed bytes, to hand to store::BlobStore::publish().
+  std::optional<store::BlobStore::Writer> sealed;
   std::string served_from; // which location the bytes came from
   std::optional<std::string> type; // Content-Type of the response
 };
@@ -42,7 +42,7 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
 // `network_slots`, when given, bounds the requests in flight: a slot is held
 // for the transfer only, not while the blob is fsynced and linked, so that
 // slow disks do not hold the source's concurrency hostage.
-Result<FetchedContent> fetch_content(Fetcher& fetcher, BlobStore& blobs, const FetchOptions& options,
+Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
                                      std::counting_semaphore<>* network_slots = nullptr, bool defer_publish = false);

@@ -219,11 +219,11 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
   return std::unique_ptr<DumpPackage>(new DumpPackage(std::move(m)));
 }
 
-Result<FetchedContent> DumpPackage::extract(size_t i, BlobStore& blobs) const {
+Result<FetchedContent> DumpPackage::extract(size_t i, store::BlobStore& blobs) const {
   return extract_from(m_impl->zip.get(), i, blobs);
 }
 
-std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<size_t>& indices, BlobStore& blobs,
+std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<size_t>& indices, store::BlobStore& blobs,
                                                               unsigned threads) const {
   std::vector<Result<FetchedContent>> results;
   results.reserve(indices.size());
@@ -273,7 +273,7 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
   return results;
 }
 
-Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, size_t i, BlobStore& blobs) const {
+Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, size_t i, store::BlobStore& blobs) const {
   const Impl& m = *m_impl;
   const rs::Entry& e = m.manifest.entries.at(i);
   const std::string where = m.url + ": " + (e.md && e.md->path ? *e.md->path : e.loc);

@@ -47,20 +47,20 @@ public:
   const std::vector<std::string>& warnings() const;
 
   // Copies the bitstream of manifest entry `i` into the blob store, sealed
-  // for BlobStore::publish(), verified against the entry's length and
+  // for store::BlobStore::publish(), verified against the entry's length and
   // strongest hash. Fails (invalid_document) on a mismatch, and for an entry
   // without a path (a deletion in a Change Dump has no bitstream).
-  Result<FetchedContent> extract(size_t i, BlobStore& blobs) const;
+  Result<FetchedContent> extract(size_t i, store::BlobStore& blobs) const;
   // extract() for each of `indices`, on `threads` threads (each with its own
   // handle on the ZIP), results in the same order. Stops early after a
   // failure: the remaining results are errors too.
-  std::vector<Result<FetchedContent>> extract_many(const std::vector<size_t>& indices, BlobStore& blobs,
+  std::vector<Result<FetchedContent>> extract_many(const std::vector<size_t>& indices, store::BlobStore& blobs,
                                                    unsigned threads = 4) const;
 
 private:
   struct Impl;
   explicit DumpPackage(std::unique_ptr<Impl> impl);
-  Result<FetchedContent> extract_from(::zip* archive, size_t i, BlobStore& blobs) const;
+  Result<FetchedContent> extract_from(::zip* archive, size_t i, store::BlobStore& blobs) const;
   std::unique_ptr<Impl> m_impl;
 };
 

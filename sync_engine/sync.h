@@ -95,7 +95,7 @@ public:
   // shared by every source for per-host politeness; temporary documents go
   // under `tmp_dir`.
   // `validators` may be shared by several engines (one per concurrent run).
-  SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<BlobStore> blobs,
+  SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<store::BlobStore> blobs,
              std::shared_ptr<Fetcher> transport, std::shared_ptr<HostRateLimiter> limiter,
              std::filesystem::path tmp_dir, std::shared_ptr<ValidatorCache> validators = nullptr);
 
@@ -105,7 +105,7 @@ public:
 
 private:
   std::shared_ptr<store::Store> m_store;
-  std::shared_ptr<BlobStore> m_blobs;
+  std::shared_ptr<store::BlobStore> m_blobs;
   std::shared_ptr<Fetcher> m_transport;
   std::shared_ptr<HostRateLimiter> m_limiter;
   std::filesystem::path m_tmp;

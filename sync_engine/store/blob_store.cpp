@@ -19,7 +19,7 @@
 #include <optional>
 #include <set>
 
-namespace tributary::sync {
+namespace tributary::store {
 
 namespace fs = std::filesystem;
 
@@ -896,4 +896,4 @@ Result<void> BlobStore::sync_directories() {
   return {};
 }
 
-} // namespace tributary::sync
+} // namespace tributary::store

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace tributary::sync {
+namespace tributary::store {
 
 // What a committed blob is.
 struct BlobInfo {
@@ -156,4 +156,4 @@ private:
   std::shared_ptr<State> m_state;
 };
 
-} // namespace tributary::sync
+} // namespace tributary::store

@@ -1,8 +1,12 @@
 #include "sync_engine/store/pg_store.h"
 
-#define PQXX_HAVE_OPTIONAL 1
+#include "sync_engine/store/migrations.h"
+#include "sync_engine/store/pg_guard.h"
+
+#include "resourcesync/reader.h"
+#include "resourcesync/writer.h"
+
 #include <nlohmann/json.hpp>
-#include <pqxx/pqxx>
 
 #include <cstring>
 #include <map>
@@ -11,37 +15,6 @@
 namespace tributary::store {
 
 namespace {
-
-// Bump together with a new schema/NNNN_*.sql (a test checks they agree).
-constexpr int k_schema_version = 3;
-
-// Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
-constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"
-
-// Translates libpqxx exceptions into Errors; callers never see pqxx types.
-template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const pqxx::broken_connection& e) {
-    return make_error(ErrorKind::transient, std::string(what) + ": database connection lost: " + e.what());
-  } catch (const pqxx::sql_error& e) {
-    const std::string state = e.sqlstate();
-    ErrorKind kind = ErrorKind::permanent;
-    if (state == "40001" || state == "40P01" || state == "55P03" || state.rfind("08", 0) == 0 ||
-        state == "57P01") {
-      kind = ErrorKind::transient;
-    } else if (state.rfind("23", 0) == 0) {
-      kind = ErrorKind::conflict;
-    }
-    std::string msg = e.what();
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
-      msg.pop_back();
-    }
-    return make_error(kind, std::string(what) + ": " + msg + " (SQLSTATE " + state + ")");
-  } catch (const std::exception& e) {
-    return make_error(ErrorKind::permanent, std::string(what) + ": " + e.what());
-  }
-}
 
 std::optional<std::string> ts(const std::optional<Timestamp>& t) {
   return t ? std::optional<std::string>(rs::format_w3c_datetime(*t)) : std::nullopt;
@@ -62,6 +35,29 @@ std::optional<Timestamp> read_ts(const pqxx::field& f) {
 
 std::optional<std::string> read_str(const pqxx::field& f) {
   return f.is_null() ? std::nullopt : std::optional<std::string>(f.as<std::string>());
+}
+
+// A retry's entry is kept as a one-entry urlset: the upstream's own XML
+// form, every attribute and link included.
+std::string entry_to_xml(const rs::Entry& e) {
+  rs::Document doc;
+  doc.header.md = rs::Metadata{};
+  doc.header.md->capability = "resourcelist";
+  doc.entries.push_back(e);
+  return rs::write_document(doc);
+}
+
+// Reads it back; should the text not be one entry for `uri` (it cannot be,
+// unless the row was edited), the entry names the URI alone, so the
+// resource is still fetched (unverified) rather than never.
+rs::Entry entry_from_xml(const std::string& xml, const std::string& uri) {
+  auto parsed = rs::parse_document(xml);
+  if (parsed.document.entries.size() == 1 && parsed.document.entries[0].loc == uri) {
+    return std::move(parsed.document.entries[0]);
+  }
+  rs::Entry bare;
+  bare.loc = uri;
+  return bare;
 }
 
 std::string links_to_json(const std::vector<rs::Link>& links) {
@@ -241,85 +237,7 @@ void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const Waterma
                  w.last_position < 0 ? std::nullopt : std::optional<long long>(w.last_position));
 }
 
-Result<int> read_version(pqxx::transaction_base& tx) {
-  auto reg = tx.exec1("SELECT to_regclass('schema_version') IS NOT NULL");
-  if (!reg[0].as<bool>()) {
-    return 0;
-  }
-  return tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
-}
-
 } // namespace
-
-int expected_schema_version() { return k_schema_version; }
-
-Result<MigrateReport> migrate(const std::string& conninfo) {
-  return guarded("migrate", [&]() -> Result<MigrateReport> {
-    pqxx::connection c(conninfo);
-    MigrateReport report;
-    bool first = true;
-    for (;;) {
-      pqxx::work tx(c);
-      tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_migration_lock) + ")");
-      tx.exec0("CREATE TABLE IF NOT EXISTS schema_version ("
-               "version integer PRIMARY KEY, name text NOT NULL, "
-               "applied_at timestamptz NOT NULL DEFAULT now())");
-      int current = tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
-      if (first) {
-        report.from_version = current;
-        first = false;
-      }
-      report.to_version = current;
-      if (current > k_schema_version) {
-        return make_error(ErrorKind::conflict, "the database schema is at version " + std::to_string(current) +
-                                                   ", newer than this Tributary (" +
-                                                   std::to_string(k_schema_version) + "): upgrade Tributary");
-      }
-      const Migration* next = nullptr;
-      for (const auto& m : migrations()) {
-        if (m.version > current && m.version <= k_schema_version) {
-          next = &m;
-          break;
-        }
-      }
-      if (!next) {
-        tx.commit();
-        return report;
-      }
-      tx.exec0(next->sql);
-      tx.exec_params("INSERT INTO schema_version (version, name) VALUES ($1, $2)", next->version, next->name);
-      tx.commit();
-      report.applied.push_back(next->name);
-      report.to_version = next->version;
-    }
-  });
-}
-
-Result<int> schema_version(const std::string& conninfo) {
-  return guarded("schema version", [&]() -> Result<int> {
-    pqxx::connection c(conninfo);
-    pqxx::read_transaction tx(c);
-    return read_version(tx);
-  });
-}
-
-Result<void> check_schema(const std::string& conninfo) {
-  auto v = schema_version(conninfo);
-  if (!v) {
-    return tl::unexpected(v.error());
-  }
-  if (*v < k_schema_version) {
-    return make_error(ErrorKind::permanent,
-                      "the database schema is at version " + std::to_string(*v) + ", this Tributary needs " +
-                          std::to_string(k_schema_version) + ": run `tributary migrate --config FILE` first");
-  }
-  if (*v > k_schema_version) {
-    return make_error(ErrorKind::permanent, "the database schema is at version " + std::to_string(*v) +
-                                                ", newer than this Tributary (" +
-                                                std::to_string(k_schema_version) + "): upgrade Tributary");
-  }
-  return {};
-}
 
 struct PgStore::Impl {
   explicit Impl(const std::string& info) : conninfo(info), conn(info) {
@@ -518,7 +436,7 @@ Result<void> PgStore::apply(const Batch& b) {
                      "ON CONFLICT (feed_id, uri) DO UPDATE SET entry = EXCLUDED.entry, change = EXCLUDED.change, "
                      "change_datetime = EXCLUDED.change_datetime, reason = EXCLUDED.reason, "
                      "attempts = EXCLUDED.attempts, next_attempt_at = EXCLUDED.next_attempt_at",
-                     b.feed_id, r.uri, r.entry,
+                     b.feed_id, r.uri, entry_to_xml(r.entry),
                      r.change ? std::optional<std::string>(std::string(rs::to_string(*r.change))) : std::nullopt,
                      ts(r.change_datetime), r.reason, r.attempts, *ts(r.next_attempt_at));
     }
@@ -583,7 +501,7 @@ Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp
                                           feed_id, *ts(now), static_cast<long long>(limit))) {
       RetryRecord r;
       r.uri = row[0].as<std::string>();
-      r.entry = row[1].as<std::string>();
+      r.entry = entry_from_xml(row[1].as<std::string>(), r.uri);
       if (!row[2].is_null()) {
         r.change = rs::change_from_string(row[2].as<std::string>());
       }

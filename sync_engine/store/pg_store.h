@@ -2,40 +2,11 @@
 
 #include "sync_engine/store/store.h"
 #include "sync_engine/store/store_reader.h"
+#include "sync_engine/store/migrations.h"
 
 #include <memory>
 
 namespace tributary::store {
-
-// The schema version this build expects; schema/NNNN_*.sql up to it are
-// compiled into the binary.
-int expected_schema_version();
-
-struct Migration {
-  int version;
-  std::string name; // file name, e.g. "0001_initial.sql"
-  std::string sql;
-};
-// The migrations compiled into this binary, in version order.
-const std::vector<Migration>& migrations();
-
-struct MigrateReport {
-  int from_version = 0;
-  int to_version = 0;
-  std::vector<std::string> applied; // file names
-};
-
-// Applies every missing migration, each in its own transaction, under an
-// advisory lock so that two `migrate`s cannot interleave. Fails (conflict)
-// if the database is newer than this build.
-Result<MigrateReport> migrate(const std::string& conninfo);
-
-// The database's schema version (0 when Tributary never migrated it).
-Result<int> schema_version(const std::string& conninfo);
-
-// Fails with a message that says to run `tributary migrate` when the schema
-// is behind, or to upgrade Tributary when it is ahead.
-Result<void> check_schema(const std::string& conninfo);
 
 // Store over PostgreSQL (libpqxx). One connection; safe to call from several
 // threads (calls are serialised). Batches go in through COPY into staging

@@ -93,7 +93,7 @@ struct RunInfo {
 // names it (see delete_unseen).
 struct RetryRecord {
   std::string uri;
-  std::string entry;                        // the upstream's <url> entry, as a one-entry urlset
+  rs::Entry entry;                          // the upstream's entry (the store keeps it as XML)
   std::optional<rs::Change> change;         // created/updated; none: listed by a baseline/audit
   std::optional<Timestamp> change_datetime; // the upstream change time
   std::string reason;

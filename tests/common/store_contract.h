@@ -94,7 +94,10 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     auto retry = [&](const std::string& uri, int minutes) {
       RetryRecord r;
       r.uri = uri;
-      r.entry = "<urlset><url><loc>" + uri + "</loc></url></urlset>";
+      r.entry.loc = uri;
+      r.entry.md = rs::Metadata{};
+      r.entry.md->hash = {rs::HashValue{"sha-256", std::string(64, 'a')}};
+      r.entry.md->length = 12;
       r.change = rs::Change::updated;
       r.change_datetime = *rs::parse_w3c_datetime("2026-01-04T00:00:00.25Z");
       r.reason = "hash mismatch";

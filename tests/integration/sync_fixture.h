@@ -114,7 +114,7 @@ struct SyncEnv {
   TempDatabase db;
   std::filesystem::path data;
   std::shared_ptr<store::PgStore> store;
-  std::shared_ptr<sync::BlobStore> blobs;
+  std::shared_ptr<store::BlobStore> blobs;
   std::unique_ptr<sync::SyncEngine> engine;
 
   SyncEnv() {
@@ -126,7 +126,7 @@ struct SyncEnv {
     auto s = store::PgStore::open(db.conninfo());
     REQUIRE(s);
     store = std::shared_ptr<store::PgStore>(std::move(*s));
-    auto b = sync::BlobStore::open(data);
+    auto b = store::BlobStore::open(data);
     REQUIRE(b);
     blobs = *b;
     engine = std::make_unique<sync::SyncEngine>(store, blobs, sync::make_default_fetcher(),

@@ -72,6 +72,7 @@ struct Published {
   Site site{up};
   SyncEnv env;
   std::unique_ptr<pub::Republisher> server;
+  std::unique_ptr<http::Server> http; // stopped before the republisher goes
   std::string base;
 
   // `dumps`: also publish Resource Dumps (packages of `package_entries`).
@@ -92,9 +93,8 @@ struct Published {
     site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
                              {change_entry(up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z"))});
     REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-    pub::ServerOptions o;
+    pub::PublishOptions o;
     const int port = free_port();
-    o.port = port;
     o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
     o.change_list_part = change_list_part;
     o.document_dir = env.data / "documents";
@@ -106,6 +106,10 @@ struct Published {
     }
     server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
     REQUIRE(server->start());
+    http::ServerOptions so;
+    so.port = port;
+    http = std::make_unique<http::Server>(so, server->handler());
+    REQUIRE(http->start());
     base = "http://127.0.0.1:" + std::to_string(port);
   }
 
@@ -243,7 +247,7 @@ TEST_CASE("Republisher: content from inside a pack file and from a file of its o
     return s;
   };
   const std::string packed = pattern(200000);                                // > 64 KiB: sent from the pack
-  const std::string own_file = pattern(sync::BlobStore::k_pack_max + 4096); // a file of its own
+  const std::string own_file = pattern(store::BlobStore::k_pack_max + 4096); // a file of its own
   Published p(false, 10000, 10000, {{"/res/packed.bin", packed}, {"/res/file.bin", own_file}});
   REQUIRE(p.env.blobs->locate(rs::hash_hex(rs::HashAlgorithm::sha256, packed))->offset > 0);
   REQUIRE(p.env.blobs->locate(rs::hash_hex(rs::HashAlgorithm::sha256, own_file))->offset == 0);

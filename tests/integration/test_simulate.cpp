@@ -148,7 +148,7 @@ TEST_CASE("Simulator: documents validate, the Resource List is an index past 50,
   CHECK(cd.document.entries[0].find_link("contents"));
   const auto dir = std::filesystem::temp_directory_path() / ("tributary-simdump-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  auto blobs = sync::BlobStore::open(dir / "blobs");
+  auto blobs = store::BlobStore::open(dir / "blobs");
   REQUIRE(blobs);
   auto check_package = [&](const rs::Entry& pkg, rs::Capability kind) {
     Fetched zip = fetch(pkg.loc);

@@ -105,13 +105,13 @@ TEST_CASE("Dump package: a good package opens and every bitstream lands in the b
   REQUIRE(pkg);
   CHECK((*pkg)->warnings().empty());
   REQUIRE((*pkg)->manifest().entries.size() == 2);
-  auto blobs = BlobStore::open(d.path / "store");
+  auto blobs = store::BlobStore::open(d.path / "store");
   REQUIRE(blobs);
   for (size_t i = 0; i < 2; ++i) {
     auto c = (*pkg)->extract(i, **blobs);
     REQUIRE(c);
     CHECK(c->blob.sha256 == rs::hash_hex(rs::HashAlgorithm::sha256, i == 0 ? "alpha" : "bravo"));
-    std::vector<BlobStore::Writer*> w{&*c->sealed};
+    std::vector<store::BlobStore::Writer*> w{&*c->sealed};
     REQUIRE((*blobs)->publish(w)[0]);
     CHECK(*(*blobs)->read(c->blob.sha256) == (i == 0 ? "alpha" : "bravo"));
   }
@@ -195,7 +195,7 @@ TEST_CASE("Dump package: a zip bomb, a truncated package and a wrong bitstream a
   std::filesystem::resize_file(truncated, std::filesystem::file_size(good) / 2);
   CHECK(refusal(truncated).find("not a readable ZIP file") != std::string::npos);
 
-  auto blobs = BlobStore::open(d.path / "store");
+  auto blobs = store::BlobStore::open(d.path / "store");
   REQUIRE(blobs);
   const auto liar = d.path / "liar.zip";
   write_zip(liar, {{"manifest.xml", manifest({manifest_entry("http://e.org/a", "/a.txt", "alpha")})},

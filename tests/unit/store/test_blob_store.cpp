@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 using namespace tributary;
-using namespace tributary::sync;
+using namespace tributary::store;
 namespace fs = std::filesystem;
 
 namespace {

@@ -1,7 +1,7 @@
 // The epoll HTTP/1.1 server over real loopback sockets: raw bytes in, raw
 // bytes out, so framing (keep-alive, pipelining, HEAD, ranges, refusals) is
 // checked as a client sees it.
-#include "republisher/http_server.h"
+#include "common/http/server.h"
 
 #include <doctest/doctest.h>
 

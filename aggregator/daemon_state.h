@@ -1,0 +1,53 @@
+#pragma once
+
+#include "aggregator/config.h"
+#include "aggregator/scheduler.h"
+#include "common/result.h"
+#include "sync_engine/store/pg_store.h"
+#include "sync_engine/sync.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+// What the daemon's parts share: the dispatcher that runs sources
+// (daemon.cpp), the status API (status_api.cpp) and the metrics
+// (metrics.cpp).
+namespace tributary::agg {
+
+using Clock = std::chrono::system_clock;
+
+struct DaemonState {
+  Config config;
+  std::mutex mutex; // guards config, scheduler, running, the counters below and admin_token
+  std::condition_variable wake; // the dispatcher waits on it (with `mutex`)
+  Scheduler scheduler;
+  std::atomic<bool> stopping{false};
+  const Time started_at = Clock::now();
+
+  std::unique_ptr<store::PgStore> status_store; // the status API's reads, under status_mutex
+  std::mutex status_mutex;
+  std::optional<std::string> admin_token;
+
+  struct Running {
+    store::RunMode mode = store::RunMode::incremental;
+    Time started{};
+    sync::Progress progress;
+    std::thread thread;
+    bool done = false;
+  };
+  std::map<std::string, Running> running;
+  std::map<std::string, uint64_t> runs_total;  // "source\nstatus" -> count, this process
+  std::map<std::string, double> last_duration; // source -> seconds
+};
+
+// The store's statistics of every source, by name (one query).
+using StatsByName = std::map<std::string, store::SourceStats>;
+Result<StatsByName> read_stats(DaemonState& state);
+
+} // namespace tributary::agg

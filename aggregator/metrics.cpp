@@ -1,0 +1,103 @@
+#include "aggregator/metrics.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace tributary::agg {
+
+namespace {
+
+double epoch_seconds(rs::Timestamp t) {
+  return static_cast<double>(t.time_since_epoch().count()) / 1e6;
+}
+
+uint64_t resident_bytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  in >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+} // namespace
+
+std::string render_metrics(DaemonState& state, const StatsByName& stats) {
+  std::ostringstream m;
+  auto family = [&m](const char* name, const char* type, const char* help) {
+    m << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  std::lock_guard lock(state.mutex);
+  const auto views = state.scheduler.view();
+  auto stat_of = [&stats](const std::string& name) -> const store::SourceStats* {
+    auto it = stats.find(name);
+    return it == stats.end() ? nullptr : &it->second;
+  };
+  const auto now = Clock::now();
+  family("tributary_source_resources", "gauge", "Resources held live.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    m << "tributary_source_resources{source=\"" << v.name << "\"} " << (s ? s->live : 0) << '\n';
+  }
+  family("tributary_source_deleted_resources", "gauge", "Resources held as deleted.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    m << "tributary_source_deleted_resources{source=\"" << v.name << "\"} " << (s ? s->deleted : 0) << '\n';
+  }
+  family("tributary_source_retrying_resources", "gauge",
+         "Resources whose content failed and is fetched again by later runs.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    m << "tributary_source_retrying_resources{source=\"" << v.name << "\"} " << (s ? s->retrying : 0) << '\n';
+  }
+  family("tributary_source_bytes", "gauge", "Bytes of the resources held live.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    m << "tributary_source_bytes{source=\"" << v.name << "\"} " << (s ? s->bytes : 0) << '\n';
+  }
+  family("tributary_source_lag_seconds", "gauge", "Now minus the newest upstream change applied.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    if (s && s->newest_change) {
+      m << "tributary_source_lag_seconds{source=\"" << v.name << "\"} "
+        << std::max(0.0, std::chrono::duration<double>(now - *s->newest_change).count()) << '\n';
+    }
+  }
+  family("tributary_source_last_success_timestamp_seconds", "gauge", "When the last successful run ended.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    if (s && s->last_success && s->last_success->finished_at) {
+      m << "tributary_source_last_success_timestamp_seconds{source=\"" << v.name << "\"} " << std::fixed
+        << epoch_seconds(*s->last_success->finished_at) << std::defaultfloat << '\n';
+    }
+  }
+  family("tributary_source_consecutive_failures", "gauge", "Failed runs since the last success.");
+  for (const auto& v : views) {
+    m << "tributary_source_consecutive_failures{source=\"" << v.name << "\"} " << v.consecutive_failures << '\n';
+  }
+  family("tributary_source_state", "gauge", "1 for the source's current state.");
+  for (const auto& v : views) {
+    m << "tributary_source_state{source=\"" << v.name << "\",state=\"" << to_string(v.state) << "\"} 1\n";
+  }
+  family("tributary_source_last_run_duration_seconds", "gauge", "Duration of the last run in this process.");
+  for (const auto& [name, secs] : state.last_duration) {
+    m << "tributary_source_last_run_duration_seconds{source=\"" << name << "\"} " << secs << '\n';
+  }
+  family("tributary_runs_total", "counter", "Runs finished by this process, by source and status.");
+  for (const auto& [key, n] : state.runs_total) {
+    const auto nl = key.find('\n');
+    m << "tributary_runs_total{source=\"" << key.substr(0, nl) << "\",status=\"" << key.substr(nl + 1) << "\"} "
+      << n << '\n';
+  }
+  family("tributary_syncs_running", "gauge", "Sources syncing now.");
+  m << "tributary_syncs_running " << state.running.size() << '\n';
+  family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+  m << "process_resident_memory_bytes " << resident_bytes() << '\n';
+  family("process_start_time_seconds", "gauge", "Start time of the process since the epoch, in seconds.");
+  m << "process_start_time_seconds " << std::chrono::duration_cast<std::chrono::seconds>(
+                                             state.started_at.time_since_epoch()).count()
+    << '\n';
+  return m.str();
+}
+
+} // namespace tributary::agg

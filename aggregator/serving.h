@@ -1,0 +1,16 @@
+#pragma once
+
+#include "aggregator/config.h"
+#include "common/http/server.h"
+#include "republisher/server.h"
+
+// What `tributary serve` and `tributary run` both take from the config to
+// serve on `listen`.
+namespace tributary::agg {
+
+// The HTTP server on `listen`.
+http::ServerOptions server_options(const Config& config);
+// The republisher: public URL, sets, Change List parts, dumps.
+pub::PublishOptions publish_options(const Config& config);
+
+} // namespace tributary::agg

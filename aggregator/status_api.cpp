@@ -1,0 +1,335 @@
+#include "aggregator/status_api.h"
+
+#include "aggregator/metrics.h"
+#include "aggregator/status_page.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "resourcesync/datetime.h"
+
+namespace tributary::agg {
+
+namespace {
+
+using nlohmann::json;
+
+std::string iso(Time t) {
+  return rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::microseconds>(t));
+}
+
+std::string iso(rs::Timestamp t) { return rs::format_w3c_datetime(t); }
+
+std::optional<store::RunMode> mode_from(const std::string& s) {
+  if (s == "incremental") {
+    return store::RunMode::incremental;
+  }
+  if (s == "baseline") {
+    return store::RunMode::baseline;
+  }
+  if (s == "audit") {
+    return store::RunMode::audit;
+  }
+  return std::nullopt;
+}
+
+// Every answer of the API has one shape: {"ok": true, "data": …} or
+// {"ok": false, "error": {"code": …, "message": …}}.
+void answer(http::Response& res, int status, const json& data) {
+  res.status = status;
+  res.set_body(json{{"ok", true}, {"data", data}}.dump(2) + "\n", "application/json");
+  res.set_header("Cache-Control", "no-store");
+}
+
+void fail(http::Response& res, int status, const std::string& code, const std::string& message) {
+  res.status = status;
+  res.set_body(json{{"ok", false}, {"error", {{"code", code}, {"message", message}}}}.dump(2) + "\n",
+               "application/json");
+  res.set_header("Cache-Control", "no-store");
+}
+
+json run_json(const store::RunInfo& r) {
+  json j{{"id", r.id},
+         {"mode", store::to_string(r.mode)},
+         {"status", store::to_string(r.status)},
+         {"started_at", iso(r.started_at)},
+         {"finished_at", r.finished_at ? json(iso(*r.finished_at)) : json(nullptr)},
+         {"counters",
+          {{"created", r.counters.created},
+           {"updated", r.counters.updated},
+           {"deleted", r.counters.deleted},
+           {"unchanged", r.counters.unchanged},
+           {"failed", r.counters.failed},
+           {"bytes", r.counters.bytes}}},
+         {"message", r.message}};
+  if (r.finished_at) {
+    j["duration_seconds"] = static_cast<double>((*r.finished_at - r.started_at).count()) / 1e6;
+  }
+  return j;
+}
+
+bool same_secret(const std::string& a, const std::string& b) {
+  // Constant time in the length of the presented value.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
+} // namespace
+
+Result<StatsByName> read_stats(DaemonState& state) {
+  std::lock_guard lock(state.status_mutex);
+  auto s = state.status_store->source_stats();
+  if (!s) {
+    return tl::unexpected(s.error());
+  }
+  StatsByName out;
+  for (auto& st : *s) {
+    std::string name = st.name;
+    out.emplace(std::move(name), std::move(st));
+  }
+  return out;
+}
+
+void StatusApi::mount(http::Router& router) {
+  auto h = [this](const http::Request& req, http::Response& res, bool can_block) {
+    return handle(req, res, can_block);
+  };
+  for (const char* path : {"/api/", "/metrics", "/healthz", "/readyz", "/status"}) {
+    router.mount(path, h);
+  }
+}
+
+http::Disposition StatusApi::handle(const http::Request& req, http::Response& res, bool can_block) {
+  const std::string& p = req.path;
+  if (p == "/healthz") {
+    answer(res, 200, {{"status", "alive"}});
+    return http::Disposition::done;
+  }
+  if (p == "/status") {
+    res.set_body(std::string(status_page_html()), "text/html; charset=utf-8");
+    res.set_header("Cache-Control", "no-cache");
+    return http::Disposition::done;
+  }
+  if (!can_block) {
+    return http::Disposition::blocking; // everything else reads the database
+  }
+  try {
+    if (p == "/readyz") {
+      if (auto r = store::check_schema(config_database()); !r) {
+        fail(res, 503, "not_ready", r.error().message);
+      } else {
+        answer(res, 200, {{"status", "ready"}});
+      }
+    } else if (p == "/metrics") {
+      auto stats = read_stats(m_state);
+      if (!stats) {
+        fail(res, 503, "store_unavailable", stats.error().message);
+      } else {
+        res.set_body(render_metrics(m_state, *stats), "text/plain; version=0.0.4; charset=utf-8");
+      }
+    } else {
+      api_route(req, res);
+    }
+  } catch (const std::exception& e) {
+    fail(res, 500, "internal", e.what());
+  }
+  return http::Disposition::done;
+}
+
+std::string StatusApi::config_database() {
+  std::lock_guard lock(m_state.mutex);
+  return m_state.config.database;
+}
+
+void StatusApi::api_route(const http::Request& req, http::Response& res) {
+  const std::string prefix = "/api/v1/sources/";
+  if (req.path == "/api/v1/status") {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    auto sources = sources_json("");
+    if (!sources) {
+      fail(res, 503, "store_unavailable", sources.error().message);
+      return;
+    }
+    const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - m_state.started_at).count();
+    answer(res, 200,
+           {{"version", std::string(version())},
+            {"started_at", iso(m_state.started_at)},
+            {"now", iso(Clock::now())},
+            {"uptime_seconds", uptime},
+            {"sources", *sources}});
+    return;
+  }
+  if (req.path.rfind(prefix, 0) != 0) {
+    fail(res, 404, "not_found", "no such endpoint: " + req.path);
+    return;
+  }
+  std::string rest = req.path.substr(prefix.size());
+  std::string action;
+  if (auto slash = rest.find('/'); slash != std::string::npos) {
+    action = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  const std::string name = rest;
+  {
+    std::lock_guard lock(m_state.mutex);
+    if (!m_state.scheduler.source(name)) {
+      fail(res, 404, "unknown_source", "no source named '" + name + "' in the configuration");
+      return;
+    }
+  }
+  if (action.empty() || action == "runs") {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    if (action.empty()) {
+      auto sources = sources_json(name);
+      if (!sources) {
+        fail(res, 503, "store_unavailable", sources.error().message);
+      } else {
+        answer(res, 200, sources->at(0));
+      }
+      return;
+    }
+    std::lock_guard lock(m_state.status_mutex);
+    auto runs = m_state.status_store->recent_runs(name, 50);
+    if (!runs) {
+      fail(res, 503, "store_unavailable", runs.error().message);
+      return;
+    }
+    json list = json::array();
+    for (const auto& r : *runs) {
+      list.push_back(run_json(r));
+    }
+    answer(res, 200, {{"source", name}, {"runs", list}});
+    return;
+  }
+  if (action != "sync") {
+    fail(res, 404, "not_found", "no such endpoint: " + req.path);
+    return;
+  }
+  if (req.method != "POST") {
+    res.set_header("Allow", "POST");
+    fail(res, 405, "method_not_allowed", "use POST");
+    return;
+  }
+  std::optional<std::string> token;
+  {
+    std::lock_guard lock(m_state.mutex);
+    token = m_state.admin_token;
+  }
+  const std::string auth = req.header_value("authorization");
+  if (!token) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
+    return;
+  }
+  if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
+    return;
+  }
+  std::string mode_name = "incremental";
+  if (!req.body.empty()) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() ||
+        (body.contains("mode") && !body["mode"].is_string())) {
+      fail(res, 400, "bad_request", "expected a JSON object such as {\"mode\": \"incremental\"}");
+      return;
+    }
+    mode_name = body.value("mode", mode_name);
+  }
+  auto mode = mode_from(mode_name);
+  if (!mode) {
+    fail(res, 400, "bad_request", "mode must be \"incremental\", \"baseline\" or \"audit\"");
+    return;
+  }
+  Scheduler::Request r;
+  {
+    std::lock_guard lock(m_state.mutex);
+    r = m_state.scheduler.request(name, *mode);
+  }
+  if (r == Scheduler::Request::disabled) {
+    fail(res, 409, "disabled", "source '" + name + "' is disabled in the configuration");
+    return;
+  }
+  m_state.wake.notify_all();
+  log::info(name, "run requested through the API", {{"mode", mode_name}});
+  answer(res, 202, {{"source", name}, {"mode", mode_name}, {"queued", true}});
+}
+
+// One object per configured source (or just `only`): the scheduler's view,
+// the running job's progress, and the store's counts and runs.
+Result<json> StatusApi::sources_json(const std::string& only) {
+  auto stats = read_stats(m_state);
+  if (!stats) {
+    return tl::unexpected(stats.error());
+  }
+  const Time now = Clock::now();
+  json out = json::array();
+  std::lock_guard lock(m_state.mutex);
+  for (const auto& v : m_state.scheduler.view()) {
+    if (!only.empty() && v.name != only) {
+      continue;
+    }
+    const sync::SourceConfig* cfg = m_state.scheduler.source(v.name);
+    json j{{"name", v.name},
+           {"url", cfg->url},
+           {"enabled", cfg->enabled},
+           {"state", std::string(to_string(v.state))},
+           {"interval_seconds", cfg->interval.count()},
+           {"audit_interval_seconds", cfg->audit_interval.count()},
+           {"strategy", cfg->strategy},
+           {"next_run_at", v.state == SourceState::disabled ? json(nullptr) : json(iso(v.next_run))},
+           {"consecutive_failures", v.consecutive_failures},
+           {"queued", v.queued ? json(*v.queued) : json(nullptr)}};
+    auto found = stats->find(v.name);
+    const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
+    j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
+                      {"retrying", st ? st->retrying : 0}};
+    j["bytes"] = st ? st->bytes : 0;
+    j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
+    j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
+    j["last_success"] = st && st->last_success ? run_json(*st->last_success) : json(nullptr);
+    if (st && st->last_failure) {
+      json f = run_json(*st->last_failure);
+      f["error"] = st->last_failure->message;
+      j["last_failure"] = f;
+    } else {
+      j["last_failure"] = nullptr;
+    }
+    uint64_t unapplied = 0;
+    json job = nullptr;
+    if (auto it = m_state.running.find(v.name); it != m_state.running.end() && !it->second.done) {
+      const sync::Progress& p = it->second.progress;
+      unapplied = p.total > p.done ? p.total - p.done : 0;
+      job = {{"mode", store::to_string(it->second.mode)},
+             {"started_at", iso(it->second.started)},
+             {"document", p.document},
+             {"done", p.done},
+             {"total", p.total},
+             {"per_second", p.per_second},
+             {"eta_seconds", p.per_second > 0 && p.total > p.done
+                                 ? json(static_cast<double>(p.total - p.done) / p.per_second)
+                                 : json(nullptr)}};
+    }
+    j["job"] = job;
+    json lag{{"unapplied_changes", unapplied}};
+    if (st && st->newest_change) {
+      lag["seconds"] = std::max(0.0, std::chrono::duration<double>(now - *st->newest_change).count());
+    } else {
+      lag["seconds"] = nullptr;
+    }
+    j["lag"] = lag;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+} // namespace tributary::agg

@@ -1,0 +1,30 @@
+#pragma once
+
+#include "aggregator/daemon_state.h"
+#include "common/http/router.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tributary::agg {
+
+// The daemon's status API beside the republisher on one server: /status
+// (the page), /api/v1/… (JSON, docs/api.md), /metrics, /healthz and
+// /readyz. Reads the daemon's state and the store's statistics; a POST asks
+// the scheduler for a run (admin bearer token).
+class StatusApi {
+public:
+  explicit StatusApi(DaemonState& state) : m_state(state) {}
+
+  // Mounts every route of the API on `router`.
+  void mount(http::Router& router);
+  http::Disposition handle(const http::Request& req, http::Response& res, bool can_block);
+
+private:
+  void api_route(const http::Request& req, http::Response& res);
+  Result<nlohmann::json> sources_json(const std::string& only);
+  std::string config_database();
+
+  DaemonState& m_state;
+};
+
+} // namespace tributary::agg

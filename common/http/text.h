@@ -1,0 +1,21 @@
+#pragma once
+
+// Internal to common/http: small parsers of header text shared by the
+// message code (message.cpp) and the connection code (server.cpp).
+
+#include <cstddef>
+#include <string_view>
+
+namespace tributary::http::detail {
+
+// A decimal size of at most 19 digits, nothing else.
+bool parse_size(std::string_view s, size_t& out);
+// Without leading and trailing spaces and tabs.
+std::string_view trim(std::string_view s);
+// RFC 9110 tchar.
+bool is_token_char(char c);
+bool iequals(std::string_view a, std::string_view b);
+// Whether a comma-separated header value lists `token` (case-insensitive).
+bool lists_token(std::string_view value, std::string_view token);
+
+} // namespace tributary::http::detail

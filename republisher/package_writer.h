@@ -1,0 +1,35 @@
+#pragma once
+
+#include "common/result.h"
+#include "resourcesync/hash.h"
+#include "sync_engine/store/blob_store.h"
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// The one ZIP writer for dump packages (spec sections 11 and 13): our
+// Resource and Change Dumps, and `tributary simulate`'s.
+namespace tributary::pub {
+
+// A bitstream of a package: bytes in memory, or else a region of the blob
+// store (read when the package is written).
+struct PackageFile {
+  std::string name; // in the ZIP, e.g. "res/1"
+  std::optional<std::string_view> bytes;
+  store::BlobLocation blob;
+};
+
+// Writes a package, manifest.xml first (deflated) then the bitstreams
+// (stored as they are: most repository content is compressed already), to
+// `dest` through a temporary name in the same folder, so a reader never
+// sees half a package. Returns the package's sha-256.
+Result<rs::HashValue> write_package(const std::filesystem::path& dest, const std::string& manifest_xml,
+                                    const std::vector<PackageFile>& files);
+
+// The same package, in memory.
+Result<std::string> package_bytes(const std::string& manifest_xml, const std::vector<PackageFile>& files);
+
+} // namespace tributary::pub

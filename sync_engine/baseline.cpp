@@ -1,0 +1,206 @@
+#include "sync_engine/run_context.h"
+
+#include <unordered_map>
+
+// A baseline: make what we hold of a feed equal to its Resource List (or
+// Resource Dump), then start the watermark at the list's `at`.
+namespace tributary::sync {
+
+namespace {
+
+// Applies one batch of a baseline: what is held unchanged is skipped, the
+// rest comes from `source` (the network by default, or a dump package).
+Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all,
+                            const ContentSource& source = {});
+
+// Everything listed was seen: what we hold beyond it is gone upstream. The
+// watermark starts at `at`.
+Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at) {
+  auto wm = ctx.settled_watermark(feed);
+  if (!wm) {
+    return tl::unexpected(wm.error());
+  }
+  Watermark w = *wm;
+  w.baseline_at = at;
+  w.last_time = at;
+  w.last_uri.clear();
+  w.last_position = -1;
+  auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w);
+  if (!deleted) {
+    return tl::unexpected(deleted.error());
+  }
+  ctx.report.counters.deleted += *deleted;
+  return {};
+}
+
+Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocument& doc) {
+  Result<void> status;
+  ChunkHandler h(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+    status = baseline_batch(ctx, feed, entries);
+    ctx.done += entries.size();
+    ctx.progress(doc.url());
+    return static_cast<bool>(status);
+  });
+  auto r = doc.read(h);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  h.finish();
+  return status;
+}
+
+Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all, const ContentSource& source) {
+  // A list may name a URI twice (the validator warns): the last one counts,
+  // and a batch must not upsert one row twice.
+  std::unordered_map<std::string, size_t> last;
+  for (size_t i = 0; i < all.size(); ++i) {
+    last[all[i].loc] = i;
+  }
+  std::vector<const rs::Entry*> entries;
+  std::vector<std::string> uris;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const rs::Entry& e = all[i];
+    if (last[e.loc] == i && ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+      entries.push_back(&e);
+      uris.push_back(e.loc);
+    }
+  }
+  store::Batch batch;
+  batch.feed_id = feed;
+  batch.run_id = ctx.run_id;
+  batch.seen = uris;
+  auto held = ctx.held_for(feed, uris);
+  if (!held) {
+    return tl::unexpected(held.error());
+  }
+  std::vector<const rs::Entry*> to_fetch;
+  for (const auto* e : entries) {
+    auto it = held->find(e->loc);
+    if (it != held->end() && same_content(it->second, *e)) {
+      ++batch.counters.unchanged;
+      continue;
+    }
+    to_fetch.push_back(e);
+  }
+  auto results = source ? source(to_fetch) : ctx.fetch_all(to_fetch);
+  if (ctx.cancelled()) {
+    return ctx.commit(batch); // refused: nothing of this batch is applied
+  }
+  for (size_t i = 0; i < to_fetch.size(); ++i) {
+    const rs::Entry& e = *to_fetch[i];
+    if (!results[i]) {
+      if (source) {
+        return tl::unexpected(results[i].error()); // a package is applied whole or not at all
+      }
+      ++batch.counters.failed;
+      ctx.error(e.loc, results[i].error().message);
+      batch.retries.push_back(ctx.retry_for(e, std::nullopt, std::nullopt, results[i].error().message));
+      continue;
+    }
+    ResourceRecord rec = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
+    batch.counters.bytes += results[i]->blob.length;
+    auto it = held->find(e.loc);
+    const bool had = it != held->end() && it->second.state == ResourceState::live;
+    if (had && it->second.blob_sha256 == rec.blob_sha256) {
+      ++batch.counters.unchanged; // same bytes: refresh metadata, log nothing
+      batch.upserts.push_back(std::move(rec));
+      continue;
+    }
+    if (had) {
+      ++batch.counters.updated;
+    } else {
+      ++batch.counters.created;
+    }
+    batch.changes.push_back(ChangeRecord{had ? rs::Change::updated : rs::Change::created, e.change_time(), rec});
+    batch.upserts.push_back(std::move(rec));
+  }
+  return ctx.commit(batch);
+}
+
+} // namespace
+
+Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url) {
+  ctx.validators.forget_prefix(ctx.src.name + " "); // the watermark moves: ask for everything again
+  auto doc = ctx.spool(rl_url, rs::Capability::resourcelist);
+  if (!doc) {
+    return tl::unexpected(doc.error());
+  }
+  const auto at = (*doc)->header().md->at;
+  std::vector<std::string> parts;
+  if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+    CollectingHandler h;
+    if (auto r = (*doc)->read(h); !r) {
+      return tl::unexpected(r.error());
+    }
+    for (const auto& e : h.document.entries) {
+      parts.push_back(e.loc);
+    }
+  }
+  ctx.progress_start = std::chrono::steady_clock::now();
+  if (parts.empty()) {
+    ctx.total += (*doc)->summary().entries;
+    if (auto r = baseline_document(ctx, feed, **doc); !r) {
+      return r;
+    }
+  } else {
+    for (const auto& part : parts) {
+      auto p = ctx.spool(part, rs::Capability::resourcelist);
+      if (!p) {
+        return tl::unexpected(p.error());
+      }
+      ctx.total += (*p)->summary().entries;
+      if (auto r = baseline_document(ctx, feed, **p); !r) {
+        return r;
+      }
+    }
+  }
+  return close_baseline(ctx, feed, at);
+}
+
+// A baseline from a Resource Dump (or its index): each package is
+// downloaded to a file, verified against its rs:md, checked whole, and
+// applied in one transaction; the manifests' earliest `at` is where
+// incremental sync continues.
+Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string& rd_url) {
+  ctx.validators.forget_prefix(ctx.src.name + " ");
+  std::optional<rs::Timestamp> at;
+  auto packages = dump_packages(ctx, rd_url, rs::Capability::resourcedump, at);
+  if (!packages) {
+    return tl::unexpected(packages.error());
+  }
+  if (packages->empty()) {
+    return make_error(ErrorKind::invalid_document, rd_url + ": the Resource Dump lists no package");
+  }
+  ctx.progress_start = std::chrono::steady_clock::now();
+  std::optional<rs::Timestamp> manifest_at;
+  for (const auto& pkg : *packages) {
+    auto opened = open_package(ctx, pkg, rs::Capability::resourcedump_manifest);
+    if (!opened) {
+      return tl::unexpected(opened.error());
+    }
+    const DumpPackage& package = *opened->package;
+    if (auto a = package.manifest().header.md->at; a && (!manifest_at || *a < *manifest_at)) {
+      manifest_at = a;
+    }
+    std::vector<rs::Entry> entries = package.manifest().entries;
+    ctx.total += entries.size();
+    const rs::Entry* first = entries.data();
+    auto r = baseline_batch(ctx, feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
+      return extract_entries(ctx, package, wanted,
+                             [first](const rs::Entry* e) { return static_cast<size_t>(e - first); });
+    });
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    ctx.done += entries.size();
+    ctx.progress(pkg.loc);
+  }
+  if (auto r = close_baseline(ctx, feed, manifest_at ? manifest_at : at); !r) {
+    return r;
+  }
+  ctx.note("baselined from the Resource Dump " + rd_url + " (" + std::to_string(packages->size()) + " package" +
+           (packages->size() == 1 ? "" : "s") + ")");
+  return {};
+}
+
+} // namespace tributary::sync

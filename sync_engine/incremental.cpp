@@ -1,0 +1,294 @@
+#include "sync_engine/run_context.h"
+
+#include "resourcesync/datetime.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+// Incremental sync from the Change List (or index): changes strictly after
+// the watermark, in order, batch by batch, each batch committed with the
+// watermark it reaches.
+namespace tributary::sync {
+
+namespace {
+
+struct ListRef {
+  std::string url;
+  std::optional<rs::Timestamp> from;
+  std::optional<rs::Timestamp> until;
+};
+
+Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocument& doc, Watermark& w) {
+  std::vector<PendingChange> pending;
+  std::optional<rs::Timestamp> prev_time;
+  int64_t position = -1;
+  Result<void> status;
+  auto after_watermark = [&](const rs::Entry& e, rs::Timestamp t, int64_t pos) {
+    if (!w.last_time || t > *w.last_time) {
+      return true;
+    }
+    if (t < *w.last_time) {
+      return false;
+    }
+    if (w.change_list_url && *w.change_list_url == doc.url()) {
+      return pos > w.last_position;
+    }
+    return e.loc != w.last_uri;
+  };
+  ChunkHandler h(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+    for (auto& e : entries) {
+      const rs::Timestamp t = *e.change_time(); // validated: every change has a time
+      position = prev_time && *prev_time == t ? position + 1 : 0;
+      prev_time = t;
+      ctx.done += 1;
+      if (!after_watermark(e, t, position)) {
+        continue;
+      }
+      const bool selected = ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt);
+      pending.push_back(PendingChange{std::move(e), t, position, selected});
+      if (pending.size() >= ctx.opt.batch_size) {
+        status = change_batch(ctx, feed, doc.url(), pending, w);
+        pending.clear();
+        ctx.progress(doc.url());
+        if (!status) {
+          return false;
+        }
+      }
+    }
+    return true;
+  });
+  auto r = doc.read(h);
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (!h.finish() || !status) {
+    return status;
+  }
+  if (!pending.empty()) {
+    status = change_batch(ctx, feed, doc.url(), pending, w);
+    ctx.progress(doc.url());
+  }
+  return status;
+}
+
+} // namespace
+
+Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url, const std::string& rl_url) {
+  auto wm = ctx.settled_watermark(feed);
+  if (!wm) {
+    return tl::unexpected(wm.error());
+  }
+  Watermark w = *wm;
+  auto doc = ctx.spool(cl_url, rs::Capability::changelist, true);
+  if (!doc) {
+    return tl::unexpected(doc.error());
+  }
+  if ((*doc)->not_modified()) {
+    ctx.note("Change List not modified since it was last applied");
+    return {};
+  }
+  std::vector<ListRef> lists;
+  if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+    CollectingHandler h;
+    if (auto r = (*doc)->read(h); !r) {
+      return tl::unexpected(r.error());
+    }
+    for (const auto& e : h.document.entries) {
+      lists.push_back(ListRef{e.loc, e.md ? e.md->from : std::nullopt, e.md ? e.md->until : std::nullopt});
+    }
+  } else {
+    lists.push_back(ListRef{cl_url, (*doc)->header().md->from, (*doc)->header().md->until});
+  }
+  if (lists.empty()) {
+    return {};
+  }
+  // Gap detection: the earliest change still published is later than what
+  // we have applied, so changes in between are lost upstream.
+  std::optional<rs::Timestamp> earliest = lists.front().from;
+  if (!earliest) {
+    earliest = (*doc)->header().md->from;
+  }
+  if (earliest && w.last_time && *earliest > *w.last_time) {
+    ctx.note("re-baselined: the Change List starts at " + rs::format_w3c_datetime(*earliest) +
+         ", after the last change applied (" + rs::format_w3c_datetime(*w.last_time) + ")");
+    if (rl_url.empty()) {
+      return make_error(ErrorKind::invalid_document, "gap in the change history and no Resource List to re-baseline from");
+    }
+    if (auto r = baseline_from_list(ctx, feed, rl_url); !r) {
+      return r;
+    }
+    auto again = ctx.settled_watermark(feed);
+    if (!again) {
+      return tl::unexpected(again.error());
+    }
+    w = *again;
+  }
+  ctx.progress_start = std::chrono::steady_clock::now();
+  for (const auto& l : lists) {
+    if (l.until && w.last_time && *l.until < *w.last_time) {
+      continue; // closed and entirely before the watermark
+    }
+    std::unique_ptr<SpooledDocument> part;
+    const SpooledDocument* d = doc->get();
+    if (l.url != cl_url) {
+      auto p = ctx.spool(l.url, rs::Capability::changelist, true);
+      if (!p) {
+        return tl::unexpected(p.error());
+      }
+      part = std::move(*p);
+      if (part->not_modified()) {
+        continue;
+      }
+      d = part.get();
+    }
+    ctx.total += d->summary().entries;
+    if (auto r = apply_change_list(ctx, feed, *d, w); !r) {
+      return r;
+    }
+    if (auto r = ctx.drain(); !r) {
+      return r;
+    }
+    ctx.remember_validators(*d);
+  }
+  if ((*doc)->header().root == rs::RootElement::urlset) {
+    // Only leaf lists: an index stays the same while its open list grows.
+    ctx.remember_validators(**doc);
+  }
+  return {};
+}
+
+Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list_url, std::vector<PendingChange>& changes,
+                          Watermark& w, const ContentSource& source) {
+  // The last change of each resource decides its final state; each change
+  // is logged, but a resource is fetched at most once.
+  std::unordered_map<std::string, size_t> last;
+  std::vector<std::string> uris;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (!changes[i].selected) {
+      continue;
+    }
+    auto [it, inserted] = last.try_emplace(changes[i].entry.loc, i);
+    if (inserted) {
+      uris.push_back(changes[i].entry.loc);
+    } else {
+      it->second = i;
+    }
+  }
+  auto held = ctx.held_for(feed, uris);
+  if (!held) {
+    return tl::unexpected(held.error());
+  }
+  store::Batch batch;
+  batch.feed_id = feed;
+  batch.run_id = ctx.run_id;
+
+  std::unordered_map<std::string, ResourceRecord> final_state;
+  std::unordered_set<std::string> failed;
+  std::unordered_set<std::string> unchanged;
+  std::vector<const rs::Entry*> to_fetch;
+  for (const auto& uri : uris) {
+    const PendingChange& c = changes[last[uri]];
+    const rs::Entry& e = c.entry;
+    auto it = held->find(uri);
+    if (c.entry.change() == rs::Change::deleted) {
+      ResourceRecord r = it != held->end() ? it->second : record_from_entry(e, ResourceState::deleted);
+      r.state = ResourceState::deleted;
+      r.lastmod = e.lastmod ? e.lastmod : r.lastmod;
+      r.change_datetime = c.time;
+      final_state[uri] = std::move(r);
+      continue;
+    }
+    if (it != held->end() && same_content(it->second, e)) {
+      unchanged.insert(uri); // already in this state (a re-applied or re-baselined change)
+      continue;
+    }
+    const rs::HashValue* want = rs::strongest_hash(offered_hashes(e));
+    if (want && want->known() == rs::HashAlgorithm::sha256 && ctx.blobs.contains(want->hex)) {
+      // Content already present (another source, or an earlier copy).
+      store::BlobInfo blob;
+      blob.sha256 = want->hex;
+      blob.length = e.md && e.md->length ? *e.md->length : 0;
+      blob.hashes = offered_hashes(e);
+      final_state[uri] = record_for(e, blob, "blob store", std::nullopt);
+      continue;
+    }
+    to_fetch.push_back(&e);
+  }
+  auto results = source ? source(to_fetch) : ctx.fetch_all(to_fetch);
+  if (ctx.cancelled()) {
+    return ctx.commit(batch); // refused: nothing of this batch is applied
+  }
+  std::vector<std::string> transient;
+  for (size_t i = 0; i < to_fetch.size(); ++i) {
+    const rs::Entry& e = *to_fetch[i];
+    if (!results[i] && source) {
+      return tl::unexpected(results[i].error()); // a package is applied whole or not at all
+    }
+    if (!results[i]) {
+      if (results[i].error().kind == ErrorKind::transient) {
+        transient.push_back(results[i].error().message);
+      } else {
+        failed.insert(e.loc);
+        ++batch.counters.failed;
+        ctx.error(e.loc, results[i].error().message);
+        const PendingChange& c = changes[last[e.loc]];
+        batch.retries.push_back(ctx.retry_for(e, c.entry.change(), c.time, results[i].error().message));
+      }
+      continue;
+    }
+    batch.counters.bytes += results[i]->blob.length;
+    final_state[e.loc] = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
+  }
+  if (!transient.empty()) {
+    // Do not move past changes we could not apply for a passing reason:
+    // the next run resumes at the watermark and tries again.
+    return make_error(ErrorKind::transient,
+                      std::to_string(transient.size()) + " resource(s) could not be fetched (first: " +
+                          transient.front() + "); this batch was not applied and the next run resumes at " +
+                          (w.last_time ? rs::format_w3c_datetime(*w.last_time) : std::string("the start")));
+  }
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const PendingChange& c = changes[i];
+    const std::string& uri = c.entry.loc;
+    if (!c.selected || failed.count(uri) || unchanged.count(uri)) {
+      if (unchanged.count(uri) && last[uri] == i) {
+        ++batch.counters.unchanged;
+      }
+      continue;
+    }
+    const rs::Change change = c.entry.change().value_or(rs::Change::updated);
+    ResourceRecord state = last[uri] == i ? final_state[uri]
+                                          : record_from_entry(c.entry, change == rs::Change::deleted
+                                                                           ? ResourceState::deleted
+                                                                           : ResourceState::live);
+    switch (change) {
+    case rs::Change::created:
+      ++batch.counters.created;
+      break;
+    case rs::Change::updated:
+      ++batch.counters.updated;
+      break;
+    case rs::Change::deleted:
+      ++batch.counters.deleted;
+      break;
+    }
+    batch.changes.push_back(ChangeRecord{change, c.time, std::move(state)});
+  }
+  for (auto& [uri, rec] : final_state) {
+    batch.upserts.push_back(std::move(rec));
+  }
+  const PendingChange& tail = changes.back();
+  Watermark next = w;
+  next.change_list_url = list_url;
+  next.last_time = tail.time;
+  next.last_uri = tail.entry.loc;
+  next.last_position = tail.position;
+  batch.watermark = next;
+  if (auto r = ctx.commit(batch); !r) {
+    return r;
+  }
+  w = next;
+  return {};
+}
+
+} // namespace tributary::sync

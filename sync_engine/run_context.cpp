@@ -1,0 +1,381 @@
+#include "sync_engine/run_context.h"
+
+#include "common/text.h"
+#include "sync_engine/url_resolve.h"
+
+#include <algorithm>
+#include <atomic>
+#include <semaphore>
+#include <thread>
+
+namespace tributary::sync {
+
+namespace {
+
+constexpr size_t k_max_reported_errors = 20;
+constexpr size_t k_max_stored_errors = 1000;
+
+std::string origin_of(const std::string& url) {
+  auto u = parse_url(url);
+  return u ? u->origin() : std::string();
+}
+
+} // namespace
+
+const std::vector<rs::HashValue>& offered_hashes(const rs::Entry& e) {
+  static const std::vector<rs::HashValue> k_none;
+  return e.md ? e.md->hash : k_none;
+}
+
+bool same_content(const ResourceRecord& held, const rs::Entry& e) {
+  if (held.state != ResourceState::live || !held.blob_sha256) {
+    return false;
+  }
+  const std::optional<uint64_t> length = e.md ? e.md->length : std::nullopt;
+  if (length && held.length && *length != *held.length) {
+    return false;
+  }
+  if (const rs::HashValue* want = rs::strongest_hash(offered_hashes(e))) {
+    for (const auto& h : held.hashes) {
+      if (h.algorithm == want->algorithm) {
+        return h.hex == want->hex;
+      }
+    }
+  }
+  if (e.lastmod && held.lastmod) {
+    return *e.lastmod == *held.lastmod;
+  }
+  return false;
+}
+
+Expected expected_of(const rs::Entry& e) {
+  Expected x;
+  if (e.md) {
+    x.length = e.md->length;
+    x.hashes = e.md->hash;
+  }
+  return x;
+}
+
+ResourceRecord record_for(const rs::Entry& e, const store::BlobInfo& blob, const std::string& served_from,
+                          const std::optional<std::string>& response_type) {
+  ResourceRecord r;
+  r.uri = e.loc;
+  r.state = ResourceState::live;
+  r.lastmod = e.lastmod;
+  r.change_datetime = e.change_time();
+  r.length = blob.length;
+  r.hashes = blob.hashes;
+  r.type = e.md && e.md->type ? e.md->type : response_type;
+  r.encoding = e.md ? e.md->encoding : std::nullopt;
+  r.links = e.links;
+  r.blob_sha256 = blob.sha256;
+  r.fetched_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  r.fetched_from = served_from;
+  return r;
+}
+
+ResourceRecord record_from_entry(const rs::Entry& e, ResourceState state) {
+  ResourceRecord r;
+  r.uri = e.loc;
+  r.state = state;
+  r.lastmod = e.lastmod;
+  r.change_datetime = e.change_time();
+  if (e.md) {
+    r.length = e.md->length;
+    r.hashes = e.md->hash;
+    r.type = e.md->type;
+    r.encoding = e.md->encoding;
+  }
+  r.links = e.links;
+  return r;
+}
+
+void ChunkHandler::on_entry(rs::Entry&& e, uint64_t) {
+  if (m_stopped) {
+    return;
+  }
+  m_pending.push_back(std::move(e));
+  if (m_pending.size() >= m_chunk) {
+    drain();
+  }
+}
+
+bool ChunkHandler::finish() {
+  if (!m_stopped && !m_pending.empty()) {
+    drain();
+  }
+  return !m_stopped;
+}
+
+void ChunkHandler::drain() {
+  if (!m_flush(m_pending)) {
+    m_stopped = true;
+  }
+  m_pending.clear();
+}
+
+Result<void> Committer::submit(store::Batch batch, std::function<void(const store::Batch&)> on_committed) {
+  if (auto prev = wait(); !prev) {
+    return prev;
+  }
+  m_future = std::async(std::launch::async, [this, b = std::move(batch), done = std::move(on_committed)]() {
+    if (auto r = m_blobs.sync_directories(); !r) {
+      return r;
+    }
+    auto r = m_session->apply(b);
+    if (r && done) {
+      done(b);
+    }
+    return r;
+  });
+  return {};
+}
+
+Result<void> Committer::wait() {
+  if (m_future.valid()) {
+    m_last = m_future.get();
+  }
+  return m_last;
+}
+
+void RunContext::error(const std::string& url, const std::string& reason) {
+  ++report.error_count;
+  const std::string line = url.empty() || reason.find(url) != std::string::npos ? reason : url + ": " + reason;
+  if (report.errors.size() < k_max_reported_errors) {
+    report.errors.push_back(line);
+  }
+  if (run_id != 0 && report.error_count <= k_max_stored_errors) {
+    (void)store.record_error(run_id, url, reason);
+  }
+}
+
+bool RunContext::setup() {
+  auto ep = EndpointFetcher::create(m_transport, src);
+  if (!ep) {
+    error(src.url, ep.error().message);
+    return false;
+  }
+  m_endpoint = *ep;
+  auto session = store.open_session();
+  if (!session) {
+    error(src.url, session.error().message);
+    return false;
+  }
+  m_committer = std::make_unique<Committer>(std::move(*session), blobs);
+  fetcher = std::make_shared<RetryingFetcher>(m_endpoint, opt.retry, m_limiter);
+  // Content: each location once per round (a failing mirror must not cost
+  // a full backoff before the next one is tried); rounds are retried below.
+  RetryPolicy once = opt.retry;
+  once.max_attempts = 1;
+  m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_limiter);
+  options = m_endpoint->base_options();
+  m_source_is_file = src.url.rfind("file:", 0) == 0;
+  for (const auto& h : src.allow_hosts) {
+    m_allowed_hosts.insert(to_lower(h));
+  }
+  return true;
+}
+
+bool RunContext::host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const {
+  auto u = parse_url(url);
+  if (!u) {
+    why = "not a URL";
+    return false;
+  }
+  if (u->scheme == "file") {
+    if (m_source_is_file) {
+      return true;
+    }
+    why = "file URLs are only fetched for file sources";
+    return false;
+  }
+  if (m_endpoint->is_own_host(url) || m_allowed_hosts.count(u->host) > 0) {
+    return true;
+  }
+  // Hosts the source's own document names as mirrors of this resource.
+  for (const auto& l : e.links) {
+    if (l.rel == "duplicate" && origin_of(l.href) == u->origin()) {
+      return true;
+    }
+  }
+  why = "host " + u->host + " is not the source's and not in allow_hosts";
+  return false;
+}
+
+void RunContext::progress(const std::string& doc) {
+  if (!opt.on_progress) {
+    return;
+  }
+  Progress p;
+  p.source = src.name;
+  p.document = doc;
+  p.done = done;
+  p.total = std::max(total, done);
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - progress_start).count();
+  p.per_second = secs > 0 ? static_cast<double>(done) / secs : 0;
+  opt.on_progress(p);
+}
+
+Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& url, rs::Capability want,
+                                                           bool conditional) {
+  FetchOptions o = options;
+  const std::string key = src.name + " " + url;
+  if (conditional) {
+    if (auto v = validators.get(key)) {
+      if (!v->etag.empty()) {
+        o.headers["If-None-Match"] = v->etag;
+      }
+      if (!v->last_modified.empty()) {
+        o.headers["If-Modified-Since"] = v->last_modified;
+      }
+    }
+  }
+  auto doc = spool_document(*fetcher, url, o, tmp);
+  if (!doc || (*doc)->not_modified()) {
+    return doc;
+  }
+  const auto& s = (*doc)->summary();
+  if (!s.valid()) {
+    return make_error(ErrorKind::invalid_document,
+                      url + ": invalid document, nothing applied from it: " + (*doc)->error_text());
+  }
+  if ((*doc)->header().capability() != want) {
+    return make_error(ErrorKind::invalid_document,
+                      url + ": expected a " + std::string(rs::to_string(want)) + ", got capability '" +
+                          (*doc)->header().md->capability.value_or("") + "'");
+  }
+  return doc;
+}
+
+std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<const rs::Entry*>& entries) {
+  std::vector<Result<FetchedContent>> results;
+  results.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    results.emplace_back(make_error(ErrorKind::transient, "not fetched"));
+  }
+  std::atomic<size_t> next{0};
+  // `concurrency` requests in flight; more workers, so that fsyncing and
+  // linking blobs overlaps with the next transfers.
+  std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(src.concurrency));
+  auto work = [&] {
+    for (size_t i = next++; i < entries.size(); i = next++) {
+      if (cancelled()) {
+        break; // the batch will not be committed
+      }
+      const rs::Entry& e = *entries[i];
+      auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
+      for (int round = 1;; ++round) {
+        results[i] = fetch_content(*m_content_fetcher, blobs, options, e.loc, e.links, expected_of(e), policy,
+                                   &slots, /*defer_publish=*/true);
+        if (results[i] || results[i].error().kind != ErrorKind::transient || round >= opt.retry.max_attempts) {
+          break;
+        }
+        std::this_thread::sleep_for(backoff_delay(opt.retry, round));
+      }
+    }
+  };
+  const size_t n = std::min<size_t>(std::min<size_t>(4 * src.concurrency, 64), entries.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n; ++t) {
+    threads.emplace_back(work);
+  }
+  work();
+  for (auto& t : threads) {
+    t.join();
+  }
+  RunContext::publish_sealed(results);
+  return results;
+}
+
+void RunContext::publish_sealed(std::vector<Result<FetchedContent>>& results) {
+  std::vector<store::BlobStore::Writer*> sealed;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i] && results[i]->sealed) {
+      sealed.push_back(&*results[i]->sealed);
+      index.push_back(i);
+    }
+  }
+  auto published = blobs.publish(sealed);
+  for (size_t k = 0; k < published.size(); ++k) {
+    Result<FetchedContent>& r = results[index[k]];
+    if (!published[k]) {
+      r = tl::unexpected(published[k].error());
+    } else {
+      r->sealed.reset();
+    }
+  }
+}
+
+Result<void> RunContext::commit(store::Batch& batch) {
+  if (cancelled()) {
+    return make_error(ErrorKind::transient, "stopped (shutting down); the next run resumes from the watermark");
+  }
+  std::unordered_map<std::string, ResourceRecord> overlay;
+  for (const auto& r : batch.upserts) {
+    overlay[r.uri] = r;
+  }
+  auto r = m_committer->submit(std::move(batch), [this](const store::Batch& b) {
+    std::lock_guard lock(m_counters_mutex);
+    report.counters += b.counters;
+  });
+  if (r) {
+    m_overlay = std::move(overlay);
+  }
+  return r;
+}
+
+Result<void> RunContext::drain() {
+  auto r = m_committer->wait();
+  m_overlay.clear();
+  return r;
+}
+
+Result<Watermark> RunContext::settled_watermark(int64_t feed) {
+  if (auto r = drain(); !r) {
+    return tl::unexpected(r.error());
+  }
+  return store.watermark(feed);
+}
+
+Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int64_t feed, const std::vector<std::string>& uris) {
+  auto held = store.resources(feed, uris);
+  if (held && !m_overlay.empty()) {
+    for (const auto& u : uris) {
+      if (auto it = m_overlay.find(u); it != m_overlay.end()) {
+        (*held)[u] = it->second;
+      }
+    }
+  }
+  return held;
+}
+
+void RunContext::remember_validators(const SpooledDocument& d) {
+  ValidatorCache::Validators v{d.response().header("etag"), d.response().header("last-modified")};
+  const std::string key = src.name + " " + d.url();
+  if (v.etag.empty() && v.last_modified.empty()) {
+    validators.forget(key);
+  } else {
+    validators.put(key, std::move(v));
+  }
+}
+
+store::RetryRecord RunContext::retry_for(const rs::Entry& e, std::optional<rs::Change> change,
+                             std::optional<rs::Timestamp> time, const std::string& reason, int attempts) const {
+  store::RetryRecord r;
+  r.uri = e.loc;
+  r.entry = e;
+  r.change = change;
+  r.change_datetime = time;
+  r.reason = reason;
+  r.attempts = attempts;
+  const auto delay = std::min<std::chrono::seconds>(opt.refetch_backoff * (int64_t{1} << std::min(attempts - 1, 20)),
+                                                    std::chrono::hours(24));
+  r.next_attempt_at =
+      std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now() + delay);
+  return r;
+}
+
+} // namespace tributary::sync

@@ -1,0 +1,237 @@
+#pragma once
+
+// Internal to the sync engine: what one run over one source shares between
+// its ways of syncing (baseline.cpp, incremental.cpp, change_dump.cpp,
+// audit.cpp, refetch.cpp). sync.cpp starts the run and picks the ways.
+
+#include "sync_engine/content_fetch.h"
+#include "sync_engine/document_fetch.h"
+#include "sync_engine/dump_package.h"
+#include "sync_engine/endpoint_fetcher.h"
+#include "sync_engine/spool.h"
+#include "sync_engine/sync.h"
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace tributary::sync {
+
+using store::ChangeRecord;
+using store::ResourceRecord;
+using store::ResourceState;
+using store::Watermark;
+
+// ---- entries and what we hold -------------------------------------------------
+
+const std::vector<rs::HashValue>& offered_hashes(const rs::Entry& e);
+// Whether what we hold already is what the entry describes: the strongest
+// hash offered when we hold that digest, else lastmod (and length).
+bool same_content(const ResourceRecord& held, const rs::Entry& e);
+// The length and hashes an entry promises, to verify its bytes against.
+Expected expected_of(const rs::Entry& e);
+// The record for an entry whose bytes we now hold.
+ResourceRecord record_for(const rs::Entry& e, const store::BlobInfo& blob, const std::string& served_from,
+                          const std::optional<std::string>& response_type);
+// The record a change describes without its bytes (an intermediate change
+// of a resource changed again later in the same batch, or a deletion).
+ResourceRecord record_from_entry(const rs::Entry& e, ResourceState state);
+
+// Reads a spooled document's entries into memory in chunks, handing each
+// chunk on; `flush` returns false to stop.
+class ChunkHandler : public rs::DocumentHandler {
+public:
+  ChunkHandler(size_t chunk, std::function<bool(std::vector<rs::Entry>&)> flush)
+      : m_chunk(chunk), m_flush(std::move(flush)) {}
+  void on_entry(rs::Entry&& e, uint64_t) override;
+  // Hands on what is left; false when a flush stopped the reading.
+  bool finish();
+
+private:
+  void drain();
+  size_t m_chunk;
+  std::function<bool(std::vector<rs::Entry>&)> m_flush;
+  std::vector<rs::Entry> m_pending;
+  bool m_stopped = false;
+};
+
+// Commits batches on a store session of its own in a background thread, one
+// batch in flight at a time, so that the next batch is read, compared and
+// fetched while the previous one commits (measured: the client and
+// PostgreSQL otherwise take turns and leave a core idle).
+class Committer {
+public:
+  Committer(std::unique_ptr<store::Store> session, store::BlobStore& blobs)
+      : m_session(std::move(session)), m_blobs(blobs) {}
+  ~Committer() { (void)wait(); }
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  // Waits for the batch in flight (returning its failure, if any, without
+  // submitting), then hands this one over; `on_committed` runs after it
+  // commits.
+  Result<void> submit(store::Batch batch, std::function<void(const store::Batch&)> on_committed);
+  // Waits for the batch in flight; its result (or the last one's).
+  Result<void> wait();
+
+private:
+  std::unique_ptr<store::Store> m_session;
+  store::BlobStore& m_blobs;
+  std::future<Result<void>> m_future;
+  Result<void> m_last;
+};
+
+// Where a batch's content comes from: the network (fetch_all) by default,
+// or a dump package.
+using ContentSource = std::function<std::vector<Result<FetchedContent>>(const std::vector<const rs::Entry*>&)>;
+
+// ---- the run --------------------------------------------------------------------
+
+// One run over one source: its report, the store and blob store, the
+// source's fetchers and host policy, the commit pipeline and progress.
+class RunContext {
+public:
+  RunContext(store::Store& st, store::BlobStore& bl, std::shared_ptr<Fetcher> transport,
+             std::shared_ptr<HostRateLimiter> limiter, const std::filesystem::path& tmp_dir, const SourceConfig& source,
+             const RunOptions& run_options, SourceReport& rep, ValidatorCache& cache)
+      : store(st), blobs(bl), tmp(tmp_dir), src(source), opt(run_options), report(rep), validators(cache),
+        m_transport(std::move(transport)), m_limiter(std::move(limiter)) {}
+
+  // The source's fetchers and the commit session; false (with an error) when
+  // they cannot be had.
+  bool setup();
+
+  // An error of the run, naming its URL (the first few are reported, more
+  // are stored).
+  void error(const std::string& url, const std::string& reason);
+  // What the run decided ("re-baselined: ..."), for the report.
+  void note(std::string n) { report.notes.push_back(std::move(n)); }
+  bool cancelled() const { return opt.cancel && opt.cancel->load(); }
+  void progress(const std::string& doc);
+
+  // Fetches and validates a document of the capability `want`. With
+  // `conditional`, a document applied to its end before is asked for with
+  // If-None-Match / If-Modified-Since, and may come back not_modified().
+  Result<std::unique_ptr<SpooledDocument>> spool(const std::string& url, rs::Capability want,
+                                                 bool conditional = false);
+  // Records a document's validators once it was applied to its end.
+  void remember_validators(const SpooledDocument& d);
+
+  // Fetches the content of several entries in parallel (the source's
+  // concurrency), each from its mirrors in `pri` order then its loc, within
+  // the host policy; every blob is published (durable) before this returns.
+  std::vector<Result<FetchedContent>> fetch_all(const std::vector<const rs::Entry*>& entries);
+  // One file-system sync for the whole batch, then every blob is named.
+  void publish_sealed(std::vector<Result<FetchedContent>>& results);
+
+  // Hands the batch to the committer. Until it commits, lookups of the next
+  // batch may not see it, so its resource states are kept as an overlay.
+  Result<void> commit(store::Batch& batch);
+  // Waits until every submitted batch is committed.
+  Result<void> drain();
+  // The feed's watermark once every submitted batch has committed.
+  Result<Watermark> settled_watermark(int64_t feed);
+  // What the store holds for these URIs, as it will be once the batch in
+  // flight commits.
+  Result<std::unordered_map<std::string, ResourceRecord>> held_for(int64_t feed,
+                                                                   const std::vector<std::string>& uris);
+
+  // A resource whose content failed, to retry later (see store::RetryRecord):
+  // after refetch_backoff, doubling per attempt up to a day.
+  store::RetryRecord retry_for(const rs::Entry& e, std::optional<rs::Change> change,
+                               std::optional<rs::Timestamp> time, const std::string& reason,
+                               int attempts = 1) const;
+
+  store::Store& store;
+  store::BlobStore& blobs;
+  std::filesystem::path tmp;
+  const SourceConfig& src;
+  const RunOptions& opt;
+  SourceReport& report;
+  ValidatorCache& validators;
+  std::shared_ptr<Fetcher> fetcher; // documents: retried with backoff, rate-limited
+  FetchOptions options;             // the source's headers and credentials
+  int64_t source_id = 0;
+  int64_t run_id = 0;
+  uint64_t done = 0;  // entries applied (progress)
+  uint64_t total = 0; // entries in the documents known so far
+  std::chrono::steady_clock::time_point progress_start = std::chrono::steady_clock::now();
+
+private:
+  bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
+
+  std::shared_ptr<Fetcher> m_transport;
+  std::shared_ptr<HostRateLimiter> m_limiter;
+  std::shared_ptr<EndpointFetcher> m_endpoint;
+  std::shared_ptr<Fetcher> m_content_fetcher; // one try per location per round
+  std::unique_ptr<Committer> m_committer;
+  std::unordered_map<std::string, ResourceRecord> m_overlay;
+  std::mutex m_counters_mutex;
+  bool m_source_is_file = false;
+  std::unordered_set<std::string> m_allowed_hosts;
+};
+
+// ---- the ways of syncing a feed, one file each -------------------------------------
+
+// baseline.cpp: from the Resource List (or index), or from the Resource Dump
+// (or index); both end by deleting what was not listed and starting the
+// watermark at the list's `at`.
+Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url);
+Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string& rd_url);
+
+// incremental.cpp: the Change List (or index), strictly after the watermark;
+// a gap in the history re-baselines from `rl_url`.
+Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url,
+                                   const std::string& rl_url);
+
+// A change to apply, in order.
+struct PendingChange {
+  rs::Entry entry;
+  rs::Timestamp time;
+  int64_t position = 0; // among changes of the same time in its list
+  bool selected = true; // by the source's include/exclude filters
+};
+// Applies a batch of changes of one list in one transaction with the
+// watermark it reaches (incremental.cpp; also the Change Dump's way).
+Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list_url,
+                          std::vector<PendingChange>& changes, Watermark& w, const ContentSource& source = {});
+
+// change_dump.cpp: catch-up from the Change Dump (or index).
+Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::string& cd_url);
+
+// dump_source.cpp: what the two dump ways share.
+// The package entries of a Resource or Change Dump (or of every part of its
+// index), locs made absolute; parts of an index that end before
+// `skip_before` are not fetched.
+Result<std::vector<rs::Entry>> dump_packages(RunContext& ctx, const std::string& url, rs::Capability kind,
+                                             std::optional<rs::Timestamp>& at,
+                                             std::optional<rs::Timestamp> skip_before = std::nullopt);
+// A package downloaded (verified against the dump's rs:md) and opened
+// (checked whole); the file goes when this does.
+struct OpenedPackage {
+  std::filesystem::path file;
+  std::unique_ptr<DumpPackage> package;
+  OpenedPackage() = default;
+  OpenedPackage(OpenedPackage&&) = default;
+  ~OpenedPackage();
+};
+Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind);
+// Extracts the entries `wanted` from a package and publishes their blobs: a
+// ContentSource for the batch functions.
+std::vector<Result<FetchedContent>> extract_entries(RunContext& ctx, const DumpPackage& package,
+                                                    const std::vector<const rs::Entry*>& wanted,
+                                                    const std::function<size_t(const rs::Entry*)>& index_of);
+
+// audit.cpp: counts against the Resource List; with repair, a baseline.
+Result<void> audit(RunContext& ctx, int64_t feed, const std::string& rl_url);
+
+// refetch.cpp: the feed's resources whose content failed before, when due.
+Result<void> retry_failed(RunContext& ctx, int64_t feed);
+
+} // namespace tributary::sync

@@ -1,0 +1,40 @@
+#pragma once
+
+// Internal to the store's PostgreSQL sources: libpqxx exceptions as
+// Errors. Include it before anything else that includes pqxx.
+
+#include "common/result.h"
+
+#define PQXX_HAVE_OPTIONAL 1 // before pqxx: as<std::optional<T>> on NULL
+#include <pqxx/pqxx>
+
+#include <string>
+
+namespace tributary::store {
+
+// Translates libpqxx exceptions into Errors; callers never see pqxx types.
+template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const pqxx::broken_connection& e) {
+    return make_error(ErrorKind::transient, std::string(what) + ": database connection lost: " + e.what());
+  } catch (const pqxx::sql_error& e) {
+    const std::string state = e.sqlstate();
+    ErrorKind kind = ErrorKind::permanent;
+    if (state == "40001" || state == "40P01" || state == "55P03" || state.rfind("08", 0) == 0 ||
+        state == "57P01") {
+      kind = ErrorKind::transient;
+    } else if (state.rfind("23", 0) == 0) {
+      kind = ErrorKind::conflict;
+    }
+    std::string msg = e.what();
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+      msg.pop_back();
+    }
+    return make_error(kind, std::string(what) + ": " + msg + " (SQLSTATE " + state + ")");
+  } catch (const std::exception& e) {
+    return make_error(ErrorKind::permanent, std::string(what) + ": " + e.what());
+  }
+}
+
+} // namespace tributary::store
