@@ -96,6 +96,7 @@ private:
     FetchResponse resp;
     std::string failure;
     bool stream_body = false;
+    bool bodiless = false; // a status that has no content (RFC 9110 6.4.1)
     auto res = client->Get(
         u.target, headers,
         [&](const httplib::Response& r) {
@@ -104,6 +105,15 @@ private:
             resp.headers[to_lower(k)] = v;
           }
           stream_body = r.status >= 200 && r.status <= 299;
+          // 1xx, 204 and 304 have no content whatever the headers say. The
+          // client library would read one until the connection closes when
+          // no length is given (a 60 s stall per poll against a server that
+          // keeps the connection open), so the request ends here.
+          bodiless = (r.status >= 100 && r.status <= 199) || r.status == 204 || r.status == 304;
+          if (bodiless) {
+            stream_body = false;
+            return false;
+          }
           return true;
         },
         [&](const char* data, size_t n) {
@@ -121,6 +131,9 @@ private:
           }
           return true;
         });
+    if (!res && bodiless && res.error() == httplib::Error::Canceled) {
+      return resp; // not given back: the library leaves a cancelled connection in an unknown state
+    }
     if (!res) {
       const auto err = res.error();
       if (!failure.empty()) {
@@ -130,6 +143,13 @@ private:
       ErrorKind kind = err == httplib::Error::SSLServerVerification ? ErrorKind::permanent
                                                                       : ErrorKind::transient;
       return make_error(kind, "GET " + u.str() + ": " + httplib::to_string(err));
+    }
+    if (resp.status == 0) {
+      // The library calls no response handler for a 204 (it reads no body).
+      resp.status = res->status;
+      for (const auto& [k, v] : res->headers) {
+        resp.headers[to_lower(k)] = v;
+      }
     }
     give_back(u, o, std::move(client));
     if (is_redirect(resp.status)) {

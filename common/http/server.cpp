@@ -477,6 +477,15 @@ struct Server::Impl {
       apply_range(req, res);
     }
     const bool no_body = res.status == 304 || res.status == 204 || (res.status >= 100 && res.status < 200);
+    if (res.status == 304) {
+      // No Content-Length (RFC 9110 allows none), and the connection ends
+      // here: a client that reads a body until the connection closes when
+      // no length is given (cpp-httplib 0.11's does, and so did every
+      // Tributary before its client was fixed) would otherwise wait for the
+      // idle timeout on every poll of an unchanged document. Polls are few;
+      // a reconnect per 304 costs little.
+      keep_alive = false;
+    }
     if (no_body) {
       res.body.clear();
       res.shared.reset();

@@ -186,23 +186,37 @@ TEST_CASE("HTTP server: malformed and oversized requests are refused with a stat
   }
 }
 
-TEST_CASE("HTTP server: HEAD sends the GET headers without the body, and 304 sends no body") {
+TEST_CASE("HTTP server: HEAD sends the GET headers without the body, and a 304 sends the validators, no body, and closes") {
   TestServer s([](const Request& req, Response& res, bool) {
     if (req.path == "/304") {
       res.status = 304;
       res.set_header("ETag", "\"x\"");
+      res.set_header("Cache-Control", "no-cache");
       return Disposition::done;
     }
     res.set_body("twelve bytes", "text/plain");
     return Disposition::done;
   });
+  {
+    Client c(s.port());
+    c.send("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + get("/"));
+    const std::string out = c.read_until("twelve bytes");
+    CHECK(out.find("Content-Length: 12\r\n\r\nHTTP/1.1 200 OK") != std::string::npos);
+    CHECK(out.find("twelve bytes") == out.rfind("twelve bytes")); // once: from the GET only
+  }
+  // A client that reads a 304's body to the end of the connection when no
+  // Content-Length is given (cpp-httplib 0.11, and so every Tributary before
+  // its own client was fixed) gets that end at once, not after the idle
+  // timeout.
   Client c(s.port());
-  c.send("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n" + get("/304") + get("/"));
-  const std::string out = c.read_until("twelve bytes");
-  CHECK(out.find("Content-Length: 12\r\n\r\nHTTP/1.1 304 Not Modified") != std::string::npos);
-  CHECK(out.find("twelve bytes") == out.rfind("twelve bytes")); // once: from the GET only
-  const size_t not_modified = out.find("304 Not Modified");
-  CHECK(out.find("Content-Length", not_modified) > out.find("\r\n\r\n", not_modified));
+  c.send(get("/304"));
+  const std::string out = c.read_until("\r\n\r\n");
+  CHECK(out.rfind("HTTP/1.1 304 Not Modified\r\n", 0) == 0);
+  CHECK(out.find("ETag: \"x\"\r\n") != std::string::npos);
+  CHECK(out.find("Cache-Control: no-cache\r\n") != std::string::npos);
+  CHECK(out.find("Content-Length") == std::string::npos);
+  CHECK(out.find("Connection: close\r\n") != std::string::npos);
+  CHECK(c.closed_by_peer(1000));
 }
 
 TEST_CASE("HTTP server: single ranges of memory and file bodies, 416, and If-Range with a stale tag") {

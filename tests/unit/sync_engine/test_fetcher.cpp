@@ -2,6 +2,14 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include <filesystem>
 #include <fstream>
 
@@ -69,4 +77,78 @@ TEST_CASE("Fetcher: file URLs stream the file, missing files are not_found, unkn
   CHECK(gsi.error().kind == ErrorKind::usage);
   CHECK(gsi.error().message.find("scheme 'gsiftp' is not supported") != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A server that answers every request on one connection with `response`,
+// then keeps the connection open (as a keep-alive server does) until the
+// client goes.
+struct RawServer {
+  int listener = -1;
+  int port = 0;
+  std::thread thread;
+
+  explicit RawServer(std::string response) {
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener, 4) == 0);
+    socklen_t len = sizeof a;
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    thread = std::thread([this, response] {
+      const int c = ::accept(listener, nullptr, nullptr);
+      if (c < 0) {
+        return;
+      }
+      std::string got;
+      char buf[4096];
+      while (got.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) {
+          ::close(c);
+          return;
+        }
+        got.append(buf, static_cast<size_t>(n));
+      }
+      (void)::send(c, response.data(), response.size(), MSG_NOSIGNAL);
+      while (::recv(c, buf, sizeof buf, 0) > 0) {
+      }
+      ::close(c);
+    });
+  }
+  ~RawServer() {
+    ::shutdown(listener, SHUT_RDWR);
+    ::close(listener);
+    thread.join();
+  }
+};
+
+} // namespace
+
+TEST_CASE("Fetcher: a 304 or 204 without Content-Length on a kept-alive connection ends at its headers") {
+  for (const char* head : {"HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\n\r\n", "HTTP/1.1 204 No Content\r\n\r\n"}) {
+    CAPTURE(head);
+    RawServer server(head);
+    auto fetcher = make_default_fetcher();
+    FetchOptions o;
+    o.read_timeout = std::chrono::seconds(5);
+    o.headers["If-None-Match"] = "\"v1\"";
+    size_t body = 0;
+    const auto started = std::chrono::steady_clock::now();
+    auto r = fetcher->fetch("http://127.0.0.1:" + std::to_string(server.port) + "/cl.xml", o,
+                            [&](const char*, size_t n) {
+                              body += n;
+                              return true;
+                            });
+    const auto took = std::chrono::steady_clock::now() - started;
+    REQUIRE(r);
+    CHECK((r->status == 304 || r->status == 204));
+    CHECK(body == 0);
+    // Before the fix the client read a body until the read timeout.
+    CHECK(took < std::chrono::seconds(4));
+  }
 }
