@@ -98,7 +98,13 @@ void Validator::header(const DocumentHeader& h, uint64_t line) {
     const bool mandatory = cap == Capability::changelist || cap == Capability::changedump ||
                            cap == Capability::changedump_manifest;
     if (!md.from && mandatory) {
-      err("a " + name + (index ? " index" : "") + " must have a 'from' attribute on its <rs:md> (Appendix A)");
+      // Appendix A requires it, but real Sources omit it (resync-simulator,
+      // whenever the oldest change it remembers is a deletion) and the
+      // reference client reads such documents: a reader takes the first
+      // change's time instead.
+      warn("a " + name + (index ? " index" : "") +
+           " without a 'from' attribute on its <rs:md> (Appendix A requires one): the first change's time is taken "
+           "instead");
     }
     if (md.at || md.completed) {
       warn("'at'/'completed' are not used in a " + name + " (Appendix A); ignored");

@@ -12,6 +12,24 @@ namespace tributary::sync {
 
 namespace {
 
+// The time of a list's first change: what stands for its `from` when it
+// has none (resync-simulator omits it whenever its oldest change is a
+// deletion, which has no lastmod).
+std::optional<rs::Timestamp> first_change_time(const SpooledDocument& d) {
+  struct First : rs::DocumentHandler {
+    std::optional<rs::Timestamp> time;
+    void on_entry(rs::Entry&& e, uint64_t) override {
+      if (!time) {
+        time = e.change_time();
+      }
+    }
+  } first;
+  if (!d.read(first)) {
+    return std::nullopt;
+  }
+  return first.time;
+}
+
 struct ListRef {
   std::string url;
   std::optional<rs::Timestamp> from;
@@ -97,7 +115,13 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
       lists.push_back(ListRef{e.loc, e.md ? e.md->from : std::nullopt, e.md ? e.md->until : std::nullopt});
     }
   } else {
-    lists.push_back(ListRef{cl_url, (*doc)->header().md->from, (*doc)->header().md->until});
+    std::optional<rs::Timestamp> from = (*doc)->header().md->from;
+    if (!from && (*doc)->summary().entries > 0) {
+      from = first_change_time(**doc);
+      ctx.note("the Change List " + cl_url + " has no 'from' (Appendix A requires one): its first change's time, " +
+               (from ? rs::format_w3c_datetime(*from) : std::string("none")) + ", is taken instead");
+    }
+    lists.push_back(ListRef{cl_url, from, (*doc)->header().md->until});
   }
   if (lists.empty()) {
     return {};

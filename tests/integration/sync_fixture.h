@@ -99,8 +99,10 @@ struct Site {
     }
     up.set_document("/rl.xml", rl);
   }
-  void publish_change_list(const std::string& path, rs::Timestamp from, std::optional<rs::Timestamp> until,
-                           const std::vector<rs::Entry>& entries) {
+  // `from` may be absent, as resync-simulator leaves it when its oldest
+  // change is a deletion.
+  void publish_change_list(const std::string& path, std::optional<rs::Timestamp> from,
+                           std::optional<rs::Timestamp> until, const std::vector<rs::Entry>& entries) {
     rs::Document cl = make_doc("changelist");
     cl.header.md->from = from;
     cl.header.md->until = until;

@@ -161,6 +161,42 @@ TEST_CASE("Sync: a gap in the change history re-baselines automatically") {
   CHECK(env.live() == expected_live(site));
 }
 
+TEST_CASE("Sync: a Change List without 'from' (resync-simulator's, oldest change a deletion) is followed, with a note") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a0");
+  site.put("/res/b.txt", "b0");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+
+  // The simulator's shape: its oldest remembered change is a deletion
+  // (no lastmod, so it writes no 'from'), 1.0 style times on the others.
+  site.erase("/res/b.txt");
+  site.put("/res/a.txt", "a1");
+  site.put("/res/c.txt", "c1");
+  rs::Entry deleted{.loc = up.url("/res/b.txt")};
+  deleted.md = rs::Metadata{};
+  deleted.md->change = rs::Change::deleted;
+  deleted.md->datetime = ts("2026-01-02T00:00:00Z");
+  site.publish_change_list("/cl.xml", std::nullopt, std::nullopt,
+                           {deleted,
+                            change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-02T00:00:01Z"), "a1",
+                                         /*v10=*/true),
+                            change_entry(up.url("/res/c.txt"), rs::Change::created, ts("2026-01-02T00:00:02Z"), "c1",
+                                         /*v10=*/true)});
+  auto r = env.run(src, RunMode::incremental);
+  INFO((r.errors.empty() ? std::string() : r.errors.front()));
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(has_note(r, "has no 'from' (Appendix A requires one): its first change's time, 2026-01-02T00:00:00Z"));
+  CHECK(r.counters.deleted == 1);
+  CHECK(r.counters.updated == 1);
+  CHECK(r.counters.created == 1);
+  CHECK(env.live() == expected_live(site));
+}
+
 TEST_CASE("Sync: audit counts differences and repair fixes them") {
   Upstream up;
   Site site(up);
