@@ -92,6 +92,7 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
   std::map<std::string, zip_uint64_t> by_name;
   uint64_t total = 0;
   std::optional<zip_uint64_t> manifest_index;
+  size_t untyped = 0;
   for (zip_uint64_t i = 0; i < static_cast<zip_uint64_t>(n); ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
@@ -112,7 +113,11 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
       if (S_ISLNK(mode)) {
         return tl::unexpected(refused(url, "entry '" + name + "' is a symbolic link"));
       }
-      if (mode != 0 && !S_ISREG(mode)) {
+      if ((mode & S_IFMT) == 0) {
+        // Permission bits without a file type: Python's zipfile.writestr()
+        // writes these (py-resync's own dumps), and they mean a plain file.
+        ++untyped;
+      } else if (!S_ISREG(mode)) {
         return tl::unexpected(refused(url, "entry '" + name + "' is not a regular file"));
       }
     }
@@ -135,6 +140,11 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
   }
   if (!manifest_index) {
     return tl::unexpected(refused(url, "no manifest.xml at the top level"));
+  }
+  if (untyped > 0) {
+    m->warnings.push_back(url + ": " + std::to_string(untyped) +
+                          " ZIP entr" + (untyped == 1 ? "y" : "ies") +
+                          " with Unix permissions but no file type (as Python's zipfile writes them), read as plain files");
   }
   // The manifest.
   zip_stat_t mst;

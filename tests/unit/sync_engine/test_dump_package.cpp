@@ -214,3 +214,22 @@ TEST_CASE("Dump package: a zip bomb, a truncated package and a wrong bitstream a
   REQUIRE_FALSE(c);
   CHECK(c.error().message.find("more bytes than announced") != std::string::npos);
 }
+
+TEST_CASE("Dump package: entries as Python's zipfile.writestr() writes them (0600 and no file type) are plain files") {
+  // zipfile.writestr() with a name sets external_attr = 0o600 << 16 and
+  // create_system 3 (Unix): permission bits, no S_IFREG. py-resync's dumps
+  // are written so; every one of them was refused before.
+  Dir d;
+  const auto zip = d.path / "python.zip";
+  write_zip(zip, {{"manifest.xml", manifest({manifest_entry("http://e.org/a", "/res/a.txt", "alpha")}), 0600},
+                  {"res/a.txt", "alpha", 0600}});
+  auto pkg = open_zip(zip);
+  INFO((pkg ? std::string() : pkg.error().message));
+  REQUIRE(pkg);
+  REQUIRE((*pkg)->warnings().size() == 1);
+  CHECK((*pkg)->warnings()[0].find("2 ZIP entries with Unix permissions but no file type") != std::string::npos);
+  auto blobs = *store::BlobStore::open(d.path / "blobs");
+  auto got = (*pkg)->extract(0, *blobs);
+  REQUIRE(got);
+  CHECK(got->blob.length == 5);
+}
