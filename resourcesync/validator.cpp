@@ -89,7 +89,12 @@ void Validator::header(const DocumentHeader& h, uint64_t line) {
   const Metadata& md = *h.md;
   if (is_snapshot_capability(cap)) {
     if (!md.at) {
-      err("a " + name + (index ? " index" : "") + " must have an 'at' attribute on its <rs:md> (Appendix A)");
+      // Appendix A requires it, but real Sources omit it (Timbuctoo's and
+      // older resync Resource Lists) and the reference client reads them:
+      // a baseline from such a list cannot tell which later changes it
+      // already shows, so a Destination applies every change it sees.
+      warn("a " + name + (index ? " index" : "") +
+           " without an 'at' attribute on its <rs:md> (Appendix A requires one): the time it shows is unknown");
     }
     if (md.from || md.until) {
       warn("'from'/'until' are not used in a " + name + " (Appendix A); ignored");

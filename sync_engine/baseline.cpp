@@ -14,15 +14,25 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
                             const ContentSource& source = {});
 
 // Everything listed was seen: what we hold beyond it is gone upstream. The
-// watermark starts at `at`.
+// watermark starts at `at`. A list without `at` (a deviation real Sources
+// make) shows an unknown time: the baseline is dated now, and the watermark
+// has no time, so the next incremental run applies every change the Change
+// List holds (re-applying one already held logs nothing) rather than skip
+// one that came after the list was made.
 Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at) {
   auto wm = ctx.settled_watermark(feed);
   if (!wm) {
     return tl::unexpected(wm.error());
   }
   Watermark w = *wm;
-  w.baseline_at = at;
+  w.baseline_at = at ? at
+                     : std::optional<rs::Timestamp>(std::chrono::time_point_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now()));
   w.last_time = at;
+  if (!at) {
+    ctx.note("the baseline's list has no 'at' (Appendix A requires one): the next incremental run applies every "
+             "change its Change List holds");
+  }
   w.last_uri.clear();
   w.last_position = -1;
   auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w);

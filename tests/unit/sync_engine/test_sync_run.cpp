@@ -79,8 +79,8 @@ struct FileSource {
     e.md->length = bytes.size();
     return e;
   }
-  // The Resource List of what `content` holds, at `when`.
-  void publish_resource_list(rs::Timestamp when) const {
+  // The Resource List of what `content` holds, at `when` (none: no `at`).
+  void publish_resource_list(std::optional<rs::Timestamp> when) const {
     rs::Document d = doc("resourcelist");
     d.header.md->at = when;
     for (const auto& [name, bytes] : content) {
@@ -319,4 +319,34 @@ TEST_CASE("sync run: an audit counts what differs from the Resource List, and re
   r = e.run(store::RunMode::audit);
   CHECK(r.audit.in_sync == 3);
   CHECK(r.audit.missing + r.audit.extra + r.audit.changed == 0);
+}
+
+TEST_CASE("sync run: a Resource List without 'at' baselines, and the next run applies every change the Change List holds") {
+  FileSource src;
+  src.put("a", "alpha");
+  src.put("b", "bravo");
+  src.publish_resource_list(std::nullopt); // as Timbuctoo and older resync publish them
+  // Changes older than the list (already in it) and one after it: which is
+  // which cannot be told without 'at'.
+  src.publish_change_list(at("2026-01-01T00:00:00Z"), {{"a", rs::Change::created, at("2026-01-01T00:00:00Z")},
+                                                       {"b", rs::Change::created, at("2026-01-01T00:00:01Z")}});
+  Engine e(src);
+  auto r = e.run(store::RunMode::baseline);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK(has_note(r, "has no 'at'"));
+  CHECK(e.memory->watermark(e.feed())->baseline_at.has_value()); // baselined: not "never synced" again
+  CHECK_FALSE(e.memory->watermark(e.feed())->last_time.has_value());
+
+  src.put("c", "charlie");
+  src.publish_change_list(at("2026-01-01T00:00:00Z"), {{"a", rs::Change::created, at("2026-01-01T00:00:00Z")},
+                                                       {"b", rs::Change::created, at("2026-01-01T00:00:01Z")},
+                                                       {"c", rs::Change::created, at("2026-01-01T00:00:02Z")}});
+  r = e.run(store::RunMode::incremental);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK_FALSE(has_note(r, "never synced"));
+  CHECK(r.counters.created == 1);
+  CHECK(r.counters.unchanged == 2);
+  CHECK(e.held() == src.content);
+  // The changes the baseline already showed log nothing again.
+  CHECK(e.log() == std::vector<std::string>{"created a", "created b", "created c"});
 }
