@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace tributary::agg {
@@ -34,43 +35,51 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     return it == stats.end() ? nullptr : &it->second;
   };
   const auto now = Clock::now();
-  family("tributary_source_resources", "gauge", "Resources held live.");
-  for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    m << "tributary_source_resources{source=\"" << v.name << "\"} " << (s ? s->live : 0) << '\n';
-  }
-  family("tributary_source_deleted_resources", "gauge", "Resources held as deleted.");
-  for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    m << "tributary_source_deleted_resources{source=\"" << v.name << "\"} " << (s ? s->deleted : 0) << '\n';
-  }
-  family("tributary_source_retrying_resources", "gauge",
-         "Resources whose content failed and is fetched again by later runs.");
-  for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    m << "tributary_source_retrying_resources{source=\"" << v.name << "\"} " << (s ? s->retrying : 0) << '\n';
-  }
-  family("tributary_source_bytes", "gauge", "Bytes of the resources held live.");
-  for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    m << "tributary_source_bytes{source=\"" << v.name << "\"} " << (s ? s->bytes : 0) << '\n';
-  }
-  family("tributary_source_lag_seconds", "gauge", "Now minus the newest upstream change applied.");
-  for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    if (s && s->newest_change) {
-      m << "tributary_source_lag_seconds{source=\"" << v.name << "\"} "
-        << std::max(0.0, std::chrono::duration<double>(now - *s->newest_change).count()) << '\n';
+  // A gauge per source: `write` puts the source's value on the stream, or
+  // returns false when it has none (the series is left out).
+  auto per_source = [&](const char* name, const char* help,
+                        const std::function<bool(const store::SourceStats*, std::ostream&)>& write) {
+    family(name, "gauge", help);
+    for (const auto& v : views) {
+      std::ostringstream value;
+      if (write(stat_of(v.name), value)) {
+        m << name << "{source=\"" << v.name << "\"} " << value.str() << '\n';
+      }
     }
-  }
-  family("tributary_source_last_success_timestamp_seconds", "gauge", "When the last successful run ended.");
-  for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    if (s && s->last_success && s->last_success->finished_at) {
-      m << "tributary_source_last_success_timestamp_seconds{source=\"" << v.name << "\"} " << std::fixed
-        << epoch_seconds(*s->last_success->finished_at) << std::defaultfloat << '\n';
-    }
-  }
+  };
+  per_source("tributary_source_resources", "Resources held live.", [](const auto* s, std::ostream& o) {
+    o << (s ? s->live : 0);
+    return true;
+  });
+  per_source("tributary_source_deleted_resources", "Resources held as deleted.", [](const auto* s, std::ostream& o) {
+    o << (s ? s->deleted : 0);
+    return true;
+  });
+  per_source("tributary_source_retrying_resources",
+             "Resources whose content failed and is fetched again by later runs.", [](const auto* s, std::ostream& o) {
+               o << (s ? s->retrying : 0);
+               return true;
+             });
+  per_source("tributary_source_bytes", "Bytes of the resources held live.", [](const auto* s, std::ostream& o) {
+    o << (s ? s->bytes : 0);
+    return true;
+  });
+  per_source("tributary_source_lag_seconds", "Now minus the newest upstream change applied.",
+             [&now](const auto* s, std::ostream& o) {
+               if (!s || !s->newest_change) {
+                 return false;
+               }
+               o << std::max(0.0, std::chrono::duration<double>(now - *s->newest_change).count());
+               return true;
+             });
+  per_source("tributary_source_last_success_timestamp_seconds", "When the last successful run ended.",
+             [](const auto* s, std::ostream& o) {
+               if (!s || !s->last_success || !s->last_success->finished_at) {
+                 return false;
+               }
+               o << std::fixed << epoch_seconds(*s->last_success->finished_at);
+               return true;
+             });
   family("tributary_source_consecutive_failures", "gauge", "Failed runs since the last success.");
   for (const auto& v : views) {
     m << "tributary_source_consecutive_failures{source=\"" << v.name << "\"} " << v.consecutive_failures << '\n';

@@ -6,6 +6,8 @@
 #include "common/version.h"
 #include "resourcesync/datetime.h"
 
+#include <nlohmann/json.hpp>
+
 namespace tributary::agg {
 
 namespace {
@@ -75,6 +77,201 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+Result<json> sources_json(DaemonState& state, const std::string& only) {
+  auto stats = read_stats(state);
+  if (!stats) {
+    return tl::unexpected(stats.error());
+  }
+  const Time now = Clock::now();
+  json out = json::array();
+  std::lock_guard lock(state.mutex);
+  for (const auto& v : state.scheduler.view()) {
+    if (!only.empty() && v.name != only) {
+      continue;
+    }
+    const sync::SourceConfig* cfg = state.scheduler.source(v.name);
+    json j{{"name", v.name},
+           {"url", cfg->url},
+           {"enabled", cfg->enabled},
+           {"state", std::string(to_string(v.state))},
+           {"interval_seconds", cfg->interval.count()},
+           {"audit_interval_seconds", cfg->audit_interval.count()},
+           {"strategy", cfg->strategy},
+           {"next_run_at", v.state == SourceState::disabled ? json(nullptr) : json(iso(v.next_run))},
+           {"consecutive_failures", v.consecutive_failures},
+           {"queued", v.queued ? json(*v.queued) : json(nullptr)}};
+    auto found = stats->find(v.name);
+    const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
+    j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
+                      {"retrying", st ? st->retrying : 0}};
+    j["bytes"] = st ? st->bytes : 0;
+    j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
+    j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
+    j["last_success"] = st && st->last_success ? run_json(*st->last_success) : json(nullptr);
+    if (st && st->last_failure) {
+      json f = run_json(*st->last_failure);
+      f["error"] = st->last_failure->message;
+      j["last_failure"] = f;
+    } else {
+      j["last_failure"] = nullptr;
+    }
+    uint64_t unapplied = 0;
+    json job = nullptr;
+    if (auto it = state.running.find(v.name); it != state.running.end() && !it->second.done) {
+      const sync::Progress& p = it->second.progress;
+      unapplied = p.total > p.done ? p.total - p.done : 0;
+      job = {{"mode", store::to_string(it->second.mode)},
+             {"started_at", iso(it->second.started)},
+             {"document", p.document},
+             {"done", p.done},
+             {"total", p.total},
+             {"per_second", p.per_second},
+             {"eta_seconds", p.per_second > 0 && p.total > p.done
+                                 ? json(static_cast<double>(p.total - p.done) / p.per_second)
+                                 : json(nullptr)}};
+    }
+    j["job"] = job;
+    json lag{{"unapplied_changes", unapplied}};
+    if (st && st->newest_change) {
+      lag["seconds"] = std::max(0.0, std::chrono::duration<double>(now - *st->newest_change).count());
+    } else {
+      lag["seconds"] = nullptr;
+    }
+    j["lag"] = lag;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string config_database(DaemonState& state) {
+  std::lock_guard lock(state.mutex);
+  return state.config.database;
+}
+
+void api_route(DaemonState& state, const http::Request& req, http::Response& res) {
+  const std::string prefix = "/api/v1/sources/";
+  if (req.path == "/api/v1/status") {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    auto sources = sources_json(state, "");
+    if (!sources) {
+      fail(res, 503, "store_unavailable", sources.error().message);
+      return;
+    }
+    const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - state.started_at).count();
+    answer(res, 200,
+           {{"version", std::string(version())},
+            {"started_at", iso(state.started_at)},
+            {"now", iso(Clock::now())},
+            {"uptime_seconds", uptime},
+            {"sources", *sources}});
+    return;
+  }
+  if (req.path.rfind(prefix, 0) != 0) {
+    fail(res, 404, "not_found", "no such endpoint: " + req.path);
+    return;
+  }
+  std::string rest = req.path.substr(prefix.size());
+  std::string action;
+  if (auto slash = rest.find('/'); slash != std::string::npos) {
+    action = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+  const std::string name = rest;
+  {
+    std::lock_guard lock(state.mutex);
+    if (!state.scheduler.source(name)) {
+      fail(res, 404, "unknown_source", "no source named '" + name + "' in the configuration");
+      return;
+    }
+  }
+  if (action.empty() || action == "runs") {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    if (action.empty()) {
+      auto sources = sources_json(state, name);
+      if (!sources) {
+        fail(res, 503, "store_unavailable", sources.error().message);
+      } else {
+        answer(res, 200, sources->at(0));
+      }
+      return;
+    }
+    std::lock_guard lock(state.status_mutex);
+    auto runs = state.status_store->recent_runs(name, 50);
+    if (!runs) {
+      fail(res, 503, "store_unavailable", runs.error().message);
+      return;
+    }
+    json list = json::array();
+    for (const auto& r : *runs) {
+      list.push_back(run_json(r));
+    }
+    answer(res, 200, {{"source", name}, {"runs", list}});
+    return;
+  }
+  if (action != "sync") {
+    fail(res, 404, "not_found", "no such endpoint: " + req.path);
+    return;
+  }
+  if (req.method != "POST") {
+    res.set_header("Allow", "POST");
+    fail(res, 405, "method_not_allowed", "use POST");
+    return;
+  }
+  std::optional<std::string> token;
+  {
+    std::lock_guard lock(state.mutex);
+    token = state.admin_token;
+  }
+  const std::string auth = req.header_value("authorization");
+  if (!token) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
+    return;
+  }
+  if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
+    return;
+  }
+  std::string mode_name = "incremental";
+  if (!req.body.empty()) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() ||
+        (body.contains("mode") && !body["mode"].is_string())) {
+      fail(res, 400, "bad_request", "expected a JSON object such as {\"mode\": \"incremental\"}");
+      return;
+    }
+    mode_name = body.value("mode", mode_name);
+  }
+  auto mode = mode_from(mode_name);
+  if (!mode) {
+    fail(res, 400, "bad_request", "mode must be \"incremental\", \"baseline\" or \"audit\"");
+    return;
+  }
+  Scheduler::Request r;
+  {
+    std::lock_guard lock(state.mutex);
+    r = state.scheduler.request(name, *mode);
+  }
+  if (r == Scheduler::Request::disabled) {
+    fail(res, 409, "disabled", "source '" + name + "' is disabled in the configuration");
+    return;
+  }
+  state.wake.notify_all();
+  log::info(name, "run requested through the API", {{"mode", mode_name}});
+  answer(res, 202, {{"source", name}, {"mode", mode_name}, {"queued", true}});
+}
+
+// One object per configured source (or just `only`): the scheduler's view,
+// the running job's progress, and the store's counts and runs.
 } // namespace
 
 Result<StatsByName> read_stats(DaemonState& state) {
@@ -116,7 +313,7 @@ http::Disposition StatusApi::handle(const http::Request& req, http::Response& re
   }
   try {
     if (p == "/readyz") {
-      if (auto r = store::check_schema(config_database()); !r) {
+      if (auto r = store::check_schema(config_database(m_state)); !r) {
         fail(res, 503, "not_ready", r.error().message);
       } else {
         answer(res, 200, {{"status", "ready"}});
@@ -129,207 +326,12 @@ http::Disposition StatusApi::handle(const http::Request& req, http::Response& re
         res.set_body(render_metrics(m_state, *stats), "text/plain; version=0.0.4; charset=utf-8");
       }
     } else {
-      api_route(req, res);
+      api_route(m_state, req, res);
     }
   } catch (const std::exception& e) {
     fail(res, 500, "internal", e.what());
   }
   return http::Disposition::done;
-}
-
-std::string StatusApi::config_database() {
-  std::lock_guard lock(m_state.mutex);
-  return m_state.config.database;
-}
-
-void StatusApi::api_route(const http::Request& req, http::Response& res) {
-  const std::string prefix = "/api/v1/sources/";
-  if (req.path == "/api/v1/status") {
-    if (req.method != "GET" && req.method != "HEAD") {
-      res.set_header("Allow", "GET, HEAD");
-      fail(res, 405, "method_not_allowed", "use GET");
-      return;
-    }
-    auto sources = sources_json("");
-    if (!sources) {
-      fail(res, 503, "store_unavailable", sources.error().message);
-      return;
-    }
-    const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - m_state.started_at).count();
-    answer(res, 200,
-           {{"version", std::string(version())},
-            {"started_at", iso(m_state.started_at)},
-            {"now", iso(Clock::now())},
-            {"uptime_seconds", uptime},
-            {"sources", *sources}});
-    return;
-  }
-  if (req.path.rfind(prefix, 0) != 0) {
-    fail(res, 404, "not_found", "no such endpoint: " + req.path);
-    return;
-  }
-  std::string rest = req.path.substr(prefix.size());
-  std::string action;
-  if (auto slash = rest.find('/'); slash != std::string::npos) {
-    action = rest.substr(slash + 1);
-    rest = rest.substr(0, slash);
-  }
-  const std::string name = rest;
-  {
-    std::lock_guard lock(m_state.mutex);
-    if (!m_state.scheduler.source(name)) {
-      fail(res, 404, "unknown_source", "no source named '" + name + "' in the configuration");
-      return;
-    }
-  }
-  if (action.empty() || action == "runs") {
-    if (req.method != "GET" && req.method != "HEAD") {
-      res.set_header("Allow", "GET, HEAD");
-      fail(res, 405, "method_not_allowed", "use GET");
-      return;
-    }
-    if (action.empty()) {
-      auto sources = sources_json(name);
-      if (!sources) {
-        fail(res, 503, "store_unavailable", sources.error().message);
-      } else {
-        answer(res, 200, sources->at(0));
-      }
-      return;
-    }
-    std::lock_guard lock(m_state.status_mutex);
-    auto runs = m_state.status_store->recent_runs(name, 50);
-    if (!runs) {
-      fail(res, 503, "store_unavailable", runs.error().message);
-      return;
-    }
-    json list = json::array();
-    for (const auto& r : *runs) {
-      list.push_back(run_json(r));
-    }
-    answer(res, 200, {{"source", name}, {"runs", list}});
-    return;
-  }
-  if (action != "sync") {
-    fail(res, 404, "not_found", "no such endpoint: " + req.path);
-    return;
-  }
-  if (req.method != "POST") {
-    res.set_header("Allow", "POST");
-    fail(res, 405, "method_not_allowed", "use POST");
-    return;
-  }
-  std::optional<std::string> token;
-  {
-    std::lock_guard lock(m_state.mutex);
-    token = m_state.admin_token;
-  }
-  const std::string auth = req.header_value("authorization");
-  if (!token) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
-    return;
-  }
-  if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
-    return;
-  }
-  std::string mode_name = "incremental";
-  if (!req.body.empty()) {
-    json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object() ||
-        (body.contains("mode") && !body["mode"].is_string())) {
-      fail(res, 400, "bad_request", "expected a JSON object such as {\"mode\": \"incremental\"}");
-      return;
-    }
-    mode_name = body.value("mode", mode_name);
-  }
-  auto mode = mode_from(mode_name);
-  if (!mode) {
-    fail(res, 400, "bad_request", "mode must be \"incremental\", \"baseline\" or \"audit\"");
-    return;
-  }
-  Scheduler::Request r;
-  {
-    std::lock_guard lock(m_state.mutex);
-    r = m_state.scheduler.request(name, *mode);
-  }
-  if (r == Scheduler::Request::disabled) {
-    fail(res, 409, "disabled", "source '" + name + "' is disabled in the configuration");
-    return;
-  }
-  m_state.wake.notify_all();
-  log::info(name, "run requested through the API", {{"mode", mode_name}});
-  answer(res, 202, {{"source", name}, {"mode", mode_name}, {"queued", true}});
-}
-
-// One object per configured source (or just `only`): the scheduler's view,
-// the running job's progress, and the store's counts and runs.
-Result<json> StatusApi::sources_json(const std::string& only) {
-  auto stats = read_stats(m_state);
-  if (!stats) {
-    return tl::unexpected(stats.error());
-  }
-  const Time now = Clock::now();
-  json out = json::array();
-  std::lock_guard lock(m_state.mutex);
-  for (const auto& v : m_state.scheduler.view()) {
-    if (!only.empty() && v.name != only) {
-      continue;
-    }
-    const sync::SourceConfig* cfg = m_state.scheduler.source(v.name);
-    json j{{"name", v.name},
-           {"url", cfg->url},
-           {"enabled", cfg->enabled},
-           {"state", std::string(to_string(v.state))},
-           {"interval_seconds", cfg->interval.count()},
-           {"audit_interval_seconds", cfg->audit_interval.count()},
-           {"strategy", cfg->strategy},
-           {"next_run_at", v.state == SourceState::disabled ? json(nullptr) : json(iso(v.next_run))},
-           {"consecutive_failures", v.consecutive_failures},
-           {"queued", v.queued ? json(*v.queued) : json(nullptr)}};
-    auto found = stats->find(v.name);
-    const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
-    j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
-                      {"retrying", st ? st->retrying : 0}};
-    j["bytes"] = st ? st->bytes : 0;
-    j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
-    j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
-    j["last_success"] = st && st->last_success ? run_json(*st->last_success) : json(nullptr);
-    if (st && st->last_failure) {
-      json f = run_json(*st->last_failure);
-      f["error"] = st->last_failure->message;
-      j["last_failure"] = f;
-    } else {
-      j["last_failure"] = nullptr;
-    }
-    uint64_t unapplied = 0;
-    json job = nullptr;
-    if (auto it = m_state.running.find(v.name); it != m_state.running.end() && !it->second.done) {
-      const sync::Progress& p = it->second.progress;
-      unapplied = p.total > p.done ? p.total - p.done : 0;
-      job = {{"mode", store::to_string(it->second.mode)},
-             {"started_at", iso(it->second.started)},
-             {"document", p.document},
-             {"done", p.done},
-             {"total", p.total},
-             {"per_second", p.per_second},
-             {"eta_seconds", p.per_second > 0 && p.total > p.done
-                                 ? json(static_cast<double>(p.total - p.done) / p.per_second)
-                                 : json(nullptr)}};
-    }
-    j["job"] = job;
-    json lag{{"unapplied_changes", unapplied}};
-    if (st && st->newest_change) {
-      lag["seconds"] = std::max(0.0, std::chrono::duration<double>(now - *st->newest_change).count());
-    } else {
-      lag["seconds"] = nullptr;
-    }
-    j["lag"] = lag;
-    out.push_back(std::move(j));
-  }
-  return out;
 }
 
 } // namespace tributary::agg

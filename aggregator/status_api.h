@@ -3,8 +3,6 @@
 #include "aggregator/daemon_state.h"
 #include "common/http/router.h"
 
-#include <nlohmann/json.hpp>
-
 namespace tributary::agg {
 
 // The daemon's status API beside the republisher on one server: /status
@@ -20,10 +18,6 @@ public:
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block);
 
 private:
-  void api_route(const http::Request& req, http::Response& res);
-  Result<nlohmann::json> sources_json(const std::string& only);
-  std::string config_database();
-
   DaemonState& m_state;
 };
 

@@ -61,7 +61,7 @@ Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Ca
     expected.hashes = pkg.md->hash;
   }
   OpenedPackage out;
-  auto file = download_package(*ctx.fetcher, pkg.loc, pkg.links, ctx.options, expected, ctx.tmp);
+  auto file = download_package(*ctx.fetcher, pkg.loc, pkg.links, ctx.fetch_options, expected, ctx.tmp);
   if (!file) {
     return tl::unexpected(file.error());
   }

@@ -169,7 +169,7 @@ bool RunContext::setup() {
   RetryPolicy once = opt.retry;
   once.max_attempts = 1;
   m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_limiter);
-  options = m_endpoint->base_options();
+  fetch_options = m_endpoint->base_options();
   m_source_is_file = src.url.rfind("file:", 0) == 0;
   for (const auto& h : src.allow_hosts) {
     m_allowed_hosts.insert(to_lower(h));
@@ -220,7 +220,7 @@ void RunContext::progress(const std::string& doc) {
 
 Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& url, rs::Capability want,
                                                            bool conditional) {
-  FetchOptions o = options;
+  FetchOptions o = fetch_options;
   const std::string key = src.name + " " + url;
   if (conditional) {
     if (auto v = validators.get(key)) {
@@ -267,7 +267,7 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
       const rs::Entry& e = *entries[i];
       auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
       for (int round = 1;; ++round) {
-        results[i] = fetch_content(*m_content_fetcher, blobs, options, e.loc, e.links, expected_of(e), policy,
+        results[i] = fetch_content(*m_content_fetcher, blobs, fetch_options, e.loc, e.links, expected_of(e), policy,
                                    &slots, /*defer_publish=*/true);
         if (results[i] || results[i].error().kind != ErrorKind::transient || round >= opt.retry.max_attempts) {
           break;

@@ -156,7 +156,7 @@ public:
   SourceReport& report;
   ValidatorCache& validators;
   std::shared_ptr<Fetcher> fetcher; // documents: retried with backoff, rate-limited
-  FetchOptions options;             // the source's headers and credentials
+  FetchOptions fetch_options;       // the source's headers and credentials
   int64_t source_id = 0;
   int64_t run_id = 0;
   uint64_t done = 0;  // entries applied (progress)

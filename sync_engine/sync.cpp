@@ -15,7 +15,7 @@ namespace {
 
 Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist_url) {
   CollectingHandler h;
-  auto got = fetch_document(*ctx.fetcher, caplist_url, ctx.options, h, [&] { h.reset(); });
+  auto got = fetch_document(*ctx.fetcher, caplist_url, ctx.fetch_options, h, [&] { h.reset(); });
   if (!got) {
     return tl::unexpected(got.error());
   }
@@ -110,7 +110,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
 bool run_feeds(RunContext& ctx) {
   std::vector<std::string> caplists = ctx.src.capability_lists;
   if (caplists.empty()) {
-    auto found = discover(*ctx.fetcher, ctx.src.url, ctx.options);
+    auto found = discover(*ctx.fetcher, ctx.src.url, ctx.fetch_options);
     if (!found) {
       ctx.error(ctx.src.url, found.error().message);
       return false;

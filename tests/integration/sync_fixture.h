@@ -99,6 +99,12 @@ struct Site {
     }
     up.set_document("/rl.xml", rl);
   }
+  // A Source as first seen: its Resource List at `at`, and a Change List
+  // from then with no change yet.
+  void publish_start(rs::Timestamp at) {
+    publish_resource_list(at);
+    publish_change_list("/cl.xml", at, std::nullopt, {});
+  }
   // `from` may be absent, as resync-simulator leaves it when its oldest
   // change is a deletion.
   void publish_change_list(const std::string& path, std::optional<rs::Timestamp> from,

@@ -54,8 +54,7 @@ TEST_CASE("Crash safety: SIGKILL during baseline and incremental, then resume") 
   for (int i = 0; i < n; ++i) {
     site.put("/res/r" + std::to_string(i) + ".txt", "v0-" + std::to_string(i));
   }
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set_delay(std::chrono::milliseconds(10));
 
   SyncEnv env; // the database, migrated; the CLI opens its own connection

@@ -119,13 +119,11 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   Site site(up);
   site.put("/res/a.txt", "alpha");
   site.put("/res/b.txt", "bravo");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   Upstream up2;
   Site site2(up2);
   site2.put("/x.txt", "x-ray");
-  site2.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site2.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site2.publish_start(ts("2026-01-01T00:00:00Z"));
 
   TempDatabase db;
   const auto dir = std::filesystem::temp_directory_path() / ("tributary-daemon-" + std::to_string(::getpid()));

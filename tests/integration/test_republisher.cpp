@@ -86,8 +86,7 @@ struct Published {
     site.put("/res/a.txt", "alpha");
     site.put("/res/b.txt", "bravo bravo");
     site.put("/res/c.txt", "charlie");
-    site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+    site.publish_start(ts("2026-01-01T00:00:00Z"));
     REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
     site.erase("/res/c.txt");
     site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
@@ -347,8 +346,7 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   Site site(up);
   site.put("/res/a.txt", "alpha");
   site.put("/res/b.txt", "bravo");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db_a;
   TempDatabase db_b;
   const auto dir = std::filesystem::temp_directory_path() / ("tributary-chain-" + std::to_string(::getpid()));
@@ -532,8 +530,7 @@ TEST_CASE("Republisher: two processes serving one data_dir build and serve their
   for (int i = 0; i < 6; ++i) {
     site.put("/res/r" + std::to_string(i) + ".txt", "bytes " + std::to_string(i));
   }
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
   const auto dir = std::filesystem::temp_directory_path() / ("tributary-two-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);

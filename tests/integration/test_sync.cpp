@@ -141,8 +141,7 @@ TEST_CASE("Sync: a gap in the change history re-baselines automatically") {
   Upstream up;
   Site site(up);
   site.put("/res/a.txt", "a0");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   SyncEnv env;
   auto src = SyncEnv::source(up.url("/"));
   REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
@@ -166,8 +165,7 @@ TEST_CASE("Sync: a Change List without 'from' (resync-simulator's, oldest change
   Site site(up);
   site.put("/res/a.txt", "a0");
   site.put("/res/b.txt", "b0");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   SyncEnv env;
   auto src = SyncEnv::source(up.url("/"));
   REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
@@ -393,8 +391,7 @@ TEST_CASE("Sync: content that failed in a baseline is retried by later runs unti
   site.put("/res/bad.txt", "expected");
   site.put("/res/gone.txt", "gone");
   site.put("/res/dropped.txt", "dropped");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set("/res/bad.txt", "tampered", "text/plain");
   up.remove("/res/gone.txt");
   up.remove("/res/dropped.txt");
@@ -440,8 +437,7 @@ TEST_CASE("Sync: a change whose content failed is retried as that change, unless
   Site site(up);
   site.put("/res/a.txt", "a0");
   site.put("/res/b.txt", "b0");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   SyncEnv env;
   REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::baseline).status == RunStatus::succeeded);
   const std::string a = up.url("/res/a.txt"), b = up.url("/res/b.txt");
@@ -489,8 +485,7 @@ TEST_CASE("Sync: a list that fails to parse applies nothing and names the reason
   Upstream up;
   Site site(up);
   site.put("/res/a.txt", "alpha");
-  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {});
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
   SyncEnv env;
   auto src = SyncEnv::source(up.url("/"));
   REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);

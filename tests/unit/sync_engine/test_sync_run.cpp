@@ -29,6 +29,15 @@ struct FileSource {
   fs::path dir;
   std::map<std::string, std::string> content; // name -> bytes
 
+  // A Source holding `initial`, first seen with its Resource List at
+  // 2026-01-01 and a Change List from then with no change yet.
+  explicit FileSource(const std::map<std::string, std::string>& initial) : FileSource() {
+    for (const auto& [name, bytes] : initial) {
+      put(name, bytes);
+    }
+    publish_resource_list(*rs::parse_w3c_datetime("2026-01-01T00:00:00Z"));
+    publish_change_list(*rs::parse_w3c_datetime("2026-01-01T00:00:00Z"), {});
+  }
   FileSource() {
     dir = fs::temp_directory_path() / ("tributary-sync-run-" + std::to_string(::getpid()) + "-" +
                                        std::to_string(counter()++));
@@ -188,11 +197,7 @@ bool has_note(const sync::SourceReport& r, const std::string& part) {
 } // namespace
 
 TEST_CASE("sync run: a baseline holds what the Resource List names, and deletes what it no longer names") {
-  FileSource src;
-  src.put("a", "alpha");
-  src.put("b", "bravo");
-  src.put("c", "charlie");
-  src.publish_resource_list(at("2026-01-01T00:00:00Z"));
+  FileSource src({{"a", "alpha"}, {"b", "bravo"}, {"c", "charlie"}});
   Engine e(src);
   auto r = e.run(store::RunMode::baseline);
   REQUIRE(r.status == store::RunStatus::succeeded);
@@ -212,11 +217,7 @@ TEST_CASE("sync run: a baseline holds what the Resource List names, and deletes 
 }
 
 TEST_CASE("sync run: incremental applies each change after the watermark once, in order") {
-  FileSource src;
-  src.put("a", "alpha");
-  src.put("b", "bravo");
-  src.publish_resource_list(at("2026-01-01T00:00:00Z"));
-  src.publish_change_list(at("2026-01-01T00:00:00Z"), {});
+  FileSource src({{"a", "alpha"}, {"b", "bravo"}});
   Engine e(src);
   auto r = e.run(store::RunMode::incremental); // never synced: baselines first
   REQUIRE(r.status == store::RunStatus::succeeded);
@@ -244,10 +245,7 @@ TEST_CASE("sync run: incremental applies each change after the watermark once, i
 }
 
 TEST_CASE("sync run: a Change List that starts after the watermark re-baselines and says so") {
-  FileSource src;
-  src.put("a", "alpha");
-  src.publish_resource_list(at("2026-01-01T00:00:00Z"));
-  src.publish_change_list(at("2026-01-01T00:00:00Z"), {});
+  FileSource src(std::map<std::string, std::string>{{"a", "alpha"}});
   Engine e(src);
   REQUIRE(e.run(store::RunMode::incremental).status == store::RunStatus::succeeded);
 
@@ -263,11 +261,7 @@ TEST_CASE("sync run: a Change List that starts after the watermark re-baselines 
 }
 
 TEST_CASE("sync run: content that does not verify is kept to retry, and stored as the change it was once it does") {
-  FileSource src;
-  src.put("a", "alpha");
-  src.put("b", "bravo");
-  src.publish_resource_list(at("2026-01-01T00:00:00Z"));
-  src.publish_change_list(at("2026-01-01T00:00:00Z"), {});
+  FileSource src({{"a", "alpha"}, {"b", "bravo"}});
   std::ofstream(src.dir / "res" / "b", std::ios::binary) << "BRAVO"; // not what the list's md5 says
   Engine e(src);
   auto r = e.run(store::RunMode::baseline);
@@ -292,11 +286,7 @@ TEST_CASE("sync run: content that does not verify is kept to retry, and stored a
 }
 
 TEST_CASE("sync run: an audit counts what differs from the Resource List, and repair makes it equal") {
-  FileSource src;
-  src.put("a", "alpha");
-  src.put("b", "bravo");
-  src.put("c", "charlie");
-  src.publish_resource_list(at("2026-01-01T00:00:00Z"));
+  FileSource src({{"a", "alpha"}, {"b", "bravo"}, {"c", "charlie"}});
   Engine e(src);
   REQUIRE(e.run(store::RunMode::baseline).status == store::RunStatus::succeeded);
 
