@@ -3,6 +3,7 @@
 // Shared set-up for sync tests: a fresh database, a data directory, the
 // engine, and helpers that build upstream documents with Tributary's own
 // writer and read back what the store holds.
+#include "../common/documents.h"
 #include "pg_fixture.h"
 #include "upstream.h"
 
@@ -16,23 +17,6 @@
 #include <unistd.h>
 
 namespace tributary::test {
-
-inline rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
-
-inline rs::Document make_doc(const char* capability, rs::RootElement root = rs::RootElement::urlset) {
-  rs::Document d;
-  d.header.root = root;
-  d.header.md = rs::Metadata{};
-  d.header.md->capability = capability;
-  return d;
-}
-
-inline rs::Entry cap_entry(const std::string& loc, const char* capability) {
-  rs::Entry e{.loc = loc};
-  e.md = rs::Metadata{};
-  e.md->capability = capability;
-  return e;
-}
 
 // An entry describing `content` at `loc`.
 inline rs::Entry resource_entry(const std::string& loc, const std::string& content,

@@ -2,6 +2,7 @@
 // and an upstream of files (file:// URLs), written with our own writer in
 // the shapes real Sources publish. The PostgreSQL runs stay in the
 // integration tests.
+#include "../../common/documents.h"
 #include "resourcesync/hash.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/fetcher.h"
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-rs::Timestamp at(const char* s) { return *rs::parse_w3c_datetime(s); }
+using test::ts;
 
 // A Source in a folder: caps.xml, rl.xml, cl.xml and res/<name>.
 struct FileSource {
@@ -35,17 +36,17 @@ struct FileSource {
     for (const auto& [name, bytes] : initial) {
       put(name, bytes);
     }
-    publish_resource_list(*rs::parse_w3c_datetime("2026-01-01T00:00:00Z"));
-    publish_change_list(*rs::parse_w3c_datetime("2026-01-01T00:00:00Z"), {});
+    publish_resource_list(ts("2026-01-01T00:00:00Z"));
+    publish_change_list(ts("2026-01-01T00:00:00Z"), {});
   }
   FileSource() {
     dir = fs::temp_directory_path() / ("tributary-sync-run-" + std::to_string(::getpid()) + "-" +
                                        std::to_string(counter()++));
     fs::remove_all(dir);
     fs::create_directories(dir / "res");
-    rs::Document caps = doc("capabilitylist");
-    caps.entries.push_back(cap(url("rl.xml"), "resourcelist"));
-    caps.entries.push_back(cap(url("cl.xml"), "changelist"));
+    rs::Document caps = test::make_doc("capabilitylist");
+    caps.entries.push_back(test::cap_entry(url("rl.xml"), "resourcelist"));
+    caps.entries.push_back(test::cap_entry(url("cl.xml"), "changelist"));
     write("caps.xml", caps);
   }
   ~FileSource() {
@@ -58,18 +59,6 @@ struct FileSource {
   }
 
   std::string url(const std::string& rel) const { return "file://" + (dir / rel).string(); }
-  static rs::Document doc(const char* capability) {
-    rs::Document d;
-    d.header.md = rs::Metadata{};
-    d.header.md->capability = capability;
-    return d;
-  }
-  static rs::Entry cap(const std::string& loc, const char* capability) {
-    rs::Entry e{.loc = loc};
-    e.md = rs::Metadata{};
-    e.md->capability = capability;
-    return e;
-  }
   void write(const std::string& rel, const rs::Document& d) const {
     std::ofstream(dir / rel, std::ios::binary) << rs::write_document(d);
   }
@@ -90,7 +79,7 @@ struct FileSource {
   }
   // The Resource List of what `content` holds, at `when` (none: no `at`).
   void publish_resource_list(std::optional<rs::Timestamp> when) const {
-    rs::Document d = doc("resourcelist");
+    rs::Document d = test::make_doc("resourcelist");
     d.header.md->at = when;
     for (const auto& [name, bytes] : content) {
       d.entries.push_back(entry(name, bytes));
@@ -103,7 +92,7 @@ struct FileSource {
     rs::Timestamp time;
   };
   void publish_change_list(rs::Timestamp from, const std::vector<Change>& changes) const {
-    rs::Document d = doc("changelist");
+    rs::Document d = test::make_doc("changelist");
     d.header.md->from = from;
     for (const auto& c : changes) {
       rs::Entry e = c.kind == rs::Change::deleted ? rs::Entry{.loc = url("res/" + c.name)}
@@ -203,11 +192,11 @@ TEST_CASE("sync run: a baseline holds what the Resource List names, and deletes 
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(r.counters.created == 3);
   CHECK(e.held() == src.content);
-  CHECK(e.memory->watermark(e.feed())->baseline_at == at("2026-01-01T00:00:00Z"));
+  CHECK(e.memory->watermark(e.feed())->baseline_at == ts("2026-01-01T00:00:00Z"));
 
   src.erase("c");
   src.put("a", "alpha v2");
-  src.publish_resource_list(at("2026-01-02T00:00:00Z"));
+  src.publish_resource_list(ts("2026-01-02T00:00:00Z"));
   r = e.run(store::RunMode::baseline);
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(r.counters.updated == 1);
@@ -226,16 +215,16 @@ TEST_CASE("sync run: incremental applies each change after the watermark once, i
   src.put("a", "alpha v2");
   src.put("d", "delta");
   src.erase("b");
-  src.publish_change_list(at("2026-01-01T00:00:00Z"), {{"a", rs::Change::updated, at("2026-01-02T00:00:00Z")},
-                                                       {"d", rs::Change::created, at("2026-01-02T00:00:01Z")},
-                                                       {"b", rs::Change::deleted, at("2026-01-02T00:00:02Z")}});
+  src.publish_change_list(ts("2026-01-01T00:00:00Z"), {{"a", rs::Change::updated, ts("2026-01-02T00:00:00Z")},
+                                                       {"d", rs::Change::created, ts("2026-01-02T00:00:01Z")},
+                                                       {"b", rs::Change::deleted, ts("2026-01-02T00:00:02Z")}});
   r = e.run(store::RunMode::incremental);
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(r.counters.created == 1);
   CHECK(r.counters.updated == 1);
   CHECK(r.counters.deleted == 1);
   CHECK(e.held() == src.content);
-  CHECK(e.memory->watermark(e.feed())->last_time == at("2026-01-02T00:00:02Z"));
+  CHECK(e.memory->watermark(e.feed())->last_time == ts("2026-01-02T00:00:02Z"));
 
   // The same Change List again: nothing after the watermark.
   r = e.run(store::RunMode::incremental);
@@ -252,8 +241,8 @@ TEST_CASE("sync run: a Change List that starts after the watermark re-baselines 
   // Changes in between rolled off upstream: the list now starts later.
   src.put("b", "bravo");
   src.put("c", "charlie");
-  src.publish_resource_list(at("2026-03-01T00:00:00Z"));
-  src.publish_change_list(at("2026-02-01T00:00:00Z"), {{"c", rs::Change::created, at("2026-02-15T00:00:00Z")}});
+  src.publish_resource_list(ts("2026-03-01T00:00:00Z"));
+  src.publish_change_list(ts("2026-02-01T00:00:00Z"), {{"c", rs::Change::created, ts("2026-02-15T00:00:00Z")}});
   auto r = e.run(store::RunMode::incremental);
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(has_note(r, "re-baselined"));
@@ -268,20 +257,20 @@ TEST_CASE("sync run: content that does not verify is kept to retry, and stored a
   CHECK(r.status == store::RunStatus::partial);
   CHECK(r.counters.failed == 1);
   CHECK(e.held() == std::map<std::string, std::string>{{"a", "alpha"}});
-  auto due = e.memory->due_retries(e.feed(), at("2100-01-01T00:00:00Z"), 10);
+  auto due = e.memory->due_retries(e.feed(), ts("2100-01-01T00:00:00Z"), 10);
   REQUIRE(due->size() == 1);
   CHECK(due->front().entry == src.entry("b", "bravo")); // the entry itself, hash and all
 
   r = e.run(store::RunMode::incremental); // still wrong: attempt 2
   CHECK(r.counters.failed == 1);
-  CHECK(e.memory->due_retries(e.feed(), at("2100-01-01T00:00:00Z"), 10)->front().attempts == 2);
+  CHECK(e.memory->due_retries(e.feed(), ts("2100-01-01T00:00:00Z"), 10)->front().attempts == 2);
 
   src.put("b", "bravo"); // fixed upstream
   r = e.run(store::RunMode::incremental);
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(has_note(r, "1 stored, 0 still failing"));
   CHECK(e.held() == src.content);
-  CHECK(e.memory->due_retries(e.feed(), at("2100-01-01T00:00:00Z"), 10)->empty());
+  CHECK(e.memory->due_retries(e.feed(), ts("2100-01-01T00:00:00Z"), 10)->empty());
   CHECK(e.log() == std::vector<std::string>{"created a", "created b"});
 }
 
@@ -293,7 +282,7 @@ TEST_CASE("sync run: an audit counts what differs from the Resource List, and re
   src.put("a", "alpha v2"); // changed
   src.erase("b");           // extra (we still hold it)
   src.put("d", "delta");    // missing
-  src.publish_resource_list(at("2026-01-02T00:00:00Z"));
+  src.publish_resource_list(ts("2026-01-02T00:00:00Z"));
   auto r = e.run(store::RunMode::audit);
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK(r.audit.in_sync == 1);
@@ -318,8 +307,8 @@ TEST_CASE("sync run: a Resource List without 'at' baselines, and the next run ap
   src.publish_resource_list(std::nullopt); // as Timbuctoo and older resync publish them
   // Changes older than the list (already in it) and one after it: which is
   // which cannot be told without 'at'.
-  src.publish_change_list(at("2026-01-01T00:00:00Z"), {{"a", rs::Change::created, at("2026-01-01T00:00:00Z")},
-                                                       {"b", rs::Change::created, at("2026-01-01T00:00:01Z")}});
+  src.publish_change_list(ts("2026-01-01T00:00:00Z"), {{"a", rs::Change::created, ts("2026-01-01T00:00:00Z")},
+                                                       {"b", rs::Change::created, ts("2026-01-01T00:00:01Z")}});
   Engine e(src);
   auto r = e.run(store::RunMode::baseline);
   REQUIRE(r.status == store::RunStatus::succeeded);
@@ -328,9 +317,9 @@ TEST_CASE("sync run: a Resource List without 'at' baselines, and the next run ap
   CHECK_FALSE(e.memory->watermark(e.feed())->last_time.has_value());
 
   src.put("c", "charlie");
-  src.publish_change_list(at("2026-01-01T00:00:00Z"), {{"a", rs::Change::created, at("2026-01-01T00:00:00Z")},
-                                                       {"b", rs::Change::created, at("2026-01-01T00:00:01Z")},
-                                                       {"c", rs::Change::created, at("2026-01-01T00:00:02Z")}});
+  src.publish_change_list(ts("2026-01-01T00:00:00Z"), {{"a", rs::Change::created, ts("2026-01-01T00:00:00Z")},
+                                                       {"b", rs::Change::created, ts("2026-01-01T00:00:01Z")},
+                                                       {"c", rs::Change::created, ts("2026-01-01T00:00:02Z")}});
   r = e.run(store::RunMode::incremental);
   REQUIRE(r.status == store::RunStatus::succeeded);
   CHECK_FALSE(has_note(r, "never synced"));
