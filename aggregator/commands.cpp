@@ -115,7 +115,7 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
   }
   sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(storage->store)), storage->blobs,
                           sync::make_default_fetcher(),
-                          std::make_shared<sync::HostRateLimiter>(),
+                          std::make_shared<sync::HostThrottle>(),
                           std::filesystem::path(config.data_dir) / "tmp");
   sync::RunOptions options;
   options.mode = cmd.baseline ? store::RunMode::baseline

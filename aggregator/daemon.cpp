@@ -31,7 +31,6 @@ struct Daemon : DaemonState {
   std::shared_ptr<store::PgStore> store; // the republisher's reads
   std::shared_ptr<store::BlobStore> blobs;
   std::shared_ptr<sync::Fetcher> fetcher = sync::make_default_fetcher();
-  std::shared_ptr<sync::HostRateLimiter> limiter = std::make_shared<sync::HostRateLimiter>();
   std::shared_ptr<sync::ValidatorCache> validators = std::make_shared<sync::ValidatorCache>();
   pub::Republisher* republisher = nullptr;
 
@@ -162,7 +161,7 @@ struct Daemon : DaemonState {
       report.errors.push_back(session.error().message);
       report.error_count = 1;
     } else {
-      sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(*session)), blobs, fetcher, limiter,
+      sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(*session)), blobs, fetcher, throttle,
                               std::filesystem::path(config.data_dir) / "tmp", validators);
       sync::RunOptions options;
       options.mode = job.mode;

@@ -4,6 +4,7 @@
 #include "aggregator/scheduler.h"
 #include "common/result.h"
 #include "sync_engine/store/pg_store.h"
+#include "sync_engine/host_throttle.h"
 #include "sync_engine/sync.h"
 
 #include <atomic>
@@ -44,6 +45,8 @@ struct DaemonState {
   std::map<std::string, Running> running;
   std::map<std::string, uint64_t> runs_total;  // "source\nstatus" -> count, this process
   std::map<std::string, double> last_duration; // source -> seconds
+  // How fast each upstream host is fetched from (shared by every run).
+  std::shared_ptr<sync::HostThrottle> throttle = std::make_shared<sync::HostThrottle>();
 };
 
 // The store's statistics of every source, by name (one query).

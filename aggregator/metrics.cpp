@@ -21,6 +21,22 @@ uint64_t resident_bytes() {
   return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
+// A label value as the text format wants it: \\, \" and \n escaped.
+std::string label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 } // namespace
 
 std::string render_metrics(DaemonState& state, const StatsByName& stats) {
@@ -97,6 +113,27 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     const auto nl = key.find('\n');
     m << "tributary_runs_total{source=\"" << key.substr(0, nl) << "\",status=\"" << key.substr(nl + 1) << "\"} "
       << n << '\n';
+  }
+  const auto hosts = state.throttle->snapshot();
+  family("tributary_host_window", "gauge", "Concurrent requests allowed to an upstream host now.");
+  for (const auto& h : hosts) {
+    m << "tributary_host_window{host=\"" << label(h.host) << "\"} " << h.window << '\n';
+  }
+  family("tributary_host_rate_limit", "gauge",
+         "The adaptive request rate limit of an upstream host (absent: none, the window alone).");
+  for (const auto& h : hosts) {
+    if (h.rate_limit) {
+      m << "tributary_host_rate_limit{host=\"" << label(h.host) << "\"} " << *h.rate_limit << '\n';
+    }
+  }
+  family("tributary_host_requests_total", "counter", "Requests started to an upstream host.");
+  for (const auto& h : hosts) {
+    m << "tributary_host_requests_total{host=\"" << label(h.host) << "\"} " << h.requests << '\n';
+  }
+  family("tributary_host_throttled_total", "counter",
+         "Responses from an upstream host that slowed us down (429, 502, 503, 504, timeouts, slow responses).");
+  for (const auto& h : hosts) {
+    m << "tributary_host_throttled_total{host=\"" << label(h.host) << "\"} " << h.throttled << '\n';
   }
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';

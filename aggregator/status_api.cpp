@@ -143,6 +143,31 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
   return out;
 }
 
+// Each upstream host's throttle: its window, its rate and why it changed.
+nlohmann::json hosts_json(const DaemonState& state) {
+  auto out = nlohmann::json::array();
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto when = [](const std::optional<Time>& t) { return t ? nlohmann::json(iso(*t)) : nlohmann::json(nullptr); };
+  for (const auto& h : state.throttle->snapshot()) {
+    out.push_back({{"host", h.host},
+                   {"window", h.window},
+                   {"max_window", h.max_window},
+                   {"in_flight", h.in_flight},
+                   {"rate_limit", opt(h.rate_limit)},
+                   {"configured_rate", opt(h.configured_rate)},
+                   {"crawl_delay", opt(h.crawl_delay)},
+                   {"measured_rate", h.measured_rate},
+                   {"latency_ms", h.latency_ms},
+                   {"usual_latency_ms", h.usual_latency_ms},
+                   {"requests", h.requests},
+                   {"throttled", h.throttled},
+                   {"paused_until", when(h.paused_until)},
+                   {"reason", h.reason},
+                   {"changed_at", when(h.changed_at)}});
+  }
+  return out;
+}
+
 std::string config_database(DaemonState& state) {
   std::lock_guard lock(state.mutex);
   return state.config.database;
@@ -167,7 +192,17 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
             {"started_at", iso(state.started_at)},
             {"now", iso(Clock::now())},
             {"uptime_seconds", uptime},
-            {"sources", *sources}});
+            {"sources", *sources},
+            {"hosts", hosts_json(state)}});
+    return;
+  }
+  if (req.path == "/api/v1/hosts") {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    answer(res, 200, {{"hosts", hosts_json(state)}});
     return;
   }
   if (req.path.rfind(prefix, 0) != 0) {

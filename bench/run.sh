@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -20,6 +20,10 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   source "$root/deploy/lib/pg-temp.sh"
   pg_temp_start
   "$root/build/bench/bench/bench_sync" --pg "$PG_TEMP_CONNINFO" || status=1
+  # The same engine as a new user runs it: `tributary sync` with a config
+  # that names the source and nothing else (every default, the adaptive
+  # host throttle included), against a static Source served by nginx.
+  bash "$root/bench/nginx_sources.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = dump ]; then
   echo "== bench/dump (PostgreSQL 15 with default durability; blobs under ${TMPDIR:-/tmp})"

@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     sync::SyncEngine dengine(std::shared_ptr<store::Store>(std::move(*dstore)), *dblobs, sync::make_default_fetcher(),
-                             std::make_shared<sync::HostRateLimiter>(), ddata / "tmp");
+                             std::make_shared<sync::HostThrottle>(), ddata / "tmp");
     sync::SourceConfig dsrc;
     dsrc.name = "bench-dump";
     dsrc.url = base + "/caps.xml";
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::shared_ptr<store::Store> st(std::move(*opened));
-  sync::SyncEngine engine(st, *blobs, sync::make_default_fetcher(), std::make_shared<sync::HostRateLimiter>(),
+  sync::SyncEngine engine(st, *blobs, sync::make_default_fetcher(), std::make_shared<sync::HostThrottle>(),
                           data / "tmp");
   sync::SourceConfig src;
   src.name = "bench";

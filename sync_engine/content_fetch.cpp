@@ -28,7 +28,7 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
 Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
-                                     std::counting_semaphore<>* network_slots, bool defer_publish) {
+                                     Slots* network_slots, bool defer_publish) {
   const rs::HashValue* check = rs::strongest_hash(expected.hashes);
   std::vector<rs::HashAlgorithm> extra;
   if (check) {

@@ -6,7 +6,7 @@
 
 #include <functional>
 #include <optional>
-#include <semaphore>
+#include "common/slots.h"
 #include <string>
 #include <vector>
 
@@ -45,6 +45,6 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
 Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
-                                     std::counting_semaphore<>* network_slots = nullptr, bool defer_publish = false);
+                                     Slots* network_slots = nullptr, bool defer_publish = false);
 
 } // namespace tributary::sync

@@ -39,6 +39,7 @@ EndpointFetcher::EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceCon
   m_base.verify_tls = source.verify_tls;
   m_base.max_body_bytes = source.max_body_bytes;
   m_base.requests_per_second = source.max_requests_per_second;
+  m_base.max_connections = source.concurrency;
   m_endpoints.push_back(Endpoint{base_of(source.url), 0, {}});
   std::vector<MirrorEndpoint> mirrors = source.mirrors;
   std::stable_sort(mirrors.begin(), mirrors.end(),

@@ -43,9 +43,11 @@ struct FetchOptions {
   bool verify_tls = true;
   // Extra request headers (If-None-Match, Authorization, ...). Never logged.
   std::map<std::string, std::string> headers;
-  // Requests per second to the URL's host (used by RetryingFetcher's
-  // limiter); 0 = unlimited.
+  // Ceiling on requests per second to the URL's host, and cap on its
+  // concurrent requests (used by RetryingFetcher's HostThrottle); 0 = none
+  // (the throttle adapts) and 0 = the throttle's default (8).
   double requests_per_second = 0;
+  unsigned max_connections = 0;
   // Called before retrying a request whose body had partly reached the
   // sink; return false to give up instead (the default when unset).
   std::function<bool()> restart;

@@ -52,46 +52,72 @@ std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& va
   return d.count() > 0 ? d : std::chrono::milliseconds(0);
 }
 
-void HostRateLimiter::acquire(const std::string& host, double per_second) {
-  if (per_second <= 0) {
+RetryingFetcher::RetryingFetcher(std::shared_ptr<Fetcher> inner, RetryPolicy policy,
+                                 std::shared_ptr<HostThrottle> throttle, Sleeper sleeper)
+    : m_inner(std::move(inner)), m_policy(policy), m_throttle(std::move(throttle)), m_sleeper(std::move(sleeper)) {}
+
+void RetryingFetcher::read_robots(const Url& url, const FetchOptions& options) {
+  const std::string host = url.origin();
+  if (!m_throttle->claim_robots(host)) {
     return;
   }
-  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(1.0 / per_second));
-  std::chrono::steady_clock::duration wait{0};
-  {
-    std::lock_guard lock(m_mutex);
-    auto now = std::chrono::steady_clock::now();
-    auto& next = m_next[host];
-    if (next < now) {
-      next = now;
-    }
-    wait = next - now;
-    next += interval; // reserve our slot, then sleep outside the lock
+  // Best effort: a missing, failing or unreadable robots.txt sets no delay.
+  FetchOptions o;
+  o.connect_timeout = options.connect_timeout;
+  o.read_timeout = std::min(options.read_timeout, std::chrono::milliseconds(10000));
+  o.verify_tls = options.verify_tls;
+  o.max_body_bytes = 512 * 1024; // RFC 9309 2.5: at least 500 KiB are parsed
+  o.headers = options.headers;
+  std::string body;
+  auto r = m_inner->fetch(host + "/robots.txt", o, [&](const char* d, size_t n) {
+    body.append(d, n);
+    return true;
+  });
+  std::optional<double> delay;
+  if (r && r->status >= 200 && r->status <= 299) {
+    delay = parse_crawl_delay(body, "tributary");
   }
-  if (wait.count() > 0) {
-    m_sleeper(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
-  }
+  m_throttle->set_crawl_delay(host, delay);
 }
-
-RetryingFetcher::RetryingFetcher(std::shared_ptr<Fetcher> inner, RetryPolicy policy,
-                                 std::shared_ptr<HostRateLimiter> limiter, Sleeper sleeper)
-    : m_inner(std::move(inner)), m_policy(policy), m_limiter(std::move(limiter)), m_sleeper(std::move(sleeper)) {}
 
 Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const FetchOptions& options,
                                              const BodySink& sink) {
   auto parsed = parse_url(url);
-  const std::string host = parsed ? parsed->origin() : url;
+  const bool throttled = m_throttle && parsed && (parsed->scheme == "http" || parsed->scheme == "https");
+  if (throttled) {
+    read_robots(*parsed, options);
+  }
   Result<FetchResponse> last = make_error(ErrorKind::transient, "GET " + url + ": not attempted");
   for (int attempt = 1; attempt <= m_policy.max_attempts; ++attempt) {
-    if (m_limiter) {
-      m_limiter->acquire(host, options.requests_per_second);
+    std::optional<HostThrottle::Ticket> ticket;
+    if (throttled) {
+      ticket = m_throttle->start(parsed->origin(), options.max_connections, options.requests_per_second);
     }
+    const auto started = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::duration> first_byte;
     bool delivered = false;
     last = m_inner->fetch(url, options, [&](const char* d, size_t n) {
+      if (!delivered) {
+        first_byte = std::chrono::steady_clock::now() - started;
+      }
       delivered = true;
       return sink(d, n);
     });
+    if (ticket) {
+      HostThrottle::Outcome o;
+      const auto took = std::chrono::steady_clock::now() - started;
+      o.first_byte = std::chrono::duration_cast<std::chrono::milliseconds>(first_byte.value_or(took));
+      if (last) {
+        o.status = last->status;
+        o.retry_after = parse_retry_after(last->header("retry-after"), std::chrono::system_clock::now());
+      } else {
+        const auto& m = last.error().message;
+        o.timed_out = last.error().kind == ErrorKind::transient &&
+                      (m.find("ConnectionTimeout") != std::string::npos ||
+                       (m.find("Read") != std::string::npos && took >= options.read_timeout * 9 / 10));
+      }
+      m_throttle->finish(*ticket, o);
+    }
     std::optional<std::chrono::milliseconds> wait;
     if (last) {
       if (!is_retryable_status(last->status)) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "sync_engine/fetcher.h"
+#include "sync_engine/host_throttle.h"
 
 #include <chrono>
 #include <functional>
@@ -33,36 +34,25 @@ bool is_retryable_status(int status);
 std::optional<std::chrono::milliseconds> parse_retry_after(const std::string& value,
                                                            std::chrono::system_clock::time_point now);
 
-// Requests per second per host, shared by every source that fetches from the
-// same host (politeness). A rate of 0 means unlimited.
-class HostRateLimiter {
-public:
-  explicit HostRateLimiter(Sleeper sleeper = real_sleeper()) : m_sleeper(std::move(sleeper)) {}
-  // Blocks until a request to `host` may start at `per_second`.
-  void acquire(const std::string& host, double per_second);
-
-private:
-  Sleeper m_sleeper;
-  std::mutex m_mutex;
-  std::map<std::string, std::chrono::steady_clock::time_point> m_next;
-};
-
 // Decorates a Fetcher with retries (request errors and retryable statuses,
 // exponential backoff ×4 with jitter, Retry-After honoured up to a cap) and
-// per-host rate limiting. A failure after part of a body reached the sink is
+// the per-host throttle (HostThrottle: concurrency, adaptive rate, robots.txt
+// Crawl-delay, fetched once a day per http(s) host). A failure after part of a body reached the sink is
 // retried only when `restart` is given and returns true (the caller resets
 // what it built from the partial body).
 class RetryingFetcher : public Fetcher {
 public:
   RetryingFetcher(std::shared_ptr<Fetcher> inner, RetryPolicy policy,
-                  std::shared_ptr<HostRateLimiter> limiter = nullptr, Sleeper sleeper = real_sleeper());
+                  std::shared_ptr<HostThrottle> throttle = nullptr, Sleeper sleeper = real_sleeper());
 
   Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options, const BodySink& sink) override;
 
 private:
   std::shared_ptr<Fetcher> m_inner;
   RetryPolicy m_policy;
-  std::shared_ptr<HostRateLimiter> m_limiter;
+  void read_robots(const Url& url, const FetchOptions& options);
+
+  std::shared_ptr<HostThrottle> m_throttle;
   Sleeper m_sleeper;
 };
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <semaphore>
+#include "common/slots.h"
 #include <thread>
 
 namespace tributary::sync {
@@ -163,12 +163,12 @@ bool RunContext::setup() {
     return false;
   }
   m_committer = std::make_unique<Committer>(std::move(*session), blobs);
-  fetcher = std::make_shared<RetryingFetcher>(m_endpoint, opt.retry, m_limiter);
+  fetcher = std::make_shared<RetryingFetcher>(m_endpoint, opt.retry, m_throttle);
   // Content: each location once per round (a failing mirror must not cost
   // a full backoff before the next one is tried); rounds are retried below.
   RetryPolicy once = opt.retry;
   once.max_attempts = 1;
-  m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_limiter);
+  m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_throttle);
   fetch_options = m_endpoint->base_options();
   m_source_is_file = src.url.rfind("file:", 0) == 0;
   for (const auto& h : src.allow_hosts) {
@@ -258,7 +258,7 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
   std::atomic<size_t> next{0};
   // `concurrency` requests in flight; more workers, so that fsyncing and
   // linking blobs overlaps with the next transfers.
-  std::counting_semaphore<> slots(static_cast<std::ptrdiff_t>(src.concurrency));
+  Slots slots(static_cast<std::ptrdiff_t>(src.concurrency));
   auto work = [&] {
     for (size_t i = next++; i < entries.size(); i = next++) {
       if (cancelled()) {

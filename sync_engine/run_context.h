@@ -98,10 +98,10 @@ using ContentSource = std::function<std::vector<Result<FetchedContent>>(const st
 class RunContext {
 public:
   RunContext(store::Store& st, store::BlobStore& bl, std::shared_ptr<Fetcher> transport,
-             std::shared_ptr<HostRateLimiter> limiter, const std::filesystem::path& tmp_dir, const SourceConfig& source,
+             std::shared_ptr<HostThrottle> throttle, const std::filesystem::path& tmp_dir, const SourceConfig& source,
              const RunOptions& run_options, SourceReport& rep, ValidatorCache& cache)
       : store(st), blobs(bl), tmp(tmp_dir), src(source), opt(run_options), report(rep), validators(cache),
-        m_transport(std::move(transport)), m_limiter(std::move(limiter)) {}
+        m_transport(std::move(transport)), m_throttle(std::move(throttle)) {}
 
   // The source's fetchers and the commit session; false (with an error) when
   // they cannot be had.
@@ -167,7 +167,7 @@ private:
   bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
 
   std::shared_ptr<Fetcher> m_transport;
-  std::shared_ptr<HostRateLimiter> m_limiter;
+  std::shared_ptr<HostThrottle> m_throttle;
   std::shared_ptr<EndpointFetcher> m_endpoint;
   std::shared_ptr<Fetcher> m_content_fetcher; // one try per location per round
   std::unique_ptr<Committer> m_committer;

@@ -59,8 +59,8 @@ struct SourceConfig {
   std::vector<UriFilter> exclude;
   std::vector<std::string> media_types;      // "type/subtype" or "type/*"; empty: all
   AuthConfig auth;
-  unsigned concurrency = 8;
-  double max_requests_per_second = 20; // per host; 0 = unlimited
+  unsigned concurrency = 8;             // workers; also caps concurrent requests per host
+  double max_requests_per_second = 0;  // a ceiling per host; 0 = none: the rate adapts (HostThrottle)
   std::vector<std::string> allow_hosts; // content hosts beyond the source's own and its mirrors
   bool verify_tls = true;
   std::chrono::milliseconds timeout{60000};

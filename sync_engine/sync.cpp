@@ -204,10 +204,10 @@ std::string format_counters(const store::RunCounters& c) {
 }
 
 SyncEngine::SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<store::BlobStore> blobs,
-                       std::shared_ptr<Fetcher> transport, std::shared_ptr<HostRateLimiter> limiter,
+                       std::shared_ptr<Fetcher> transport, std::shared_ptr<HostThrottle> throttle,
                        std::filesystem::path tmp_dir, std::shared_ptr<ValidatorCache> validators)
     : m_store(std::move(store)), m_blobs(std::move(blobs)), m_transport(std::move(transport)),
-      m_limiter(std::move(limiter)), m_tmp(std::move(tmp_dir)) {
+      m_throttle(std::move(throttle)), m_tmp(std::move(tmp_dir)) {
   if (validators) {
     m_validators = std::move(validators);
   }
@@ -216,7 +216,7 @@ SyncEngine::SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<stor
 SourceReport SyncEngine::run(const SourceConfig& source, const RunOptions& options) {
   SourceReport report;
   try {
-    RunContext ctx(*m_store, *m_blobs, m_transport, m_limiter, m_tmp, source, options, report, *m_validators);
+    RunContext ctx(*m_store, *m_blobs, m_transport, m_throttle, m_tmp, source, options, report, *m_validators);
     execute(ctx);
   } catch (const std::exception& e) {
     report.status = store::RunStatus::failed;

@@ -91,12 +91,12 @@ private:
 
 class SyncEngine {
 public:
-  // `transport` fetches URLs (normally make_default_fetcher()); `limiter` is
+  // `transport` fetches URLs (normally make_default_fetcher()); `throttle` is
   // shared by every source for per-host politeness; temporary documents go
   // under `tmp_dir`.
   // `validators` may be shared by several engines (one per concurrent run).
   SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<store::BlobStore> blobs,
-             std::shared_ptr<Fetcher> transport, std::shared_ptr<HostRateLimiter> limiter,
+             std::shared_ptr<Fetcher> transport, std::shared_ptr<HostThrottle> throttle,
              std::filesystem::path tmp_dir, std::shared_ptr<ValidatorCache> validators = nullptr);
 
   // Runs one source once. Never throws: failures are in the report (and on
@@ -107,7 +107,7 @@ private:
   std::shared_ptr<store::Store> m_store;
   std::shared_ptr<store::BlobStore> m_blobs;
   std::shared_ptr<Fetcher> m_transport;
-  std::shared_ptr<HostRateLimiter> m_limiter;
+  std::shared_ptr<HostThrottle> m_throttle;
   std::filesystem::path m_tmp;
   std::shared_ptr<ValidatorCache> m_validators = std::make_shared<ValidatorCache>();
 };

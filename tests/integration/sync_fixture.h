@@ -108,6 +108,7 @@ struct SyncEnv {
   std::shared_ptr<store::PgStore> store;
   std::shared_ptr<store::BlobStore> blobs;
   std::unique_ptr<sync::SyncEngine> engine;
+  std::shared_ptr<sync::HostThrottle> throttle = std::make_shared<sync::HostThrottle>();
 
   SyncEnv() {
     static int n = 0;
@@ -121,8 +122,8 @@ struct SyncEnv {
     auto b = store::BlobStore::open(data);
     REQUIRE(b);
     blobs = *b;
-    engine = std::make_unique<sync::SyncEngine>(store, blobs, sync::make_default_fetcher(),
-                                                std::make_shared<sync::HostRateLimiter>(), data / "tmp");
+    engine = std::make_unique<sync::SyncEngine>(store, blobs, sync::make_default_fetcher(), throttle,
+                                                data / "tmp");
   }
   ~SyncEnv() { std::filesystem::remove_all(data); }
 
@@ -130,20 +131,24 @@ struct SyncEnv {
     sync::SourceConfig s;
     s.name = name;
     s.url = url;
-    s.max_requests_per_second = 0;
     return s;
   }
 
   std::chrono::seconds refetch_backoff{60}; // before a failed resource is tried again
 
-  sync::SourceReport run(const sync::SourceConfig& s, store::RunMode mode, bool repair = false) {
+  // Runs with a short retry policy, so that tests of failures are quick;
+  // `default_retries` keeps the product's.
+  sync::SourceReport run(const sync::SourceConfig& s, store::RunMode mode, bool repair = false,
+                         bool default_retries = false) {
     sync::RunOptions o;
     o.mode = mode;
     o.refetch_backoff = refetch_backoff;
     o.repair = repair;
     o.batch_size = 50;
-    o.retry.max_attempts = 2;
-    o.retry.initial_backoff = std::chrono::milliseconds(5);
+    if (!default_retries) {
+      o.retry.max_attempts = 2;
+      o.retry.initial_backoff = std::chrono::milliseconds(5);
+    }
     auto r = engine->run(s, o);
     std::string errors;
     for (const auto& e : r.errors) {

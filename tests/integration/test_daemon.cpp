@@ -89,7 +89,7 @@ std::string config_text(const std::string& db, const std::filesystem::path& dir,
          {"max_concurrent_syncs", 2}};
   j["sources"] = json::array();
   for (const auto& [name, url] : sources) {
-    j["sources"].push_back({{"name", name}, {"url", url}, {"interval", "1s"}, {"max_requests_per_second", 0}});
+    j["sources"].push_back({{"name", name}, {"url", url}, {"interval", "1s"}});
   }
   return j.dump(2);
 }
@@ -197,6 +197,25 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   CHECK(metrics.body.find("tributary_source_resources{source=\"up\"} 5") != std::string::npos);
   CHECK(metrics.body.find("# TYPE tributary_source_lag_seconds gauge") != std::string::npos);
   CHECK(metrics.body.find("tributary_source_retrying_resources{source=\"up\"} 0") != std::string::npos);
+  CHECK(metrics.body.find("tributary_host_window{host=\"" + up.base() + "\"} 8") != std::string::npos);
+
+  // Each upstream host's throttle: no rate limit for a healthy host, and why.
+  {
+    const json hosts = status_of(base)["data"]["hosts"];
+    const json* h = nullptr;
+    for (const auto& x : hosts) {
+      if (x["host"] == up.base()) {
+        h = &x;
+      }
+    }
+    INFO(hosts.dump());
+    REQUIRE(h);
+    CHECK((*h)["rate_limit"].is_null());
+    CHECK((*h)["window"] == 8);
+    CHECK((*h)["requests"].get<uint64_t>() > 0);
+    CHECK((*h)["reason"].get<std::string>().find("window") != std::string::npos);
+    CHECK(call(base, "GET", "/api/v1/hosts").status == 200);
+  }
   Answer page = call(base, "GET", "/status");
   CHECK(page.status == 200);
   CHECK(page.content_type.rfind("text/html", 0) == 0);

@@ -86,6 +86,32 @@ public:
     m_delay = d;
   }
 
+  // Past `per_second` requests a second (a token bucket holding `burst`),
+  // answers 503 with Retry-After: `retry_after` seconds, as an overloaded
+  // repository server behind a rate limiter does.
+  void set_rate_threshold(double per_second, double burst, int retry_after) {
+    std::lock_guard lock(m_mutex);
+    m_threshold = per_second;
+    m_burst = m_tokens = burst;
+    m_retry_after = retry_after;
+    m_refilled = std::chrono::steady_clock::now();
+  }
+  size_t rejected() const {
+    std::lock_guard lock(m_mutex);
+    return m_rejected;
+  }
+  // When each request not refused by the threshold arrived, in order.
+  std::vector<std::chrono::steady_clock::time_point> accepted_times() const {
+    std::lock_guard lock(m_mutex);
+    std::vector<std::chrono::steady_clock::time_point> out;
+    for (const auto& r : m_log) {
+      if (!r.rejected) {
+        out.push_back(r.at);
+      }
+    }
+    return out;
+  }
+
   size_t requests(const std::string& path) const {
     std::lock_guard lock(m_mutex);
     size_t n = 0;
@@ -112,6 +138,8 @@ private:
   struct Logged {
     std::string path;
     std::string auth;
+    std::chrono::steady_clock::time_point at;
+    bool rejected = false;
   };
 
   void handle(const httplib::Request& req, httplib::Response& res) {
@@ -120,7 +148,20 @@ private:
     std::chrono::milliseconds delay{0};
     {
       std::lock_guard lock(m_mutex);
-      m_log.push_back(Logged{req.path, req.get_header_value("Authorization")});
+      const auto now = std::chrono::steady_clock::now();
+      m_log.push_back(Logged{req.path, req.get_header_value("Authorization"), now});
+      if (m_threshold > 0) {
+        m_tokens = std::min(m_burst, m_tokens + m_threshold * std::chrono::duration<double>(now - m_refilled).count());
+        m_refilled = now;
+        if (m_tokens < 1) {
+          ++m_rejected;
+          m_log.back().rejected = true;
+          res.status = 503;
+          res.set_header("Retry-After", std::to_string(m_retry_after));
+          return;
+        }
+        m_tokens -= 1;
+      }
       if (m_fail_all) {
         res.status = *m_fail_all;
         return;
@@ -179,6 +220,12 @@ private:
   std::string m_auth;
   std::optional<int> m_fail_all;
   std::chrono::milliseconds m_delay{0};
+  double m_threshold = 0;
+  double m_burst = 0;
+  double m_tokens = 0;
+  int m_retry_after = 1;
+  std::chrono::steady_clock::time_point m_refilled{};
+  size_t m_rejected = 0;
 };
 
 } // namespace tributary::test

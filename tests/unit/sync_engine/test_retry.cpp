@@ -145,16 +145,3 @@ TEST_CASE("parse_retry_after: seconds and HTTP dates") {
   CHECK(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now) == std::chrono::milliseconds(0));
   CHECK_FALSE(parse_retry_after("soon", now));
 }
-
-TEST_CASE("HostRateLimiter: spaces requests to one host, not across hosts") {
-  std::vector<std::chrono::milliseconds> sleeps;
-  HostRateLimiter limiter([&](std::chrono::milliseconds d) { sleeps.push_back(d); });
-  limiter.acquire("a", 10);
-  limiter.acquire("a", 10);
-  limiter.acquire("a", 10);
-  limiter.acquire("b", 10);
-  limiter.acquire("c", 0);
-  REQUIRE(sleeps.size() == 2);
-  CHECK(sleeps[0] >= 90ms);
-  CHECK(sleeps[1] >= 190ms);
-}

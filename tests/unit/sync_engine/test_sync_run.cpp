@@ -120,7 +120,7 @@ struct Engine {
     fs::create_directories(data / "tmp");
     blobs = *store::BlobStore::open(data / "blobs");
     engine = std::make_unique<sync::SyncEngine>(memory, blobs, sync::make_default_fetcher(),
-                                                std::make_shared<sync::HostRateLimiter>(), data / "tmp");
+                                                std::make_shared<sync::HostThrottle>(), data / "tmp");
   }
   ~Engine() {
     std::error_code ec;

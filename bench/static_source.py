@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Writes a static ResourceSync Source for nginx to serve, shaped the way
+static publishers lay one out: a Source Description under /.well-known,
+one Capability List, one Resource List (MD5 hashes and lengths, as
+py-resync writes them), and the resources as plain files.
+
+    static_source.py DIR BASE_URL COUNT SIZE
+"""
+import hashlib
+import os
+import sys
+from datetime import datetime, timezone
+
+SM = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"'
+
+
+def main():
+    out, base, count, size = sys.argv[1], sys.argv[2].rstrip('/'), int(sys.argv[3]), int(sys.argv[4])
+    now = datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+    os.makedirs(os.path.join(out, '.well-known'), exist_ok=True)
+    os.makedirs(os.path.join(out, 'res'), exist_ok=True)
+    with open(os.path.join(out, '.well-known', 'resourcesync'), 'w') as f:
+        f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {SM}>'
+                f'<rs:md capability="description"/>'
+                f'<url><loc>{base}/capabilitylist.xml</loc><rs:md capability="capabilitylist"/></url></urlset>\n')
+    with open(os.path.join(out, 'capabilitylist.xml'), 'w') as f:
+        f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {SM}>'
+                f'<rs:ln rel="up" href="{base}/.well-known/resourcesync"/><rs:md capability="capabilitylist"/>'
+                f'<url><loc>{base}/resourcelist.xml</loc><rs:md capability="resourcelist"/></url></urlset>\n')
+    entries = []
+    for i in range(count):
+        seed = hashlib.sha256(str(i).encode()).hexdigest()
+        body = (seed * (size // len(seed) + 1))[:size].encode()
+        with open(os.path.join(out, 'res', str(i)), 'wb') as f:
+            f.write(body)
+        entries.append(f'<url><loc>{base}/res/{i}</loc><lastmod>{now}</lastmod>'
+                       f'<rs:md hash="md5:{hashlib.md5(body).hexdigest()}" length="{size}" type="text/plain"/></url>')
+    with open(os.path.join(out, 'resourcelist.xml'), 'w') as f:
+        f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {SM}>'
+                f'<rs:ln rel="up" href="{base}/capabilitylist.xml"/>'
+                f'<rs:md at="{now}" capability="resourcelist" completed="{now}"/>')
+        f.write('\n'.join(entries))
+        f.write('</urlset>\n')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,237 @@
+#include "sync_engine/host_throttle.h"
+#include "sync_engine/retry.h"
+
+#include <doctest/doctest.h>
+
+#include <deque>
+
+using namespace tributary;
+using namespace tributary::sync;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A clock that moves only when told to, and a sleeper that moves it.
+struct FakeTime {
+  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::time_point{} + 1000h;
+  std::vector<std::chrono::milliseconds> sleeps;
+  HostThrottle::Clock clock() {
+    return [this] { return now; };
+  }
+  HostThrottle::Sleeper sleeper() {
+    return [this](std::chrono::milliseconds d) {
+      sleeps.push_back(d);
+      now += d;
+    };
+  }
+  HostThrottle make() { return HostThrottle(clock(), sleeper()); }
+};
+
+const HostThrottle::HostView& view_of(const std::vector<HostThrottle::HostView>& v, const std::string& host) {
+  for (const auto& h : v) {
+    if (h.host == host) {
+      return h;
+    }
+  }
+  FAIL("no host " << host);
+  throw 0;
+}
+
+// `n` requests to `host` answered with `status` after `latency`, each
+// finished before the next starts.
+void run(FakeTime& t, HostThrottle& th, const std::string& host, int n, int status = 200,
+         std::chrono::milliseconds latency = 1ms, double configured = 0) {
+  for (int i = 0; i < n; ++i) {
+    auto ticket = th.start(host, 8, configured);
+    t.now += latency;
+    HostThrottle::Outcome o;
+    o.status = status;
+    o.first_byte = latency;
+    th.finish(ticket, o);
+  }
+}
+
+} // namespace
+
+TEST_CASE("HostThrottle: a healthy host has no rate limit, only the window") {
+  FakeTime t;
+  auto th = t.make();
+  run(t, th, "http://a", 3000); // 3 s at 1,000/s
+  CHECK(t.sleeps.empty());
+  const auto& a = view_of(th.snapshot(), "http://a");
+  CHECK_FALSE(a.rate_limit);
+  CHECK(a.window == 8);
+  CHECK(a.measured_rate == doctest::Approx(1000).epsilon(0.01));
+  CHECK(a.throttled == 0);
+}
+
+TEST_CASE("HostThrottle: 503 with Retry-After pauses the host and halves the rate, once per burst") {
+  FakeTime t;
+  auto th = t.make();
+  run(t, th, "http://a", 1500, 200, 1ms); // measured: 1,000/s
+  // A burst of rejections of concurrent requests: one back-off, not four.
+  std::vector<HostThrottle::Ticket> burst;
+  for (int i = 0; i < 4; ++i) {
+    burst.push_back(th.start("http://a", 8, 0));
+  }
+  for (const auto& ticket : burst) {
+    HostThrottle::Outcome o;
+    o.status = 503;
+    o.retry_after = 2000ms;
+    th.finish(ticket, o);
+  }
+  auto a = view_of(th.snapshot(), "http://a");
+  REQUIRE(a.rate_limit);
+  CHECK(*a.rate_limit == doctest::Approx(500).epsilon(0.05));
+  CHECK(a.window == 4);
+  CHECK(a.throttled == 4);
+  CHECK(a.paused_until);
+  CHECK(a.reason.find("HTTP 503 with Retry-After 2 s") != std::string::npos);
+  // Another host is not affected.
+  run(t, th, "http://b", 1);
+  CHECK(t.sleeps.empty());
+  // The next request to the host waits out the pause, then the limit spaces
+  // requests 2 ms apart.
+  const auto before = t.now;
+  run(t, th, "http://a", 1, 200, 0ms);
+  CHECK(t.now - before >= 1990ms);
+  t.sleeps.clear();
+  run(t, th, "http://a", 10, 200, 0ms);
+  REQUIRE_FALSE(t.sleeps.empty());
+  CHECK(t.sleeps.back() == 2ms);
+}
+
+TEST_CASE("HostThrottle: a limit in use grows while the host is healthy, and an explicit rate stays a ceiling") {
+  FakeTime t;
+  auto th = t.make();
+  run(t, th, "http://a", 200, 200, 5ms); // 200/s
+  {
+    auto ticket = th.start("http://a", 8, 0);
+    HostThrottle::Outcome o;
+    o.status = 429;
+    th.finish(ticket, o);
+  }
+  const double first = *view_of(th.snapshot(), "http://a").rate_limit;
+  CHECK(first == doctest::Approx(100).epsilon(0.1));
+  run(t, th, "http://a", 2000, 200, 0ms); // paced by the limit: several healthy seconds
+  const auto a = view_of(th.snapshot(), "http://a");
+  REQUIRE(a.rate_limit);
+  CHECK(*a.rate_limit > first * 1.3);
+  CHECK(a.reason.find("recovering") != std::string::npos);
+  CHECK(a.window == 8);
+
+  // A configured ceiling holds whatever the adaptation says.
+  FakeTime t2;
+  auto th2 = t2.make();
+  run(t2, th2, "http://c", 50, 200, 0ms, 10);
+  CHECK(t2.now - (std::chrono::steady_clock::time_point{} + 1000h) >= 4900ms);
+  CHECK(view_of(th2.snapshot(), "http://c").configured_rate == 10);
+}
+
+TEST_CASE("HostThrottle: response times far above the usual one and timeouts back off") {
+  FakeTime t;
+  auto th = t.make();
+  run(t, th, "http://a", 100, 200, 10ms);
+  CHECK_FALSE(view_of(th.snapshot(), "http://a").rate_limit);
+  run(t, th, "http://a", 40, 200, 3000ms);
+  auto a = view_of(th.snapshot(), "http://a");
+  REQUIRE(a.rate_limit);
+  CHECK(a.reason.find("response time") != std::string::npos);
+
+  FakeTime t2;
+  auto th2 = t2.make();
+  run(t2, th2, "http://b", 100, 200, 10ms);
+  auto ticket = th2.start("http://b", 8, 0);
+  HostThrottle::Outcome o;
+  o.timed_out = true;
+  th2.finish(ticket, o);
+  auto b = view_of(th2.snapshot(), "http://b");
+  REQUIRE(b.rate_limit);
+  CHECK(b.reason.find("timeout") == 0);
+}
+
+TEST_CASE("HostThrottle: the window caps concurrent requests to a host") {
+  HostThrottle th;
+  std::vector<HostThrottle::Ticket> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(th.start("http://a", 3, 0));
+  }
+  std::atomic<bool> started{false};
+  std::thread fourth([&] {
+    auto ticket = th.start("http://a", 3, 0);
+    started = true;
+    th.finish(ticket, HostThrottle::Outcome{200, false, 1ms, std::nullopt});
+  });
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(started.load());
+  CHECK(view_of(th.snapshot(), "http://a").in_flight == 3);
+  th.finish(held[0], HostThrottle::Outcome{200, false, 1ms, std::nullopt});
+  fourth.join();
+  CHECK(started.load());
+}
+
+TEST_CASE("HostThrottle: robots.txt Crawl-delay spaces requests") {
+  FakeTime t;
+  auto th = t.make();
+  REQUIRE(th.claim_robots("http://a"));
+  CHECK_FALSE(th.claim_robots("http://a")); // being fetched
+  th.set_crawl_delay("http://a", 0.5);
+  CHECK_FALSE(th.claim_robots("http://a")); // known for a day
+  run(t, th, "http://a", 5, 200, 0ms);
+  REQUIRE(t.sleeps.size() == 4);
+  CHECK(t.sleeps[0] == 500ms);
+  CHECK(view_of(th.snapshot(), "http://a").crawl_delay == 0.5);
+  t.now += 25h;
+  CHECK(th.claim_robots("http://a"));
+}
+
+TEST_CASE("parse_crawl_delay: our group, else the '*' group, capped") {
+  CHECK_FALSE(parse_crawl_delay("", "tributary"));
+  CHECK_FALSE(parse_crawl_delay("User-agent: *\nDisallow: /private\n", "tributary"));
+  CHECK(parse_crawl_delay("User-agent: *\nCrawl-delay: 2\n", "tributary") == 2.0);
+  CHECK(parse_crawl_delay("User-agent: Googlebot\nCrawl-delay: 9\n\nUser-agent: *\nCrawl-delay: 1.5 # polite\n",
+                          "tributary") == 1.5);
+  CHECK(parse_crawl_delay("User-agent: *\nCrawl-delay: 5\n\nUser-Agent: Tributary\r\nCrawl-Delay: 0.25\r\n",
+                          "tributary") == 0.25);
+  CHECK(parse_crawl_delay("User-agent: bingbot\nUser-agent: tributary\nCrawl-delay: 3\n", "tributary") == 3.0);
+  CHECK(parse_crawl_delay("User-agent: *\nCrawl-delay: 86400\n", "tributary") == 60.0);
+  CHECK_FALSE(parse_crawl_delay("User-agent: *\nCrawl-delay: soon\n", "tributary"));
+  CHECK_FALSE(parse_crawl_delay("User-agent: *\nCrawl-delay: -1\n", "tributary"));
+}
+
+namespace {
+
+// Answers robots.txt with a body, everything else 200.
+class RobotsFetcher : public Fetcher {
+public:
+  std::string robots;
+  int robots_status = 200;
+  std::vector<std::string> urls;
+  Result<FetchResponse> fetch(const std::string& url, const FetchOptions&, const BodySink& sink) override {
+    urls.push_back(url);
+    FetchResponse r;
+    r.status = url.find("/robots.txt") != std::string::npos ? robots_status : 200;
+    if (r.status == 200 && url.find("/robots.txt") != std::string::npos) {
+      sink(robots.data(), robots.size());
+    }
+    return r;
+  }
+};
+
+} // namespace
+
+TEST_CASE("RetryingFetcher: reads robots.txt once per http host and feeds 503s to the throttle") {
+  FakeTime t;
+  auto th = std::make_shared<HostThrottle>(t.clock(), t.sleeper());
+  auto inner = std::make_shared<RobotsFetcher>();
+  inner->robots = "User-agent: *\nCrawl-delay: 0.1\n";
+  RetryingFetcher f(inner, RetryPolicy{}, th, [](std::chrono::milliseconds) {});
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(f.fetch("http://h.example.org/r" + std::to_string(i), {}, [](const char*, size_t) { return true; }));
+  }
+  REQUIRE(inner->urls.size() == 4);
+  CHECK(inner->urls[0] == "http://h.example.org/robots.txt");
+  CHECK(view_of(th->snapshot(), "http://h.example.org").crawl_delay == 0.1);
+  REQUIRE(f.fetch("file:///tmp/x", {}, [](const char*, size_t) { return true; }));
+  CHECK(inner->urls.size() == 5); // no robots.txt for file:
+}
