@@ -27,7 +27,7 @@ def psql(sql):
 lags = []
 end = time.time() + seconds
 while time.time() < end:
-    index = fetch(f"{base}/sets/{set_name}/changelist.xml")
+    index = fetch(f"{base}/sets/{set_name}/changelist-index.xml")
     parts = re.findall(r"<loc>([^<]+)</loc>", index)
     shown = (len(parts) - 1) * part_size + fetch(parts[-1]).count("<url>")
     row = psql(f"SELECT extract(epoch FROM clock_timestamp() - recorded_at) FROM change_log ORDER BY seq OFFSET {shown} LIMIT 1")

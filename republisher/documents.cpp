@@ -262,10 +262,13 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
       d.header.md->until = last_time;
     }
     d.header.links.push_back(link("up", urls.capability_list(set.name)));
-    d.header.links.push_back(link("index", urls.change_list(set.name)));
+    d.header.links.push_back(link("index", urls.change_list_index(set.name)));
     d.entries = std::move(current);
     current.clear();
-    PartRange range{urls.change_list_part(set.name, n), from, is_closed ? last_time : std::nullopt};
+    // Closed parts are numbered; the open one is always at the URL the
+    // Capability List names.
+    PartRange range{is_closed ? urls.change_list_part(set.name, n) : urls.change_list(set.name), from,
+                    is_closed ? last_time : std::nullopt};
     out.push_back(rs::WrittenPart{range.url, rs::write_document(d), d.entries.size(), false});
     if (is_closed) {
       known.parts.push_back(ClosedParts::Part{range.url, from, *last_time, last_seq});
@@ -315,7 +318,8 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
     e.md->until = r.until;
     index.entries.push_back(std::move(e));
   }
-  out.push_back(rs::WrittenPart{urls.change_list(set.name), rs::write_document(index), index.entries.size(), true});
+  out.push_back(
+      rs::WrittenPart{urls.change_list_index(set.name), rs::write_document(index), index.entries.size(), true});
   return out;
 }
 

@@ -70,9 +70,15 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
                                                           const PublishedSet& set, rs::Timestamp at,
                                                           const rs::PartitionLimits& limits = {});
 
-// The set's change log as a Change List Index at changelist.xml and parts of
-// `part_size` changes: every part but the last is full and closed (`until`)
-// and never changes again; the last is open. Each entry's `datetime` is ours,
+// The set's change log in parts of `part_size` changes: every part but the
+// last is full, closed (`until`), numbered (changelist-<n>.xml) and never
+// changes again; the last is open and is changelist.xml, the URL the
+// Capability List names, so that a client that reads only that document
+// (py-resync's default) reads a Change List it understands. Every part links
+// (`index`) to the Change List Index, changelist-index.xml, which lists the
+// closed parts and then changelist.xml: a Destination whose last change is
+// older than the open list's `from` finds the rest there (spec 12.1, 12.2).
+// The result holds the parts in order, then the index. Each entry's `datetime` is ours,
 // strictly increasing: the time we recorded it, nudged a microsecond past its
 // predecessor when the clock did not move.
 //

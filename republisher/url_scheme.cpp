@@ -39,6 +39,10 @@ std::string UrlScheme::change_list_part(std::string_view set, size_t n) const {
   return m_base + std::string(k_sets) + std::string(set) + "/changelist-" + std::to_string(n) + ".xml";
 }
 
+std::string UrlScheme::change_list_index(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/changelist-index.xml";
+}
+
 std::string UrlScheme::resource_dump(std::string_view set) const {
   return m_base + std::string(k_sets) + std::string(set) + "/resourcedump.xml";
 }

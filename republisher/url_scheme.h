@@ -12,7 +12,11 @@ namespace tributary::pub {
 //   /.well-known/resourcesync                       Source Description
 //   /sets/<set>/capabilitylist.xml                  one per set
 //   /sets/<set>/resourcelist.xml, resourcelist-<n>.xml
-//   /sets/<set>/changelist.xml,   changelist-<n>.xml
+//   /sets/<set>/changelist.xml                     the open Change List (what the
+//                                                  Capability List names)
+//   /sets/<set>/changelist-<n>.xml                 closed parts, immutable
+//   /sets/<set>/changelist-index.xml               Change List Index: the closed
+//                                                  parts, then changelist.xml
 //   /sets/<set>/resourcedump.xml                   Resource Dump (its packages:
 //   /sets/<set>/resourcedump/<generation>/<n>.zip    immutable, one folder per build)
 //   /sets/<set>/changedump.xml                     Change Dump: one package per closed
@@ -31,6 +35,7 @@ public:
   std::string resource_list_part(std::string_view set, size_t n) const;
   std::string change_list(std::string_view set) const;
   std::string change_list_part(std::string_view set, size_t n) const;
+  std::string change_list_index(std::string_view set) const;
   std::string resource(std::string_view set, std::string_view original_uri) const;
   std::string resource_dump(std::string_view set) const;
   std::string resource_dump_package(std::string_view set, std::string_view generation, size_t n) const;

@@ -1,4 +1,5 @@
 #include "sync_engine/run_context.h"
+#include "sync_engine/url_resolve.h"
 
 #include "resourcesync/datetime.h"
 
@@ -106,13 +107,19 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
     return {};
   }
   std::vector<ListRef> lists;
-  if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+  auto read_index = [&](const SpooledDocument& index) -> Result<void> {
     CollectingHandler h;
-    if (auto r = (*doc)->read(h); !r) {
+    if (auto r = index.read(h); !r) {
       return tl::unexpected(r.error());
     }
     for (const auto& e : h.document.entries) {
       lists.push_back(ListRef{e.loc, e.md ? e.md->from : std::nullopt, e.md ? e.md->until : std::nullopt});
+    }
+    return {};
+  };
+  if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+    if (auto r = read_index(**doc); !r) {
+      return r;
     }
   } else {
     std::optional<rs::Timestamp> from = (*doc)->header().md->from;
@@ -121,7 +128,34 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
       ctx.note("the Change List " + cl_url + " has no 'from' (Appendix A requires one): its first change's time, " +
                (from ? rs::format_w3c_datetime(*from) : std::string("none")) + ", is taken instead");
     }
-    lists.push_back(ListRef{cl_url, from, (*doc)->header().md->until});
+    const rs::Link* index = (*doc)->header().find_link("index");
+    if (from && w.last_time && *from > *w.last_time && index) {
+      // The named list starts after our last change: the changes in between
+      // are in the closed lists its Change List Index names (spec 12.1: a
+      // Source names its open list and links the index from it).
+      const auto index_url = resolve_reference(cl_url, index->href);
+      auto idx = ctx.spool(index_url ? *index_url : index->href, rs::Capability::changelist, false);
+      if (idx && (*idx)->header().root == rs::RootElement::sitemapindex) {
+        ctx.note("the Change List " + cl_url + " starts at " + rs::format_w3c_datetime(*from) +
+                 ", after the last change applied: read its index " + (*idx)->url());
+        if (auto r = read_index(**idx); !r) {
+          return r;
+        }
+      } else {
+        ctx.note("the Change List " + cl_url + " links an index that could not be read: " +
+                 (idx ? std::string("not a Change List Index") : idx.error().message));
+      }
+    }
+    if (lists.empty()) {
+      lists.push_back(ListRef{cl_url, from, (*doc)->header().md->until});
+    } else {
+      // The index names the open list too; its 'from' is the list's own.
+      for (auto& l : lists) {
+        if (l.url == cl_url) {
+          l.from = from;
+        }
+      }
+    }
   }
   if (lists.empty()) {
     return {};

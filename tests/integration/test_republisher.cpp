@@ -181,6 +181,7 @@ TEST_CASE("Republisher: every document from /.well-known/resourcesync validates,
       REQUIRE(doc.document.header.find_link("up"));
       if (const auto* index = doc.document.header.find_link("index")) {
         CHECK(get(index->href).status == 200);
+        todo.push_back(index->href); // the open Change List's index is checked too
       }
       CHECK(get(doc.document.header.find_link("up")->href).status == 200);
     }
@@ -192,7 +193,14 @@ TEST_CASE("Republisher: every document from /.well-known/resourcesync validates,
       }
     }
   }
-  CHECK(documents >= 5); // description, capability list, resource list, change list index and part
+  CHECK(documents >= 5); // description, capability list, resource list, the open change list and its index
+  // What the Capability List names is the open Change List (a urlset), not
+  // the index: a client that reads only that (py-resync) can follow.
+  const Got cl = get(p.base + "/sets/up/changelist.xml");
+  const auto open = rs::parse_document(cl.body);
+  CHECK(open.document.header.root == rs::RootElement::urlset);
+  CHECK_FALSE(open.document.header.md->until);
+  CHECK(open.document.header.find_link("index")->href == p.base + "/sets/up/changelist-index.xml");
   auto robots = get(p.base + "/robots.txt");
   CHECK(robots.status == 200);
   CHECK(robots.body.find("Sitemap: " + p.base + "/sets/up/resourcelist.xml") != std::string::npos);
@@ -270,7 +278,7 @@ TEST_CASE("Republisher: content from inside a pack file and from a file of its o
 }
 
 TEST_CASE("Republisher: closed Change List parts are written once and served from files, plain and gzip") {
-  Published p(false, 10000, /*change_list_part=*/1); // four changes: parts 1 to 4 close, 5 is open
+  Published p(false, 10000, /*change_list_part=*/1); // four changes: parts 1 to 4 close, changelist.xml is open
   pub::UrlScheme urls(p.base);
   const std::string part = urls.change_list_part("up", 1);
   const auto file = p.env.data / "documents" / "up" / std::filesystem::path(urls.path_of(part)).filename();
@@ -292,7 +300,8 @@ TEST_CASE("Republisher: closed Change List parts are written once and served fro
   // The open part stays in memory (it changes).
   CHECK(std::filesystem::exists(p.env.data / "documents" / "up" / "changelist-4.xml"));
   CHECK_FALSE(std::filesystem::exists(p.env.data / "documents" / "up" / "changelist-5.xml"));
-  CHECK(get(urls.change_list_part("up", 5)).status == 200);
+  CHECK(get(urls.change_list_part("up", 5)).status == 404);
+  CHECK(get(urls.change_list("up")).status == 200);
 }
 
 TEST_CASE("Republisher: the Change List follows every change while a Resource List not yet due keeps its state") {
@@ -310,7 +319,7 @@ TEST_CASE("Republisher: the Change List follows every change while a Resource Li
   const std::string d = p.up.url("/res/d.txt"); // in the via link
   bool followed = false;
   for (int i = 0; i < 100 && !followed; ++i) {
-    followed = get(urls.change_list_part("up", 1)).body.find(d) != std::string::npos; // the open part
+    followed = get(urls.change_list("up")).body.find(d) != std::string::npos; // the open part
     if (!followed) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -356,10 +365,10 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   std::ofstream(dir / "a.json") << "{\"database\": \"" << db_a.conninfo() << "\", \"data_dir\": \"" << (dir / "a").string()
                                 << "\", \"listen\": \"127.0.0.1:" << port
                                 << "\", \"change_list_part_size\": 2, \"sources\": [{\"name\": \"up\", \"url\": \""
-                                << up.url("/") << "\", \"max_requests_per_second\": 0}]}";
+                                << up.url("/") << "\"}]}";
   std::ofstream(dir / "b.json") << "{\"database\": \"" << db_b.conninfo() << "\", \"data_dir\": \"" << (dir / "b").string()
                                 << "\", \"listen\": \"127.0.0.1:1\", \"sources\": [{\"name\": \"a\", \"url\": \"" << a_url
-                                << "/\", \"max_requests_per_second\": 0}]}";
+                                << "/\"}]}";
   const std::string a_cfg = (dir / "a.json").string();
   const std::string b_cfg = (dir / "b.json").string();
   REQUIRE(run_tributary("migrate --config " + a_cfg).status == 0);
@@ -391,6 +400,11 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   INFO(b_again.out);
   CHECK(b_again.status == 0);
   CHECK(b_again.out.find("created 1, updated 1, deleted 1") != std::string::npos);
+  // The Capability List names A's open Change List, which starts after B's
+  // last change: B found the closed part in between through the index it
+  // links, and did not re-baseline.
+  CHECK(b_again.out.find("read its index " + a_url + "/sets/up/changelist-index.xml") != std::string::npos);
+  CHECK(b_again.out.find("re-baselined") == std::string::npos);
 
   // B's live content equals the upstream's, byte for byte, and its via links
   // name the original URIs.
@@ -412,9 +426,10 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   CHECK(via_to_sha == expected);
   // A's Change List has closed parts (two changes each) and B crossed them;
   // closed parts may be cached forever, the open one may not.
-  Got index = get(a_url + "/sets/up/changelist.xml");
+  Got index = get(a_url + "/sets/up/changelist-index.xml");
   auto parsed = rs::parse_document(index.body);
   REQUIRE(parsed.document.entries.size() >= 3);
+  CHECK(parsed.document.entries.back().loc == a_url + "/sets/up/changelist.xml");
   CHECK(header(get(parsed.document.entries.front().loc), "Cache-Control") == "public, max-age=31536000, immutable");
   CHECK(header(get(parsed.document.entries.back().loc), "Cache-Control") == "no-cache");
 
