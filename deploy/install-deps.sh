@@ -24,8 +24,9 @@ packages=(
   liburiparser-dev
   # config and JSON output, error values, CLI, tests
   nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
-  # used by the test script
-  procps iproute2 ca-certificates openssl
+  # used by the test script; python3 writes a ZIP the way Python's zipfile
+  # does (py-resync's dumps), and the benchmarks' static Sources
+  procps iproute2 ca-certificates openssl python3
   # the status page's end-to-end test renders it in headless Chromium
   chromium
   # used by the benchmarks (bench/run.sh serve)

@@ -51,6 +51,32 @@ std::string make_package(const std::string& manifest_xml, const std::map<std::st
   return out;
 }
 
+// The same package written by Python's zipfile the way py-resync's
+// Dump.write_zip() writes one: the manifest with writestr() (permission bits,
+// no file type), then each file from disk with write() (a regular file).
+std::string make_python_package(const std::string& manifest_xml, const std::map<std::string, std::string>& files) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-pyzip-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "files");
+  std::ofstream(dir / "manifest.xml", std::ios::binary) << manifest_xml;
+  std::string script = "import zipfile\n"
+                       "zf = zipfile.ZipFile('" + (dir / "out.zip").string() + "', 'w', compression=zipfile.ZIP_DEFLATED, allowZip64=True)\n"
+                       "zf.writestr('manifest.xml', open('" + (dir / "manifest.xml").string() + "', 'rb').read())\n";
+  int n = 0;
+  for (const auto& [name, bytes] : files) {
+    const auto f = dir / "files" / std::to_string(n++);
+    std::ofstream(f, std::ios::binary) << bytes;
+    script += "zf.write('" + f.string() + "', arcname='" + name + "')\n";
+  }
+  script += "zf.close()\n";
+  std::ofstream(dir / "write.py") << script;
+  REQUIRE(std::system(("python3 " + (dir / "write.py").string()).c_str()) == 0);
+  std::ifstream in(dir / "out.zip", std::ios::binary);
+  std::string out((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
 struct DumpSite {
   Upstream up;
   Site site{up};
@@ -74,7 +100,8 @@ struct DumpSite {
     publish_packages({{"/res/a.txt", "/res/b.txt"}, {"/res/c.txt"}});
   }
 
-  void publish_packages(const std::vector<std::vector<std::string>>& groups, bool corrupt_second = false) {
+  void publish_packages(const std::vector<std::vector<std::string>>& groups, bool corrupt_second = false,
+                        bool python = false) {
     rs::Document index = make_doc("resourcedump", rs::RootElement::sitemapindex);
     index.header.md->at = at;
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -87,7 +114,8 @@ struct DumpSite {
         manifest.entries.push_back(e);
         files[p.substr(1)] = bytes[p];
       }
-      std::string zip = make_package(rs::write_document(manifest), files);
+      std::string zip = python ? make_python_package(rs::write_document(manifest), files)
+                               : make_package(rs::write_document(manifest), files);
       const std::string md5 = rs::hash_hex(rs::HashAlgorithm::md5, zip);
       if (corrupt_second && g == 1) {
         zip[zip.size() / 2] ^= 0x55; // the bytes no longer match the dump's hash
@@ -235,6 +263,28 @@ TEST_CASE("Dumps: a baseline from a Resource Dump index of several packages, the
   r = env.run(d.source("auto"), RunMode::incremental);
   CHECK(r.status == RunStatus::succeeded);
   CHECK(env.live()[d.up.url("/res/a.txt")] == "alpha v2");
+}
+
+TEST_CASE("Dumps: a Resource Dump written with Python's zipfile, as py-resync writes one, is baselined from over HTTP") {
+  DumpSite d;
+  d.publish_packages({{"/res/a.txt", "/res/b.txt"}, {"/res/c.txt"}}, false, /*python=*/true);
+  SyncEnv env;
+  auto r = env.run(d.source("dumps"), RunMode::incremental);
+  REQUIRE(r.status == RunStatus::succeeded);
+  CHECK(has_note(r, "baselined from the Resource Dump"));
+  CHECK(r.counters.created == 3);
+  CHECK(r.counters.failed == 0);
+  std::map<std::string, std::string> expected;
+  for (const auto& [p, b] : d.bytes) {
+    expected[d.up.url(p)] = b;
+  }
+  CHECK(env.live() == expected);
+  // The untyped manifest entry is accepted with a warning, never silently.
+  bool warned = false;
+  for (const auto& n : r.notes) {
+    warned = warned || n.find("no file type") != std::string::npos;
+  }
+  CHECK(warned);
 }
 
 TEST_CASE("Dumps: a package whose bytes differ from the dump's rs:md fails a dumps run and applies nothing of itself, and auto falls back to lists") {
