@@ -176,4 +176,54 @@ CFG
   kill "$sim"; wait 2>/dev/null || true
   rm -rf "$work"
 fi
+if [ "$which" = all ] || [ "$which" = chain ]; then
+  # Several changing Sources -> Tributary A (one named set merging them,
+  # concurrent syncs) -> Tributary B following that set; every interval 1 s,
+  # every other setting the default. The Sources stop changing after
+  # BENCH_CHAIN_CHANGES each; then B must equal their union.
+  n_src=${BENCH_CHAIN_SOURCES:-6}
+  per=${BENCH_CHAIN_CHANGES:-60}
+  echo "== bench/chain ($n_src x tributary simulate, 500 resources, 2 changes/s, $per changes each -> A (set 'all') -> B; interval 1 s)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  work=$(mktemp -d /tmp/tributary-bench-chain.XXXXXX)
+  for db in chain_a chain_b; do psql "$PG_TEMP_CONNINFO" -qc "CREATE DATABASE $db" >/dev/null; done
+  bin=${TRIBUTARY_BIN:-"$root/build/bench/aggregator/tributary"}
+  pids=()
+  sources=""
+  names=""
+  urls=()
+  for i in $(seq 0 $((n_src - 1))); do
+    port=$((18800 + i))
+    "$bin" simulate --listen "127.0.0.1:$port" --resources 500 --change-rate 2 --max-changes "$per" --seed "$((i + 7))" >/dev/null 2>&1 &
+    pids+=($!)
+    sources+="${sources:+,}{\"name\": \"s$i\", \"url\": \"http://127.0.0.1:$port/\", \"interval\": \"1s\"}"
+    names+="${names:+,}\"s$i\""
+    urls+=("http://127.0.0.1:$port/")
+  done
+  cat >"$work/a.json" <<CFG
+{"database": "$PG_TEMP_CONNINFO dbname=chain_a", "data_dir": "$work/a", "listen": "127.0.0.1:18799",
+ "sets": [{"name": "all", "sources": [$names]}], "sources": [$sources]}
+CFG
+  cat >"$work/b.json" <<CFG
+{"database": "$PG_TEMP_CONNINFO dbname=chain_b", "data_dir": "$work/b", "listen": "127.0.0.1:18798",
+ "sources": [{"name": "a", "url": "http://127.0.0.1:18799/", "interval": "1s",
+              "capability_lists": ["http://127.0.0.1:18799/sets/all/capabilitylist.xml"]}]}
+CFG
+  "$bin" migrate --config "$work/a.json" >/dev/null
+  "$bin" migrate --config "$work/b.json" >/dev/null
+  since=$(psql "$PG_TEMP_CONNINFO" -Atc "SELECT now()")
+  "$bin" run --config "$work/a.json" >"$work/a.log" 2>&1 &
+  a_pid=$!
+  "$bin" run --config "$work/b.json" >"$work/b.log" 2>&1 &
+  b_pid=$!
+  # The Sources change for per/2 seconds from their start; then B has
+  # BENCH_CHAIN_SETTLE seconds to catch up.
+  sleep $((per / 2 + ${BENCH_CHAIN_SETTLE:-15}))
+  python3 "$root/bench/chain.py" "$PG_TEMP_CONNINFO" chain_a chain_b "$since" "${urls[@]}" || status=1
+  kill -TERM "$a_pid" "$b_pid"; wait "$a_pid" "$b_pid" || status=1
+  for p in "${pids[@]}"; do kill "$p"; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+fi
 exit $status
