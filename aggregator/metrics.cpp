@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <sstream>
 
 namespace tributary::agg {
@@ -114,27 +115,29 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     m << "tributary_runs_total{source=\"" << key.substr(0, nl) << "\",status=\"" << key.substr(nl + 1) << "\"} "
       << n << '\n';
   }
+  // A family per upstream host: `value` gives the host's value, or nullopt
+  // to leave its series out.
   const auto hosts = state.throttle->snapshot();
-  family("tributary_host_window", "gauge", "Concurrent requests allowed to an upstream host now.");
-  for (const auto& h : hosts) {
-    m << "tributary_host_window{host=\"" << label(h.host) << "\"} " << h.window << '\n';
-  }
-  family("tributary_host_rate_limit", "gauge",
-         "The adaptive request rate limit of an upstream host (absent: none, the window alone).");
-  for (const auto& h : hosts) {
-    if (h.rate_limit) {
-      m << "tributary_host_rate_limit{host=\"" << label(h.host) << "\"} " << *h.rate_limit << '\n';
+  using HostView = sync::HostThrottle::HostView;
+  auto per_host = [&](const char* name, const char* type, const char* help,
+                      const std::function<std::optional<double>(const HostView&)>& value) {
+    family(name, type, help);
+    for (const auto& h : hosts) {
+      if (auto v = value(h)) {
+        m << name << "{host=\"" << label(h.host) << "\"} " << *v << '\n';
+      }
     }
-  }
-  family("tributary_host_requests_total", "counter", "Requests started to an upstream host.");
-  for (const auto& h : hosts) {
-    m << "tributary_host_requests_total{host=\"" << label(h.host) << "\"} " << h.requests << '\n';
-  }
-  family("tributary_host_throttled_total", "counter",
-         "Responses from an upstream host that slowed us down (429, 502, 503, 504, timeouts, slow responses).");
-  for (const auto& h : hosts) {
-    m << "tributary_host_throttled_total{host=\"" << label(h.host) << "\"} " << h.throttled << '\n';
-  }
+  };
+  per_host("tributary_host_window", "gauge", "Concurrent requests allowed to an upstream host now.",
+           [](const HostView& h) { return std::optional<double>(h.window); });
+  per_host("tributary_host_rate_limit", "gauge",
+           "The adaptive request rate limit of an upstream host (absent: none, the window alone).",
+           [](const HostView& h) { return h.rate_limit; });
+  per_host("tributary_host_requests_total", "counter", "Requests started to an upstream host.",
+           [](const HostView& h) { return std::optional<double>(static_cast<double>(h.requests)); });
+  per_host("tributary_host_throttled_total", "counter",
+           "Responses from an upstream host that slowed us down (429, 502, 503, 504, timeouts, slow responses).",
+           [](const HostView& h) { return std::optional<double>(static_cast<double>(h.throttled)); });
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';
   family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");

@@ -43,7 +43,9 @@ def main():
                                         "SELECT uri, upstream_datetime, recorded_at FROM change_log "
                                         f"WHERE upstream_datetime > timestamptz '{since}' + interval '5 s' "
                                         "ORDER BY recorded_at"):
-        a.setdefault(uri, []).append((epoch(recorded), epoch(upstream)))
+        times, sources_at = a.setdefault(uri, ([], []))  # recorded at A, and at the Source
+        times.append(epoch(recorded))
+        sources_at.append(epoch(upstream))
     delays = []
     for uri, upstream, recorded in rows(f"{pg} dbname={db_b}",
                                         "SELECT uri, upstream_datetime, recorded_at FROM change_log "
@@ -51,10 +53,9 @@ def main():
         hist = a.get(original(uri))
         if not hist:
             continue
-        t_a = epoch(upstream)
-        i = bisect.bisect_right([r for r, _ in hist], t_a + 0.001) - 1
+        i = bisect.bisect_right(hist[0], epoch(upstream) + 0.001) - 1
         if i >= 0:
-            delays.append(epoch(recorded) - hist[i][1])
+            delays.append(epoch(recorded) - hist[1][i])
     delays.sort()
     status = 0
     if len(delays) < 200:

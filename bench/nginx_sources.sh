@@ -17,37 +17,16 @@ n_limited=${BENCH_LIMITED_RESOURCES:-5000}
 work=$(mktemp -d /tmp/tributary-bench-nginx.XXXXXX)
 port=18700
 limited_port=18701
-trap 'kill "$(cat "$work/nginx.pid" 2>/dev/null)" 2>/dev/null || true; rm -rf "$work"' EXIT
+source "$root/bench/nginx.sh"
+trap 'nginx_stop "$work"; rm -rf "$work"' EXIT
 python3 "$root/bench/static_source.py" "$work/www" "http://127.0.0.1:$port" "$n" 1024
 python3 "$root/bench/static_source.py" "$work/limited" "http://127.0.0.1:$limited_port" "$n_limited" 1024
-cat >"$work/nginx.conf" <<NGINX
-user root;
-worker_processes 2;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_requests 100000;
-  types { application/xml xml; }
-  default_type text/plain;
-  log_format rate '\$msec \$status';
-  limit_req_zone \$server_port zone=limited:1m rate=${threshold}r/s;
-  server { listen 127.0.0.1:$port; root $work/www; }
-  server {
-    listen 127.0.0.1:$limited_port;
-    root $work/limited;
-    access_log $work/limited.log rate;
-    limit_req zone=limited burst=20 nodelay;
-    limit_req_status 503;
-    add_header Retry-After 1 always;
-  }
-}
-NGINX
-nginx -c "$work/nginx.conf" -p "$work"
+nginx_start "$work" \
+  "log_format rate '\$msec \$status';" \
+  "limit_req_zone \$server_port zone=limited:1m rate=${threshold}r/s;" \
+  "server { listen 127.0.0.1:$port; root $work/www; }" \
+  "server { listen 127.0.0.1:$limited_port; root $work/limited; access_log $work/limited.log rate;
+    limit_req zone=limited burst=20 nodelay; limit_req_status 503; add_header Retry-After 1 always; }"
 status=0
 run_case() { # name port -> prints tributary sync's line, sets $secs
   local name=$1 port=$2

@@ -56,31 +56,15 @@ CFG
   curl -sf -o "$work/www/changelist-1.xml" "http://127.0.0.1:$ours_port$cl"
   curl -sf -o "$work/www/object" "http://127.0.0.1:$ours_port$obj"
   entries=$(grep -c '<url>' "$work/www/changelist-1.xml")
-  cat >"$work/nginx.conf" <<NGINX
-user root;
-worker_processes 2;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_requests 100000;
-  types { application/xml xml; }
-  default_type text/plain;
-  server { listen 127.0.0.1:$nginx_port; root $work/www; }
-}
-NGINX
-  nginx -c "$work/nginx.conf" -p "$work"
+  source "$root/bench/nginx.sh"
+  nginx_start "$work" "server { listen 127.0.0.1:$nginx_port; root $work/www; }"
   rate() { wrk -t2 -c32 -d10s "$1" | awk '/Requests\/sec/ {print int($2)}'; }
   ours_cl=$(rate "http://127.0.0.1:$ours_port$cl")
   nginx_cl=$(rate "http://127.0.0.1:$nginx_port/changelist-1.xml")
   ours_obj=$(rate "http://127.0.0.1:$ours_port$obj")
   nginx_obj=$(rate "http://127.0.0.1:$nginx_port/object")
   kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true
-  kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  nginx_stop "$work"
   report() {
     awk -v what="$1" -v ours="$2" -v ngx="$3" 'BEGIN {
       r = ngx > 0 ? ours / ngx : 0;
@@ -109,7 +93,7 @@ if [ "$which" = all ] || [ "$which" = daemon ]; then
     port=$((18500 + i))
     "$bin" simulate --listen "127.0.0.1:$port" --resources 10000 --change-rate 1 --seed "$i" >/dev/null 2>&1 &
     pids+=($!)
-    sources+="${sources:+,}{\"name\": \"sim$i\", \"url\": \"http://127.0.0.1:$port/\", \"interval\": \"1s\", \"max_requests_per_second\": 0}"
+    sources+="${sources:+,}{\"name\": \"sim$i\", \"url\": \"http://127.0.0.1:$port/\", \"interval\": \"1s\"}"
   done
   cat >"$work/config.json" <<CFG
 {"database": "$db", "data_dir": "$work/data", "listen": "127.0.0.1:18499", "max_concurrent_syncs": 4, "sources": [$sources]}
@@ -157,7 +141,7 @@ if [ "$which" = all ] || [ "$which" = publish ]; then
   sim=$!
   cat >"$work/config.json" <<CFG
 {"database": "$db", "data_dir": "$work/data", "listen": "127.0.0.1:18599",
- "sources": [{"name": "sim", "url": "http://127.0.0.1:18600/", "interval": "1s", "max_requests_per_second": 0}]}
+ "sources": [{"name": "sim", "url": "http://127.0.0.1:18600/", "interval": "1s"}]}
 CFG
   "$bin" migrate --config "$work/config.json" >/dev/null
   started=$(date +%s)

@@ -219,7 +219,6 @@ int main(int argc, char** argv) {
     sync::SourceConfig dsrc;
     dsrc.name = "bench-dump";
     dsrc.url = base + "/caps.xml";
-    dsrc.max_requests_per_second = 0;
     dsrc.strategy = "dumps";
     sync::RunOptions dopt;
     dopt.mode = store::RunMode::baseline;
@@ -264,7 +263,6 @@ int main(int argc, char** argv) {
   sync::SourceConfig src;
   src.name = "bench";
   src.url = base + "/caps.xml";
-  src.max_requests_per_second = 0;
   sync::RunOptions opt;
   opt.mode = store::RunMode::baseline;
   if (const char* b = std::getenv("BENCH_BATCH")) {

@@ -15,7 +15,6 @@ namespace {
 using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr unsigned k_default_connections = 8;
 constexpr auto k_bucket = std::chrono::seconds(1);        // measuring and recovery period
 constexpr double k_first_cut = 0.5;                       // the first limit: half the rate measured
 constexpr double k_cut = 0.7;                             // later: 70% of the limit in force
@@ -50,11 +49,11 @@ std::chrono::system_clock::time_point to_system(steady::time_point t, steady::ti
 
 } // namespace
 
-HostThrottle::HostThrottle(Clock clock, Sleeper sleeper) : m_clock(std::move(clock)), m_sleeper(std::move(sleeper)) {
-  if (!m_sleeper) {
-    m_sleeper = [](milliseconds d) { std::this_thread::sleep_for(d); };
-  }
+Sleeper real_sleeper() {
+  return [](milliseconds d) { std::this_thread::sleep_for(d); };
 }
+
+HostThrottle::HostThrottle(Clock clock, Sleeper sleeper) : m_clock(std::move(clock)), m_sleeper(std::move(sleeper)) {}
 
 HostThrottle::Host& HostThrottle::host_locked(const std::string& host) {
   auto it = m_hosts.find(host);

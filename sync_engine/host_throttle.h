@@ -12,6 +12,10 @@
 
 namespace tributary::sync {
 
+// Sleeps for a duration; injected so tests run without waiting.
+using Sleeper = std::function<void(std::chrono::milliseconds)>;
+Sleeper real_sleeper();
+
 // How fast we fetch from one host (scheme://host:port), shared by every
 // source that fetches from it. What good crawlers do, not a fixed rate:
 //
@@ -33,7 +37,6 @@ namespace tributary::sync {
 class HostThrottle {
 public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
-  using Sleeper = std::function<void(std::chrono::milliseconds)>;
 
   // What a request came to, for adaptation.
   struct Outcome {
@@ -68,7 +71,9 @@ public:
     std::chrono::steady_clock::time_point started;
   };
 
-  explicit HostThrottle(Clock clock = std::chrono::steady_clock::now, Sleeper sleeper = nullptr);
+  static constexpr unsigned k_default_connections = 8;
+
+  explicit HostThrottle(Clock clock = std::chrono::steady_clock::now, Sleeper sleeper = real_sleeper());
 
   // Blocks until a request to `host` may start: a slot in its window, the
   // end of a pause, the next start the rate allows. `max_connections` caps
@@ -86,8 +91,8 @@ public:
 
 private:
   struct Host {
-    double window = 8;
-    unsigned max_window = 8;
+    double window = k_default_connections;
+    unsigned max_window = k_default_connections;
     unsigned in_flight = 0;
     std::optional<double> rate;            // adaptive limit
     double configured_rate = 0;            // the last request's ceiling (0: none)

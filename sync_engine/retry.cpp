@@ -6,10 +6,6 @@
 
 namespace tributary::sync {
 
-Sleeper real_sleeper() {
-  return [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); };
-}
-
 std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt) {
   double base = static_cast<double>(policy.initial_backoff.count());
   for (int i = 1; i < attempt; ++i) {

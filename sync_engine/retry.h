@@ -12,10 +12,6 @@
 
 namespace tributary::sync {
 
-// Sleeps for a duration; injected so tests run without waiting.
-using Sleeper = std::function<void(std::chrono::milliseconds)>;
-Sleeper real_sleeper();
-
 struct RetryPolicy {
   int max_attempts = 5;                           // including the first
   std::chrono::milliseconds initial_backoff{250}; // then ×4 each attempt, with jitter

@@ -69,6 +69,12 @@ struct Site {
     content[path] = bytes;
     up.set(path, bytes, "text/plain");
   }
+  // `count` resources: <prefix><i>.txt holding "<body><i>".
+  void put_numbered(int count, const std::string& prefix = "/res/", const std::string& body = "resource ") {
+    for (int i = 0; i < count; ++i) {
+      put(prefix + std::to_string(i) + ".txt", body + std::to_string(i));
+    }
+  }
   void erase(const std::string& path) {
     content.erase(path);
     up.remove(path);

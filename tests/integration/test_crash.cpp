@@ -62,7 +62,7 @@ TEST_CASE("Crash safety: SIGKILL during baseline and incremental, then resume") 
   std::filesystem::create_directories(env.data);
   std::ofstream(cfg) << "{\"database\": \"" << env.db.conninfo() << "\", \"data_dir\": \"" << env.data.string()
                      << "\", \"sources\": [{\"name\": \"up\", \"url\": \"" << up.url("/")
-                     << "\", \"max_requests_per_second\": 0}]}";
+                     << "\"}]}";
   const std::vector<std::string> baseline{"sync", "--config", cfg.string(), "--baseline", "--batch-size", "20"};
   const std::vector<std::string> incremental{"sync", "--config", cfg.string(), "--incremental", "--batch-size", "20"};
 

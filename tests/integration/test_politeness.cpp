@@ -29,9 +29,7 @@ TEST_CASE("Politeness: a Source that answers 503 with Retry-After past 100 reque
           "mostly within its limit") {
   Upstream up;
   Site site(up);
-  for (int i = 0; i < 300; ++i) {
-    site.put("/res/" + std::to_string(i) + ".txt", "resource " + std::to_string(i));
-  }
+  site.put_numbered(300);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set_rate_threshold(100, 10, 1);
   SyncEnv env;
@@ -59,9 +57,7 @@ TEST_CASE("Politeness: a Source that answers 503 with Retry-After past 100 reque
 TEST_CASE("Politeness: robots.txt Crawl-delay spaces every request to the Source") {
   Upstream up;
   Site site(up);
-  for (int i = 0; i < 8; ++i) {
-    site.put("/res/" + std::to_string(i) + ".txt", "resource " + std::to_string(i));
-  }
+  site.put_numbered(8);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set("/robots.txt", "User-agent: *\nDisallow: /private/\nCrawl-delay: 0.1\n", "text/plain");
   SyncEnv env;

@@ -542,9 +542,7 @@ TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tribu
 TEST_CASE("Republisher: two processes serving one data_dir build and serve their dumps without touching each other's") {
   Upstream up;
   Site site(up);
-  for (int i = 0; i < 6; ++i) {
-    site.put("/res/r" + std::to_string(i) + ".txt", "bytes " + std::to_string(i));
-  }
+  site.put_numbered(6, "/res/r", "bytes ");
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
   const auto dir = std::filesystem::temp_directory_path() / ("tributary-two-" + std::to_string(::getpid()));
@@ -558,7 +556,7 @@ TEST_CASE("Republisher: two processes serving one data_dir build and serve their
                           << "\", \"listen\": \"127.0.0.1:" << ports[k]
                           << "\", \"change_list_part_size\": 2, \"dump_package_size\": 2, \"sources\": [{\"name\": "
                              "\"up\", \"url\": \""
-                          << up.url("/") << "\", \"max_requests_per_second\": 0}]}";
+                          << up.url("/") << "\"}]}";
   }
   REQUIRE(run_tributary("migrate --config " + cfg[0]).status == 0);
   REQUIRE(run_tributary("sync --config " + cfg[0] + " --incremental").status == 0);

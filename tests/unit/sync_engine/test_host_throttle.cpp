@@ -18,7 +18,7 @@ struct FakeTime {
   HostThrottle::Clock clock() {
     return [this] { return now; };
   }
-  HostThrottle::Sleeper sleeper() {
+  Sleeper sleeper() {
     return [this](std::chrono::milliseconds d) {
       sleeps.push_back(d);
       now += d;

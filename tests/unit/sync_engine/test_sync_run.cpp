@@ -131,7 +131,6 @@ struct Engine {
     sync::SourceConfig c;
     c.name = "files";
     c.url = source.url("caps.xml");
-    c.max_requests_per_second = 0;
     return c;
   }
   sync::SourceReport run(store::RunMode mode, bool repair = false) {
