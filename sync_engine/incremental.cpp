@@ -3,6 +3,7 @@
 
 #include "resourcesync/datetime.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -35,7 +36,40 @@ struct ListRef {
   std::string url;
   std::optional<rs::Timestamp> from;
   std::optional<rs::Timestamp> until;
+  std::unique_ptr<SpooledDocument> doc; // fetched already (to learn its start)
+  bool unchanged = false;               // 304: applied to its end before, not changed since
 };
+
+// Orders the lists of a Change List Index oldest first. The index's order
+// means nothing (a newest-first index, applied as listed, moved the
+// watermark past the older parts, whose changes were then skipped): a list
+// is placed by its `from`, or, when the index gives none, by the list's own
+// `from` or its first change's time, which takes fetching it.
+Result<void> order_lists(RunContext& ctx, std::vector<ListRef>& lists, const std::string& fetched_url) {
+  for (auto& l : lists) {
+    if (l.from || l.doc || l.url == fetched_url) {
+      continue;
+    }
+    auto d = ctx.spool(l.url, rs::Capability::changelist, true);
+    if (!d) {
+      return tl::unexpected(d.error());
+    }
+    if ((*d)->not_modified()) {
+      l.unchanged = true;
+    } else {
+      l.from = (*d)->header().md->from;
+      if (!l.from) {
+        l.from = first_change_time(**d);
+      }
+    }
+    l.doc = std::move(*d);
+  }
+  // Lists with no time at all hold no change: their place does not matter.
+  std::stable_sort(lists.begin(), lists.end(), [](const ListRef& a, const ListRef& b) {
+    return a.from.value_or(rs::Timestamp::min()) < b.from.value_or(rs::Timestamp::min());
+  });
+  return {};
+}
 
 Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocument& doc, Watermark& w) {
   std::vector<PendingChange> pending;
@@ -160,6 +194,9 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
   if (lists.empty()) {
     return {};
   }
+  if (auto r = order_lists(ctx, lists, cl_url); !r) {
+    return r;
+  }
   // Gap detection: the earliest change still published is later than what
   // we have applied, so changes in between are lost upstream.
   std::optional<rs::Timestamp> earliest = lists.front().from;
@@ -182,18 +219,20 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
     w = *again;
   }
   ctx.progress_start = std::chrono::steady_clock::now();
-  for (const auto& l : lists) {
-    if (l.until && w.last_time && *l.until < *w.last_time) {
-      continue; // closed and entirely before the watermark
+  for (auto& l : lists) {
+    if (l.unchanged || (l.until && w.last_time && *l.until < *w.last_time)) {
+      continue; // not changed since applied, or closed and entirely before the watermark
     }
-    std::unique_ptr<SpooledDocument> part;
+    std::unique_ptr<SpooledDocument> part = std::move(l.doc);
     const SpooledDocument* d = doc->get();
     if (l.url != cl_url) {
-      auto p = ctx.spool(l.url, rs::Capability::changelist, true);
-      if (!p) {
-        return tl::unexpected(p.error());
+      if (!part) {
+        auto p = ctx.spool(l.url, rs::Capability::changelist, true);
+        if (!p) {
+          return tl::unexpected(p.error());
+        }
+        part = std::move(*p);
       }
-      part = std::move(*p);
       if (part->not_modified()) {
         continue;
       }
@@ -261,14 +300,19 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
       continue;
     }
     const rs::HashValue* want = rs::strongest_hash(offered_hashes(e));
-    if (want && want->known() == rs::HashAlgorithm::sha256 && ctx.blobs.contains(want->hex)) {
-      // Content already present (another source, or an earlier copy).
-      store::BlobInfo blob;
-      blob.sha256 = want->hex;
-      blob.length = e.md && e.md->length ? *e.md->length : 0;
-      blob.hashes = offered_hashes(e);
-      final_state[uri] = record_for(e, blob, "blob store", std::nullopt);
-      continue;
+    if (want && want->known() == rs::HashAlgorithm::sha256) {
+      if (auto held_blob = ctx.blobs.locate(want->hex)) {
+        // Content already present (another source, or an earlier copy).
+        // Its length is the blob's own, never the document's (which may be
+        // absent or wrong: republished as length="0", a downstream capped
+        // its fetch at 0 bytes); its one verified digest is the sha-256.
+        store::BlobInfo blob;
+        blob.sha256 = want->hex;
+        blob.length = held_blob->length;
+        blob.hashes = {*want};
+        final_state[uri] = record_for(e, blob, "blob store", std::nullopt);
+        continue;
+      }
     }
     to_fetch.push_back(&e);
   }
