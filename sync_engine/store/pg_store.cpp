@@ -37,6 +37,25 @@ std::optional<std::string> read_str(const pqxx::field& f) {
   return f.is_null() ? std::nullopt : std::optional<std::string>(f.as<std::string>());
 }
 
+// The change log is republished in `seq` order and read incrementally
+// (parts close at a `seq`; a follower resumes after one), so a row must
+// never become visible after a row with a higher `seq`. Two transactions
+// could take `seq` values in one order and commit in the other (two
+// sources of a named set syncing at once, a daemon beside a CLI run): the
+// late row was then never published. Every writer of the log takes this
+// transaction lock first and holds it to its commit, so `seq` order is
+// commit order, across processes. The lock is taken at the end of a batch,
+// just before its log rows, so it is held for the insert and the commit
+// only. (A safe horizon, publishing only below the oldest running writer,
+// would keep writers concurrent but needs the reader to know of writers it
+// cannot see; measured, the serialised tail costs nothing the bench can
+// show: see bench/RESULTS.md.)
+constexpr long long k_change_log_lock = 0x74726962636c6f67LL; // "tribclog"
+
+void lock_change_log(pqxx::work& tx) {
+  tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_change_log_lock) + ")");
+}
+
 // A retry's entry is kept as a one-entry urlset: the upstream's own XML
 // form, every attribute and link included.
 std::string entry_to_xml(const rs::Entry& e) {
@@ -247,6 +266,8 @@ struct PgStore::Impl {
              "md5 text, sha1 text, sha256 text, type text, encoding text, links jsonb, blob_sha256 text, "
              "fetched_at timestamptz, fetched_from text) ON COMMIT DELETE ROWS");
     tx.exec0("CREATE TEMP TABLE stage_seen (uri text) ON COMMIT DELETE ROWS");
+    tx.exec0("CREATE TEMP TABLE stage_deleted (uri text, lastmod timestamptz, length bigint, md5 text, sha1 text, "
+             "sha256 text, type text, encoding text, links jsonb) ON COMMIT DELETE ROWS");
     tx.commit();
   }
   std::string conninfo;
@@ -410,21 +431,6 @@ Result<void> PgStore::apply(const Batch& b) {
         tx.exec_params(sql, b.feed_id);
       }
     }
-    if (!b.changes.empty()) {
-      pqxx::stream_to s(tx, "change_log",
-                        std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
-                                                 "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
-      for (const auto& c : b.changes) {
-        const ResourceRecord& r = c.resource;
-        s << std::make_tuple(
-            static_cast<long long>(b.feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
-            ts(r.lastmod),
-            r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
-            hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
-            hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
-      }
-      s.complete();
-    }
     if (!b.upserts.empty()) {
       // A stored resource needs no retry.
       tx.exec_params("DELETE FROM retry r USING stage_resource st WHERE r.feed_id = $1 AND r.uri = st.uri", b.feed_id);
@@ -461,6 +467,23 @@ Result<void> PgStore::apply(const Batch& b) {
                      static_cast<long long>(c.deleted), static_cast<long long>(c.unchanged),
                      static_cast<long long>(c.failed), static_cast<long long>(c.bytes));
     }
+    if (!b.changes.empty()) {
+      // Last, under the change-log lock held to commit: see lock_change_log().
+      lock_change_log(tx);
+      pqxx::stream_to s(tx, "change_log",
+                        std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
+                                                 "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
+      for (const auto& c : b.changes) {
+        const ResourceRecord& r = c.resource;
+        s << std::make_tuple(
+            static_cast<long long>(b.feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
+            ts(r.lastmod),
+            r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
+            hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
+            hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
+      }
+      s.complete();
+    }
     tx.commit();
     return {};
   });
@@ -474,8 +497,7 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
         "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
         "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "
         "  RETURNING uri, lastmod, length, md5, sha1, sha256, type, encoding, links) "
-        "INSERT INTO change_log (feed_id, uri, change, lastmod, length, md5, sha1, sha256, type, encoding, links) "
-        "SELECT $1, uri, 'deleted', lastmod, length, md5, sha1, sha256, type, encoding, links FROM d ORDER BY uri",
+        "INSERT INTO stage_deleted SELECT * FROM d",
         feed_id, run_id);
     const auto n = static_cast<uint64_t>(r.affected_rows());
     // The listing no longer names them: nothing left to retry.
@@ -484,6 +506,15 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
       upsert_watermark(tx, feed_id, *w);
     }
     tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id, static_cast<long long>(n));
+    if (n > 0) {
+      // Last, under the change-log lock held to commit: see lock_change_log().
+      lock_change_log(tx);
+      tx.exec_params(
+          "INSERT INTO change_log (feed_id, uri, change, lastmod, length, md5, sha1, sha256, type, encoding, links) "
+          "SELECT $1, uri, 'deleted', lastmod, length, md5, sha1, sha256, type, encoding, links FROM stage_deleted "
+          "ORDER BY uri",
+          feed_id);
+    }
     tx.commit();
     return n;
   });
