@@ -123,6 +123,7 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
                               : store::RunMode::incremental;
   options.repair = cmd.repair;
   options.batch_size = std::max<size_t>(1, cmd.batch_size);
+  options.wait_for_source = cmd.wait;
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   if (tty) {
     options.on_progress = [&err](const sync::Progress& p) {
@@ -148,13 +149,16 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
     std::ostringstream secs;
     secs << std::fixed << std::setprecision(1) << static_cast<double>(report.duration.count()) / 1000.0;
     out << "source '" << report.source << "': " << store::to_string(report.mode) << " "
-        << store::to_string(report.status) << " in " << secs.str() << " s: " << sync::format_counters(report.counters)
+        << (report.busy ? std::string_view("skipped (busy)") : store::to_string(report.status)) << " in " << secs.str() << " s: " << sync::format_counters(report.counters)
         << (report.error_count ? ", " + std::to_string(report.error_count) + " error(s)" : std::string()) << '\n';
     for (const auto& n : report.notes) {
       out << "  note: " << n << '\n';
     }
     for (const auto& e : report.errors) {
       out << "  error: " << e << '\n';
+    }
+    if (report.busy) {
+      out << "  (--wait waits for the other run to end)\n";
     }
     if (report.error_count > report.errors.size()) {
       out << "  (" << report.error_count - report.errors.size() << " more errors recorded on run " << report.run_id

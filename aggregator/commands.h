@@ -21,6 +21,7 @@ struct SyncCommand {
   bool audit = false;
   bool repair = false;
   size_t batch_size = 1000;
+  bool wait = false; // for a source another run holds
 };
 
 // `tributary sync`: runs each source once and prints one summary line per

@@ -17,12 +17,18 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
+#include <future>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <ostream>
 #include <thread>
 
 namespace tributary::agg {
+
+// How long a stopping daemon waits for its runs to reach a safe point.
+constexpr std::chrono::seconds k_stop_grace{3};
 
 // The dispatcher: runs due sources on threads of their own, reloads the
 // config on SIGHUP.
@@ -129,6 +135,12 @@ struct Daemon : DaemonState {
       for (Job& job : scheduler.due(now, config.max_concurrent_syncs)) {
         const sync::SourceConfig* cfg = scheduler.source(job.source);
         Running& r = running[job.source];
+        if (r.thread.joinable()) {
+          // Cannot happen (the scheduler keeps a removed source's run until
+          // it finishes); never assign over a running thread.
+          scheduler.busy(job.source, now);
+          continue;
+        }
         r.mode = job.mode;
         r.started = now;
         r.progress = {};
@@ -201,7 +213,11 @@ struct Daemon : DaemonState {
       republisher->refresh_soon(); // our Change List shows the changes now, not at the next check
     }
     std::lock_guard lock(mutex);
-    scheduler.finished(src.name, job.mode, ok, Clock::now());
+    if (report.busy) {
+      scheduler.busy(src.name, Clock::now()); // another process runs it: not a failure of ours
+    } else {
+      scheduler.finished(src.name, job.mode, ok, Clock::now());
+    }
     ++runs_total[src.name + "\n" + std::string(store::to_string(report.status))];
     last_duration[src.name] = static_cast<double>(report.duration.count()) / 1000.0;
     if (auto it = running.find(src.name); it != running.end()) {
@@ -282,7 +298,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   out << "status page: " << base << "/status\n"
       << "source description: " << base << "/.well-known/resourcesync" << std::endl;
 
-  std::thread dispatcher([dp] { dp->dispatch(); });
+  std::promise<void> dispatched;
+  auto dispatcher_done = dispatched.get_future();
+  std::thread dispatcher([dp, &dispatched] {
+    dp->dispatch();
+    dispatched.set_value();
+  });
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -300,6 +321,24 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     d->stopping = true;
   }
   d->wake.notify_all();
+  // Every wait of a run ends at the stop flag; a request in flight to a
+  // hung upstream does not (its read timeout is a minute). Past the grace
+  // period the process exits anyway: what is committed is durable, and a
+  // batch not committed is fetched again by the next run (as after a
+  // crash, which the crash matrix covers). systemd's stop timeout is 90 s.
+  if (dispatcher_done.wait_for(k_stop_grace) == std::future_status::timeout) {
+    size_t busy = 0;
+    {
+      std::lock_guard lock(d->mutex);
+      busy = d->running.size();
+    }
+    log::warn("", "stopping: " + std::to_string(busy) + " run(s) still waiting on the network after " +
+                      std::to_string(k_stop_grace.count()) +
+                      " s; exiting now (their uncommitted batches are redone by the next run)");
+    std::cout.flush();
+    std::cerr.flush();
+    std::_Exit(0);
+  }
   dispatcher.join();
   server.stop();
   republisher.stop();

@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   sync_sub->add_flag("--repair", sync_cmd.repair, "With --audit: fix what differs");
   sync_sub->add_option("--batch-size", sync_cmd.batch_size,
                        "Entries applied per transaction (default 1000)")->check(CLI::Range(1, 1000000));
+  sync_sub->add_flag("--wait", sync_cmd.wait,
+                     "If another run (a daemon, another sync) holds a source, wait for it to end instead of "
+                     "skipping that source");
 
   std::string blobs_config;
   bool reindex = false;

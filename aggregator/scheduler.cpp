@@ -10,6 +10,7 @@ std::string_view to_string(SourceState s) {
   case SourceState::syncing: return "syncing";
   case SourceState::failing: return "failing";
   case SourceState::disabled: return "disabled";
+  case SourceState::busy: return "busy";
   }
   return "idle";
 }
@@ -41,6 +42,8 @@ void Scheduler::configure(const std::vector<sync::SourceConfig>& sources, Time n
     Entry e;
     if (it != m_entries.end()) {
       e = std::move(it->second);
+      m_entries.erase(it);
+      e.removed = false;
       if (e.config.interval != s.interval && e.failures == 0 && !e.running) {
         e.next_run = std::min(e.next_run, now + s.interval);
       }
@@ -58,6 +61,12 @@ void Scheduler::configure(const std::vector<sync::SourceConfig>& sources, Time n
     e.config = s;
     next.emplace(s.name, std::move(e));
   }
+  for (auto& [name, e] : m_entries) {
+    if (e.running) {
+      e.removed = true;
+      next.emplace(name, std::move(e));
+    }
+  }
   m_entries = std::move(next);
 }
 
@@ -69,7 +78,7 @@ std::vector<Job> Scheduler::due(Time now, size_t slots) {
       ++running;
       continue;
     }
-    if (!e.config.enabled) {
+    if (!e.config.enabled || e.removed) {
       continue;
     }
     if (e.requested) {
@@ -110,7 +119,12 @@ void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok
     return; // removed from the config while it ran
   }
   Entry& e = it->second;
+  if (e.removed) {
+    m_entries.erase(it); // removed from the config while it ran
+    return;
+  }
   e.running = false;
+  e.busy = false;
   if (ok) {
     e.failures = 0;
     e.next_run = now + jittered(e.config.interval);
@@ -123,9 +137,23 @@ void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok
   }
 }
 
-Scheduler::Request Scheduler::request(const std::string& source, store::RunMode mode) {
+void Scheduler::busy(const std::string& source, Time now) {
   auto it = m_entries.find(source);
   if (it == m_entries.end()) {
+    return;
+  }
+  if (it->second.removed) {
+    m_entries.erase(it);
+    return;
+  }
+  it->second.running = false;
+  it->second.busy = true;
+  it->second.next_run = now + std::min<std::chrono::seconds>(k_busy_retry, it->second.config.interval);
+}
+
+Scheduler::Request Scheduler::request(const std::string& source, store::RunMode mode) {
+  auto it = m_entries.find(source);
+  if (it == m_entries.end() || it->second.removed) {
     return Request::unknown;
   }
   if (!it->second.config.enabled) {
@@ -152,10 +180,14 @@ std::optional<Time> Scheduler::next_due() const {
 std::vector<Scheduler::View> Scheduler::view() const {
   std::vector<View> out;
   for (const auto& [name, e] : m_entries) {
+    if (e.removed) {
+      continue;
+    }
     View v;
     v.name = name;
     v.state = !e.config.enabled ? SourceState::disabled
               : e.running       ? SourceState::syncing
+              : e.busy          ? SourceState::busy
               : e.failures > 0  ? SourceState::failing
                                 : SourceState::idle;
     if (e.running) {
@@ -174,7 +206,7 @@ std::vector<Scheduler::View> Scheduler::view() const {
 
 const sync::SourceConfig* Scheduler::source(const std::string& name) const {
   auto it = m_entries.find(name);
-  return it == m_entries.end() ? nullptr : &it->second.config;
+  return it == m_entries.end() || it->second.removed ? nullptr : &it->second.config;
 }
 
 } // namespace tributary::agg

@@ -14,7 +14,7 @@ namespace tributary::agg {
 
 using Time = std::chrono::system_clock::time_point;
 
-enum class SourceState { idle, syncing, failing, disabled };
+enum class SourceState { idle, syncing, failing, disabled, busy };
 std::string_view to_string(SourceState s);
 
 struct Job {
@@ -37,13 +37,19 @@ public:
   explicit Scheduler(uint64_t seed = std::random_device{}());
 
   // Replaces the configured sources. New ones are due now; removed ones are
-  // forgotten (one still running is only reported by finished()); changed
-  // ones keep their timing.
+  // forgotten, but one still running is kept, hidden, until finished(), so
+  // that a source removed and added back while it runs is not started twice;
+  // changed ones keep their timing.
   void configure(const std::vector<sync::SourceConfig>& sources, Time now);
   // Jobs to start now, at most `slots`; marks them running.
   std::vector<Job> due(Time now, size_t slots);
   // A job ended (ok: it succeeded, fully or partly).
   void finished(const std::string& source, store::RunMode mode, bool ok, Time now);
+  // A job did not run: another process held the source. Shown as busy and
+  // tried again after k_busy_retry (or its interval, if shorter), with no
+  // back-off (it is no failure).
+  void busy(const std::string& source, Time now);
+  static constexpr std::chrono::seconds k_busy_retry{30};
   enum class Request { queued, unknown, disabled };
   // Runs `mode` on the source as soon as a slot is free.
   Request request(const std::string& source, store::RunMode mode);
@@ -75,6 +81,8 @@ private:
     bool running = false;
     store::RunMode running_mode = store::RunMode::incremental;
     std::optional<store::RunMode> requested;
+    bool removed = false; // gone from the config, kept while its run lasts
+    bool busy = false;    // its last job found another process running it
   };
   std::chrono::seconds jittered(std::chrono::seconds d);
 

@@ -2,6 +2,7 @@
 
 #include "common/result.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -51,6 +52,9 @@ struct FetchOptions {
   // Called before retrying a request whose body had partly reached the
   // sink; return false to give up instead (the default when unset).
   std::function<bool()> restart;
+  // Set from another thread to give up: no new attempt or wait starts, a
+  // body being received is cut off, and the fetch fails (transient).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct FetchResponse {

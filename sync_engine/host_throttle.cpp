@@ -53,6 +53,24 @@ Sleeper real_sleeper() {
   return [](milliseconds d) { std::this_thread::sleep_for(d); };
 }
 
+bool sleep_unless_cancelled(const std::atomic<bool>* cancel, milliseconds d, const Sleeper& sleeper) {
+  if (!cancel) {
+    if (d.count() > 0) {
+      sleeper(d);
+    }
+    return true;
+  }
+  while (d.count() > 0) {
+    if (cancel && cancel->load()) {
+      return false;
+    }
+    const milliseconds slice = std::min(d, milliseconds(100));
+    sleeper(slice);
+    d -= slice;
+  }
+  return !(cancel && cancel->load());
+}
+
 HostThrottle::HostThrottle(Clock clock, Sleeper sleeper) : m_clock(std::move(clock)), m_sleeper(std::move(sleeper)) {}
 
 HostThrottle::Host& HostThrottle::host_locked(const std::string& host) {
@@ -152,13 +170,17 @@ void HostThrottle::back_off_locked(Host& h, steady::time_point now, steady::time
   set_reason_locked(h, std::move(text));
 }
 
-HostThrottle::Ticket HostThrottle::start(const std::string& host, unsigned max_connections, double configured_rate) {
+HostThrottle::Ticket HostThrottle::start(const std::string& host, unsigned max_connections, double configured_rate,
+                                         const std::atomic<bool>* cancel) {
   std::unique_lock lock(m_mutex);
   Host& h = host_locked(host);
   h.max_window = max_connections ? max_connections : k_default_connections;
   h.window = std::min<double>(h.window, h.max_window);
   h.configured_rate = configured_rate;
   for (;;) {
+    if (cancel && cancel->load()) {
+      break;
+    }
     const auto now = m_clock();
     tick_locked(h, now);
     if (h.robots == Host::Robots::fetching) {
@@ -194,7 +216,7 @@ HostThrottle::Ticket HostThrottle::start(const std::string& host, unsigned max_c
   }
   lock.unlock();
   if (wait.count() > 0) {
-    m_sleeper(std::chrono::ceil<milliseconds>(wait));
+    sleep_unless_cancelled(cancel, std::chrono::ceil<milliseconds>(wait), m_sleeper);
     now = m_clock();
   }
   return Ticket{host, now};

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -15,6 +16,11 @@ namespace tributary::sync {
 // Sleeps for a duration; injected so tests run without waiting.
 using Sleeper = std::function<void(std::chrono::milliseconds)>;
 Sleeper real_sleeper();
+// Sleeps `d` in slices of at most 100 ms and ends early once `*cancel` is
+// set (null: never); false when cancelled. Every wait of a run goes through
+// it, so that a daemon told to stop is not held by a back-off.
+bool sleep_unless_cancelled(const std::atomic<bool>* cancel, std::chrono::milliseconds d,
+                            const Sleeper& sleeper = real_sleeper());
 
 // How fast we fetch from one host (scheme://host:port), shared by every
 // source that fetches from it. What good crawlers do, not a fixed rate:
@@ -77,8 +83,11 @@ public:
 
   // Blocks until a request to `host` may start: a slot in its window, the
   // end of a pause, the next start the rate allows. `max_connections` caps
-  // the window (0: 8); `configured_rate` (0: none) caps the rate.
-  Ticket start(const std::string& host, unsigned max_connections, double configured_rate);
+  // the window (0: 8); `configured_rate` (0: none) caps the rate. Once
+  // `*cancel` is set it returns at once, and the caller should finish()
+  // the ticket without making the request.
+  Ticket start(const std::string& host, unsigned max_connections, double configured_rate,
+               const std::atomic<bool>* cancel = nullptr);
   void finish(const Ticket& ticket, const Outcome& outcome);
 
   // robots.txt: true once for a host whose Crawl-delay is not known (or

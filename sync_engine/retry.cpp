@@ -87,7 +87,14 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
   for (int attempt = 1; attempt <= m_policy.max_attempts; ++attempt) {
     std::optional<HostThrottle::Ticket> ticket;
     if (throttled) {
-      ticket = m_throttle->start(parsed->origin(), options.max_connections, options.requests_per_second);
+      ticket = m_throttle->start(parsed->origin(), options.max_connections, options.requests_per_second,
+                                 options.cancel);
+    }
+    if (options.cancel && options.cancel->load()) {
+      if (ticket) {
+        m_throttle->finish(*ticket, HostThrottle::Outcome{});
+      }
+      return make_error(ErrorKind::transient, "GET " + url + ": stopped (shutting down)");
     }
     const auto started = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::duration> first_byte;
@@ -97,7 +104,7 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
         first_byte = std::chrono::steady_clock::now() - started;
       }
       delivered = true;
-      return sink(d, n);
+      return !(options.cancel && options.cancel->load()) && sink(d, n);
     });
     if (ticket) {
       HostThrottle::Outcome o;
@@ -135,7 +142,9 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
     if (attempt == m_policy.max_attempts) {
       break;
     }
-    m_sleeper(wait ? *wait : backoff_delay(m_policy, attempt));
+    if (!sleep_unless_cancelled(options.cancel, wait ? *wait : backoff_delay(m_policy, attempt), m_sleeper)) {
+      return make_error(ErrorKind::transient, "GET " + url + ": stopped (shutting down)");
+    }
   }
   if (last) {
     return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) + " after " +

@@ -170,6 +170,7 @@ bool RunContext::setup() {
   once.max_attempts = 1;
   m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_throttle);
   fetch_options = m_endpoint->base_options();
+  fetch_options.cancel = opt.cancel;
   m_source_is_file = src.url.rfind("file:", 0) == 0;
   for (const auto& h : src.allow_hosts) {
     m_allowed_hosts.insert(to_lower(h));
@@ -272,7 +273,9 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
         if (results[i] || results[i].error().kind != ErrorKind::transient || round >= opt.retry.max_attempts) {
           break;
         }
-        std::this_thread::sleep_for(backoff_delay(opt.retry, round));
+        if (!sleep_unless_cancelled(opt.cancel, backoff_delay(opt.retry, round))) {
+          break;
+        }
       }
     }
   };

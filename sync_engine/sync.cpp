@@ -138,6 +138,44 @@ bool run_feeds(RunContext& ctx) {
   return ok;
 }
 
+// This run as other processes see it: "tributary baseline of 'x' (pid 7 on host)".
+std::string describe_run(const RunContext& ctx) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return "tributary " + std::string(store::to_string(ctx.opt.mode)) + " of '" + ctx.src.name + "' (pid " +
+         std::to_string(::getpid()) + " on " + host + ")";
+}
+
+// Takes the source's lease, waiting for another run to end if asked to;
+// null (the reason reported) when it cannot.
+std::unique_ptr<store::SourceLease> take_source(RunContext& ctx) {
+  const std::string who = describe_run(ctx);
+  for (bool noted = false;;) {
+    auto got = ctx.store.try_lock_source(ctx.source_id, who);
+    if (!got) {
+      ctx.error(ctx.src.url, got.error().message);
+      return nullptr;
+    }
+    if (got->lease) {
+      return std::move(got->lease);
+    }
+    if (!ctx.opt.wait_for_source) {
+      ctx.report.busy = true;
+      ctx.error(ctx.src.url, "source '" + ctx.src.name + "' is being synced by another run (" + got->holder +
+                                 "): not run, nothing changed");
+      return nullptr;
+    }
+    if (!noted) {
+      ctx.note("waited for another run of the source to end (" + got->holder + ")");
+      noted = true;
+    }
+    if (!sleep_unless_cancelled(ctx.opt.cancel, std::chrono::milliseconds(500))) {
+      ctx.error(ctx.src.url, "stopped while waiting for another run of the source to end");
+      return nullptr;
+    }
+  }
+}
+
 void execute(RunContext& ctx) {
   const auto started = std::chrono::steady_clock::now();
   ctx.report.source = ctx.src.name;
@@ -149,6 +187,13 @@ void execute(RunContext& ctx) {
     return;
   }
   ctx.source_id = *sid;
+  // One run per source across processes: two baselines at once each
+  // deleted what the other had seen, two incrementals logged changes twice.
+  auto lease = take_source(ctx);
+  if (!lease) {
+    ctx.report.status = store::RunStatus::failed;
+    return;
+  }
   auto rid = ctx.store.begin_run(ctx.source_id, ctx.opt.mode);
   if (!rid) {
     ctx.error(ctx.src.url, rid.error().message);

@@ -41,6 +41,9 @@ struct RunOptions {
   // verify) is retried by later incremental runs after this, doubling per
   // attempt up to a day.
   std::chrono::seconds refetch_backoff{60};
+  // When another run (in any process) holds the source: wait for it to
+  // end, instead of failing at once with SourceReport::busy.
+  bool wait_for_source = false;
 };
 
 // Audit counts against the current Resource List.
@@ -63,6 +66,7 @@ struct SourceReport {
   std::vector<std::string> errors; // the first few, "URL: reason"
   uint64_t error_count = 0;
   std::vector<std::string> notes; // what the run decided ("re-baselined: ...")
+  bool busy = false; // not run: another run held the source
 };
 
 // Follows upstream Sources into the store: discovery, baseline from the

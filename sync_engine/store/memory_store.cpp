@@ -21,6 +21,7 @@ struct MemoryStore::Data {
   std::vector<std::pair<int64_t, LoggedChange>> global_log; // (feed, change), in seq order
   std::map<int64_t, RunInfo> runs;
   std::map<int64_t, std::vector<std::pair<std::string, std::string>>> errors;
+  std::map<int64_t, std::string> leased; // source -> who holds it
 };
 
 namespace {
@@ -246,6 +247,29 @@ Result<std::vector<RetryRecord>> MemoryStore::due_retries(int64_t feed_id, Times
 
 Result<std::unique_ptr<Store>> MemoryStore::open_session() {
   return std::unique_ptr<Store>(new MemoryStore(m_data));
+}
+
+Result<LockAttempt> MemoryStore::try_lock_source(int64_t source_id, const std::string& who) {
+  struct Lease : SourceLease {
+    std::shared_ptr<Data> data;
+    int64_t source = 0;
+    ~Lease() override {
+      std::lock_guard lock(data->mutex);
+      data->leased.erase(source);
+    }
+  };
+  std::lock_guard lock(m_data->mutex);
+  LockAttempt out;
+  if (auto it = m_data->leased.find(source_id); it != m_data->leased.end()) {
+    out.holder = it->second;
+    return out;
+  }
+  m_data->leased[source_id] = who;
+  auto lease = std::make_unique<Lease>();
+  lease->data = m_data;
+  lease->source = source_id;
+  out.lease = std::move(lease);
+  return out;
 }
 
 Result<int64_t> MemoryStore::begin_run(int64_t source_id, RunMode mode) {

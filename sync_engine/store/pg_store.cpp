@@ -52,6 +52,10 @@ std::optional<std::string> read_str(const pqxx::field& f) {
 // show: see bench/RESULTS.md.)
 constexpr long long k_change_log_lock = 0x74726962636c6f67LL; // "tribclog"
 
+// The class (first key) of the per-source session advisory locks; the
+// second key is the source id.
+constexpr int k_source_lock_class = 0x74726962; // "trib"
+
 void lock_change_log(pqxx::work& tx) {
   tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_change_log_lock) + ")");
 }
@@ -549,6 +553,47 @@ Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp
 Result<std::unique_ptr<Store>> PgStore::open_session() {
   return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
     return std::unique_ptr<Store>(new PgStore(std::make_unique<Impl>(m_impl->conninfo)));
+  });
+}
+
+Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::string& who) {
+  // A session advisory lock on a connection of the lease's own: held while
+  // the run lasts, whatever its transactions do, and released by
+  // PostgreSQL when the connection ends (the process exiting or killed).
+  struct Lease : SourceLease {
+    explicit Lease(const std::string& info) : conn(info) {}
+    pqxx::connection conn;
+  };
+  return guarded("lock source", [&]() -> Result<LockAttempt> {
+    auto lease = std::make_unique<Lease>(m_impl->conninfo);
+    pqxx::nontransaction tx(lease->conn);
+    tx.exec_params("SELECT set_config('application_name', $1, false)", who.substr(0, 60));
+    LockAttempt out;
+    if (!tx.exec_params1("SELECT pg_try_advisory_lock($1, $2)", k_source_lock_class, static_cast<int>(source_id))[0]
+             .as<bool>()) {
+      auto r = tx.exec_params("SELECT a.application_name, " + us("a.backend_start") +
+                                  " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                                  "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
+                                  "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+                                  "AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = 2",
+                              k_source_lock_class, static_cast<int>(source_id));
+      if (r.empty()) {
+        out.holder = "another run (just ended)";
+      } else {
+        out.holder = r[0][0].as<std::string>();
+        if (auto since = read_ts(r[0][1])) {
+          out.holder += ", connected since " + rs::format_w3c_datetime(*since);
+        }
+      }
+      return out;
+    }
+    // Runs left "running" by a process that died: none can be under way now.
+    tx.exec_params("UPDATE sync_run SET status = 'failed', finished_at = now(), "
+                   "message = coalesce(message || '; ', '') || 'interrupted: its process ended' "
+                   "WHERE source_id = $1 AND status = 'running'",
+                   source_id);
+    out.lease = std::move(lease);
+    return out;
   });
 }
 

@@ -119,6 +119,18 @@ struct Batch {
   RunCounters counters;
 };
 
+// One source taken for one run (see Store::try_lock_source); released when
+// destroyed.
+class SourceLease {
+public:
+  virtual ~SourceLease() = default;
+};
+
+struct LockAttempt {
+  std::unique_ptr<SourceLease> lease; // null: another run holds the source
+  std::string holder;                 // then: who ("tributary run (pid 7 on host), since ...")
+};
+
 // The write side (also readable, for the sync engine's own decisions).
 class Store {
 public:
@@ -156,6 +168,13 @@ public:
   // connection), so that one thread can commit a batch while another
   // prepares the next.
   virtual Result<std::unique_ptr<Store>> open_session() = 0;
+
+  // One run per source, across every process on the store: takes the
+  // source unless another run holds it (then `lease` is null and `holder`
+  // says who). `who` describes this run to others. A lease ends when
+  // destroyed or when its process dies. Taking it marks runs of the source
+  // still "running" (their process died) as failed.
+  virtual Result<LockAttempt> try_lock_source(int64_t source_id, const std::string& who) = 0;
 
   virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode) = 0;
   virtual Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) = 0;

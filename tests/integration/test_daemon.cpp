@@ -3,6 +3,7 @@
 // answers the status API (counts equal to the database's), guards the admin
 // endpoint, reloads on SIGHUP (adding and removing sources, refusing an
 // invalid file) and stops cleanly on SIGTERM.
+#include "daemon_client.h"
 #include "process.h"
 #include "sync_fixture.h"
 
@@ -22,77 +23,6 @@ using namespace tributary::test;
 using nlohmann::json;
 
 namespace {
-
-struct Answer {
-  int status = 0;
-  std::string body;
-  std::string content_type;
-};
-
-Answer call(const std::string& base, const std::string& method, const std::string& path,
-            const httplib::Headers& headers = {}, const std::string& body = "") {
-  auto u = sync::parse_url(base);
-  httplib::Client c(u->origin());
-  c.set_connection_timeout(2);
-  c.set_read_timeout(5);
-  auto r = method == "POST" ? c.Post(path.c_str(), headers, body, "application/json") : c.Get(path.c_str(), headers);
-  if (!r) {
-    return {};
-  }
-  return {r->status, r->body, r->get_header_value("Content-Type")};
-}
-
-json status_of(const std::string& base) {
-  Answer a = call(base, "GET", "/api/v1/status");
-  if (a.status != 200) {
-    return json();
-  }
-  auto j = json::parse(a.body, nullptr, false);
-  return j.is_discarded() ? json() : j;
-}
-
-const json* find_source(const json& status, const std::string& name) {
-  if (!status.is_object() || !status.contains("data")) {
-    return nullptr;
-  }
-  for (const auto& s : status["data"]["sources"]) {
-    if (s["name"] == name) {
-      return &s;
-    }
-  }
-  return nullptr;
-}
-
-// Waits until `pred(status)` holds (true) or `seconds` pass (false).
-bool wait_for(const std::string& base, const std::function<bool(const json&)>& pred, double seconds = 20) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred(status_of(base))) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-bool in_sync(const json& st, const std::string& name, uint64_t live) {
-  const json* s = find_source(st, name);
-  return s && (*s)["state"] == "idle" && !(*s)["last_success"].is_null() && (*s)["resources"]["live"] == live;
-}
-
-std::string config_text(const std::string& db, const std::filesystem::path& dir, int port,
-                        const std::vector<std::pair<std::string, std::string>>& sources) {
-  json j{{"database", db},
-         {"data_dir", (dir / "data").string()},
-         {"listen", "127.0.0.1:" + std::to_string(port)},
-         {"admin_token_file", (dir / "token").string()},
-         {"max_concurrent_syncs", 2}};
-  j["sources"] = json::array();
-  for (const auto& [name, url] : sources) {
-    j["sources"].push_back({{"name", name}, {"url", url}, {"interval", "1s"}});
-  }
-  return j.dump(2);
-}
 
 // Every URL of our Change List index's parts, newest part last.
 std::string our_change_list(const std::string& base, const std::string& set) {

@@ -1,11 +1,14 @@
 // Issue #13, "never lose or repeat a change": each defect found in review
 // has its reproduction here, against the real PostgreSQL and real HTTP.
+#include "daemon_client.h"
+#include "process.h"
 #include "sync_fixture.h"
 
 #include "republisher/documents.h"
 #include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
 
+#include <fstream>
 #include <future>
 #include <set>
 
@@ -184,4 +187,193 @@ TEST_CASE("Never lose: a newest-first Change List Index without 'from' is applie
   auto wm = env.store->watermark(1);
   REQUIRE(wm);
   CHECK(wm->last_time == ts("2026-01-02T12:00:00Z"));
+}
+
+TEST_CASE("Never lose: two runs of one source at once are one after the other, never interleaved") {
+  // Two baselines at once: the first to finish deleted every resource the
+  // other had seen (and logged the deletions for followers to apply).
+  Upstream up;
+  Site site(up);
+  site.put_numbered(60);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  up.set_delay(std::chrono::milliseconds(5));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  auto second = store::PgStore::open(env.db.conninfo());
+  REQUIRE(second);
+  sync::SyncEngine other(std::shared_ptr<store::Store>(std::move(*second)), env.blobs, sync::make_default_fetcher(),
+                         env.throttle, env.data / "tmp");
+  sync::RunOptions o;
+  o.mode = RunMode::baseline;
+  o.batch_size = 10;
+  o.wait_for_source = true;
+  auto mine = std::async(std::launch::async, [&] { return env.engine->run(src, o); });
+  auto theirs = std::async(std::launch::async, [&] { return other.run(src, o); });
+  auto a = mine.get();
+  auto b = theirs.get();
+  CHECK(a.status == RunStatus::succeeded);
+  CHECK(b.status == RunStatus::succeeded);
+  CHECK(has_note(a, "waited for another run") != has_note(b, "waited for another run"));
+  CHECK(env.live() == expected_live(site));
+  CHECK(env.deleted().empty());
+  CHECK(env.log().size() == 60); // each created once, nothing deleted
+  CHECK(a.counters.created + b.counters.created == 60);
+
+  // Without waiting, the second is refused, saying who holds the source.
+  sync::RunOptions now = o;
+  now.wait_for_source = false;
+  auto holder = env.store->try_lock_source(*env.store->ensure_source("up", src.url), "a test holding the source");
+  REQUIRE(holder);
+  REQUIRE(holder->lease);
+  auto refused = other.run(src, now);
+  CHECK(refused.busy);
+  CHECK(refused.status == RunStatus::failed);
+  REQUIRE(!refused.errors.empty());
+  CHECK(refused.errors.front().find("being synced by another run (a test holding the source") != std::string::npos);
+  holder->lease.reset();
+  CHECK(other.run(src, now).status == RunStatus::succeeded);
+}
+
+TEST_CASE("Never lose: a run left 'running' by a process that died is marked failed by the next run") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(3);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  auto dead = env.store->begin_run(1, RunMode::incremental); // its process was killed
+  REQUIRE(dead);
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  auto info = env.store->run(*dead);
+  REQUIRE(info);
+  CHECK(info->status == RunStatus::failed);
+  CHECK(info->message.find("interrupted") != std::string::npos);
+}
+
+namespace {
+
+// A daemon of its own: database, directory, port; started by start().
+struct Daemon {
+  TempDatabase db;
+  std::filesystem::path dir;
+  std::string base, cfg, log;
+  pid_t pid = 0;
+
+  explicit Daemon(const std::vector<std::pair<std::string, std::string>>& sources) {
+    static int n = 0;
+    dir = std::filesystem::temp_directory_path() /
+          ("tributary-never-lose-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "token") << "token\n";
+    const int port = free_port();
+    base = "http://127.0.0.1:" + std::to_string(port);
+    cfg = (dir / "tributary.json").string();
+    log = (dir / "daemon.log").string();
+    std::ofstream(cfg) << config_text(db.conninfo(), dir, port, sources);
+    REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  }
+  ~Daemon() {
+    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    std::filesystem::remove_all(dir);
+  }
+  void start() { pid = spawn_tributary({"run", "--config", cfg}, log); }
+  std::string log_text() const {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // SIGTERM; the seconds until the process was gone, and its exit status.
+  std::pair<double, int> stop() {
+    const auto at = std::chrono::steady_clock::now();
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = 0;
+    return {std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count(),
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+  }
+};
+
+} // namespace
+
+TEST_CASE("Never lose: SIGTERM during an upstream outage stops the daemon within 5 s") {
+  // The Source answers 503 with Retry-After: 60 to everything past its
+  // first documents: the run sleeps in a back-off (and its host is paused)
+  // when the stop comes. It used to wait the minute out.
+  Upstream up;
+  Site site(up);
+  site.put_numbered(20);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  up.set_rate_threshold(0.001, 4, 60);
+  Daemon d({{"up", up.url("/")}});
+  d.start();
+  for (int i = 0; i < 200 && up.rejected() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(up.rejected() >= 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300)); // well into the back-off
+  auto [seconds, status] = d.stop();
+  INFO(d.log_text());
+  CHECK(seconds < 5.0);
+  CHECK(status == 0);
+  CHECK(d.log_text().find("stopped") != std::string::npos);
+  CHECK(d.log_text().find("exiting now") == std::string::npos); // the run itself stopped
+}
+
+TEST_CASE("Never lose: a request hung on a silent upstream does not hold a stopping daemon past its grace period") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(4);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  up.set_delay(std::chrono::milliseconds(8000)); // all but .xml documents: 8 s before a byte
+  Daemon d({{"up", up.url("/")}});
+  d.start();
+  for (int i = 0; i < 200 && up.total_requests() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(up.total_requests() >= 1); // robots.txt, or discovery: either hangs
+  auto [seconds, status] = d.stop();
+  INFO(d.log_text());
+  CHECK(seconds < 5.0);
+  CHECK(status == 0);
+  CHECK(d.log_text().find("exiting now") != std::string::npos);
+}
+
+TEST_CASE("Never lose: the daemon shows a source another process is syncing as busy, and syncs it afterwards") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(40);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  up.set_delay(std::chrono::milliseconds(100));
+  Daemon d({{"up", up.url("/")}});
+  // A CLI baseline holds the source (40 resources, 100 ms each, 8 at a time).
+  pid_t cli = spawn_tributary({"sync", "--config", d.cfg, "--baseline", "--batch-size", "5"});
+  ProcessGuard cli_guard(cli);
+  for (int i = 0; i < 200 && up.requests("/res/0.txt") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  d.start();
+  CHECK(wait_for(d.base, [](const json& st) {
+    const json* s = find_source(st, "up");
+    return s && (*s)["state"] == "busy";
+  }));
+  // A second CLI run refuses, naming the holder.
+  auto refused = run_tributary("sync --config " + d.cfg + " --incremental");
+  CHECK(refused.status == 1);
+  CHECK(refused.out.find("skipped (busy)") != std::string::npos);
+  CHECK(refused.out.find("being synced by another run (tributary baseline of 'up' (pid " + std::to_string(cli)) !=
+        std::string::npos);
+  int status = 0;
+  waitpid(cli, &status, 0);
+  cli = 0;
+  CHECK(WEXITSTATUS(status) == 0);
+  up.set_delay(std::chrono::milliseconds(0));
+  // The daemon comes back to it (after its interval, here 1 s).
+  CHECK(wait_for(d.base, [](const json& st) { return in_sync(st, "up", 40); }, 20));
+  auto [seconds, code] = d.stop();
+  CHECK(code == 0);
 }

@@ -116,3 +116,44 @@ TEST_CASE("Scheduler: reconfiguring adds, removes and keeps timing, and a remove
   CHECK(names(s.due(t0 + 12s, 5)) == std::vector<std::string>{"c"}); // a keeps its timing
   REQUIRE(s.view().size() == 2);
 }
+
+TEST_CASE("Scheduler: a source removed and added back while it runs is not started again until that run ends") {
+  // Two SIGHUPs in a row: the daemon used to start a second run of the
+  // source and assign it over the first run's thread (std::terminate).
+  Scheduler s(5);
+  s.configure({source("a", 600s)}, t0);
+  REQUIRE(names(s.due(t0, 5)) == std::vector<std::string>{"a"});
+  s.configure({}, t0 + 1s);
+  CHECK(s.view().empty());
+  CHECK(s.source("a") == nullptr);
+  CHECK(s.due(t0 + 2s, 5).empty());
+  s.configure({source("a", 600s)}, t0 + 3s);
+  CHECK(s.due(t0 + 4s, 5).empty()); // still running
+  REQUIRE(s.view().size() == 1);
+  CHECK(s.view()[0].state == SourceState::syncing);
+  s.finished("a", RunMode::incremental, true, t0 + 5s);
+  CHECK(s.due(t0 + 6s, 5).empty()); // due after its interval, as usual
+  CHECK(names(s.due(t0 + 5s + 660s, 5)) == std::vector<std::string>{"a"});
+
+  // Removed while running and never added back: gone once it finishes; the
+  // slot it held is counted until then.
+  s.configure({source("b", 600s)}, t0 + 700s);
+  CHECK(names(s.due(t0 + 700s, 1)).empty()); // a still holds the only slot
+  s.finished("a", RunMode::incremental, true, t0 + 701s);
+  CHECK(names(s.due(t0 + 702s, 1)) == std::vector<std::string>{"b"});
+  CHECK(s.view().size() == 1);
+}
+
+TEST_CASE("Scheduler: a source another process holds is shown busy and tried again soon, with no back-off") {
+  Scheduler s(6);
+  s.configure({source("a", 600s)}, t0);
+  REQUIRE(s.due(t0, 5).size() == 1);
+  s.busy("a", t0 + 1s);
+  REQUIRE(s.view().size() == 1);
+  CHECK(s.view()[0].state == SourceState::busy);
+  CHECK(s.view()[0].consecutive_failures == 0);
+  CHECK(s.due(t0 + 2s, 5).empty());
+  REQUIRE(s.due(t0 + 1s + Scheduler::k_busy_retry, 5).size() == 1);
+  s.finished("a", RunMode::incremental, true, t0 + 40s);
+  CHECK(s.view()[0].state == SourceState::idle);
+}
