@@ -2,20 +2,19 @@
 -- resources change, so that the status API and /metrics read a few rows
 -- instead of counting every resource (a full scan of `resource` on each
 -- request: seconds at tens of millions of rows, every scrape).
+--
+-- The triggers exist before the backfill counts, and the table is locked
+-- against writers for the whole migration (it runs in one transaction):
+-- counted the other way round, rows an older daemon wrote between the count
+-- and the triggers were never counted (0004 recounts databases migrated so).
+LOCK TABLE resource IN SHARE ROW EXCLUSIVE MODE;
+
 CREATE TABLE feed_stats (
     feed_id  bigint PRIMARY KEY REFERENCES feed (id) ON DELETE CASCADE,
     live     bigint NOT NULL DEFAULT 0,
     deleted  bigint NOT NULL DEFAULT 0,
     bytes    bigint NOT NULL DEFAULT 0     -- sum of the live resources' lengths
 );
-
-INSERT INTO feed_stats (feed_id, live, deleted, bytes)
-SELECT f.id,
-       count(r.uri) FILTER (WHERE r.state = 'live'),
-       count(r.uri) FILTER (WHERE r.state = 'deleted'),
-       coalesce(sum(r.length) FILTER (WHERE r.state = 'live'), 0)
-FROM feed f LEFT JOIN resource r ON r.feed_id = f.id
-GROUP BY f.id;
 
 -- Adds the rows of `rows_in` and subtracts those of `rows_out` (each a
 -- transition table, or empty), one statement per batch of resources.
@@ -62,3 +61,11 @@ CREATE TRIGGER resource_stats_update AFTER UPDATE ON resource
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION feed_stats_after_update();
 CREATE TRIGGER resource_stats_delete AFTER DELETE ON resource
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION feed_stats_after_delete();
+
+INSERT INTO feed_stats (feed_id, live, deleted, bytes)
+SELECT f.id,
+       count(r.uri) FILTER (WHERE r.state = 'live'),
+       count(r.uri) FILTER (WHERE r.state = 'deleted'),
+       coalesce(sum(r.length) FILTER (WHERE r.state = 'live'), 0)
+FROM feed f LEFT JOIN resource r ON r.feed_id = f.id
+GROUP BY f.id;

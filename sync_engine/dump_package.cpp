@@ -1,5 +1,6 @@
 #include "sync_engine/dump_package.h"
 
+#include "common/temp_files.h"
 #include "resourcesync/hash.h"
 #include "resourcesync/reader.h"
 
@@ -356,7 +357,7 @@ Result<std::filesystem::path> download_package(Fetcher& fetcher, const std::stri
   const rs::HashValue* check = rs::strongest_hash(expected.hashes);
   std::vector<std::string> reasons;
   for (const auto& url : candidate_locations(loc, links)) {
-    std::string name = (tmp_dir / "package-XXXXXX").string();
+    std::string name = (tmp_dir / temp_file_name("package", "-XXXXXX")).string();
     const int fd = ::mkstemp(name.data());
     if (fd < 0) {
       return make_error(ErrorKind::io, "cannot create a temporary file in " + tmp_dir.string());

@@ -1,5 +1,6 @@
 #include "sync_engine/spool.h"
 
+#include "common/temp_files.h"
 #include <atomic>
 #include <fstream>
 #include <unistd.h>
@@ -48,12 +49,11 @@ Result<rs::ReadSummary> SpooledDocument::read(rs::DocumentHandler& handler) cons
 Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const std::string& url,
                                                         const FetchOptions& options,
                                                         const std::filesystem::path& tmp_dir) {
-  static std::atomic<uint64_t> counter{0};
   std::error_code ec;
   std::filesystem::create_directories(tmp_dir, ec);
   auto doc = std::unique_ptr<SpooledDocument>(new SpooledDocument());
   doc->m_url = url;
-  doc->m_path = tmp_dir / ("doc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".xml");
+  doc->m_path = tmp_dir / temp_file_name("doc", ".xml");
   std::ofstream out;
   auto open = [&] {
     out.close();

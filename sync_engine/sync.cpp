@@ -1,5 +1,6 @@
 #include "sync_engine/sync.h"
 
+#include "common/temp_files.h"
 #include "common/text.h"
 #include "sync_engine/discovery.h"
 #include "sync_engine/run_context.h"
@@ -253,6 +254,8 @@ SyncEngine::SyncEngine(std::shared_ptr<store::Store> store, std::shared_ptr<stor
                        std::filesystem::path tmp_dir, std::shared_ptr<ValidatorCache> validators)
     : m_store(std::move(store)), m_blobs(std::move(blobs)), m_transport(std::move(transport)),
       m_throttle(std::move(throttle)), m_tmp(std::move(tmp_dir)) {
+  // Spooled documents and dump packages of processes that died.
+  remove_orphaned_temp_files(m_tmp, {"doc", "package"});
   if (validators) {
     m_validators = std::move(validators);
   }

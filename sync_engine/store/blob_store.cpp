@@ -1,5 +1,7 @@
 #include "sync_engine/store/blob_store.h"
 
+#include "common/temp_files.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <lmdb.h>
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -65,7 +68,22 @@ Result<void> write_all(int fd, const char* data, size_t size, const fs::path& ro
   return {};
 }
 
+Result<void> fsync_dir_now(const fs::path& dir);
+
+// The flush of a directory's entries (tests replace it to delay or fail it).
+std::mutex g_dir_sync_mutex;
+std::function<Result<void>(const fs::path&)> g_dir_sync;
+
 Result<void> fsync_dir(const fs::path& dir) {
+  std::function<Result<void>(const fs::path&)> hook;
+  {
+    std::lock_guard lock(g_dir_sync_mutex);
+    hook = g_dir_sync;
+  }
+  return hook ? hook(dir) : fsync_dir_now(dir);
+}
+
+Result<void> fsync_dir_now(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {
     return make_error(ErrorKind::io, "open " + dir.string() + ": " + errno_text());
@@ -129,6 +147,10 @@ struct BlobStore::State {
   MDB_env* env = nullptr;
   MDB_dbi dbi = 0;
 
+  // Held through a whole sync_directories(): a caller returns only once
+  // every directory named before its call is durable, even when another
+  // caller took that directory into its own flush.
+  std::mutex sync_mutex;
   std::mutex mutex; // guards everything below
   // Directories of file blobs named since the last sync_directories().
   std::set<fs::path> dirs;
@@ -269,16 +291,10 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_
       return store;
     }
   }
-  // Temporary files of processes that died are garbage (those of another
-  // live process sharing the store are not).
-  for (const auto& e : fs::directory_iterator(root / "tmp", ec)) {
-    int pid = 0;
-    if (std::sscanf(e.path().filename().c_str(), "blob-%d-", &pid) == 1 && pid > 0 && pid != ::getpid() &&
-        (::kill(pid, 0) == 0 || errno == EPERM)) {
-      continue;
-    }
-    fs::remove(e.path(), ec);
-  }
+  // Temporary blob files of processes that died are garbage; those of a
+  // live process, and every other kind of file (a daemon's spooled
+  // documents and dump packages share this directory), are not ours.
+  remove_orphaned_temp_files(root / "tmp", {"blob"});
   auto state = std::make_shared<State>();
   state->root = root;
   state->pack_bytes = std::max<uint64_t>(pack_bytes, 1);
@@ -363,8 +379,7 @@ Result<void> BlobStore::Writer::spill() {
   m_fd = ::open((root / "blobs" / sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (m_fd < 0) {
     // File systems without O_TMPFILE: a named temporary file, renamed later.
-    m_tmp = root / "tmp" /
-            ("blob-" + std::to_string(::getpid()) + "-" + std::to_string(counter.fetch_add(1)) + ".part");
+    m_tmp = root / "tmp" / temp_file_name("blob", ".part");
     m_fd = ::open(m_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (m_fd < 0) {
       const std::string why = errno_text();
@@ -869,6 +884,7 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
 }
 
 Result<void> BlobStore::sync_directories() {
+  std::lock_guard flushing(m_state->sync_mutex);
   std::set<fs::path> dirs;
   {
     std::lock_guard lock(m_state->mutex);
@@ -877,7 +893,12 @@ Result<void> BlobStore::sync_directories() {
   if (dirs.empty()) {
     return {};
   }
-  if (dirs.size() > 4) {
+  bool replaced = false;
+  {
+    std::lock_guard lock(g_dir_sync_mutex);
+    replaced = static_cast<bool>(g_dir_sync);
+  }
+  if (dirs.size() > 4 && !replaced) {
     // Many directories: one file-system sync beats one flush per directory.
     int fd = ::open((m_root / "blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
@@ -888,12 +909,25 @@ Result<void> BlobStore::sync_directories() {
       }
     }
   }
-  for (const auto& d : dirs) {
-    if (auto r = fsync_dir(d); !r) {
+  for (auto it = dirs.begin(); it != dirs.end(); ++it) {
+    if (auto r = fsync_dir(*it); !r) {
+      // Not durable: the next call flushes them again (dropped, the rows
+      // committed after it would name files a power cut could lose).
+      std::lock_guard lock(m_state->mutex);
+      m_state->dirs.insert(it, dirs.end());
       return r;
     }
   }
   return {};
 }
+
+namespace testing {
+
+void set_directory_sync(std::function<Result<void>(const std::filesystem::path&)> fn) {
+  std::lock_guard lock(g_dir_sync_mutex);
+  g_dir_sync = std::move(fn);
+}
+
+} // namespace testing
 
 } // namespace tributary::store

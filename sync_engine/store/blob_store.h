@@ -4,6 +4,7 @@
 #include "resourcesync/hash.h"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -155,5 +156,11 @@ private:
   struct State; // shared by every BlobStore of one root in this process
   std::shared_ptr<State> m_state;
 };
+
+namespace testing {
+// Replaces how sync_directories() flushes one directory (to delay or fail
+// it), for every store of this process; an empty function restores fsync.
+void set_directory_sync(std::function<Result<void>(const std::filesystem::path&)> fn);
+} // namespace testing
 
 } // namespace tributary::store

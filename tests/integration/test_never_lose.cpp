@@ -377,3 +377,38 @@ TEST_CASE("Never lose: the daemon shows a source another process is syncing as b
   auto [seconds, code] = d.stop();
   CHECK(code == 0);
 }
+
+TEST_CASE("Never lose: resources an older daemon writes during the upgrade to feed_stats are counted") {
+  TempDatabase db;
+  pqxx::connection admin(db.conninfo());
+  {
+    // A database at version 2, with one resource.
+    pqxx::work tx(admin);
+    tx.exec0("CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL, "
+             "applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const auto& m : store::migrations()) {
+      if (m.version <= 2) {
+        tx.exec0(m.sql);
+        tx.exec_params("INSERT INTO schema_version (version, name) VALUES ($1, $2)", m.version, m.name);
+      }
+    }
+    tx.exec0("INSERT INTO source (name, url) VALUES ('up', 'http://up.example/')");
+    tx.exec0("INSERT INTO feed (source_id, capability_list_url) VALUES (1, 'http://up.example/caps.xml')");
+    tx.exec0("INSERT INTO resource (feed_id, uri, state, length) VALUES (1, 'http://up.example/a', 'live', 5)");
+    tx.commit();
+  }
+  // The older daemon is in the middle of a batch when `migrate` starts.
+  pqxx::work old_daemon(admin);
+  old_daemon.exec0("INSERT INTO resource (feed_id, uri, state, length) VALUES (1, 'http://up.example/b', 'live', 7)");
+  auto migrated = std::async(std::launch::async, [&] { return store::migrate(db.conninfo()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  old_daemon.commit();
+  auto r = migrated.get();
+  REQUIRE(r);
+  CHECK(r->to_version == store::expected_schema_version());
+  pqxx::connection c(db.conninfo());
+  pqxx::read_transaction tx(c);
+  auto row = tx.exec1("SELECT live, bytes FROM feed_stats WHERE feed_id = 1");
+  CHECK(row[0].as<int>() == 2);
+  CHECK(row[1].as<int>() == 12);
+}

@@ -1,10 +1,13 @@
 #include "sync_engine/store/blob_store.h"
 
+#include "common/temp_files.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
 #include <atomic>
 #include <fstream>
+#include <future>
 #include <thread>
 #include <vector>
 #include <sys/wait.h>
@@ -203,9 +206,26 @@ TEST_CASE("BlobStore: leftovers of a crashed process are cleared on open, those 
   const std::string crashed = "blob-" + std::to_string(dead) + "-1.part";
   std::ofstream(dir.path / "tmp" / crashed) << "half";
   std::ofstream(dir.path / "tmp" / "blob-1-7.part") << "being written"; // pid 1 lives
+  // Not the blob store's: a running daemon's spooled document and dump
+  // package (opening the store in another process, as check-blobs does,
+  // deleted them and the daemon's audit failed), and anything else.
+  std::ofstream(dir.path / "tmp" / "doc-1-3.xml") << "<urlset/>";
+  std::ofstream(dir.path / "tmp" / "package-1-Ab12Cd") << "PK";
+  std::ofstream(dir.path / "tmp" / ("doc-" + std::to_string(dead) + "-4.xml")) << "a dead run's: the engine's to clear";
+  std::ofstream(dir.path / "tmp" / "notes.txt") << "an operator's";
   auto store = BlobStore::open(dir.path);
   REQUIRE(store);
   CHECK_FALSE(fs::exists(dir.path / "tmp" / crashed));
+  CHECK(fs::exists(dir.path / "tmp" / "blob-1-7.part"));
+  CHECK(fs::exists(dir.path / "tmp" / "doc-1-3.xml"));
+  CHECK(fs::exists(dir.path / "tmp" / "package-1-Ab12Cd"));
+  CHECK(fs::exists(dir.path / "tmp" / ("doc-" + std::to_string(dead) + "-4.xml")));
+  CHECK(fs::exists(dir.path / "tmp" / "notes.txt"));
+
+  // The sync engine clears its own kinds of a dead process, nothing else.
+  CHECK(remove_orphaned_temp_files(dir.path / "tmp", {"doc", "package"}) == 1);
+  CHECK_FALSE(fs::exists(dir.path / "tmp" / ("doc-" + std::to_string(dead) + "-4.xml")));
+  CHECK(fs::exists(dir.path / "tmp" / "doc-1-3.xml"));
   CHECK(fs::exists(dir.path / "tmp" / "blob-1-7.part"));
 }
 
@@ -343,4 +363,54 @@ TEST_CASE("BlobStore: four threads writing and publishing at once, across many s
   CHECK(checked->problems.empty());
   CHECK(checked->unreadable_bytes == 0);
   CHECK(checked->indexed == checked->index_entries);
+}
+
+TEST_CASE("BlobStore: sync_directories returns only once every directory named before it is durable, and retries a failed flush") {
+  TempDir dir;
+  auto store = BlobStore::open(dir.path);
+  REQUIRE(store);
+  // Two large blobs (a file each): their directories wait to be flushed.
+  const std::string big1(BlobStore::k_pack_max + 1, 'a');
+  const std::string big2(BlobStore::k_pack_max + 1, 'b');
+  REQUIRE((*store)->put(big1));
+  REQUIRE((*store)->put(big2));
+
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> calls{0};
+  tributary::store::testing::set_directory_sync([&](const fs::path&) -> Result<void> {
+    if (calls++ == 0) {
+      released.wait(); // the first flush is slow
+    }
+    return {};
+  });
+  auto first = std::async(std::launch::async, [&] { return (*store)->sync_directories(); });
+  while (calls.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // A second committer whose blobs the first flush took must wait for it:
+  // returning now, it would commit rows naming files not yet durable.
+  auto second = std::async(std::launch::async, [&] { return (*store)->sync_directories(); });
+  CHECK(second.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
+  release.set_value();
+  CHECK(first.get());
+  CHECK(second.get());
+
+  // A flush that fails is not forgotten: the next call flushes it again.
+  REQUIRE((*store)->put(std::string(BlobStore::k_pack_max + 1, 'c')));
+  std::vector<fs::path> flushed;
+  bool fail = true;
+  tributary::store::testing::set_directory_sync([&](const fs::path& d) -> Result<void> {
+    flushed.push_back(d);
+    if (fail) {
+      fail = false;
+      return make_error(ErrorKind::io, "fsync " + d.string() + ": Input/output error");
+    }
+    return {};
+  });
+  CHECK_FALSE((*store)->sync_directories());
+  CHECK((*store)->sync_directories());
+  tributary::store::testing::set_directory_sync({});
+  REQUIRE(flushed.size() == 2);
+  CHECK(flushed[0] == flushed[1]);
 }
