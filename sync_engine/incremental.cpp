@@ -275,6 +275,15 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
   if (!held) {
     return tl::unexpected(held.error());
   }
+  // Changes of these URIs that failed earlier and wait to be retried: one
+  // that a later change supersedes now is logged before it (as a change
+  // between others in one batch is), else the Source's change would never
+  // reach our log (the crash matrix found them: a 'created' whose bytes
+  // had already been updated when fetched, then the update applied).
+  auto superseded = ctx.store.pending_changes(feed, uris);
+  if (!superseded) {
+    return tl::unexpected(superseded.error());
+  }
   store::Batch batch;
   batch.feed_id = feed;
   batch.run_id = ctx.run_id;
@@ -357,6 +366,12 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
         ++batch.counters.unchanged;
       }
       continue;
+    }
+    if (auto old = superseded->find(uri);
+        old != superseded->end() && old->second.change_datetime && *old->second.change_datetime < c.time) {
+      const store::RetryRecord& r = old->second;
+      batch.changes.push_back(ChangeRecord{*r.change, r.change_datetime, record_from_entry(r.entry, ResourceState::live)});
+      superseded->erase(old); // once, before the first change that follows it
     }
     const rs::Change change = c.entry.change().value_or(rs::Change::updated);
     ResourceRecord state = last[uri] == i ? final_state[uri]

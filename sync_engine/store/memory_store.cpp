@@ -228,6 +228,19 @@ Result<uint64_t> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, con
   return n;
 }
 
+Result<std::unordered_map<std::string, RetryRecord>> MemoryStore::pending_changes(int64_t feed_id,
+                                                                                 const std::vector<std::string>& uris) {
+  std::lock_guard lock(m_data->mutex);
+  std::unordered_map<std::string, RetryRecord> out;
+  auto& feed = m_data->retries[feed_id];
+  for (const auto& uri : uris) {
+    if (auto it = feed.find(uri); it != feed.end() && it->second.first.change) {
+      out.emplace(uri, it->second.first);
+    }
+  }
+  return out;
+}
+
 Result<std::vector<RetryRecord>> MemoryStore::due_retries(int64_t feed_id, Timestamp now, size_t limit) {
   std::lock_guard lock(m_data->mutex);
   std::vector<RetryRecord> out;

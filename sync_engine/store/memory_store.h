@@ -26,6 +26,8 @@ public:
   Result<void> apply(const Batch& batch) override;
   Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
                                  const std::optional<Watermark>& watermark) override;
+  Result<std::unordered_map<std::string, RetryRecord>> pending_changes(int64_t feed_id,
+                                                                       const std::vector<std::string>& uris) override;
   Result<std::vector<RetryRecord>> due_retries(int64_t feed_id, Timestamp now, size_t limit) override;
   Result<std::unique_ptr<Store>> open_session() override;
   Result<LockAttempt> try_lock_source(int64_t source_id, const std::string& who) override;

@@ -524,6 +524,31 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
   });
 }
 
+Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(int64_t feed_id,
+                                                                             const std::vector<std::string>& uris) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read pending changes", [&]() -> Result<std::unordered_map<std::string, RetryRecord>> {
+    std::unordered_map<std::string, RetryRecord> out;
+    if (uris.empty()) {
+      return out;
+    }
+    pqxx::read_transaction tx(m_impl->conn);
+    for (const auto& row : tx.exec_params("SELECT uri, entry, change, " + us("change_datetime") +
+                                              " FROM retry WHERE feed_id = $1 AND uri = ANY($2::text[]) "
+                                              "AND change IS NOT NULL",
+                                          feed_id, text_array(uris))) {
+      RetryRecord r;
+      r.uri = row[0].as<std::string>();
+      r.entry = entry_from_xml(row[1].as<std::string>(), r.uri);
+      r.change = rs::change_from_string(row[2].as<std::string>());
+      r.change_datetime = read_ts(row[3]);
+      std::string key = r.uri;
+      out.emplace(std::move(key), std::move(r));
+    }
+    return out;
+  });
+}
+
 Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp now, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read due retries", [&]() -> Result<std::vector<RetryRecord>> {

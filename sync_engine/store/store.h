@@ -161,6 +161,10 @@ public:
   virtual Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
                                          const std::optional<Watermark>& watermark) = 0;
 
+  // The retries of these URIs of the feed that wait to apply a change
+  // (created/updated; not those of a listing), by URI.
+  virtual Result<std::unordered_map<std::string, RetryRecord>> pending_changes(int64_t feed_id,
+                                                                               const std::vector<std::string>& uris) = 0;
   // Retries of the feed due at `now`, the earliest due first.
   virtual Result<std::vector<RetryRecord>> due_retries(int64_t feed_id, Timestamp now, size_t limit) = 0;
 
