@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -209,5 +209,22 @@ CFG
   for p in "${pids[@]}"; do kill "$p"; done
   wait 2>/dev/null || true
   rm -rf "$work"
+fi
+if [ "$which" = all ] || [ "$which" = crash ]; then
+  # The crash matrix (tests/crash/crash_matrix.py): 20 trials of SIGKILLs
+  # against a changing Source with the default config, then PostgreSQL
+  # stopped for 30 s under a daemon, a full data_dir, and two daemons and a
+  # CLI run on one database. Prints trials / lost / repeated.
+  echo "== bench/crash (tributary sync/run killed with SIGKILL; default settings; PostgreSQL 15 with default durability)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  pgbin=/usr/lib/postgresql/15/bin
+  as=""
+  [ "$(id -u)" -eq 0 ] && as="runuser -u postgres --"
+  python3 "$root/tests/crash/crash_matrix.py" --bin "$root/build/bench/aggregator/tributary" --pg "$PG_TEMP_CONNINFO" \
+    --trials "${CRASH_TRIALS:-20}" --cases pg-restart,disk-full,concurrent \
+    --pg-stop "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -m fast -w stop" \
+    --pg-start "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -l $PG_TEMP_DIR/postgres.log -w -t 60 -o \"-k $PG_TEMP_DIR -c listen_addresses='' -c max_connections=200\" start" ||
+    status=1
 fi
 exit $status
