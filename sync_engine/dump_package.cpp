@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <thread>
 #include <random>
@@ -369,6 +371,7 @@ Result<std::filesystem::path> download_package(Fetcher& fetcher, const std::stri
     rs::MultiHasher hasher(algs);
     uint64_t size = 0;
     bool write_failed = false;
+    std::string write_error;
     FetchOptions o = options;
     if (expected.length) {
       o.max_body_bytes = std::min(o.max_body_bytes, *expected.length);
@@ -384,6 +387,7 @@ Result<std::filesystem::path> download_package(Fetcher& fetcher, const std::stri
       while (n > 0) {
         const ssize_t w = ::write(fd, d, n);
         if (w <= 0) {
+          write_error = w < 0 ? std::strerror(errno) : "nothing written";
           write_failed = true;
           return false;
         }
@@ -399,7 +403,7 @@ Result<std::filesystem::path> download_package(Fetcher& fetcher, const std::stri
     };
     if (write_failed) {
       std::filesystem::remove(name, ec);
-      return make_error(ErrorKind::io, "cannot write the package to " + tmp_dir.string());
+      return make_error(ErrorKind::io, "cannot write the package to " + tmp_dir.string() + ": " + write_error);
     }
     if (!r) {
       fail(r.error().message);

@@ -2,6 +2,8 @@
 
 #include "common/temp_files.h"
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <unistd.h>
 
@@ -65,11 +67,21 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
   }
   FetchOptions o = options;
   o.restart = open;
+  int write_errno = 0;
   auto r = fetcher.fetch(url, o, [&](const char* d, size_t n) {
+    errno = 0;
     out.write(d, static_cast<std::streamsize>(n));
+    if (!out) {
+      write_errno = errno ? errno : EIO;
+    }
     return static_cast<bool>(out);
   });
   out.close();
+  if (write_errno != 0) {
+    // Our disk, not the Source: say so (a full data_dir read as "aborted").
+    return make_error(ErrorKind::io, "GET " + url + ": cannot write it to " + doc->m_path.string() + ": " +
+                                         std::strerror(write_errno));
+  }
   if (!r) {
     return tl::unexpected(r.error());
   }
