@@ -48,8 +48,9 @@ std::optional<std::string> read_str(const pqxx::field& f) {
 // just before its log rows, so it is held for the insert and the commit
 // only. (A safe horizon, publishing only below the oldest running writer,
 // would keep writers concurrent but needs the reader to know of writers it
-// cannot see; measured, the serialised tail costs nothing the bench can
-// show: see bench/RESULTS.md.)
+// cannot see, and a stalled writer would still hold publication back. The
+// cost here is one lock hand-off per batch: commits of concurrent sources
+// queue for the insert and commit, not for fetching or staging.)
 constexpr long long k_change_log_lock = 0x74726962636c6f67LL; // "tribclog"
 
 // The class (first key) of the per-source session advisory locks; the
