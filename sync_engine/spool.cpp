@@ -1,11 +1,10 @@
 #include "sync_engine/spool.h"
 
 #include "common/temp_files.h"
-#include <atomic>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <unistd.h>
 
 namespace tributary::sync {
 

@@ -3,7 +3,6 @@
 #include "common/temp_files.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <lmdb.h>
 #include <sys/resource.h>
 #include <sys/stat.h>

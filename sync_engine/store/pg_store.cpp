@@ -525,6 +525,29 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
   });
 }
 
+namespace {
+
+// The columns read_retry() reads, in its order.
+std::string retry_columns() {
+  return "uri, entry, change, " + us("change_datetime") + ", reason, attempts, " + us("next_attempt_at");
+}
+
+RetryRecord read_retry(const pqxx::row& row) {
+  RetryRecord r;
+  r.uri = row[0].as<std::string>();
+  r.entry = entry_from_xml(row[1].as<std::string>(), r.uri);
+  if (!row[2].is_null()) {
+    r.change = rs::change_from_string(row[2].as<std::string>());
+  }
+  r.change_datetime = read_ts(row[3]);
+  r.reason = row[4].as<std::string>();
+  r.attempts = row[5].as<int>();
+  r.next_attempt_at = *read_ts(row[6]);
+  return r;
+}
+
+} // namespace
+
 Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(int64_t feed_id,
                                                                              const std::vector<std::string>& uris) {
   std::lock_guard lock(m_impl->mutex);
@@ -534,15 +557,11 @@ Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(in
       return out;
     }
     pqxx::read_transaction tx(m_impl->conn);
-    for (const auto& row : tx.exec_params("SELECT uri, entry, change, " + us("change_datetime") +
+    for (const auto& row : tx.exec_params("SELECT " + retry_columns() +
                                               " FROM retry WHERE feed_id = $1 AND uri = ANY($2::text[]) "
                                               "AND change IS NOT NULL",
                                           feed_id, text_array(uris))) {
-      RetryRecord r;
-      r.uri = row[0].as<std::string>();
-      r.entry = entry_from_xml(row[1].as<std::string>(), r.uri);
-      r.change = rs::change_from_string(row[2].as<std::string>());
-      r.change_datetime = read_ts(row[3]);
+      RetryRecord r = read_retry(row);
       std::string key = r.uri;
       out.emplace(std::move(key), std::move(r));
     }
@@ -555,22 +574,11 @@ Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp
   return guarded("read due retries", [&]() -> Result<std::vector<RetryRecord>> {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<RetryRecord> out;
-    for (const auto& row : tx.exec_params("SELECT uri, entry, change, " + us("change_datetime") + ", reason, attempts, " +
-                                              us("next_attempt_at") +
+    for (const auto& row : tx.exec_params("SELECT " + retry_columns() +
                                               " FROM retry WHERE feed_id = $1 AND next_attempt_at <= $2 "
                                               "ORDER BY next_attempt_at, uri LIMIT $3",
                                           feed_id, *ts(now), static_cast<long long>(limit))) {
-      RetryRecord r;
-      r.uri = row[0].as<std::string>();
-      r.entry = entry_from_xml(row[1].as<std::string>(), r.uri);
-      if (!row[2].is_null()) {
-        r.change = rs::change_from_string(row[2].as<std::string>());
-      }
-      r.change_datetime = read_ts(row[3]);
-      r.reason = row[4].as<std::string>();
-      r.attempts = row[5].as<int>();
-      r.next_attempt_at = *read_ts(row[6]);
-      out.push_back(std::move(r));
+      out.push_back(read_retry(row));
     }
     return out;
   });

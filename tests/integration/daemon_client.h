@@ -1,7 +1,10 @@
 #pragma once
 
 // Talking to a `tributary run` started by a test: HTTP calls, the status
-// API, and a config for it.
+// API, a config for it, and the process itself.
+#include "pg_fixture.h"
+#include "process.h"
+
 #include "sync_engine/fetcher.h"
 
 #include <httplib.h>
@@ -9,6 +12,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <string>
 #include <thread>
@@ -90,5 +95,54 @@ inline std::string config_text(const std::string& db, const std::filesystem::pat
   return j.dump(2);
 }
 
+
+// `tributary run` of its own: a database (migrated), a directory with the
+// admin token, a port and a config naming `sources`; started by start(),
+// killed (if still running) and removed at the end.
+struct TestDaemon {
+  TempDatabase db;
+  std::filesystem::path dir;
+  int port = 0;
+  std::string base, cfg, log;
+  pid_t pid = 0;
+
+  explicit TestDaemon(const std::vector<std::pair<std::string, std::string>>& sources,
+                      const std::string& token = "token") {
+    static int n = 0;
+    dir = std::filesystem::temp_directory_path() /
+          ("tributary-daemon-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "token") << token << "\n";
+    port = free_port();
+    base = "http://127.0.0.1:" + std::to_string(port);
+    cfg = (dir / "tributary.json").string();
+    log = (dir / "daemon.log").string();
+    std::ofstream(cfg) << config_text(db.conninfo(), dir, port, sources);
+    REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  }
+  ~TestDaemon() {
+    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    std::filesystem::remove_all(dir);
+  }
+  void start() { pid = spawn_tributary({"run", "--config", cfg}, log); }
+  std::string log_text() const {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // SIGTERM; the seconds until the process was gone, and its exit status.
+  std::pair<double, int> stop() {
+    const auto at = std::chrono::steady_clock::now();
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = 0;
+    return {std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count(),
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+  }
+};
 
 } // namespace tributary::test

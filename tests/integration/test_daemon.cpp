@@ -55,23 +55,15 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   site2.put("/x.txt", "x-ray");
   site2.publish_start(ts("2026-01-01T00:00:00Z"));
 
-  TempDatabase db;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-daemon-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "token") << "s3cret-token\n";
-  const int port = free_port();
-  const std::string base = "http://127.0.0.1:" + std::to_string(port);
-  const std::string cfg = (dir / "tributary.json").string();
-  std::ofstream(cfg) << config_text(db.conninfo(), dir, port, {{"up", up.url("/")}});
-  REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
-  const std::string log = (dir / "daemon.log").string();
-  pid_t daemon = spawn_tributary({"run", "--config", cfg}, log);
-  ProcessGuard guard(daemon);
-  auto log_text = [&log] {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
+  TestDaemon d({{"up", up.url("/")}}, "s3cret-token");
+  d.start();
+  auto& db = d.db;
+  const auto& dir = d.dir;
+  const int port = d.port;
+  const std::string& base = d.base;
+  const std::string& cfg = d.cfg;
+  pid_t& daemon = d.pid;
+  auto log_text = [&d] { return d.log_text(); };
 
   // In sync, and the status API's counts are the database's.
   const bool synced = wait_for(base, [](const json& st) { return in_sync(st, "up", 2); });
@@ -197,5 +189,4 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   const std::string text = log_text();
   CHECK(text.find("[up] run finished") != std::string::npos);
   CHECK(text.find("stopped") != std::string::npos);
-  std::filesystem::remove_all(dir);
 }
