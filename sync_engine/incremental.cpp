@@ -367,6 +367,15 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
       }
       continue;
     }
+    if (last[uri] != i) {
+      // A change before the last of this URI in the batch: if it is the
+      // very state we hold (stored, and logged, by a baseline or audit that
+      // read it from a Resource List), it is in the log already.
+      auto h = held->find(uri);
+      if (h != held->end() && h->second.change_datetime && *h->second.change_datetime == c.time) {
+        continue;
+      }
+    }
     if (auto old = superseded->find(uri);
         old != superseded->end() && old->second.change_datetime && *old->second.change_datetime < c.time) {
       const store::RetryRecord& r = old->second;

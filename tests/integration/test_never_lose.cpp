@@ -156,6 +156,44 @@ TEST_CASE("Never lose: a change naming content already held records the blob's o
   CHECK(env.live() == expected_live(site));
 }
 
+TEST_CASE("Never lose: a change a killed audit already stored and logged is not logged again by the incremental run") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/x.txt", "v0");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  const std::string x = up.url("/res/x.txt");
+  // x changes at 01:00; an audit with --repair reads it from the Resource
+  // List, stores and logs it as that change, and is killed before it ends,
+  // so the watermark stays where it was: what its committed batch left.
+  site.put("/res/x.txt", "v1");
+  auto blob = env.blobs->put("v1", {rs::HashAlgorithm::md5});
+  REQUIRE(blob);
+  store::ResourceRecord r;
+  r.uri = x;
+  r.lastmod = r.change_datetime = ts("2026-01-01T01:00:00Z");
+  r.length = blob->length;
+  r.hashes = blob->hashes;
+  r.blob_sha256 = blob->sha256;
+  store::Batch audit_batch;
+  audit_batch.feed_id = 1;
+  audit_batch.upserts.push_back(r);
+  audit_batch.changes.push_back(store::ChangeRecord{rs::Change::updated, r.change_datetime, r});
+  REQUIRE(env.store->apply(audit_batch));
+  // x changes again at 02:00; the Change List holds both changes, which
+  // the next incremental run reads in one batch.
+  site.put("/res/x.txt", "v2");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(x, rs::Change::updated, ts("2026-01-01T01:00:00Z"), "v1"),
+                            change_entry(x, rs::Change::updated, ts("2026-01-01T02:00:00Z"), "v2")});
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  CHECK(env.live() == expected_live(site));
+  // created (baseline), updated 01:00 (audit), updated 02:00 (incremental).
+  CHECK(env.log() == std::vector<std::string>{"created " + x, "updated " + x, "updated " + x});
+}
+
 TEST_CASE("Never lose: a newest-first Change List Index without 'from' is applied oldest first") {
   Upstream up;
   Site site(up);
@@ -251,55 +289,6 @@ TEST_CASE("Never lose: a run left 'running' by a process that died is marked fai
   CHECK(info->message.find("interrupted") != std::string::npos);
 }
 
-namespace {
-
-// A daemon of its own: database, directory, port; started by start().
-struct Daemon {
-  TempDatabase db;
-  std::filesystem::path dir;
-  std::string base, cfg, log;
-  pid_t pid = 0;
-
-  explicit Daemon(const std::vector<std::pair<std::string, std::string>>& sources) {
-    static int n = 0;
-    dir = std::filesystem::temp_directory_path() /
-          ("tributary-never-lose-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "token") << "token\n";
-    const int port = free_port();
-    base = "http://127.0.0.1:" + std::to_string(port);
-    cfg = (dir / "tributary.json").string();
-    log = (dir / "daemon.log").string();
-    std::ofstream(cfg) << config_text(db.conninfo(), dir, port, sources);
-    REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
-  }
-  ~Daemon() {
-    if (pid > 0 && waitpid(pid, nullptr, WNOHANG) == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    std::filesystem::remove_all(dir);
-  }
-  void start() { pid = spawn_tributary({"run", "--config", cfg}, log); }
-  std::string log_text() const {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  // SIGTERM; the seconds until the process was gone, and its exit status.
-  std::pair<double, int> stop() {
-    const auto at = std::chrono::steady_clock::now();
-    kill(pid, SIGTERM);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    pid = 0;
-    return {std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count(),
-            WIFEXITED(status) ? WEXITSTATUS(status) : -1};
-  }
-};
-
-} // namespace
-
 TEST_CASE("Never lose: SIGTERM during an upstream outage stops the daemon within 5 s") {
   // The Source answers 503 with Retry-After: 60 to everything past its
   // first documents: the run sleeps in a back-off (and its host is paused)
@@ -309,7 +298,7 @@ TEST_CASE("Never lose: SIGTERM during an upstream outage stops the daemon within
   site.put_numbered(20);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set_rate_threshold(0.001, 4, 60);
-  Daemon d({{"up", up.url("/")}});
+  TestDaemon d({{"up", up.url("/")}});
   d.start();
   for (int i = 0; i < 200 && up.rejected() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -330,7 +319,7 @@ TEST_CASE("Never lose: a request hung on a silent upstream does not hold a stopp
   site.put_numbered(4);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set_delay(std::chrono::milliseconds(8000)); // all but .xml documents: 8 s before a byte
-  Daemon d({{"up", up.url("/")}});
+  TestDaemon d({{"up", up.url("/")}});
   d.start();
   for (int i = 0; i < 200 && up.total_requests() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -349,7 +338,7 @@ TEST_CASE("Never lose: the daemon shows a source another process is syncing as b
   site.put_numbered(40);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   up.set_delay(std::chrono::milliseconds(100));
-  Daemon d({{"up", up.url("/")}});
+  TestDaemon d({{"up", up.url("/")}});
   // A CLI baseline holds the source (40 resources, 100 ms each, 8 at a time).
   pid_t cli = spawn_tributary({"sync", "--config", d.cfg, "--baseline", "--batch-size", "5"});
   ProcessGuard cli_guard(cli);
