@@ -211,18 +211,28 @@ CFG
   rm -rf "$work"
 fi
 if [ "$which" = all ] || [ "$which" = crash ]; then
-  # The crash matrix (tests/crash/crash_matrix.py): 20 trials of SIGKILLs
-  # against a changing Source with the default config, then PostgreSQL
+  # The crash matrix (tests/crash/crash_matrix.py): trials of SIGKILLs
+  # against a changing Source, then PostgreSQL
   # stopped for 30 s under a daemon, a full data_dir, and two daemons and a
   # CLI run on one database. Prints trials / lost / repeated.
-  echo "== bench/crash (tributary sync/run killed with SIGKILL; default settings; PostgreSQL 15 with default durability)"
+  echo "== bench/crash (tributary sync/run killed with SIGKILL; PostgreSQL 15 with default durability)"
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   pgbin=/usr/lib/postgresql/15/bin
   as=""
   [ "$(id -u)" -eq 0 ] && as="runuser -u postgres --"
+  # PY_RESYNC=<a checkout of resync/resync>: the reference Python client
+  # follows ours in every check too (not a Debian package, so optional).
+  extra=()
+  [ -n "${PY_RESYNC:-}" ] && extra=(--py-resync "$PY_RESYNC")
+  # First with configs that name the sources and nothing else, as a new
+  # user writes them; then with the settings that make every path happen
+  # within a trial (parts of 40, dumps rebuilt each second, lists or dumps
+  # forced per scenario), and the extra cases.
   python3 "$root/tests/crash/crash_matrix.py" --bin "$root/build/bench/aggregator/tributary" --pg "$PG_TEMP_CONNINFO" \
-    --trials "${CRASH_TRIALS:-20}" --cases pg-restart,disk-full,concurrent \
+    --trials 6 --default-config "${extra[@]}" || status=1
+  python3 "$root/tests/crash/crash_matrix.py" --bin "$root/build/bench/aggregator/tributary" --pg "$PG_TEMP_CONNINFO" \
+    --trials "${CRASH_TRIALS:-20}" --cases pg-restart,disk-full,concurrent "${extra[@]}" \
     --pg-stop "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -m fast -w stop" \
     --pg-start "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -l $PG_TEMP_DIR/postgres.log -w -t 60 -o \"-k $PG_TEMP_DIR -c listen_addresses='' -c max_connections=200\" start" ||
     status=1

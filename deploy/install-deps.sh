@@ -25,8 +25,10 @@ packages=(
   # config and JSON output, error values, CLI, tests
   nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
   # used by the test script; python3 writes a ZIP the way Python's zipfile
-  # does (py-resync's dumps), and the benchmarks' static Sources
+  # does (py-resync's dumps), and the benchmarks' static Sources; the
+  # modules py-resync's client needs, for the crash matrix's --py-resync
   procps iproute2 ca-certificates openssl python3
+  python3-requests python3-dateutil python3-defusedxml
   # the status page's end-to-end test renders it in headless Chromium
   chromium
   # used by the benchmarks (bench/run.sh serve)

@@ -25,7 +25,9 @@ then runs until the Source is quiet and the run finds nothing new, and checks:
     change log exactly once (no (uri, datetime) twice, none missing);
   - a second Tributary that baselines from ours and then follows it holds
     the same resources with the same bytes;
-  - `check-blobs` finds no problem.
+  - `check-blobs` finds no problem;
+  - with --py-resync, the reference Python client (py-resync's
+    resync-sync) baselines from ours and its audit says IN SYNC.
 
 Extra cases: PostgreSQL stopped for 30 s mid-sync under a running daemon
 (needs --pg-stop and --pg-start); data_dir on a small full file system; two daemons and a CLI
@@ -33,7 +35,7 @@ run on one database at once. Prints one line per trial and a summary, and
 exits 1 on any loss, repeat or failed check.
 """
 import argparse
-import hashlib
+import calendar
 import json
 import os
 import random
@@ -87,7 +89,6 @@ def psql(conninfo, sql):
 def micros(text):
     """'2026-11-22 20:03:54.865618+00' or '2026-11-22T20:03:54.865618Z' -> integer microseconds."""
     m = re.match(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.(\d+))?", text)
-    import calendar
     secs = calendar.timegm(tuple(int(m.group(i)) for i in range(1, 7)))
     frac = (m.group(7) or "0")[:6].ljust(6, "0")
     return secs * 1000000 + int(frac)
@@ -159,9 +160,17 @@ class Tributary:
         self.base = f"http://127.0.0.1:{self.port}"
         self.config = os.path.join(self.dir, "config.json")
         cfg = {"database": self.conninfo, "data_dir": data_dir or os.path.join(self.dir, "data"),
-               "listen": f"127.0.0.1:{self.port}", "public_url": self.base + "/",
-               "change_list_part_size": 40, "resource_dump_interval": "1s",
-               "sources": [{"name": n, "url": u, "interval": "1s", "strategy": strategy} for n, u in sources]}
+               "listen": f"127.0.0.1:{self.port}"}
+        if args.default_config:
+            # What a new user writes: every other setting at its default
+            # (strategy auto, interval 15 min, Change List parts of 10,000).
+            cfg["sources"] = [{"name": n, "url": u} for n, u in sources]
+        else:
+            # Parts of 40 close within a trial, a dump is rebuilt each second,
+            # the daemon polls each second, and the scenario picks lists or dumps.
+            cfg.update({"change_list_part_size": 40, "resource_dump_interval": "1s",
+                        "sources": [{"name": n, "url": u, "interval": "1s", "strategy": strategy}
+                                    for n, u in sources]})
         if sets:
             cfg["sets"] = sets
         with open(self.config, "w") as f:
@@ -235,6 +244,10 @@ def check(args, source, trib, work, n, repaired=()):
             rows = psql(trib.conninfo, f"SELECT change, upstream_datetime, recorded_at FROM change_log WHERE uri = '{u}' ORDER BY seq")
             print(f"  lost {c} {u} at {t} (baseline_at {since}); logged: {rows}", file=sys.stderr)
     repeated = sum(times - 1 for times in logged.values() if times > 1)
+    if repeated and os.environ.get("CRASH_DEBUG"):
+        for (u, t), times in [kv for kv in logged.items() if kv[1] > 1][:5]:
+            rows = psql(trib.conninfo, f"SELECT seq, change, upstream_datetime, recorded_at FROM change_log WHERE uri = '{u}' ORDER BY seq")
+            print(f"  repeated {u} at {t} x{times} (repaired: {u in repaired}); logged: {rows}", file=sys.stderr)
     blobs = trib.cli("check-blobs")
     if "problems: 0" not in blobs.stdout:
         problems.append("check-blobs: " + blobs.stdout.strip().splitlines()[-1] if blobs.stdout else "check-blobs failed")
@@ -255,9 +268,40 @@ def check(args, source, trib, work, n, repaired=()):
                 problems.append(f"the follower holds {len(theirs)} resources, {sum(1 for u in held if theirs.get(u) != held[u])} differ from ours")
             subprocess.run(["psql", args.pg, "-qc", f"DROP DATABASE IF EXISTS {follower.db} WITH (FORCE)"],
                            capture_output=True)
+            if args.py_resync:
+                problems += py_resync_follows(args, trib, work, n, len(held))
     finally:
         serve.terminate()
         serve.wait()
+    return lost, repeated, problems
+
+
+def py_resync_follows(args, trib, work, n, live):
+    """The reference Python client (resync-sync) baselines from ours, then
+    audits: it must report IN SYNC with every live resource the same."""
+    dest = os.path.join(work, f"py-resync-{n}")
+    common = ["--noauth", "--hash", "md5", "--capabilitylist", trib.base + "/sets/up/capabilitylist.xml",
+              trib.base + "/", dest]
+    # The Debian interpreter, whose python3-requests/-dateutil/-defusedxml
+    # deploy/install-deps.sh installs (not a virtualenv's on the PATH).
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    run = lambda mode: subprocess.run([python, os.path.join(args.py_resync, "resync-sync"), mode, *common],
+                                      capture_output=True, text=True, cwd=args.py_resync, timeout=600)
+    base = run("--baseline")
+    audit = run("--audit")
+    shutil.rmtree(dest, ignore_errors=True)
+    if f"IN SYNC (same={live}, to create=0, to update=0, to delete=0)" not in audit.stdout + audit.stderr:
+        tail = (base.stdout + base.stderr + audit.stdout + audit.stderr).strip().splitlines()[-2:]
+        return ["py-resync: " + " / ".join(tail)]
+    return []
+
+
+def settle(args, source, trib, work, n, repaired=()):
+    """Runs until the Source is quiet, then check(): (lost, repeated, problems)."""
+    ok = trib.sync_until_quiet(source)
+    lost, repeated, problems = check(args, source, trib, work, n, repaired)
+    if not ok:
+        problems.append("never became quiet")
     return lost, repeated, problems
 
 
@@ -290,11 +334,7 @@ def trial(args, n, scenario, rng, work):
         else:  # republish: the daemon syncs, renders and builds dumps
             for _ in range(args.kills):
                 kills += kill_after(trib.spawn("run", log="run.log"), rng.uniform(0.3, 3.0))
-        ok = trib.sync_until_quiet(source)
-        lost, repeated, problems = check(args, source, trib, work, n, set(repaired))
-        if not ok:
-            problems.append("never became quiet")
-        return kills, lost, repeated, problems
+        return (kills, *settle(args, source, trib, work, n, set(repaired)))
     finally:
         source.stop()
         subprocess.run(["psql", args.pg, "-qc", f"DROP DATABASE IF EXISTS {trib.db} WITH (FORCE)"],
@@ -328,12 +368,9 @@ def case_pg_restart(args, work):
         alive = daemon.poll() is None
         daemon.terminate()
         daemon.wait()
-        ok = trib.sync_until_quiet(source)
-        lost, repeated, problems = check(args, source, trib, work, 900)
+        lost, repeated, problems = settle(args, source, trib, work, 900)
         if not alive:
             problems.append("the daemon exited")
-        if not ok:
-            problems.append("never became quiet")
         return lost, repeated, problems
     finally:
         if daemon.poll() is None:
@@ -357,14 +394,11 @@ def case_disk_full(args, work):
         full = trib.cli("sync", "--baseline")
         said = "No space left on device" in full.stdout
         os.remove(filler)
-        ok = trib.sync_until_quiet(source)
-        lost, repeated, problems = check(args, source, trib, work, 901)
+        lost, repeated, problems = settle(args, source, trib, work, 901)
         if full.returncode == 0:
             problems.append("the run on a full disk claimed success")
         if not said:
             problems.append("the run on a full disk did not say so: " + full.stdout[-300:])
-        if not ok:
-            problems.append("never became quiet")
         source.stop()
         return lost, repeated, problems
     finally:
@@ -394,10 +428,7 @@ def case_concurrent(args, work):
         for p in (first, second):
             p.terminate()
             p.wait()
-    ok = trib.sync_until_quiet(source)
-    lost, repeated, problems = check(args, source, trib, work, 902)
-    if not ok:
-        problems.append("never became quiet")
+    lost, repeated, problems = settle(args, source, trib, work, 902)
     source.stop()
     return lost, repeated, problems
 
@@ -415,6 +446,12 @@ def main():
     ap.add_argument("--pg-stop", default="", help="for pg-restart: a shell command that stops PostgreSQL")
     ap.add_argument("--pg-start", default="", help="for pg-restart: a shell command that starts it again")
     ap.add_argument("--pg-down", type=float, default=30)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="the scenarios taken in turn")
+    ap.add_argument("--default-config", action="store_true",
+                    help="configs name the sources and nothing else (strategy auto: the scenario's lists/dump "
+                         "choice is then the engine's)")
+    ap.add_argument("--py-resync", default="", help="a checkout of resync/resync (its resync-sync script): the "
+                                                     "reference Python client then also follows ours, and must audit IN SYNC")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="tributary-crash-")
@@ -422,7 +459,8 @@ def main():
     totals = {"kills": 0, "lost": 0, "repeated": 0}
     try:
         for n in range(args.trials):
-            scenario = SCENARIOS[n % len(SCENARIOS)]
+            scenarios = args.scenarios.split(",")
+            scenario = scenarios[n % len(scenarios)]
             started = time.time()
             kills, lost, repeated, problems = trial(args, n, scenario, rng, os.path.join(work, f"t{n}"))
             totals["kills"] += kills
@@ -432,7 +470,7 @@ def main():
             failed = failed or bool(bad)
             print(f"trial {n + 1:2d} {scenario:17s} kills {kills}  lost {lost}  repeated {repeated}  "
                   f"{'FAIL: ' + '; '.join(problems) if problems else 'ok'}  ({time.time() - started:.0f} s)", flush=True)
-        print(f"crash matrix: {args.trials} trials, {totals['kills']} SIGKILLs, lost {totals['lost']}, "
+        print(f"crash matrix{' (default config)' if args.default_config else ''}: {args.trials} trials, {totals['kills']} SIGKILLs, lost {totals['lost']}, "
               f"repeated {totals['repeated']}: {'FAIL' if failed else 'PASS'}", flush=True)
         for case in [c for c in args.cases.split(",") if c]:
             started = time.time()
