@@ -361,7 +361,23 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
   for (size_t i = 0; i < changes.size(); ++i) {
     const PendingChange& c = changes[i];
     const std::string& uri = c.entry.loc;
-    if (!c.selected || failed.count(uri) || unchanged.count(uri)) {
+    if (!c.selected) {
+      continue;
+    }
+    // Whatever becomes of the later change (applied, failed in turn, or
+    // found held already), the earlier one happened upstream: it is logged
+    // before it, once. (Its retry is cleared by the upsert, replaced by the
+    // later change's retry, or cleared below for a held one.)
+    if (auto old = superseded->find(uri);
+        old != superseded->end() && old->second.change_datetime && *old->second.change_datetime < c.time) {
+      const store::RetryRecord& r = old->second;
+      batch.changes.push_back(ChangeRecord{*r.change, r.change_datetime, record_from_entry(r.entry, ResourceState::live)});
+      superseded->erase(old);
+      if (unchanged.count(uri)) {
+        final_state[uri] = held->at(uri); // written back unchanged: that clears the retry
+      }
+    }
+    if (failed.count(uri) || unchanged.count(uri)) {
       if (unchanged.count(uri) && last[uri] == i) {
         ++batch.counters.unchanged;
       }
@@ -375,12 +391,6 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
       if (h != held->end() && h->second.change_datetime && *h->second.change_datetime == c.time) {
         continue;
       }
-    }
-    if (auto old = superseded->find(uri);
-        old != superseded->end() && old->second.change_datetime && *old->second.change_datetime < c.time) {
-      const store::RetryRecord& r = old->second;
-      batch.changes.push_back(ChangeRecord{*r.change, r.change_datetime, record_from_entry(r.entry, ResourceState::live)});
-      superseded->erase(old); // once, before the first change that follows it
     }
     const rs::Change change = c.entry.change().value_or(rs::Change::updated);
     ResourceRecord state = last[uri] == i ? final_state[uri]

@@ -194,6 +194,43 @@ TEST_CASE("Never lose: a change a killed audit already stored and logged is not 
   CHECK(env.log() == std::vector<std::string>{"created " + x, "updated " + x, "updated " + x});
 }
 
+TEST_CASE("Never lose: a change that failed because its bytes were already replaced is logged once a later change comes") {
+  // The crash matrix found these lost: the Source changes y at 01:00 and
+  // again before we fetch, so the 01:00 change fails its hash and waits as
+  // a retry; the later changes then fail in turn or apply.
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  const std::string y = up.url("/res/y.txt");
+  std::vector<rs::Entry> changes{change_entry(y, rs::Change::created, ts("2026-01-01T01:00:00Z"), "v1")};
+  auto publish = [&] { site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes); };
+
+  site.put("/res/y.txt", "v3"); // already two changes further
+  publish();
+  CHECK(env.run(src, RunMode::incremental).counters.failed == 1);
+  changes.push_back(change_entry(y, rs::Change::updated, ts("2026-01-01T02:00:00Z"), "v2"));
+  publish();
+  CHECK(env.run(src, RunMode::incremental).counters.failed == 1); // fails in turn
+  changes.push_back(change_entry(y, rs::Change::updated, ts("2026-01-01T03:00:00Z"), "v3"));
+  publish();
+  CHECK(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  CHECK(env.live() == expected_live(site));
+  CHECK(env.retries().empty());
+  // Every change of y, once, in the Source's order.
+  pqxx::connection c(env.db.conninfo());
+  pqxx::read_transaction tx(c);
+  std::vector<std::string> logged;
+  for (const auto& row : tx.exec_params("SELECT change || ' ' || to_char(upstream_datetime AT TIME ZONE 'UTC', 'HH24:MI') "
+                                        "FROM change_log WHERE uri = $1 ORDER BY seq", y)) {
+    logged.push_back(row[0].as<std::string>());
+  }
+  CHECK(logged == std::vector<std::string>{"created 01:00", "updated 02:00", "updated 03:00"});
+}
+
 TEST_CASE("Never lose: a newest-first Change List Index without 'from' is applied oldest first") {
   Upstream up;
   Site site(up);
