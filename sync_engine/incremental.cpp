@@ -280,7 +280,7 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
   // between others in one batch is), else the Source's change would never
   // reach our log (the crash matrix found them: a 'created' whose bytes
   // had already been updated when fetched, then the update applied).
-  auto superseded = ctx.store.pending_changes(feed, uris);
+  auto superseded = ctx.pending_for(feed, uris);
   if (!superseded) {
     return tl::unexpected(superseded.error());
   }

@@ -317,8 +317,13 @@ Result<void> RunContext::commit(store::Batch& batch) {
     return make_error(ErrorKind::transient, "stopped (shutting down); the next run resumes from the watermark");
   }
   std::unordered_map<std::string, ResourceRecord> overlay;
+  std::unordered_map<std::string, std::optional<store::RetryRecord>> retry_overlay;
   for (const auto& r : batch.upserts) {
     overlay[r.uri] = r;
+    retry_overlay[r.uri] = std::nullopt; // stored: its retry is cleared
+  }
+  for (const auto& r : batch.retries) {
+    retry_overlay[r.uri] = r.change ? std::optional<store::RetryRecord>(r) : std::nullopt;
   }
   auto r = m_committer->submit(std::move(batch), [this](const store::Batch& b) {
     std::lock_guard lock(m_counters_mutex);
@@ -326,6 +331,7 @@ Result<void> RunContext::commit(store::Batch& batch) {
   });
   if (r) {
     m_overlay = std::move(overlay);
+    m_retry_overlay = std::move(retry_overlay);
   }
   return r;
 }
@@ -333,6 +339,7 @@ Result<void> RunContext::commit(store::Batch& batch) {
 Result<void> RunContext::drain() {
   auto r = m_committer->wait();
   m_overlay.clear();
+  m_retry_overlay.clear();
   return r;
 }
 
@@ -353,6 +360,23 @@ Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int
     }
   }
   return held;
+}
+
+Result<std::unordered_map<std::string, store::RetryRecord>> RunContext::pending_for(int64_t feed,
+                                                                                   const std::vector<std::string>& uris) {
+  auto pending = store.pending_changes(feed, uris);
+  if (pending && !m_retry_overlay.empty()) {
+    for (const auto& u : uris) {
+      if (auto it = m_retry_overlay.find(u); it != m_retry_overlay.end()) {
+        if (it->second) {
+          (*pending)[u] = *it->second;
+        } else {
+          pending->erase(u);
+        }
+      }
+    }
+  }
+  return pending;
 }
 
 void RunContext::remember_validators(const SpooledDocument& d) {

@@ -141,6 +141,10 @@ public:
   // flight commits.
   Result<std::unordered_map<std::string, ResourceRecord>> held_for(int64_t feed,
                                                                    const std::vector<std::string>& uris);
+  // The changes of these URIs waiting as retries (Store::pending_changes),
+  // as they will be once the batch in flight commits.
+  Result<std::unordered_map<std::string, store::RetryRecord>> pending_for(int64_t feed,
+                                                                          const std::vector<std::string>& uris);
 
   // A resource whose content failed, to retry later (see store::RetryRecord):
   // after refetch_backoff, doubling per attempt up to a day.
@@ -172,6 +176,8 @@ private:
   std::shared_ptr<Fetcher> m_content_fetcher; // one try per location per round
   std::unique_ptr<Committer> m_committer;
   std::unordered_map<std::string, ResourceRecord> m_overlay;
+  // The batch in flight's retries: a change waiting, or none (cleared).
+  std::unordered_map<std::string, std::optional<store::RetryRecord>> m_retry_overlay;
   std::mutex m_counters_mutex;
   bool m_source_is_file = false;
   std::unordered_set<std::string> m_allowed_hosts;

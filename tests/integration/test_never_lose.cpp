@@ -8,6 +8,7 @@
 #include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
 
+#include <algorithm>
 #include <fstream>
 #include <future>
 #include <set>
@@ -229,6 +230,35 @@ TEST_CASE("Never lose: a change that failed because its bytes were already repla
     logged.push_back(row[0].as<std::string>());
   }
   CHECK(logged == std::vector<std::string>{"created 01:00", "updated 02:00", "updated 03:00"});
+}
+
+TEST_CASE("Never lose: a failed change is logged when the next change of its URI comes in the very next batch of the run") {
+  // The batch that records the retry may still be committing while the
+  // next one is prepared: the retry must be seen all the same.
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "a");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  const std::string y = up.url("/res/y.txt");
+  std::vector<rs::Entry> changes;
+  for (int i = 0; i < 49; ++i) { // the run's batches are of 50
+    const std::string path = "/res/f" + std::to_string(i) + ".txt";
+    site.put(path, "f" + std::to_string(i));
+    changes.push_back(change_entry(up.url(path), rs::Change::created,
+                                   ts("2026-01-01T00:30:00Z") + std::chrono::seconds(i), "f" + std::to_string(i)));
+  }
+  changes.push_back(change_entry(y, rs::Change::updated, ts("2026-01-01T01:00:00Z"), "v1")); // gone already: 404
+  changes.push_back(change_entry(y, rs::Change::deleted, ts("2026-01-01T01:00:01Z")));
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+  auto r = env.run(src, RunMode::incremental);
+  CHECK(r.counters.failed == 1);
+  CHECK(env.retries().empty());
+  auto log = env.log();
+  CHECK(std::count(log.begin(), log.end(), "updated " + y) == 1);
+  CHECK(std::count(log.begin(), log.end(), "deleted " + y) == 1);
 }
 
 TEST_CASE("Never lose: a newest-first Change List Index without 'from' is applied oldest first") {
