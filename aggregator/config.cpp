@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,25 @@
 namespace tributary::agg {
 
 namespace {
+
+// Source and set names become folder names (dumps, documents) and URL
+// segments: a safe alphabet, a letter or digit first (never "", "." or "..").
+std::optional<std::string> name_problem(const std::string& name) {
+  if (name.empty() || name.size() > 64) {
+    return "must be 1 to 64 characters";
+  }
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '_' || c == '.';
+    if (!ok) {
+      return "use letters, digits, '-', '_' and '.' only";
+    }
+  }
+  if (!std::isalnum(static_cast<unsigned char>(name[0]))) {
+    return "must start with a letter or a digit";
+  }
+  return std::nullopt;
+}
 
 using nlohmann::json;
 
@@ -191,16 +211,8 @@ public:
       problem(ptr, "expected a URI prefix or \"re:<regular expression>\"");
       return;
     }
-    f.text = v.get<std::string>();
-    if (f.text.rfind("re:", 0) == 0) {
-      f.is_regex = true;
-      try {
-        f.regex = std::regex(f.text.substr(3), std::regex::ECMAScript | std::regex::optimize);
-      } catch (const std::regex_error& e) {
-        problem(ptr, std::string("invalid regular expression: ") + e.what());
-      }
-    } else {
-      f.prefix = f.text;
+    if (auto why = sync::make_uri_filter(v.get<std::string>(), f)) {
+      problem(ptr, *why);
     }
   }
 
@@ -289,19 +301,13 @@ public:
             {"verify_tls", {boolean(s.verify_tls)}},
             {"timeout_seconds", {number(timeout_seconds, 0.1, 3600)}},
             {"max_body_bytes", {integer(s.max_body_bytes, 1, 1LL << 40)}},
+            {"min_bytes_per_second", {integer(s.min_bytes_per_second, 0, 1LL << 40)}},
             {"interval", {duration(s.interval, false)}},
             {"audit_interval", {duration(s.audit_interval, true)}},
             {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}}});
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
-    if (!s.name.empty()) {
-      for (char c : s.name) {
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                  c == '_' || c == '.';
-        if (!ok) {
-          problem(ptr + "/name", "use letters, digits, '-', '_' and '.' only");
-          break;
-        }
-      }
+    if (auto why = name_problem(s.name)) {
+      problem(ptr + "/name", *why);
     }
   }
 
@@ -354,7 +360,13 @@ public:
             {"change_list_part_size", {integer(c.change_list_part_size, 1, 50000)}},
             {"sets", {array<Config::NamedSet>(c.sets, [this](const json& v, const std::string& p, Config::NamedSet& out) {
                object(v, p,
-                      {{"name", {string(out.name), true}},
+                      {{"name", {[this, &out](const json& n, const std::string& q) {
+                                   string(out.name)(n, q);
+                                   if (auto why = n.is_string() ? name_problem(out.name) : std::nullopt) {
+                                     problem(q, *why);
+                                   }
+                                 },
+                                 true}},
                        {"sources", {array<std::string>(out.sources,
                                                        [this](const json& n, const std::string& q, std::string& name) {
                                                          string(name)(n, q);

@@ -185,7 +185,21 @@ struct Daemon : DaemonState {
           it->second.progress = p;
         }
       };
-      report = engine.run(src, options);
+      // A run's thread must never end the daemon: whatever escapes the
+      // engine fails this run of this source, and the rest go on.
+      try {
+        report = engine.run(src, options);
+      } catch (const std::exception& e) {
+        report.source = src.name;
+        report.status = store::RunStatus::failed;
+        report.errors.push_back(std::string("internal error: ") + e.what());
+        report.error_count = 1;
+      } catch (...) {
+        report.source = src.name;
+        report.status = store::RunStatus::failed;
+        report.errors.push_back("internal error");
+        report.error_count = 1;
+      }
     }
     const bool ok = report.status != store::RunStatus::failed;
     log::Fields fields{{"mode", std::string(store::to_string(job.mode))},

@@ -30,6 +30,10 @@ tributary_alias(dep::json nlohmann_json::nlohmann_json)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 tributary_alias(dep::zip PkgConfig::LIBZIP)
 
+# RE2: linear-time regular expressions (URI filters).
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+tributary_alias(dep::re2 PkgConfig::RE2)
+
 # LMDB: the blob store's index (sha-256 -> pack file, offset, length).
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 tributary_alias(dep::lmdb PkgConfig::LMDB)

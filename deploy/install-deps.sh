@@ -22,6 +22,10 @@ packages=(
   libpq-dev libpqxx-dev postgresql-15 postgresql-client-15
   # RFC 3986 reference resolution
   liburiparser-dev
+  # linear-time regular expressions for the include/exclude filters
+  libre2-dev
+  # fuzzing (bench/run.sh fuzz): libFuzzer with ASan and UBSan
+  clang-14 libfuzzer-14-dev
   # config and JSON output, error values, CLI, tests
   nlohmann-json3-dev libexpected-dev libcli11-dev doctest-dev
   # used by the test script; python3 writes a ZIP the way Python's zipfile

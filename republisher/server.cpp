@@ -5,6 +5,7 @@
 #include "republisher/dumps.h"
 #include "common/http/server.h"
 
+#include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
 
 #include <malloc.h>
@@ -147,7 +148,8 @@ struct Republisher::Impl {
     size_t size = 0;
   };
   std::unordered_map<std::string, std::shared_ptr<const ContentView>> resource_cache;
-  size_t cached_bytes = 0;
+  size_t cached_bytes = 0;   // keys and inline bodies
+  uint64_t cache_epoch = 0;  // bumped whenever the store moved on and the cache was cleared
   static constexpr size_t k_inline_max = 64 * 1024;
   static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
@@ -172,6 +174,7 @@ struct Republisher::Impl {
   std::map<std::string, ClosedParts> closed_parts;
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
   std::string last_refresh_error; // refresher thread only
+  std::string set_failures;       // sets whose last rendering failed (refresher only)
   // Each set's Resource List documents as last rendered (refresher only).
   struct RenderedList {
     std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs; // by URL path
@@ -208,6 +211,7 @@ struct Republisher::Impl {
     const auto sets = published_sets(*feeds, options.named_sets);
     list_time = {};
     std::vector<const PublishedSet*> later; // Resource Lists due, rendered last
+    std::vector<std::string> failures;      // sets whose documents were kept from before
     auto docs = std::make_shared<DocumentMap>();
     auto put = [&](const std::string& url, std::string body, bool immutable = false) {
       (*docs)[urls.path_of(url)] = cached(std::move(body), "application/xml", immutable);
@@ -216,88 +220,104 @@ struct Republisher::Impl {
     std::string robots = "User-agent: *\nAllow: /\n";
     std::map<std::string, std::vector<int64_t>> feeds_of;
     for (const auto& s : sets) {
-      feeds_of[s.name] = s.feeds;
-      std::optional<std::string> dump_document;
-      std::optional<std::string> change_dump_document;
-      {
+      auto render_set = [&]() -> Result<void> {
+        feeds_of[s.name] = s.feeds;
+        std::optional<std::string> dump_document;
+        std::optional<std::string> change_dump_document;
+        {
+          std::shared_lock lock(cache_mutex);
+          if (auto it = dumps.find(s.name); it != dumps.end()) {
+            dump_document = it->second.built.document;
+          }
+          if (auto it = change_packages.find(s.name); it != change_packages.end() && !it->second.empty()) {
+            change_dump_document = render_change_dump(urls, s, it->second);
+          }
+        }
+        put(urls.capability_list(s.name),
+            render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value()));
+        if (dump_document) {
+          put(urls.resource_dump(s.name), std::move(*dump_document));
+        }
+        if (change_dump_document) {
+          put(urls.change_dump(s.name), std::move(*change_dump_document));
+        }
+        // A set's first Resource List is rendered now; a newer one, when due,
+        // after the rest is published (so that it never delays the Change
+        // List).
+        RenderedList& list = resource_lists[s.name];
+        if (list.docs.empty() || list.feeds != s.feeds) {
+          auto r = render_list(s, *seq);
+          if (!r) {
+            return tl::unexpected(r.error());
+          }
+        } else if (list.seq != *seq &&
+                   std::chrono::steady_clock::now() - list.at >=
+                       std::max<std::chrono::steady_clock::duration>(4 * list.took,
+                                                                     options.resource_list_min_interval)) {
+          later.push_back(&s);
+        }
+        for (const auto& [path, doc] : list.docs) {
+          (*docs)[path] = doc;
+        }
+        robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
+        // Closed parts are rendered (and compressed) once and kept.
+        ClosedParts known = closed_parts[s.name];
+        const auto cl_start = std::chrono::steady_clock::now();
+        auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known);
+        if (!cl) {
+          return tl::unexpected(cl.error());
+        }
+        std::set<std::string> closed_urls;
+        for (const auto& part : known.parts) {
+          closed_urls.insert(part.url);
+        }
+        for (auto& part : *cl) {
+          const bool closed = closed_urls.count(part.url) > 0;
+          const std::string path = urls.path_of(part.url);
+          auto doc = closed && !options.document_dir.empty()
+                         ? cached_on_disk(std::move(part.xml), options.document_dir / s.name,
+                                          std::filesystem::path(path).filename().string())
+                         : cached(std::move(part.xml), "application/xml", closed);
+          if (closed) {
+            closed_docs[path] = doc;
+          }
+          (*docs)[path] = std::move(doc);
+        }
+        for (const auto& part : known.parts) {
+          const std::string path = urls.path_of(part.url);
+          auto it = closed_docs.find(path);
+          if (it == closed_docs.end()) {
+            closed_parts.erase(s.name); // cannot happen; start over next time rather than serve a gap
+            return make_error(ErrorKind::conflict, "closed Change List part " + part.url + " is not cached");
+          }
+          (*docs)[path] = it->second;
+        }
+        const auto cl_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cl_start).count();
+        if (cl_ms > 100) {
+          log::debug("", "Change List of set '" + s.name + "' rendered in " + std::to_string(cl_ms) + " ms (" +
+                             std::to_string(cl->size()) + " new documents)");
+        }
+        {
+          std::unique_lock lock(cache_mutex);
+          closed_meta[s.name] = known;
+        }
+        closed_parts[s.name] = std::move(known);
+        return {};
+      };
+      if (auto r = render_set(); !r) {
+        // One set's failure (a value its rows cannot be read back with, a
+        // query that failed) keeps that set's previous documents; the other
+        // sets move on.
+        const std::string cap_path = urls.path_of(urls.capability_list(s.name));
+        const std::string set_dir = cap_path.substr(0, cap_path.rfind('/') + 1);
+        failures.push_back("set '" + s.name + "': " + r.error().message);
         std::shared_lock lock(cache_mutex);
-        if (auto it = dumps.find(s.name); it != dumps.end()) {
-          dump_document = it->second.built.document;
-        }
-        if (auto it = change_packages.find(s.name); it != change_packages.end() && !it->second.empty()) {
-          change_dump_document = render_change_dump(urls, s, it->second);
+        for (auto it = documents->lower_bound(set_dir); it != documents->end() && it->first.rfind(set_dir, 0) == 0;
+             ++it) {
+          docs->emplace(it->first, it->second);
         }
       }
-      put(urls.capability_list(s.name),
-          render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value()));
-      if (dump_document) {
-        put(urls.resource_dump(s.name), std::move(*dump_document));
-      }
-      if (change_dump_document) {
-        put(urls.change_dump(s.name), std::move(*change_dump_document));
-      }
-      // A set's first Resource List is rendered now; a newer one, when due,
-      // after the rest is published (so that it never delays the Change
-      // List).
-      RenderedList& list = resource_lists[s.name];
-      if (list.docs.empty() || list.feeds != s.feeds) {
-        auto r = render_list(s, *seq);
-        if (!r) {
-          return tl::unexpected(r.error());
-        }
-      } else if (list.seq != *seq &&
-                 std::chrono::steady_clock::now() - list.at >=
-                     std::max<std::chrono::steady_clock::duration>(4 * list.took,
-                                                                   options.resource_list_min_interval)) {
-        later.push_back(&s);
-      }
-      for (const auto& [path, doc] : list.docs) {
-        (*docs)[path] = doc;
-      }
-      robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
-      // Closed parts are rendered (and compressed) once and kept.
-      ClosedParts known = closed_parts[s.name];
-      const auto cl_start = std::chrono::steady_clock::now();
-      auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known);
-      if (!cl) {
-        return tl::unexpected(cl.error());
-      }
-      std::set<std::string> closed_urls;
-      for (const auto& part : known.parts) {
-        closed_urls.insert(part.url);
-      }
-      for (auto& part : *cl) {
-        const bool closed = closed_urls.count(part.url) > 0;
-        const std::string path = urls.path_of(part.url);
-        auto doc = closed && !options.document_dir.empty()
-                       ? cached_on_disk(std::move(part.xml), options.document_dir / s.name,
-                                        std::filesystem::path(path).filename().string())
-                       : cached(std::move(part.xml), "application/xml", closed);
-        if (closed) {
-          closed_docs[path] = doc;
-        }
-        (*docs)[path] = std::move(doc);
-      }
-      for (const auto& part : known.parts) {
-        const std::string path = urls.path_of(part.url);
-        auto it = closed_docs.find(path);
-        if (it == closed_docs.end()) {
-          closed_parts.erase(s.name); // cannot happen; start over next time rather than serve a gap
-          return make_error(ErrorKind::conflict, "closed Change List part " + part.url + " is not cached");
-        }
-        (*docs)[path] = it->second;
-      }
-      const auto cl_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cl_start).count();
-      if (cl_ms > 100) {
-        log::debug("", "Change List of set '" + s.name + "' rendered in " + std::to_string(cl_ms) + " ms (" +
-                           std::to_string(cl->size()) + " new documents)");
-      }
-      {
-        std::unique_lock lock(cache_mutex);
-        closed_meta[s.name] = known;
-      }
-      closed_parts[s.name] = std::move(known);
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
     for (auto it = resource_lists.begin(); it != resource_lists.end();) {
@@ -309,6 +329,7 @@ struct Republisher::Impl {
       set_feeds = std::move(feeds_of);
       resource_cache.clear();
       cached_bytes = 0;
+      ++cache_epoch;
       rendered_seq = *seq;
     }
     // The Resource Lists that are due, each published as it is done.
@@ -319,7 +340,8 @@ struct Republisher::Impl {
       }
       auto r = render_list(*s, *seq);
       if (!r) {
-        return tl::unexpected(r.error());
+        failures.push_back("set '" + s->name + "': " + r.error().message);
+        continue; // the previous list stays published
       }
       auto updated = std::make_shared<DocumentMap>(*docs);
       for (const auto& path : old_paths) {
@@ -335,6 +357,18 @@ struct Republisher::Impl {
     lists_behind = false;
     for (const auto& [name, list] : resource_lists) {
       lists_behind = lists_behind || list.seq != *seq;
+    }
+    std::string all;
+    for (const auto& f : failures) {
+      all += (all.empty() ? "" : "; ") + f;
+    }
+    if (all != set_failures) {
+      if (!all.empty()) {
+        log::error("", "documents of some sets could not be rendered (their previous ones are served): " + all);
+      } else if (!set_failures.empty()) {
+        log::info("", "every set's documents are rendered again");
+      }
+      set_failures = std::move(all);
     }
     return {};
   }
@@ -403,10 +437,15 @@ struct Republisher::Impl {
   // (can_block), else `miss` is set and nullptr returned.
   std::shared_ptr<const ContentView> content_view(const std::string& set, const std::string& uri, bool can_block,
                                                   bool& miss) {
+    if (uri.size() > rs::ReaderOptions{}.max_uri_bytes) {
+      return std::make_shared<ContentView>(); // longer than any we store: 404 without a query
+    }
     const std::string key = set + '\n' + uri;
     std::vector<int64_t> feeds;
+    uint64_t epoch = 0;
     {
       std::shared_lock lock(cache_mutex);
+      epoch = cache_epoch;
       if (auto it = resource_cache.find(key); it != resource_cache.end()) {
         return it->second;
       }
@@ -455,12 +494,18 @@ struct Republisher::Impl {
         }
       }
     }
+    if (v->status == 404) {
+      return v; // not cached: any URI can be asked for, and a flood of them must not fill memory
+    }
     std::unique_lock lock(cache_mutex);
+    if (epoch != cache_epoch) {
+      return v; // read before the store moved on: answer this request, never cache it
+    }
     if (resource_cache.size() >= 200000 || cached_bytes > k_inline_budget) {
       resource_cache.clear(); // bounded; a cold miss costs one query
       cached_bytes = 0;
     }
-    cached_bytes += v->bytes ? v->bytes->size() : 0;
+    cached_bytes += key.size() + sizeof(ContentView) + v->path.size() + (v->bytes ? v->bytes->size() : 0);
     resource_cache[key] = v;
     return v;
   }

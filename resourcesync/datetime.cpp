@@ -148,6 +148,15 @@ std::optional<Timestamp> parse_w3c_datetime(std::string_view s, std::string* why
 
   int64_t days = days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   int64_t secs = days * 86400 + hour * 3600 + minute * 60 + second - offset_minutes * 60;
+  // Years 0001 to 9999 in UTC: what a four-digit year can write back, and
+  // within what PostgreSQL's timestamptz holds (it refuses year 0000, and
+  // an offset can carry 0001-01-01T00:00+01:00 into year 0).
+  static const int64_t k_first = days_from_civil(1, 1, 1) * 86400;
+  static const int64_t k_end = days_from_civil(10000, 1, 1) * 86400;
+  if (secs < k_first || secs >= k_end) {
+    fail(why, "outside the years 0001 to 9999 (UTC)");
+    return std::nullopt;
+  }
   return Timestamp(std::chrono::microseconds(secs * 1000000 + micros));
 }
 

@@ -68,6 +68,92 @@ bool is_archive_capability(Capability c) {
          c == Capability::changelist_archive || c == Capability::changedump_archive;
 }
 
+namespace {
+
+bool is_tchar(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u <= 0x20 || u >= 0x7f) {
+    return false;
+  }
+  return std::string_view("\"(),/:;<=>?@[\\]{}").find(c) == std::string_view::npos;
+}
+
+} // namespace
+
+bool is_media_type(std::string_view s, std::string* why) {
+  auto fail = [&](const char* reason) {
+    if (why) {
+      *why = reason;
+    }
+    return false;
+  };
+  if (s.size() > 255) {
+    return fail("longer than 255 bytes");
+  }
+  size_t i = 0;
+  auto token = [&] {
+    const size_t start = i;
+    while (i < s.size() && is_tchar(s[i])) {
+      ++i;
+    }
+    return i > start;
+  };
+  auto ows = [&] {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) {
+      ++i;
+    }
+  };
+  if (!token() || i >= s.size() || s[i] != '/') {
+    return fail("expected type/subtype");
+  }
+  ++i;
+  if (!token()) {
+    return fail("expected a subtype after '/'");
+  }
+  for (;;) {
+    ows();
+    if (i == s.size()) {
+      return true;
+    }
+    if (s[i] != ';') {
+      return fail("unexpected character after the type");
+    }
+    ++i;
+    ows();
+    if (i == s.size()) {
+      return true; // a trailing ';' is common and harmless
+    }
+    if (!token() || i >= s.size() || s[i] != '=') {
+      return fail("expected a parameter name=value");
+    }
+    ++i;
+    if (i < s.size() && s[i] == '"') {
+      ++i;
+      for (;;) {
+        if (i >= s.size()) {
+          return fail("unterminated quoted string");
+        }
+        const auto u = static_cast<unsigned char>(s[i]);
+        if (s[i] == '"') {
+          ++i;
+          break;
+        }
+        if (s[i] == '\\') {
+          ++i;
+          if (i >= s.size()) {
+            return fail("unterminated quoted string");
+          }
+        } else if ((u < 0x20 && s[i] != '\t') || u >= 0x7f) {
+          return fail("control or non-ASCII character in a parameter");
+        }
+        ++i;
+      }
+    } else if (!token()) {
+      return fail("expected a parameter value");
+    }
+  }
+}
+
 std::string_view to_string(Change c) {
   switch (c) {
   case Change::created:

@@ -60,6 +60,12 @@ bool is_change_capability(Capability c);
 bool is_manifest_capability(Capability c);
 bool is_archive_capability(Capability c);
 
+// A media type as RFC 9110 8.3.1 writes one: type "/" subtype, then
+// parameters (token "=" token or quoted-string), at most 255 bytes. Nothing
+// else passes: no control characters, no CR or LF, no bytes past ASCII, so
+// a value that passes is safe to send as a Content-Type header.
+bool is_media_type(std::string_view s, std::string* why = nullptr);
+
 enum class Change { created, updated, deleted };
 std::string_view to_string(Change c);
 std::optional<Change> change_from_string(std::string_view s);

@@ -7,6 +7,7 @@
 #include <libxml/SAX2.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <exception>
@@ -71,6 +72,8 @@ struct Reader::Impl {
   Entry entry;
   uint64_t entry_line = 0;
   bool entry_md_seen = false;
+  uint64_t entry_errors_at_start = 0; // summary.errors when the entry began
+  std::string entry_fault;            // the first error of the open entry
   TextField text_field = TextField::loc;
   std::string text;
   bool text_too_long = false;
@@ -116,7 +119,13 @@ struct Reader::Impl {
     }
     summary.diagnostics.push_back(Diagnostic{s, line_no, std::move(msg)});
   }
-  void error(std::string msg) { diag(Severity::error, line(), std::move(msg)); }
+  void error(std::string msg) {
+    if (!stack.empty() && entry_fault.empty() &&
+        std::find(stack.begin(), stack.end(), Ctx::entry) != stack.end()) {
+      entry_fault = msg;
+    }
+    diag(Severity::error, line(), std::move(msg));
+  }
   void warning(std::string msg) { diag(Severity::warning, line(), std::move(msg)); }
 
   // Stops reading for good: the rest of the input is ignored.
@@ -160,7 +169,21 @@ struct Reader::Impl {
       error(std::string(what) + ": '" + std::string(value) + "' is not a non-negative integer");
       return std::nullopt;
     }
+    if (n > k_max_length) {
+      error(std::string(what) + ": " + std::string(value) + " is over the largest length accepted (" +
+            std::to_string(k_max_length) + ")");
+      return std::nullopt;
+    }
     return n;
+  }
+
+  std::optional<std::string> media_type(std::string_view value, std::string_view what) {
+    std::string why;
+    if (!is_media_type(value, &why)) {
+      error(std::string(what) + ": not a media type (" + why + ")");
+      return std::nullopt;
+    }
+    return std::string(value);
   }
 
   std::vector<HashValue> hashes(std::string_view value, std::string_view what) {
@@ -223,7 +246,7 @@ struct Reader::Impl {
       } else if (n == "length") {
         md.length = length(a.value, "<rs:md> attribute 'length'");
       } else if (n == "type") {
-        md.type = std::string(a.value);
+        md.type = media_type(a.value, "<rs:md> attribute 'type'");
       } else if (n == "encoding") {
         md.encoding = std::string(a.value);
       } else if (n == "path") {
@@ -270,7 +293,7 @@ struct Reader::Impl {
           error("<rs:ln> attribute 'pri': " + std::string(a.value) + " is outside 1..999999");
         }
       } else if (n == "type") {
-        ln.type = std::string(a.value);
+        ln.type = media_type(a.value, "<rs:ln> attribute 'type'");
       } else if (n == "encoding") {
         ln.encoding = std::string(a.value);
       } else {
@@ -479,6 +502,8 @@ struct Reader::Impl {
       entry = Entry{};
       entry_line = line();
       entry_md_seen = false;
+      entry_errors_at_start = summary.errors;
+      entry_fault.clear();
       stack.push_back(Ctx::entry);
       return;
     }
@@ -575,6 +600,11 @@ struct Reader::Impl {
       if (!entry.loc.empty()) {
         error("an entry has more than one <loc>");
       }
+      if (v.size() > options.max_uri_bytes) {
+        error("<loc> '" + std::string(v.substr(0, 100)) + "...' is " + std::to_string(v.size()) +
+              " bytes, over the limit of " + std::to_string(options.max_uri_bytes));
+        return;
+      }
       entry.loc = std::string(v);
       return;
     case TextField::lastmod:
@@ -591,10 +621,26 @@ struct Reader::Impl {
 
   void end_entry() {
     ++summary.entries;
+    const uint64_t value_errors = summary.errors - entry_errors_at_start;
+    std::string fault = std::move(entry_fault);
+    entry_fault.clear();
+    uint64_t rule_errors = 0;
     if (options.validate) {
-      validator.entry(entry, entry_line);
+      auto check = validator.entry(entry, entry_line);
+      rule_errors = check.faults;
+      if (fault.empty()) {
+        fault = std::move(check.first_fault);
+      }
     }
-    handler.on_entry(std::move(entry), entry_line);
+    if (value_errors + rule_errors > 0) {
+      // A bad value costs its entry, not the document: the entry goes to
+      // the handler as rejected, with the first reason.
+      ++summary.rejected_entries;
+      summary.entry_errors += value_errors + rule_errors;
+      handler.on_rejected_entry(std::move(entry), entry_line, fault);
+    } else {
+      handler.on_entry(std::move(entry), entry_line);
+    }
     entry = Entry{};
   }
 
@@ -779,19 +825,21 @@ namespace {
 
 class Collector : public DocumentHandler {
 public:
-  explicit Collector(Document& doc) : m_doc(doc) {}
+  Collector(Document& doc, std::vector<Entry>& rejected) : m_doc(doc), m_rejected(rejected) {}
   void on_header(const DocumentHeader& h) override { m_doc.header = h; }
   void on_entry(Entry&& e, uint64_t) override { m_doc.entries.push_back(std::move(e)); }
+  void on_rejected_entry(Entry&& e, uint64_t, const std::string&) override { m_rejected.push_back(std::move(e)); }
 
 private:
   Document& m_doc;
+  std::vector<Entry>& m_rejected;
 };
 
 } // namespace
 
 ParsedDocument parse_document(std::string_view bytes, const ReaderOptions& options) {
   ParsedDocument out;
-  Collector c(out.document);
+  Collector c(out.document, out.rejected);
   out.summary = read_document(bytes, c, options);
   if (out.summary.header) {
     out.document.header = *out.summary.header;

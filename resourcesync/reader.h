@@ -25,7 +25,19 @@ public:
   // the entry starts. An exception thrown here stops reading and is rethrown
   // from Reader::feed/finish.
   virtual void on_entry(Entry&& entry, uint64_t line) = 0;
+  // Called instead of on_entry for an entry with a bad value or one that
+  // breaks an entry rule (no loc, a length past 2^63, a lastmod in year 0,
+  // a type that is not a media type...): the bad values are dropped from
+  // it, and `reason` is the first error. The document stays usable.
+  virtual void on_rejected_entry(Entry&& entry, uint64_t line, const std::string& reason) {
+    (void)entry;
+    (void)line;
+    (void)reason;
+  }
 };
+
+// The largest `length` accepted: what a signed 64-bit column holds.
+inline constexpr uint64_t k_max_length = 0x7fffffffffffffffull;
 
 struct ReaderOptions {
   // Hard limit on the uncompressed size; reading stops with an error past
@@ -34,6 +46,9 @@ struct ReaderOptions {
   // Longest attribute value or element text accepted (a `loc` of 10 MB is
   // not a URL but an attack).
   size_t max_value_bytes = 1024 * 1024;
+  // Longest `loc` accepted; a longer one rejects its entry. Browsers and
+  // servers commonly stop at 8 KiB; the Sitemap protocol at 2,048.
+  size_t max_uri_bytes = 8192;
   // Deepest element nesting accepted.
   size_t max_depth = 64;
   // Diagnostics kept; the rest are counted in suppressed_diagnostics.
@@ -59,7 +74,15 @@ struct ReadSummary {
   uint64_t warnings = 0; // including suppressed ones
   uint64_t suppressed_diagnostics = 0;
 
+  // Entries rejected for a bad value (see DocumentHandler::on_rejected_entry),
+  // and the errors that did it (counted in `errors` too).
+  uint64_t rejected_entries = 0;
+  uint64_t entry_errors = 0;
+
+  // No error at all: what a validator reports.
   bool valid() const { return errors == 0; }
+  // Every error cost an entry only: a Destination applies the rest.
+  bool usable() const { return !stopped && errors == entry_errors; }
 };
 
 // Push parser over libxml2's SAX2 interface. Feed raw bytes as they arrive
@@ -94,6 +117,7 @@ ReadSummary read_document(std::istream& in, DocumentHandler& handler,
 struct ParsedDocument {
   Document document;
   ReadSummary summary;
+  std::vector<Entry> rejected; // entries with a bad value, in document order
 };
 
 // Reads a whole buffer into memory (for small documents and tests).

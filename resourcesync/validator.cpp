@@ -139,9 +139,13 @@ void Validator::header(const DocumentHeader& h, uint64_t line) {
 
 void Validator::check_link(const Link& l, uint64_t line, std::string_view where) {
   if (l.pri && (*l.pri < 1 || *l.pri > 999999)) {
-    m_sink(Severity::error, line,
-           std::string(where) + " <rs:ln rel=\"" + l.rel + "\"> has pri " + std::to_string(*l.pri) +
-               ", outside 1..999999");
+    std::string m = std::string(where) + " <rs:ln rel=\"" + l.rel + "\"> has pri " + std::to_string(*l.pri) +
+                    ", outside 1..999999";
+    if (where == "entry's") {
+      fault(line, std::move(m));
+    } else {
+      m_sink(Severity::error, line, std::move(m));
+    }
   }
   if (!l.href.empty() && !has_scheme(l.href)) {
     m_sink(Severity::warning, line,
@@ -149,13 +153,26 @@ void Validator::check_link(const Link& l, uint64_t line, std::string_view where)
   }
 }
 
-void Validator::entry(const Entry& e, uint64_t line) {
+void Validator::fault(uint64_t line, std::string message) {
+  if (m_check.faults++ == 0) {
+    m_check.first_fault = message;
+  }
+  m_sink(Severity::error, line, std::move(message));
+}
+
+Validator::EntryCheck Validator::entry(const Entry& e, uint64_t line) {
+  m_check = EntryCheck{};
+  check_entry(e, line);
+  return std::move(m_check);
+}
+
+void Validator::check_entry(const Entry& e, uint64_t line) {
   ++m_entries;
-  auto err = [&](std::string m) { m_sink(Severity::error, line, std::move(m)); };
+  auto err = [&](std::string m) { fault(line, std::move(m)); };
   auto warn = [&](std::string m) { m_sink(Severity::warning, line, std::move(m)); };
 
   if (m_entries == k_max_entries + 1) {
-    err("more than " + std::to_string(k_max_entries) +
+    m_sink(Severity::error, line, "more than " + std::to_string(k_max_entries) +
         " entries: a document must be split and grouped by an index (spec section 7)");
   }
   if (e.loc.empty()) {
@@ -192,7 +209,7 @@ void Validator::entry(const Entry& e, uint64_t line) {
 }
 
 void Validator::check_entry_md(const Entry& e, uint64_t line) {
-  auto err = [&](std::string m) { m_sink(Severity::error, line, std::move(m)); };
+  auto err = [&](std::string m) { fault(line, std::move(m)); };
   auto warn = [&](std::string m) { m_sink(Severity::warning, line, std::move(m)); };
   const Capability cap = *m_capability;
   const bool index = m_header.root == RootElement::sitemapindex;
@@ -258,7 +275,7 @@ void Validator::check_entry_md(const Entry& e, uint64_t line) {
   }
   if (takes_from && md.from) {
     if (m_last_time && *md.from < *m_last_time) {
-      err("entry '" + e.loc + "' (from " + dt(*md.from) + ") is listed after one from " +
+      m_sink(Severity::error, line, "entry '" + e.loc + "' (from " + dt(*md.from) + ") is listed after one from " +
           dt(*m_last_time) + ": change documents must be in forward chronological order");
     }
     m_last_time = md.from;
@@ -266,7 +283,7 @@ void Validator::check_entry_md(const Entry& e, uint64_t line) {
 }
 
 void Validator::check_change_entry(const Entry& e, uint64_t line) {
-  auto err = [&](std::string m) { m_sink(Severity::error, line, std::move(m)); };
+  auto err = [&](std::string m) { fault(line, std::move(m)); };
   const std::string name(to_string(*m_capability));
   if (!e.md || !e.md->change) {
     err("entry '" + e.loc + "' has no change attribute (mandatory in a " + name + ")");
@@ -277,7 +294,7 @@ void Validator::check_change_entry(const Entry& e, uint64_t line) {
     return;
   }
   if (m_last_time && *t < *m_last_time) {
-    err("entry '" + e.loc + "' changed at " + dt(*t) + " is listed after a change at " + dt(*m_last_time) +
+    m_sink(Severity::error, line, "entry '" + e.loc + "' changed at " + dt(*t) + " is listed after a change at " + dt(*m_last_time) +
         " (line " + std::to_string(m_last_time_line) + "): entries must be in forward chronological order");
   }
   if (!m_last_time || *t >= *m_last_time) {
@@ -294,7 +311,7 @@ void Validator::check_change_entry(const Entry& e, uint64_t line) {
 }
 
 void Validator::check_path(const Entry& e, uint64_t line) {
-  auto err = [&](std::string m) { m_sink(Severity::error, line, std::move(m)); };
+  auto err = [&](std::string m) { fault(line, std::move(m)); };
   auto warn = [&](std::string m) { m_sink(Severity::warning, line, std::move(m)); };
   const bool deleted = e.md && e.md->change == Change::deleted;
   if (!e.md || !e.md->path) {

@@ -26,12 +26,20 @@ public:
 
   // Call once, before the first entry. `line` is that of the root element.
   void header(const DocumentHeader& header, uint64_t line);
+  // What one entry broke: `faults` errors of its own (ordering errors and
+  // the entry count are the document's, not counted here).
+  struct EntryCheck {
+    uint64_t faults = 0;
+    std::string first_fault;
+  };
   // Call for each entry in document order.
-  void entry(const Entry& entry, uint64_t line);
+  EntryCheck entry(const Entry& entry, uint64_t line);
   // Call at the end with the uncompressed document size.
   void finish(uint64_t bytes);
 
 private:
+  void fault(uint64_t line, std::string message);
+  void check_entry(const Entry& entry, uint64_t line);
   void check_link(const Link& link, uint64_t line, std::string_view where);
   void check_entry_md(const Entry& entry, uint64_t line);
   void check_change_entry(const Entry& entry, uint64_t line);
@@ -45,6 +53,7 @@ private:
   uint64_t m_last_time_line = 0;
   std::unordered_set<std::string> m_seen_locs;
   std::unordered_set<std::string> m_seen_capabilities;
+  EntryCheck m_check; // of the entry being checked
 };
 
 // Validates an in-memory document (diagnostics carry line 0).

@@ -64,10 +64,14 @@ Result<void> audit(RunContext& ctx, int64_t feed, const std::string& rl_url) {
       }
       return true;
     });
+    ctx.watch_rejections(h, p->url());
     if (auto r = p->read(h); !r) {
       return tl::unexpected(r.error());
     }
     h.finish();
+    for (auto& u : ctx.take_rejected_uris()) {
+      listed.insert(std::move(u)); // listed, with a bad value: not extra
+    }
     if (!status) {
       return status;
     }

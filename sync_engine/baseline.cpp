@@ -51,11 +51,20 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
     ctx.progress(doc.url());
     return static_cast<bool>(status);
   });
+  ctx.watch_rejections(h, doc.url());
   auto r = doc.read(h);
   if (!r) {
     return tl::unexpected(r.error());
   }
-  h.finish();
+  if (h.finish() && status) {
+    if (auto rest = ctx.take_rejected_uris(); !rest.empty()) {
+      store::Batch batch; // rejected entries after the last batch: listed all the same
+      batch.feed_id = feed;
+      batch.run_id = ctx.run_id;
+      batch.seen = std::move(rest);
+      status = ctx.commit(batch);
+    }
+  }
   return status;
 }
 
@@ -79,6 +88,9 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   batch.feed_id = feed;
   batch.run_id = ctx.run_id;
   batch.seen = uris;
+  for (auto& u : ctx.take_rejected_uris()) {
+    batch.seen.push_back(std::move(u)); // listed, with a bad value: kept as held
+  }
   auto held = ctx.held_for(feed, uris);
   if (!held) {
     return tl::unexpected(held.error());

@@ -66,6 +66,11 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
     Error write_error;
     bool write_failed = false;
     FetchOptions o = options;
+    if (allowed) {
+      // The same policy on every redirect hop: a location the document
+      // names cannot redirect us to one it could not name.
+      o.allow_url = [&allowed](const Url& u, std::string& reason) { return allowed(u.str(), reason); };
+    }
     if (expected.length) {
       // Never accept (or download) more than was announced.
       o.max_body_bytes = std::min(o.max_body_bytes, *expected.length);

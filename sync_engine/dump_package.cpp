@@ -251,7 +251,11 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
     const size_t begin = indices.size() * t / n;
     const size_t end = indices.size() * (t + 1) / n;
     for (size_t k = begin; k < end && !failed; ++k) {
-      results[k] = extract_from(z, indices[k], blobs);
+      try {
+        results[k] = extract_from(z, indices[k], blobs);
+      } catch (const std::exception& e) {
+        results[k] = make_error(ErrorKind::io, std::string("extracting: internal error: ") + e.what());
+      }
       if (!results[k]) {
         failed = true;
       }

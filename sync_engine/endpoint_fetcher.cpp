@@ -1,10 +1,15 @@
 #include "sync_engine/endpoint_fetcher.h"
 
+#include "sync_engine/net_policy.h"
+
+#include "common/text.h"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 namespace tributary::sync {
 
@@ -40,6 +45,8 @@ EndpointFetcher::EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceCon
   m_base.max_body_bytes = source.max_body_bytes;
   m_base.requests_per_second = source.max_requests_per_second;
   m_base.max_connections = source.concurrency;
+  m_base.min_bytes_per_second = source.min_bytes_per_second;
+  m_base.rate_window = source.rate_window;
   m_endpoints.push_back(Endpoint{base_of(source.url), 0, {}});
   std::vector<MirrorEndpoint> mirrors = source.mirrors;
   std::stable_sort(mirrors.begin(), mirrors.end(),
@@ -47,6 +54,46 @@ EndpointFetcher::EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceCon
   for (const auto& m : mirrors) {
     m_endpoints.push_back(Endpoint{base_of(m.url), m.pri, {}});
   }
+  // What documents may name: the configured hosts and allow_hosts, over
+  // http(s) (file: for a file source only); and, whoever names it, no
+  // address outside the public Internet unless the configuration put the
+  // source there or allow_hosts names it.
+  std::set<std::string> hosts;
+  std::set<std::string> permitted;
+  auto add_host = [&](const std::string& host) {
+    hosts.insert(to_lower(host));
+    for (auto& a : resolve_host(host)) {
+      permitted.insert(std::move(a));
+    }
+  };
+  for (const auto& e : m_endpoints) {
+    if (auto u = parse_url(e.base); u && !u->host.empty()) {
+      add_host(u->host);
+    }
+  }
+  for (const auto& h : source.allow_hosts) {
+    add_host(h);
+  }
+  const bool file_source = source.url.rfind("file:", 0) == 0;
+  m_base.addresses = std::make_shared<const AddressPolicy>(std::move(permitted));
+  m_base.allow_url = [hosts = std::move(hosts), file_source](const Url& u, std::string& why) {
+    if (u.scheme == "file") {
+      if (file_source) {
+        return true;
+      }
+      why = "file URLs are only read for sources configured with one";
+      return false;
+    }
+    if (u.scheme != "http" && u.scheme != "https") {
+      why = "only http and https URLs are fetched";
+      return false;
+    }
+    if (hosts.count(u.host) == 0) {
+      why = "host " + u.host + " is not the source's and not in allow_hosts";
+      return false;
+    }
+    return true;
+  };
 }
 
 Result<std::shared_ptr<EndpointFetcher>> EndpointFetcher::create(std::shared_ptr<Fetcher> inner,

@@ -37,6 +37,9 @@ public:
     if (!parsed) {
       return tl::unexpected(parsed.error());
     }
+    if (std::string why; options.allow_url && !options.allow_url(*parsed, why)) {
+      return make_error(ErrorKind::permanent, "GET " + url + ": refused: " + why);
+    }
     auto it = m_by_scheme.find(parsed->scheme);
     if (it == m_by_scheme.end()) {
       return make_error(ErrorKind::usage, "cannot fetch '" + url + "': scheme '" + parsed->scheme +

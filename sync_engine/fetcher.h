@@ -13,6 +13,8 @@
 
 namespace tributary::sync {
 
+class AddressPolicy;
+
 // The parts of an absolute URL the fetchers need. Parsing is deliberately
 // strict: a scheme, `://`, an authority for http(s), then the rest.
 struct Url {
@@ -55,6 +57,19 @@ struct FetchOptions {
   // Set from another thread to give up: no new attempt or wait starts, a
   // body being received is cut off, and the fetch fails (transient).
   const std::atomic<bool>* cancel = nullptr;
+  // Checked before every request, each redirect hop included: false (with
+  // `why`) refuses the URL (permanent). Unset: any URL.
+  std::function<bool(const Url&, std::string& why)> allow_url;
+  // Checked on the addresses a host resolves to; the connection goes to the
+  // very address checked (no second lookup for DNS rebinding to answer).
+  // Unset: any address.
+  std::shared_ptr<const AddressPolicy> addresses;
+  // A transfer that, once its response began, receives fewer than this many
+  // bytes per second over any `rate_window` is cut off (transient); 0 =
+  // never. The response head must come within `read_timeout` in all: a
+  // server dripping a byte a minute holds nothing for long.
+  uint64_t min_bytes_per_second = 1000;
+  std::chrono::seconds rate_window{30};
 };
 
 struct FetchResponse {

@@ -1,11 +1,16 @@
 #include "sync_engine/fetcher_impl.h"
 
+#include "sync_engine/net_policy.h"
+
 #include "common/text.h"
 #include "common/version.h"
 
 #include <httplib.h>
 
+#include <condition_variable>
+#include <list>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -17,23 +22,142 @@ bool is_redirect(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+// Watches transfers in flight from a thread of its own and cuts off (by
+// shutting the socket down, which cpp-httplib allows from another thread)
+// those that are too slow: a response head that has not come within the
+// read timeout in all, a body slower than the minimum rate over a window,
+// or a fetch whose caller cancelled. cpp-httplib's own timeouts are per
+// recv(): a server sending a byte every 59 s would hold a run forever.
+class TransferWatch {
+public:
+  struct Transfer {
+    httplib::Client* client = nullptr;
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::duration head_deadline{};
+    uint64_t min_rate = 0;
+    std::chrono::steady_clock::duration window{};
+    const std::atomic<bool>* cancel = nullptr;
+    std::atomic<bool> head_done{false};
+    std::atomic<uint64_t> bytes{0};
+    // Watch thread only, then read after unwatch():
+    std::chrono::steady_clock::time_point window_start;
+    uint64_t window_bytes = 0;
+    std::string cut_off; // why the watch stopped it
+  };
+
+  ~TransferWatch() {
+    {
+      std::lock_guard lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+
+  void watch(Transfer& t) {
+    std::lock_guard lock(m_mutex);
+    t.window_start = t.started;
+    m_active.push_back(&t);
+    if (!m_thread.joinable()) {
+      m_thread = std::thread([this] { run(); });
+    }
+  }
+
+  // After this returns the watch no longer touches `t` or its client.
+  void unwatch(Transfer& t) {
+    std::lock_guard lock(m_mutex);
+    m_active.remove(&t);
+  }
+
+private:
+  void run() {
+    std::unique_lock lock(m_mutex);
+    while (!m_stop) {
+      m_cv.wait_for(lock, std::chrono::milliseconds(200));
+      const auto now = std::chrono::steady_clock::now();
+      for (Transfer* t : m_active) {
+        if (!t->cut_off.empty()) {
+          continue;
+        }
+        if (t->cancel && t->cancel->load()) {
+          t->cut_off = "cancelled";
+        } else if (!t->head_done.load()) {
+          if (now - t->started > t->head_deadline) {
+            t->cut_off = "no response within " +
+                         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(t->head_deadline).count()) +
+                         " s";
+          }
+        } else if (t->min_rate > 0 && now - t->window_start >= t->window) {
+          const uint64_t got = t->bytes.load() - t->window_bytes;
+          const auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - t->window_start).count();
+          if (got < t->min_rate * static_cast<uint64_t>(std::max<long long>(secs, 1))) {
+            t->cut_off = "transfer too slow: " + std::to_string(got) + " bytes in " + std::to_string(secs) +
+                         " s, below the minimum of " + std::to_string(t->min_rate) + " bytes/s";
+          }
+          t->window_start = now;
+          t->window_bytes = t->bytes.load();
+        }
+        if (!t->cut_off.empty()) {
+          t->client->stop();
+        }
+      }
+    }
+  }
+
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::list<Transfer*> m_active;
+  std::thread m_thread;
+  bool m_stop = false;
+};
+
 // cpp-httplib over one client per origin, reused across requests so that
 // keep-alive connections survive (a client is not safe for concurrent use:
 // idle clients wait in a pool, busy ones are out of it).
+//
+// Every hop of a redirect chain is a request of its own, checked as the
+// first was: http or https only (a redirect to ftp: or file: is refused,
+// never handed to a library that may throw on it), the caller's URL policy,
+// and the address policy on the address actually connected to. Credentials
+// (Authorization, Cookie) go no further than the origin they were meant for.
 class HttpFetcher : public Fetcher {
 public:
   Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options,
                               const BodySink& sink) override {
     std::string current = url;
-    for (int hop = 0; hop <= options.max_redirects; ++hop) {
+    FetchOptions o = options;
+    std::string first_origin;
+    for (int hop = 0; hop <= o.max_redirects; ++hop) {
       auto parsed = parse_url(current);
       if (!parsed) {
         return tl::unexpected(parsed.error());
       }
+      const std::string via = hop == 0 ? std::string() : " (redirected from " + url + ")";
+      if (parsed->scheme != "http" && parsed->scheme != "https") {
+        return make_error(ErrorKind::permanent, "GET " + current + via + ": refused: only http and https are followed");
+      }
+      std::string why;
+      if (o.allow_url && !o.allow_url(*parsed, why)) {
+        return make_error(ErrorKind::permanent, "GET " + current + via + ": refused: " + why);
+      }
+      if (hop == 0) {
+        first_origin = parsed->origin();
+      } else if (parsed->origin() != first_origin) {
+        for (const char* secret : {"Authorization", "Cookie", "Proxy-Authorization"}) {
+          for (auto it = o.headers.begin(); it != o.headers.end();) {
+            it = to_lower(it->first) == to_lower(secret) ? o.headers.erase(it) : std::next(it);
+          }
+        }
+      }
       bool redirected = false;
       std::string location;
-      auto r = fetch_once(*parsed, options, sink, redirected, location);
+      auto r = fetch_once(*parsed, o, sink, redirected, location);
       if (!r) {
+        if (!via.empty() && r.error().message.find(via) == std::string::npos) {
+          return make_error(r.error().kind, r.error().message + via);
+        }
         return r;
       }
       if (!redirected) {
@@ -47,7 +171,7 @@ public:
       current = resolve_redirect(*parsed, location);
     }
     return make_error(ErrorKind::permanent, "GET " + url + ": more than " +
-                                                std::to_string(options.max_redirects) + " redirects");
+                                                std::to_string(o.max_redirects) + " redirects");
   }
 
 private:
@@ -80,9 +204,54 @@ private:
     }
   }
 
+  // The address to connect to for `u` under the policy, resolved at most
+  // every 30 s per host (a lookup per request would cost more than a small
+  // transfer); empty with `error` set when there is none.
+  PickedAddress address_for(const Url& u, const AddressPolicy& policy) {
+    using Clock = std::chrono::steady_clock;
+    const std::string key = u.host + "\n" + std::to_string(policy.id());
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      if (auto it = m_resolved.find(key); it != m_resolved.end() && Clock::now() < it->second.first) {
+        return it->second.second;
+      }
+    }
+    PickedAddress p = pick_address(u.host, policy);
+    if (p.resolved) {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      if (m_resolved.size() > 4096) {
+        m_resolved.clear();
+      }
+      m_resolved[key] = {Clock::now() + std::chrono::seconds(30), p};
+    }
+    return p;
+  }
+
   Result<FetchResponse> fetch_once(const Url& u, const FetchOptions& o, const BodySink& sink,
                                    bool& redirected, std::string& location) {
-    auto client = take(u, o);
+    std::string pinned;
+    if (o.addresses) {
+      PickedAddress a = address_for(u, *o.addresses);
+      if (a.address.empty()) {
+        return make_error(a.resolved ? ErrorKind::permanent : ErrorKind::transient, "GET " + u.str() + ": " + a.error);
+      }
+      pinned = a.address;
+    }
+    std::unique_ptr<httplib::Client> client;
+    try {
+      client = take(u, o);
+    } catch (const std::exception& e) {
+      return make_error(ErrorKind::permanent, "GET " + u.str() + ": " + e.what());
+    }
+    if (!pinned.empty()) {
+      // Connect to the address just checked, whatever a second lookup
+      // would say (TLS still verifies the name).
+      std::string host = u.host;
+      if (host.size() >= 2 && host.front() == '[') {
+        host = host.substr(1, host.size() - 2);
+      }
+      client->set_hostname_addr_map({{host, pinned}});
+    }
     using namespace std::chrono;
     const auto ct = duration_cast<microseconds>(o.connect_timeout).count();
     const auto rt = duration_cast<microseconds>(o.read_timeout).count();
@@ -97,9 +266,18 @@ private:
     std::string failure;
     bool stream_body = false;
     bool bodiless = false; // a status that has no content (RFC 9110 6.4.1)
+    TransferWatch::Transfer t;
+    t.client = client.get();
+    t.started = steady_clock::now();
+    t.head_deadline = o.connect_timeout + o.read_timeout;
+    t.min_rate = o.min_bytes_per_second;
+    t.window = o.rate_window;
+    t.cancel = o.cancel;
+    m_watch.watch(t);
     auto res = client->Get(
         u.target, headers,
         [&](const httplib::Response& r) {
+          t.head_done = true;
           resp.status = r.status;
           for (const auto& [k, v] : r.headers) {
             resp.headers[to_lower(k)] = v;
@@ -118,6 +296,7 @@ private:
         },
         [&](const char* data, size_t n) {
           resp.body_bytes += n;
+          t.bytes.fetch_add(n, std::memory_order_relaxed);
           if (resp.body_bytes > o.max_body_bytes) {
             failure = "body larger than the limit of " + std::to_string(o.max_body_bytes) + " bytes";
             return false;
@@ -131,6 +310,11 @@ private:
           }
           return true;
         });
+    m_watch.unwatch(t);
+    if (!t.cut_off.empty()) {
+      // Cut off by the watch: the connection is shut down, not reusable.
+      return make_error(ErrorKind::transient, "GET " + u.str() + ": " + t.cut_off);
+    }
     if (!res && bodiless && res.error() == httplib::Error::Canceled) {
       return resp; // not given back: the library leaves a cancelled connection in an unknown state
     }
@@ -161,6 +345,8 @@ private:
 
   std::mutex m_mutex;
   std::unordered_map<std::string, std::vector<std::unique_ptr<httplib::Client>>> m_idle;
+  std::unordered_map<std::string, std::pair<std::chrono::steady_clock::time_point, PickedAddress>> m_resolved;
+  TransferWatch m_watch; // last: destroyed (joined) first
 };
 
 } // namespace

@@ -110,7 +110,9 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
     }
     return true;
   });
+  ctx.watch_rejections(h, doc.url());
   auto r = doc.read(h);
+  (void)ctx.take_rejected_uris(); // a rejected change is reported, and costs that change only
   if (!r) {
     return tl::unexpected(r.error());
   }
@@ -329,6 +331,25 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
   if (ctx.cancelled()) {
     return ctx.commit(batch); // refused: nothing of this batch is applied
   }
+  // Transient failures (each already tried opt.retry.max_attempts times)
+  // hold the batch back only when the source itself looks down: every
+  // fetch failed that way, and from the source's own hosts. Otherwise they
+  // are one location's trouble (a mirror that is blackholed, a resource
+  // that always times out): that change goes to the retry table and the
+  // feed moves on.
+  bool source_down = !to_fetch.empty() && !source;
+  for (size_t i = 0; i < to_fetch.size() && source_down; ++i) {
+    source_down = !results[i] && results[i].error().kind == ErrorKind::transient;
+  }
+  if (source_down) {
+    bool own = false;
+    for (size_t i = 0; i < to_fetch.size() && !own; ++i) {
+      for (const auto& url : candidate_locations(to_fetch[i]->loc, to_fetch[i]->links)) {
+        own = own || ctx.is_source_host(url);
+      }
+    }
+    source_down = own;
+  }
   std::vector<std::string> transient;
   for (size_t i = 0; i < to_fetch.size(); ++i) {
     const rs::Entry& e = *to_fetch[i];
@@ -336,7 +357,7 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
       return tl::unexpected(results[i].error()); // a package is applied whole or not at all
     }
     if (!results[i]) {
-      if (results[i].error().kind == ErrorKind::transient) {
+      if (results[i].error().kind == ErrorKind::transient && source_down) {
         transient.push_back(results[i].error().message);
       } else {
         failed.insert(e.loc);

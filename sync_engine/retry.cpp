@@ -64,6 +64,9 @@ void RetryingFetcher::read_robots(const Url& url, const FetchOptions& options) {
   o.verify_tls = options.verify_tls;
   o.max_body_bytes = 512 * 1024; // RFC 9309 2.5: at least 500 KiB are parsed
   o.headers = options.headers;
+  o.allow_url = options.allow_url;
+  o.addresses = options.addresses;
+  o.cancel = options.cancel;
   std::string body;
   auto r = m_inner->fetch(host + "/robots.txt", o, [&](const char* d, size_t n) {
     body.append(d, n);

@@ -101,6 +101,12 @@ void ChunkHandler::on_entry(rs::Entry&& e, uint64_t) {
   }
 }
 
+void ChunkHandler::on_rejected_entry(rs::Entry&& e, uint64_t line, const std::string& reason) {
+  if (!m_stopped && m_on_rejected) {
+    m_on_rejected(e, line, reason);
+  }
+}
+
 bool ChunkHandler::finish() {
   if (!m_stopped && !m_pending.empty()) {
     drain();
@@ -134,7 +140,11 @@ Result<void> Committer::submit(store::Batch batch, std::function<void(const stor
 
 Result<void> Committer::wait() {
   if (m_future.valid()) {
-    m_last = m_future.get();
+    try {
+      m_last = m_future.get();
+    } catch (const std::exception& e) {
+      m_last = make_error(ErrorKind::io, std::string("commit failed: ") + e.what());
+    }
   }
   return m_last;
 }
@@ -204,6 +214,19 @@ bool RunContext::host_allowed(const std::string& url, const rs::Entry& e, std::s
   return false;
 }
 
+bool RunContext::is_source_host(const std::string& url) const { return m_endpoint && m_endpoint->is_own_host(url); }
+
+void RunContext::watch_rejections(ChunkHandler& h, const std::string& doc_url) {
+  h.set_on_rejected([this, doc_url](const rs::Entry& e, uint64_t line, const std::string& reason) {
+    ++report.counters.failed; // the run is partial
+    error(e.loc.empty() ? doc_url : e.loc,
+          "entry rejected (" + doc_url + " line " + std::to_string(line) + "): " + reason);
+    if (!e.loc.empty()) {
+      m_rejected_uris.push_back(e.loc);
+    }
+  });
+}
+
 void RunContext::progress(const std::string& doc) {
   if (!opt.on_progress) {
     return;
@@ -238,7 +261,7 @@ Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& ur
     return doc;
   }
   const auto& s = (*doc)->summary();
-  if (!s.valid()) {
+  if (!s.usable()) {
     return make_error(ErrorKind::invalid_document,
                       url + ": invalid document, nothing applied from it: " + (*doc)->error_text());
   }
@@ -267,15 +290,23 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
       }
       const rs::Entry& e = *entries[i];
       auto policy = [&](const std::string& url, std::string& why) { return host_allowed(url, e, why); };
-      for (int round = 1;; ++round) {
-        results[i] = fetch_content(*m_content_fetcher, blobs, fetch_options, e.loc, e.links, expected_of(e), policy,
-                                   &slots, /*defer_publish=*/true);
-        if (results[i] || results[i].error().kind != ErrorKind::transient || round >= opt.retry.max_attempts) {
-          break;
+      // Nothing may leave a worker thread: an exception there is
+      // std::terminate for the whole daemon. It costs this entry.
+      try {
+        for (int round = 1;; ++round) {
+          results[i] = fetch_content(*m_content_fetcher, blobs, fetch_options, e.loc, e.links, expected_of(e),
+                                     policy, &slots, /*defer_publish=*/true);
+          if (results[i] || results[i].error().kind != ErrorKind::transient || round >= opt.retry.max_attempts) {
+            break;
+          }
+          if (!sleep_unless_cancelled(opt.cancel, backoff_delay(opt.retry, round))) {
+            break;
+          }
         }
-        if (!sleep_unless_cancelled(opt.cancel, backoff_delay(opt.retry, round))) {
-          break;
-        }
+      } catch (const std::exception& ex) {
+        results[i] = make_error(ErrorKind::permanent, e.loc + ": internal error: " + ex.what());
+      } catch (...) {
+        results[i] = make_error(ErrorKind::permanent, e.loc + ": internal error");
       }
     }
   };

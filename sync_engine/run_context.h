@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace tributary::sync {
@@ -50,6 +51,11 @@ public:
   ChunkHandler(size_t chunk, std::function<bool(std::vector<rs::Entry>&)> flush)
       : m_chunk(chunk), m_flush(std::move(flush)) {}
   void on_entry(rs::Entry&& e, uint64_t) override;
+  // Rejected entries (a bad value) go here, never to `flush`.
+  void on_rejected_entry(rs::Entry&& e, uint64_t line, const std::string& reason) override;
+  void set_on_rejected(std::function<void(const rs::Entry&, uint64_t, const std::string&)> f) {
+    m_on_rejected = std::move(f);
+  }
   // Hands on what is left; false when a flush stopped the reading.
   bool finish();
 
@@ -58,6 +64,7 @@ private:
   size_t m_chunk;
   std::function<bool(std::vector<rs::Entry>&)> m_flush;
   std::vector<rs::Entry> m_pending;
+  std::function<void(const rs::Entry&, uint64_t, const std::string&)> m_on_rejected;
   bool m_stopped = false;
 };
 
@@ -112,6 +119,15 @@ public:
   void error(const std::string& url, const std::string& reason);
   // What the run decided ("re-baselined: ..."), for the report.
   void note(std::string n) { report.notes.push_back(std::move(n)); }
+  // Reports `h`'s rejected entries as errors of the run (naming the entry's
+  // URI or, without one, the document's URL, the line and the reason), and
+  // keeps the URIs they name: a baseline counts them as listed, so that one
+  // bad value never deletes what we hold.
+  void watch_rejections(ChunkHandler& h, const std::string& doc_url);
+  // Whether `url` is on one of the source's configured endpoints.
+  bool is_source_host(const std::string& url) const;
+  // The URIs of rejected entries since the last call.
+  std::vector<std::string> take_rejected_uris() { return std::exchange(m_rejected_uris, {}); }
   bool cancelled() const { return opt.cancel && opt.cancel->load(); }
   void progress(const std::string& doc);
 
@@ -168,6 +184,7 @@ public:
   std::chrono::steady_clock::time_point progress_start = std::chrono::steady_clock::now();
 
 private:
+  std::vector<std::string> m_rejected_uris;
   bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
 
   std::shared_ptr<Fetcher> m_transport;

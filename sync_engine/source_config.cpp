@@ -1,5 +1,7 @@
 #include "sync_engine/source_config.h"
 
+#include <re2/re2.h>
+
 #include <cstdlib>
 #include <fstream>
 
@@ -20,6 +22,32 @@ bool type_matches(const std::string& pattern, const std::string& type) {
 }
 
 } // namespace
+
+bool UriFilter::matches(const std::string& uri) const {
+  if (is_regex) {
+    return regex && RE2::FullMatch(uri, *regex);
+  }
+  return uri.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::optional<std::string> make_uri_filter(const std::string& text, UriFilter& out) {
+  out = UriFilter{};
+  out.text = text;
+  if (text.rfind("re:", 0) != 0) {
+    out.prefix = text;
+    return std::nullopt;
+  }
+  out.is_regex = true;
+  RE2::Options o;
+  o.set_log_errors(false);
+  o.set_max_mem(8 << 20); // a pathological pattern fails here, not at match time
+  auto re = std::make_shared<const RE2>(text.substr(3), o);
+  if (!re->ok()) {
+    return "invalid regular expression: " + re->error();
+  }
+  out.regex = std::move(re);
+  return std::nullopt;
+}
 
 bool SourceConfig::selects(const std::string& uri, const std::optional<std::string>& type) const {
   if (!include.empty()) {

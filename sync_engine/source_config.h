@@ -5,9 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <regex>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace re2 {
+class RE2;
+}
 
 namespace tributary::sync {
 
@@ -30,18 +34,22 @@ struct AuthConfig {
   SecretRef secret;      // the token (bearer) or password (basic)
 };
 
-// A URI filter: a prefix, or a regular expression (ECMAScript) matched
-// against the whole URI.
+// A URI filter: a prefix, or a regular expression (RE2 syntax) matched
+// against the whole URI. RE2 runs in time linear in the URI and does not
+// recurse: std::regex recursed once per character and overflowed the stack
+// on a 300 KB `loc` an upstream sent.
 struct UriFilter {
   std::string text; // as configured: "prefix" or "re:<regex>"
   bool is_regex = false;
   std::string prefix;
-  std::regex regex;
+  std::shared_ptr<const re2::RE2> regex;
 
-  bool matches(const std::string& uri) const {
-    return is_regex ? std::regex_match(uri, regex) : uri.compare(0, prefix.size(), prefix) == 0;
-  }
+  bool matches(const std::string& uri) const;
 };
+
+// Builds a filter from its configured text; an error text when the
+// expression does not compile.
+std::optional<std::string> make_uri_filter(const std::string& text, UriFilter& out);
 
 // Another endpoint serving the same Source; lower pri is preferred.
 struct MirrorEndpoint {
@@ -61,10 +69,17 @@ struct SourceConfig {
   AuthConfig auth;
   unsigned concurrency = 8;             // workers; also caps concurrent requests per host
   double max_requests_per_second = 0;  // a ceiling per host; 0 = none: the rate adapts (HostThrottle)
-  std::vector<std::string> allow_hosts; // content hosts beyond the source's own and its mirrors
+  // Hosts beyond the source's own and its configured mirrors that documents
+  // may name (content, duplicates, documents); also what lets a private or
+  // loopback address through the address policy.
+  std::vector<std::string> allow_hosts;
   bool verify_tls = true;
   std::chrono::milliseconds timeout{60000};
   uint64_t max_body_bytes = 1ull << 30;
+  // A transfer slower than this over any `rate_window` is cut off (and
+  // retried, then left to the retry table); 0 = never.
+  uint64_t min_bytes_per_second = 1000;
+  std::chrono::seconds rate_window{30};
   bool enabled = true;
   // For the daemon's scheduler: follow every `interval` (with jitter), audit
   // every `audit_interval` (zero: never). The daily audit repairs what a run

@@ -20,7 +20,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
   if (!got) {
     return tl::unexpected(got.error());
   }
-  if (!got->summary.valid() || h.document.header.capability() != rs::Capability::capabilitylist) {
+  if (!got->summary.usable() || h.document.header.capability() != rs::Capability::capabilitylist) {
     return make_error(ErrorKind::invalid_document, caplist_url + ": not a valid Capability List");
   }
   std::string rl;

@@ -1,6 +1,7 @@
 #include "common/http/server.h"
 
 #include "common/http/text.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <csignal>
@@ -30,6 +31,7 @@ namespace tributary::http {
 
 using detail::iequals;
 using detail::is_token_char;
+using detail::is_safe_header_value;
 using detail::lists_token;
 using detail::parse_size;
 using detail::trim;
@@ -58,6 +60,8 @@ struct Connection {
   size_t in_pos = 0;            // parsed up to here
   bool waiting = false;         // a request is with a worker
   bool closing = false;         // no more requests: close once written
+  bool peer_done = false;       // the peer half-closed: answer what came, then close
+  std::string peer;             // its address, for the per-client cap
   bool reading = true;          // EPOLLIN registered
   bool writing = false;         // EPOLLOUT registered
   std::deque<Outgoing> out;
@@ -86,6 +90,7 @@ struct Loop {
   std::vector<Completion> completions;
   std::time_t date_second = 0;
   std::string date;
+  Clock::time_point accept_paused_until{}; // out of file descriptors: not listening until then
 };
 
 } // namespace
@@ -100,6 +105,9 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<size_t> connections{0};
   std::atomic<uint64_t> next_id{1};
+  std::atomic<bool> accept_warned{false};
+  std::mutex peers_mutex;
+  std::unordered_map<std::string, size_t> peers; // open connections per client address
   bool started = false;
 
   std::mutex jobs_mutex;
@@ -185,6 +193,13 @@ struct Server::Impl {
           break;
         }
       }
+      if (listening && loop.accept_paused_until != Clock::time_point{} && now >= loop.accept_paused_until) {
+        loop.accept_paused_until = {};
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+        ev.data.fd = listen_fd;
+        epoll_ctl(loop.epfd, EPOLL_CTL_ADD, listen_fd, &ev);
+      }
       if (now - last_sweep >= std::chrono::seconds(1)) {
         last_sweep = now;
         sweep(loop, now);
@@ -197,15 +212,35 @@ struct Server::Impl {
     socklen_t len = sizeof addr;
     const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      return; // EAGAIN (another loop took it), or EMFILE: retried on the next wakeup
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The pending connection stays in the backlog and the listening
+        // socket stays readable: listening on would spin this loop. Pause
+        // for a moment (idle connections are swept meanwhile).
+        epoll_ctl(loop.epfd, EPOLL_CTL_DEL, listen_fd, nullptr);
+        loop.accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+        if (!accept_warned.exchange(true)) {
+          log::warn("http", std::string("accept: ") + std::strerror(errno) + "; not accepting for 100 ms at a time");
+        }
+      }
+      return; // EAGAIN: another loop took it
     }
     if (connections.load() >= options.max_connections) {
+      ::close(fd);
+      return;
+    }
+    std::string peer = peer_address(addr);
+    if (!admit_peer(peer)) {
+      // Over the per-client cap: a short answer, then the door.
+      static constexpr std::string_view k_busy =
+          "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+      [[maybe_unused]] auto w = ::send(fd, k_busy.data(), k_busy.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
       ::close(fd);
       return;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     auto c = std::make_unique<Connection>();
+    c->peer = std::move(peer);
     c->fd = fd;
     c->id = next_id.fetch_add(1);
     c->last_activity = Clock::now();
@@ -213,6 +248,7 @@ struct Server::Impl {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
     if (epoll_ctl(loop.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      release_peer(c->peer);
       ::close(fd);
       return;
     }
@@ -220,16 +256,52 @@ struct Server::Impl {
     loop.conns.emplace(fd, std::move(c));
   }
 
+  static std::string peer_address(const sockaddr_storage& addr) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (addr.ss_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, text, sizeof text);
+    } else if (addr.ss_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, text, sizeof text);
+    }
+    return text;
+  }
+
+  // Counts the peer's connections; false when it is at the cap.
+  bool admit_peer(const std::string& peer) {
+    if (options.max_connections_per_client == 0) {
+      return true;
+    }
+    std::lock_guard lock(peers_mutex);
+    size_t& n = peers[peer];
+    if (n >= options.max_connections_per_client) {
+      return false;
+    }
+    ++n;
+    return true;
+  }
+
+  void release_peer(const std::string& peer) {
+    if (options.max_connections_per_client == 0) {
+      return;
+    }
+    std::lock_guard lock(peers_mutex);
+    auto it = peers.find(peer);
+    if (it != peers.end() && --it->second == 0) {
+      peers.erase(it);
+    }
+  }
+
   void close_conn(Loop& loop, Connection& c) {
     const int fd = c.fd;
     epoll_ctl(loop.epfd, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     --connections;
+    release_peer(c.peer);
     loop.conns.erase(fd); // destroys c
   }
 
   void update_interest(Loop& loop, Connection& c) {
-    const bool want_read = !c.closing && !c.waiting && c.out.empty();
+    const bool want_read = !c.closing && !c.peer_done && !c.waiting && c.out.empty();
     const bool want_write = !c.out.empty();
     if (want_read == c.reading && want_write == c.writing) {
       return;
@@ -273,8 +345,9 @@ struct Server::Impl {
       break;
     }
     if (eof) {
-      // The peer sent all it will: answer what is complete, then close.
-      c.closing = true;
+      // The peer sent all it will: answer every complete request (a client
+      // may pipeline several and half-close), then close.
+      c.peer_done = true;
     }
     process(loop, c);
   }
@@ -297,7 +370,7 @@ struct Server::Impl {
         break;
       }
     }
-    if (c.closing && !c.waiting && c.out.empty()) {
+    if ((c.closing || c.peer_done) && !c.waiting && c.out.empty()) {
       close_conn(loop, c);
       return;
     }
@@ -426,6 +499,9 @@ struct Server::Impl {
         ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       }
       const std::string_view value = trim(h.substr(colon + 1));
+      if (!is_safe_header_value(value)) {
+        return 400; // a bare CR or LF, or a NUL (RFC 9110 5.5)
+      }
       if (lname == "content-length") {
         size_t n = 0;
         if (!parse_size(value, n) || (content_length && *content_length != n)) {
@@ -444,6 +520,9 @@ struct Server::Impl {
     const size_t body_len = content_length.value_or(0);
     if (body_len > options.max_body_bytes) {
       return 413;
+    }
+    if (body_len > 0 && req.method != "POST" && req.method != "PUT" && req.method != "PATCH") {
+      return 413; // no route here reads the body of a GET, HEAD, DELETE...: none is buffered
     }
     if (data.size() - body_start < body_len) {
       return -1;
@@ -504,6 +583,13 @@ struct Server::Impl {
     h += date_now(loop);
     h += "\r\n";
     for (const auto& [k, v] : res.headers) {
+      if (!is_safe_header_value(v) || k.empty() || !std::all_of(k.begin(), k.end(), is_token_char)) {
+        // Never sent: a value that would end the header early (response
+        // splitting) is a bug or an upstream's attack; the rest stands.
+        log::warn("http", "dropped response header '" + (is_safe_header_value(k) ? k : std::string("?")) +
+                              "' for " + req.target + ": CR, LF or NUL in it");
+        continue;
+      }
       h += k;
       h += ": ";
       h += v;

@@ -84,8 +84,9 @@ struct ServerOptions {
   int loops = 0;              // event-loop threads; 0: one per core
   int workers = 16;           // threads for handlers that block
   size_t max_header_bytes = 32 * 1024;
-  size_t max_body_bytes = 1024 * 1024;
+  size_t max_body_bytes = 256 * 1024;    // POST, PUT and PATCH only; other methods take none
   size_t max_connections = 10000;
+  size_t max_connections_per_client = 512; // per client address; 0: no cap
   std::chrono::seconds idle_timeout{60};    // keep-alive connection with nothing to do
   std::chrono::seconds request_timeout{30}; // to send a whole request once started
   std::chrono::seconds write_timeout{60};   // without any progress writing

@@ -14,6 +14,8 @@ bool parse_size(std::string_view s, size_t& out);
 std::string_view trim(std::string_view s);
 // RFC 9110 tchar.
 bool is_token_char(char c);
+// No CR, LF or NUL: what may stand in a header line.
+inline bool is_safe_header_value(std::string_view v) { return v.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos; }
 bool iequals(std::string_view a, std::string_view b);
 // Whether a comma-separated header value lists `token` (case-insensitive).
 bool lists_token(std::string_view value, std::string_view token);

@@ -26,6 +26,17 @@ std::string us(const char* column) {
   return std::string("(extract(epoch from ") + column + ") * 1000000)::bigint";
 }
 
+// A length column as the model holds it. Rows written before lengths were
+// capped at 2^63 - 1 may hold a negative one: read as unknown, never thrown
+// on (a throw here once froze every set's documents).
+std::optional<uint64_t> read_length(const pqxx::field& f) {
+  if (f.is_null()) {
+    return std::nullopt;
+  }
+  const long long n = f.as<long long>();
+  return n < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(n));
+}
+
 std::optional<Timestamp> read_ts(const pqxx::field& f) {
   if (f.is_null()) {
     return std::nullopt;
@@ -206,9 +217,7 @@ ResourceRecord read_resource(const pqxx::row& r) {
   rec.state = r[1].as<std::string>() == "live" ? ResourceState::live : ResourceState::deleted;
   rec.lastmod = read_ts(r[2]);
   rec.change_datetime = read_ts(r[3]);
-  if (!r[4].is_null()) {
-    rec.length = r[4].as<unsigned long long>();
-  }
+  rec.length = read_length(r[4]);
   if (!r[5].is_null()) {
     rec.hashes.push_back({"md5", r[5].as<std::string>()});
   }
@@ -777,9 +786,7 @@ Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& f
       rec.state = c.change == rs::Change::deleted ? ResourceState::deleted : ResourceState::live;
       rec.lastmod = read_ts(row[5]);
       rec.change_datetime = c.upstream_datetime;
-      if (!row[6].is_null()) {
-        rec.length = row[6].as<unsigned long long>();
-      }
+      rec.length = read_length(row[6]);
       const std::pair<int, const char*> digests[] = {{7, "md5"}, {8, "sha-1"}, {9, "sha-256"}};
       for (const auto& [col, alg] : digests) {
         if (!row[col].is_null()) {

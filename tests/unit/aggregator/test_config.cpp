@@ -1,6 +1,7 @@
 #include "aggregator/config.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -177,4 +178,46 @@ TEST_CASE("Config: daemon keys (schedule, strategy, logging, concurrency, admin 
   CHECK(has(bad, "c.json: /log/colour: unknown key"));
   CHECK(has(bad, "c.json: /sources/0/interval: expected a duration such as \"30s\", \"15m\", \"1h30m\" or \"1d\""));
   CHECK(has(bad, "c.json: /sources/0/strategy: expected one of \"auto\", \"lists\", \"dumps\""));
+}
+
+TEST_CASE("Config: the example's exclude pattern matches a 1 MiB URI in linear time, without recursion") {
+  // std::regex recursed once per character here and overflowed the stack
+  // (SIGSEGV) on a 300 KB loc; RE2 does not recurse.
+  setenv("EXAMPLE_REPOSITORY_TOKEN", "t", 1);
+  auto l = load_config(std::string(TRIBUTARY_SOURCE_DIR) + "/config/example.json");
+  REQUIRE(l.config);
+  const auto& s = l.config->sources.at(0);
+  const std::string huge = "https://repository.example.org/items/" + std::string(1024 * 1024, 'a');
+  CHECK(s.selects(huge, std::string("text/plain")));
+  CHECK_FALSE(s.selects(huge + ".tmp", std::string("text/plain")));
+  auto bad = parse_config(R"({"database": "d", "data_dir": "/tmp/d", "sources": [{"name": "a", "url": "http://a.example.org/",
+                              "exclude": ["re:(unclosed"]}]})",
+                          "c.json");
+  REQUIRE_FALSE(bad.problems.empty());
+  CHECK(bad.problems[0].find("c.json: /sources/0/exclude/0: invalid regular expression: missing )") == 0);
+}
+
+TEST_CASE("Config: source and set names are a safe alphabet, never '', '.' or '..'") {
+  for (const char* name : {"", ".", "..", "../..", "a/b", ".hidden", "-x", "sp ace", "caf\xc3\xa9"}) {
+    CAPTURE(name);
+    nlohmann::json j = {{"database", "d"},
+                        {"data_dir", "/tmp/d"},
+                        {"sources", {{{"name", name}, {"url", "http://a.example.org/"}}}},
+                        {"sets", {{{"name", name}, {"sources", nlohmann::json::array()}}}}};
+    auto l = parse_config(j.dump(), "c.json");
+    CHECK_FALSE(l.config);
+    bool source_refused = false;
+    bool set_refused = false;
+    for (const auto& p : l.problems) {
+      source_refused = source_refused || p.rfind("c.json: /sources/0/name: ", 0) == 0;
+      set_refused = set_refused || p.rfind("c.json: /sets/0/name: ", 0) == 0;
+    }
+    CHECK(source_refused);
+    CHECK(set_refused);
+  }
+  auto ok = parse_config(R"({"database": "d", "data_dir": "/tmp/d",
+                             "sources": [{"name": "arXiv.org_2-b", "url": "http://a.example.org/"}]})",
+                         "c.json");
+  INFO(all(ok));
+  CHECK(ok.config);
 }

@@ -78,6 +78,8 @@ TEST_CASE("W3C datetime: bad inputs are refused with a reason") {
       "2013-07-16 ",
       "2013-07-16T19:20:30+01",
       "yesterday",
+      "0000-01-01T00:00:00Z",      // PostgreSQL holds no year 0
+      "0001-01-01T00:00:00+00:01", // year 0 in UTC
   };
   for (const char* b : bad) {
     CAPTURE(b);
@@ -93,4 +95,13 @@ TEST_CASE("W3C datetime: ordering follows the instant, not the text") {
   REQUIRE(a);
   REQUIRE(b);
   CHECK(*a < *b);
+}
+
+TEST_CASE("W3C datetime: the years 0001 to 9999 in UTC are the range") {
+  CHECK(parse_w3c_datetime("0001-01-01T00:00:00Z").has_value());
+  CHECK(parse_w3c_datetime("9999-12-31T23:59:59.999999Z").has_value());
+  CHECK(parse_w3c_datetime("0001").has_value());
+  std::string why;
+  CHECK_FALSE(parse_w3c_datetime("9999-12-31T23:59:59-00:01", &why).has_value());
+  CHECK(why == "outside the years 0001 to 9999 (UTC)");
 }

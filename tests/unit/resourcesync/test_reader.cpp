@@ -276,7 +276,11 @@ TEST_CASE("Reader: bad values are reported with their line and left out of the m
   CHECK(has_diagnostic(p.summary, Severity::error, "'length': '-1' is not a non-negative integer"));
   CHECK(has_diagnostic(p.summary, Severity::error, "hash value 'md5:xyz' is not hexadecimal"));
   CHECK(has_diagnostic(p.summary, Severity::error, "has pri 0, outside 1..999999"));
-  const Entry& e = p.document.entries.at(0);
+  // The entry is rejected; the document is not.
+  CHECK(p.summary.usable());
+  CHECK(p.document.entries.empty());
+  CHECK(p.summary.rejected_entries == 1);
+  const Entry& e = p.rejected.at(0);
   CHECK_FALSE(e.lastmod);
   CHECK_FALSE(e.md->change);
   CHECK(e.md->hash.empty());
@@ -298,4 +302,50 @@ TEST_CASE("Reader: an exception in the handler stops reading and reaches the cal
                                              "<lastmod>2013-01-03T11:00:00Z</lastmod><rs:md change=\"created\"/></url>"),
                                   t),
                     "disk full");
+}
+
+TEST_CASE("Reader: a hostile value costs its entry, and the rest of the document is usable") {
+  const std::string long_loc = "http://example.com/" + std::string(300 * 1024, 'a');
+  auto p = parse_document(changelist(
+      "<url><loc>http://example.com/big</loc><lastmod>2013-01-03T01:00:00Z</lastmod>"
+      "<rs:md change=\"updated\" length=\"9223372036854775808\"/></url>\n"
+      "<url><loc>http://example.com/zero</loc><lastmod>0000-01-01T00:00:00Z</lastmod>"
+      "<rs:md change=\"updated\"/></url>\n"
+      "<url><loc>http://example.com/split</loc><lastmod>2013-01-03T02:00:00Z</lastmod>"
+      "<rs:md change=\"updated\" type=\"text/plain&#13;&#10;Set-Cookie: injected=1\"/></url>\n"
+      "<url><loc>" + long_loc + "</loc><lastmod>2013-01-03T03:00:00Z</lastmod><rs:md change=\"created\"/></url>\n"
+      "<url><loc>http://example.com/fine</loc><lastmod>2013-01-03T04:00:00Z</lastmod>"
+      "<rs:md change=\"created\" length=\"9223372036854775807\" type=\"text/html; charset=&quot;utf-8&quot;\"/></url>\n"));
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.usable());
+  CHECK_FALSE(p.summary.valid());
+  CHECK(p.summary.rejected_entries == 4);
+  REQUIRE(p.document.entries.size() == 1);
+  CHECK(p.document.entries[0].loc == "http://example.com/fine");
+  CHECK(p.document.entries[0].md->length == 9223372036854775807ull);
+  CHECK(has_diagnostic(p.summary, Severity::error, "over the largest length accepted"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "outside the years 0001 to 9999"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "<rs:md> attribute 'type': not a media type"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "bytes, over the limit of 8192"));
+  REQUIRE(p.rejected.size() == 4);
+  CHECK_FALSE(p.rejected[2].md->type);    // the bad value is not kept
+  CHECK(p.rejected[3].loc.empty()); // nor the oversized loc
+}
+
+TEST_CASE("Media types: what RFC 9110 writes passes, anything that could split a header does not") {
+  for (const char* ok : {"text/plain", "application/xml", "text/html; charset=utf-8", "text/html;charset=\"utf-8\"",
+                         "application/vnd.ms-excel", "image/svg+xml", "text/plain;"}) {
+    CAPTURE(ok);
+    CHECK(is_media_type(ok));
+  }
+  for (const char* bad : {"", "text", "text/", "/plain", "text/plain\r\nSet-Cookie: x=1", "text/plain\n",
+                          "text/pl ain", "text/plain; a", "text/plain; a=\"unterminated", "t\xc3\xa9xt/plain",
+                          "text/plain; a=\"b\rc\""}) {
+    CAPTURE(bad);
+    std::string why;
+    CHECK_FALSE(is_media_type(bad, &why));
+    CHECK_FALSE(why.empty());
+  }
+  CHECK_FALSE(is_media_type(std::string("text/plain\0x", 12)));
+  CHECK_FALSE(is_media_type("text/" + std::string(300, 'a')));
 }

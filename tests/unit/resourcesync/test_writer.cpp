@@ -177,12 +177,12 @@ TEST_CASE("Writer: control characters that XML cannot carry are dropped, the res
   d.header.md->at = t("2013-01-03T09:00:00Z");
   Entry e{.loc = std::string("http://example.com/a\x01" "b\tc")};
   e.md = Metadata{};
-  e.md->type = "text/plain;\n x=\"1\"\x1f";
+  e.md->encoding = "gzip;\n x=\"1\"\x1f"; // (a type like this would be refused when read)
   d.entries.push_back(e);
   std::string xml = write_document(d);
   auto p = parse_document(xml);
   INFO(xml);
   CHECK(p.summary.valid());
   CHECK(p.document.entries.at(0).loc == "http://example.com/ab\tc");
-  CHECK(*p.document.entries.at(0).md->type == "text/plain;\n x=\"1\"");
+  CHECK(*p.document.entries.at(0).md->encoding == "gzip;\n x=\"1\"");
 }
