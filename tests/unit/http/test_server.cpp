@@ -16,7 +16,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
+#include <vector>
 
 using namespace tributary;
 using namespace tributary::http;
@@ -373,4 +375,73 @@ TEST_CASE("HTTP server: an address in use is an io error naming it") {
   auto r = second.start();
   REQUIRE_FALSE(r);
   CHECK(r.error().message.find("cannot listen on 127.0.0.1:" + std::to_string(s.port())) != std::string::npos);
+}
+
+TEST_CASE("HTTP server: pipelined requests sent with a half-close are all answered, then the connection closes") {
+  // The first goes to a worker, so that the half-close is seen while it
+  // is out: the two behind it must still be answered.
+  TestServer s([](const Request& req, Response& res, bool can_block) {
+    if (req.path == "/one" && !can_block) {
+      return Disposition::blocking;
+    }
+    if (req.path == "/one") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return echo(req, res, can_block);
+  });
+  Client c(s.port());
+  c.send(get("/one") + get("/two") + get("/three"));
+  ::shutdown(c.fd, SHUT_WR);
+  const std::string out = c.read_all();
+  CHECK(out.find("GET /one body=") != std::string::npos);
+  CHECK(out.find("GET /two body=") != std::string::npos);
+  CHECK(out.find("GET /three body=") != std::string::npos);
+}
+
+TEST_CASE("HTTP server: no header value with CR, LF or NUL goes out, nor comes in") {
+  TestServer s([](const Request&, Response& res, bool) {
+    res.set_body("x", "text/plain\r\nSet-Cookie: injected=1");
+    res.set_header("X-Fine", "yes");
+    res.set_header("X-Nul", std::string("a\0b", 3));
+    return Disposition::done;
+  });
+  {
+    Client c(s.port());
+    c.send(get("/"));
+    const std::string out = c.read_until("\r\n\r\n");
+    CHECK(out.find("HTTP/1.1 200") == 0);
+    CHECK(out.find("Set-Cookie") == std::string::npos);
+    CHECK(out.find("Content-Type") == std::string::npos); // dropped whole, not cut at the CR
+    CHECK(out.find("X-Nul") == std::string::npos);
+    CHECK(out.find("X-Fine: yes") != std::string::npos);
+  }
+  for (const std::string& bad : {std::string("X-A: a\rb\r\n"), std::string("X-A: a\nb\r\n"), std::string("X-A: a\0b\r\n", 10)}) {
+    Client c(s.port());
+    c.send("GET / HTTP/1.1\r\nHost: x\r\n" + bad + "\r\n");
+    CHECK(c.read_all().find("HTTP/1.1 400") == 0);
+  }
+}
+
+TEST_CASE("HTTP server: a body is read for POST, PUT and PATCH only, and a client has at most its cap of connections") {
+  ServerOptions o;
+  o.max_connections_per_client = 3;
+  TestServer s(echo, o);
+  {
+    Client c(s.port());
+    c.send("GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
+    CHECK(c.read_all().find("HTTP/1.1 413") == 0);
+  }
+  std::vector<std::unique_ptr<Client>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<Client>(s.port()));
+    held.back()->send(get("/hold"));
+    CHECK(held.back()->read_until("body=").find("200 OK") != std::string::npos);
+  }
+  Client over(s.port());
+  CHECK(over.read_all().find("HTTP/1.1 503") == 0);
+  held.pop_back(); // one leaves: the next is let in
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Client again(s.port());
+  again.send(get("/again"));
+  CHECK(again.read_until("body=").find("GET /again") != std::string::npos);
 }
