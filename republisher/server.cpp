@@ -437,7 +437,7 @@ struct Republisher::Impl {
   // (can_block), else `miss` is set and nullptr returned.
   std::shared_ptr<const ContentView> content_view(const std::string& set, const std::string& uri, bool can_block,
                                                   bool& miss) {
-    if (uri.size() > rs::ReaderOptions{}.max_uri_bytes) {
+    if (uri.size() > rs::k_max_uri_bytes) {
       return std::make_shared<ContentView>(); // longer than any we store: 404 without a query
     }
     const std::string key = set + '\n' + uri;

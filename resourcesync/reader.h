@@ -38,6 +38,9 @@ public:
 
 // The largest `length` accepted: what a signed 64-bit column holds.
 inline constexpr uint64_t k_max_length = 0x7fffffffffffffffull;
+// The longest `loc` read by default. Browsers and servers commonly stop at
+// 8 KiB; the Sitemap protocol at 2,048.
+inline constexpr size_t k_max_uri_bytes = 8192;
 
 struct ReaderOptions {
   // Hard limit on the uncompressed size; reading stops with an error past
@@ -46,9 +49,8 @@ struct ReaderOptions {
   // Longest attribute value or element text accepted (a `loc` of 10 MB is
   // not a URL but an attack).
   size_t max_value_bytes = 1024 * 1024;
-  // Longest `loc` accepted; a longer one rejects its entry. Browsers and
-  // servers commonly stop at 8 KiB; the Sitemap protocol at 2,048.
-  size_t max_uri_bytes = 8192;
+  // Longest `loc` accepted; a longer one rejects its entry.
+  size_t max_uri_bytes = k_max_uri_bytes;
   // Deepest element nesting accepted.
   size_t max_depth = 64;
   // Diagnostics kept; the rest are counted in suppressed_diagnostics.

@@ -137,11 +137,11 @@ void Validator::header(const DocumentHeader& h, uint64_t line) {
   }
 }
 
-void Validator::check_link(const Link& l, uint64_t line, std::string_view where) {
+void Validator::check_link(const Link& l, uint64_t line, std::string_view where, bool of_entry) {
   if (l.pri && (*l.pri < 1 || *l.pri > 999999)) {
     std::string m = std::string(where) + " <rs:ln rel=\"" + l.rel + "\"> has pri " + std::to_string(*l.pri) +
                     ", outside 1..999999";
-    if (where == "entry's") {
+    if (of_entry) {
       fault(line, std::move(m));
     } else {
       m_sink(Severity::error, line, std::move(m));
@@ -186,7 +186,7 @@ void Validator::check_entry(const Entry& e, uint64_t line) {
     warn("<changefreq> '" + *e.changefreq + "' is not one of always, hourly, daily, weekly, monthly, yearly, never");
   }
   for (const auto& l : e.links) {
-    check_link(l, line, "entry's");
+    check_link(l, line, "entry's", true);
   }
   if (!m_capability) {
     return;

@@ -40,7 +40,8 @@ public:
 private:
   void fault(uint64_t line, std::string message);
   void check_entry(const Entry& entry, uint64_t line);
-  void check_link(const Link& link, uint64_t line, std::string_view where);
+  // A bad pri is a fault of the entry `of_entry`, else of the document.
+  void check_link(const Link& link, uint64_t line, std::string_view where, bool of_entry = false);
   void check_entry_md(const Entry& entry, uint64_t line);
   void check_change_entry(const Entry& entry, uint64_t line);
   void check_path(const Entry& entry, uint64_t line);

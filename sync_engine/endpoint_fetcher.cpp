@@ -37,6 +37,32 @@ std::string base64(const std::string& in) {
 
 } // namespace
 
+bool HostRules::scheme_allowed(const Url& u, std::string& why) const {
+  if (u.scheme == "file") {
+    if (file_source) {
+      return true;
+    }
+    why = "file URLs are only fetched for file sources";
+    return false;
+  }
+  if (u.scheme != "http" && u.scheme != "https") {
+    why = "only http and https URLs are fetched";
+    return false;
+  }
+  return true;
+}
+
+bool HostRules::document_allowed(const Url& u, std::string& why) const {
+  if (!scheme_allowed(u, why)) {
+    return false;
+  }
+  if (u.scheme == "file" || configured.count(u.host) > 0 || allowed.count(u.host) > 0) {
+    return true;
+  }
+  why = "host " + u.host + " is not the source's and not in allow_hosts";
+  return false;
+}
+
 EndpointFetcher::EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceConfig& source)
     : m_inner(std::move(inner)) {
   m_base.connect_timeout = std::min(source.timeout, std::chrono::milliseconds(10000));
@@ -54,46 +80,30 @@ EndpointFetcher::EndpointFetcher(std::shared_ptr<Fetcher> inner, const SourceCon
   for (const auto& m : mirrors) {
     m_endpoints.push_back(Endpoint{base_of(m.url), m.pri, {}});
   }
-  // What documents may name: the configured hosts and allow_hosts, over
-  // http(s) (file: for a file source only); and, whoever names it, no
+  // What documents may name (HostRules), and, whoever names it, no
   // address outside the public Internet unless the configuration put the
   // source there or allow_hosts names it.
-  std::set<std::string> hosts;
+  auto rules = std::make_shared<HostRules>();
   std::set<std::string> permitted;
-  auto add_host = [&](const std::string& host) {
-    hosts.insert(to_lower(host));
+  auto resolve_into_permitted = [&](const std::string& host) {
     for (auto& a : resolve_host(host)) {
       permitted.insert(std::move(a));
     }
   };
   for (const auto& e : m_endpoints) {
     if (auto u = parse_url(e.base); u && !u->host.empty()) {
-      add_host(u->host);
+      rules->configured.insert(u->host);
+      resolve_into_permitted(u->host);
     }
   }
   for (const auto& h : source.allow_hosts) {
-    add_host(h);
+    rules->allowed.insert(to_lower(h));
+    resolve_into_permitted(h);
   }
-  const bool file_source = source.url.rfind("file:", 0) == 0;
+  rules->file_source = source.url.rfind("file:", 0) == 0;
+  m_rules = rules;
   m_base.addresses = std::make_shared<const AddressPolicy>(std::move(permitted));
-  m_base.allow_url = [hosts = std::move(hosts), file_source](const Url& u, std::string& why) {
-    if (u.scheme == "file") {
-      if (file_source) {
-        return true;
-      }
-      why = "file URLs are only read for sources configured with one";
-      return false;
-    }
-    if (u.scheme != "http" && u.scheme != "https") {
-      why = "only http and https URLs are fetched";
-      return false;
-    }
-    if (hosts.count(u.host) == 0) {
-      why = "host " + u.host + " is not the source's and not in allow_hosts";
-      return false;
-    }
-    return true;
-  };
+  m_base.allow_url = [rules = m_rules](const Url& u, std::string& why) { return rules->document_allowed(u, why); };
 }
 
 Result<std::shared_ptr<EndpointFetcher>> EndpointFetcher::create(std::shared_ptr<Fetcher> inner,

@@ -6,10 +6,26 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace tributary::sync {
+
+// Which URLs a source's documents may make us fetch: http(s) (file: only for
+// a source configured with a file: URL), from the configured hosts or
+// allow_hosts. Content may also come from an entry's duplicate hosts (see
+// RunContext::host_allowed).
+struct HostRules {
+  std::set<std::string> configured; // hosts of the source URL and its mirrors, lower-case
+  std::set<std::string> allowed;    // allow_hosts, lower-case
+  bool file_source = false;
+
+  // The scheme rule alone: http and https, file for a file source.
+  bool scheme_allowed(const Url& u, std::string& why) const;
+  // The scheme rule and a configured or allowed host.
+  bool document_allowed(const Url& u, std::string& why) const;
+};
 
 // The fetcher one source uses. It
 // - fails over between the source's endpoints: URLs under the configured
@@ -28,8 +44,9 @@ public:
 
   // The options every request of this source starts from.
   FetchOptions base_options() const;
-  // Whether `url`'s host is one of the source's endpoints.
+  // Whether `url`'s origin is one of the source's endpoints.
   bool is_own_host(const std::string& url) const;
+  const HostRules& host_rules() const { return *m_rules; }
 
 private:
   struct Endpoint {
@@ -43,6 +60,7 @@ private:
   FetchOptions m_base;
   std::string m_auth_header; // "Authorization" value, never logged
   std::vector<Endpoint> m_endpoints;
+  std::shared_ptr<const HostRules> m_rules; // shared with m_base.allow_url
   mutable std::mutex m_mutex; // guards down_until
 };
 

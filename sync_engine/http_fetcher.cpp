@@ -246,11 +246,7 @@ private:
     if (!pinned.empty()) {
       // Connect to the address just checked, whatever a second lookup
       // would say (TLS still verifies the name).
-      std::string host = u.host;
-      if (host.size() >= 2 && host.front() == '[') {
-        host = host.substr(1, host.size() - 2);
-      }
-      client->set_hostname_addr_map({{host, pinned}});
+      client->set_hostname_addr_map({{bare_host(u.host), pinned}});
     }
     using namespace std::chrono;
     const auto ct = duration_cast<microseconds>(o.connect_timeout).count();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 
 namespace tributary::sync {
 
@@ -92,56 +93,63 @@ bool AddressPolicy::allows(const sockaddr* addr, std::string& why) const {
   return false;
 }
 
-PickedAddress pick_address(const std::string& host_in, const AddressPolicy& policy) {
-  std::string host = host_in;
+std::string bare_host(const std::string& host) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+    return host.substr(1, host.size() - 2);
   }
+  return host;
+}
+
+namespace {
+
+// Calls `each` with every address `host` resolves to, in the resolver's
+// order, until it returns false; the getaddrinfo error code (0: resolved).
+int lookup(const std::string& host, const std::function<bool(const sockaddr*)>& each) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  PickedAddress out;
-  if (const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res); rc != 0) {
-    out.resolved = false;
-    out.error = "cannot resolve host " + host + ": " + gai_strerror(rc);
-    return out;
+  if (const int rc = getaddrinfo(bare_host(host).c_str(), nullptr, &hints, &res); rc != 0) {
+    return rc;
   }
-  for (addrinfo* p = res; p; p = p->ai_next) {
-    std::string why;
-    if (policy.allows(p->ai_addr, why)) {
-      out.address = AddressPolicy::numeric(p->ai_addr);
-      out.error.clear();
-      break;
-    }
-    if (out.error.empty()) {
-      out.error = "host " + host + " resolves to " + why;
-    }
+  for (addrinfo* p = res; p && each(p->ai_addr); p = p->ai_next) {
   }
   freeaddrinfo(res);
+  return 0;
+}
+
+} // namespace
+
+PickedAddress pick_address(const std::string& host, const AddressPolicy& policy) {
+  PickedAddress out;
+  const int rc = lookup(host, [&](const sockaddr* a) {
+    std::string why;
+    if (policy.allows(a, why)) {
+      out.address = AddressPolicy::numeric(a);
+      out.error.clear();
+      return false;
+    }
+    if (out.error.empty()) {
+      out.error = "host " + bare_host(host) + " resolves to " + why;
+    }
+    return true;
+  });
+  if (rc != 0) {
+    out.resolved = false;
+    out.error = "cannot resolve host " + bare_host(host) + ": " + gai_strerror(rc);
+  }
   return out;
 }
 
-std::vector<std::string> resolve_host(const std::string& host_in) {
-  std::string host = host_in;
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
+std::vector<std::string> resolve_host(const std::string& host) {
   std::vector<std::string> out;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) {
-    return out;
-  }
-  for (addrinfo* p = res; p; p = p->ai_next) {
-    std::string a = AddressPolicy::numeric(p->ai_addr);
-    if (!a.empty() && std::find(out.begin(), out.end(), a) == out.end()) {
-      out.push_back(a);
+  lookup(host, [&](const sockaddr* a) {
+    std::string text = AddressPolicy::numeric(a);
+    if (!text.empty() && std::find(out.begin(), out.end(), text) == out.end()) {
+      out.push_back(std::move(text));
     }
-  }
-  freeaddrinfo(res);
+    return true;
+  });
   return out;
 }
 

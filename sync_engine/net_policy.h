@@ -51,6 +51,9 @@ struct PickedAddress {
 };
 PickedAddress pick_address(const std::string& host, const AddressPolicy& policy);
 
+// A host as the resolver wants it: without the brackets of an IPv6 literal.
+std::string bare_host(const std::string& host);
+
 // The numeric addresses `host` resolves to (a literal resolves to itself;
 // brackets around an IPv6 literal are fine); empty when it does not.
 std::vector<std::string> resolve_host(const std::string& host);

@@ -181,10 +181,6 @@ bool RunContext::setup() {
   m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_throttle);
   fetch_options = m_endpoint->base_options();
   fetch_options.cancel = opt.cancel;
-  m_source_is_file = src.url.rfind("file:", 0) == 0;
-  for (const auto& h : src.allow_hosts) {
-    m_allowed_hosts.insert(to_lower(h));
-  }
   return true;
 }
 
@@ -194,14 +190,11 @@ bool RunContext::host_allowed(const std::string& url, const rs::Entry& e, std::s
     why = "not a URL";
     return false;
   }
-  if (u->scheme == "file") {
-    if (m_source_is_file) {
-      return true;
-    }
-    why = "file URLs are only fetched for file sources";
+  const HostRules& rules = m_endpoint->host_rules();
+  if (!rules.scheme_allowed(*u, why)) {
     return false;
   }
-  if (m_endpoint->is_own_host(url) || m_allowed_hosts.count(u->host) > 0) {
+  if (u->scheme == "file" || m_endpoint->is_own_host(url) || rules.allowed.count(u->host) > 0) {
     return true;
   }
   // Hosts the source's own document names as mirrors of this resource.

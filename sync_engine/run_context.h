@@ -196,8 +196,6 @@ private:
   // The batch in flight's retries: a change waiting, or none (cleared).
   std::unordered_map<std::string, std::optional<store::RetryRecord>> m_retry_overlay;
   std::mutex m_counters_mutex;
-  bool m_source_is_file = false;
-  std::unordered_set<std::string> m_allowed_hosts;
 };
 
 // ---- the ways of syncing a feed, one file each -------------------------------------

@@ -29,6 +29,14 @@ std::string resource_list(const std::string& urls) {
          urls + "</urlset>\n";
 }
 
+// A Change List from 2026-01-01, from raw <url> elements.
+std::string change_list(const std::string& urls) {
+  return "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+         "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"changelist\" "
+         "from=\"2026-01-01T00:00:00Z\"/>\n" +
+         urls + "</urlset>\n";
+}
+
 std::string url_element(const std::string& loc, const std::string& content, const std::string& extra_md = "",
                         const std::string& links = "") {
   return "<url><loc>" + loc + "</loc><rs:md hash=\"md5:" + md5(content) + "\" length=\"" +
@@ -179,14 +187,12 @@ TEST_CASE("Hostile: values PostgreSQL cannot hold cost their entries, and the fe
   FaultUpstream up;
   up.serve("/good.txt", k_good, "text/plain");
   up.serve("/big.txt", "x", "text/plain");
-  const std::string cl =
-      "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
-      "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"changelist\" from=\"2026-01-01T00:00:00Z\"/>\n"
+  const std::string cl = change_list(
       "<url><loc>" + up.url("/big.txt") + "</loc><rs:md change=\"created\" datetime=\"2026-01-02T00:00:00Z\" "
       "length=\"18446744073709551615\"/></url>\n"
       "<url><loc>" + up.url("/zero.txt") + "</loc><lastmod>0000-01-01T00:00:00Z</lastmod><rs:md change=\"created\"/></url>\n"
       "<url><loc>" + up.url("/good.txt") + "</loc><rs:md change=\"created\" datetime=\"2026-01-03T00:00:00Z\" hash=\"md5:" +
-      md5(k_good) + "\"/></url>\n</urlset>\n";
+      md5(k_good) + "\"/></url>\n");
   up.serve("/cl.xml", cl);
   up.serve("/rl.xml", resource_list(""));
   SyncEnv env;
@@ -263,12 +269,9 @@ TEST_CASE("Hostile: a location that always fails for a passing reason goes to th
   FaultUpstream hole("127.0.0.2");
   up.serve("/good.txt", k_good, "text/plain");
   hole.on("/x.txt", [](int fd, const std::string&) { FaultUpstream::reset(fd); }); // every time
-  const std::string cl =
-      "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
-      "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"changelist\" from=\"2026-01-01T00:00:00Z\"/>\n"
+  const std::string cl = change_list(
       "<url><loc>" + hole.url("/x.txt") + "</loc><rs:md change=\"created\" datetime=\"2026-01-02T00:00:00Z\"/></url>\n"
-      "<url><loc>" + up.url("/good.txt") + "</loc><rs:md change=\"created\" datetime=\"2026-01-03T00:00:00Z\"/></url>\n"
-      "</urlset>\n";
+      "<url><loc>" + up.url("/good.txt") + "</loc><rs:md change=\"created\" datetime=\"2026-01-03T00:00:00Z\"/></url>\n");
   up.serve("/cl.xml", cl);
   up.serve("/rl.xml", resource_list(""));
   auto src = SyncEnv::source(caps_url(up), "hostile");
@@ -346,14 +349,11 @@ TEST_CASE("Hostile: documents that attack the reader") {
   }
   SUBCASE("a Change List going backwards") {
     up.serve("/a.txt", "a", "text/plain");
-    const std::string cl =
-        "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
-        "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"changelist\" from=\"2026-01-01T00:00:00Z\"/>\n"
+    const std::string cl = change_list(
         "<url><loc>" + up.url("/a.txt") + "</loc><rs:md change=\"created\" datetime=\"2026-01-05T00:00:00Z\"/></url>\n"
-        "<url><loc>" + up.url("/a.txt") + "</loc><rs:md change=\"deleted\" datetime=\"2026-01-02T00:00:00Z\"/></url>\n"
-        "</urlset>\n";
+        "<url><loc>" + up.url("/a.txt") + "</loc><rs:md change=\"deleted\" datetime=\"2026-01-02T00:00:00Z\"/></url>\n");
     up.serve("/cl.xml", cl);
-  up.serve("/rl.xml", resource_list(""));
+    up.serve("/rl.xml", resource_list(""));
     auto r = env.run(SyncEnv::source(caps_url(up), "hostile"), RunMode::incremental);
     CHECK(r.status == RunStatus::failed);
     CHECK(any_error(r, up.url("/cl.xml"), "forward chronological order"));
