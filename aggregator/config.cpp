@@ -304,7 +304,8 @@ public:
             {"min_bytes_per_second", {integer(s.min_bytes_per_second, 0, 1LL << 40)}},
             {"interval", {duration(s.interval, false)}},
             {"audit_interval", {duration(s.audit_interval, true)}},
-            {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}}});
+            {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}},
+            {"max_deletion_share", {number(s.max_deletion_share, 0, 1)}}});
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
     if (auto why = name_problem(s.name)) {
       problem(ptr + "/name", *why);

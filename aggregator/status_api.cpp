@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace tributary::agg {
 
 namespace {
@@ -77,6 +79,15 @@ bool same_secret(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+json hold_json(const store::DeletionHold& h) {
+  return {{"capability_list", h.capability_list_url},
+          {"unlisted", h.unseen},
+          {"live", h.live},
+          {"since", iso(h.since)},
+          {"run_id", h.run_id},
+          {"confirmed", h.confirmed}};
+}
+
 Result<json> sources_json(DaemonState& state, const std::string& only) {
   auto stats = read_stats(state);
   if (!stats) {
@@ -115,6 +126,18 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     } else {
       j["last_failure"] = nullptr;
     }
+    // The mass-deletion guard's holds, with why and what to do.
+    json holds = json::array();
+    for (const auto& h : st ? st->deletion_holds : std::vector<store::DeletionHold>{}) {
+      json hj = hold_json(h);
+      hj["reason"] = "the Resource List lacks " + std::to_string(h.unseen) + " of the " + std::to_string(h.live) +
+                     " resources held, more than max_deletion_share (" +
+                     std::to_string(static_cast<int>(cfg->max_deletion_share * 100 + 0.5)) +
+                     "%): none deleted until an operator confirms";
+      hj["confirm"] = "POST /api/v1/sources/" + v.name + "/confirm-deletions";
+      holds.push_back(std::move(hj));
+    }
+    j["deletions_held"] = holds;
     uint64_t unapplied = 0;
     json job = nullptr;
     if (auto it = state.running.find(v.name); it != state.running.end() && !it->second.done) {
@@ -171,6 +194,65 @@ nlohmann::json hosts_json(const DaemonState& state) {
 std::string config_database(DaemonState& state) {
   std::lock_guard lock(state.mutex);
   return state.config.database;
+}
+
+// Whether the request carries the admin token (answered with 401 if not).
+bool admin_allowed(DaemonState& state, const http::Request& req, http::Response& res) {
+  std::optional<std::string> token;
+  {
+    std::lock_guard lock(state.mutex);
+    token = state.admin_token;
+  }
+  const std::string auth = req.header_value("authorization");
+  if (!token) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
+    return false;
+  }
+  if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
+    res.set_header("WWW-Authenticate", "Bearer");
+    fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
+    return false;
+  }
+  return true;
+}
+
+// The operator's word on held deletions: each feed of the source that holds
+// them applies them at its next baseline, queued now.
+void confirm_deletions(DaemonState& state, const std::string& name, http::Response& res) {
+  Result<std::vector<store::DeletionHold>> holds;
+  {
+    std::lock_guard lock(state.status_mutex);
+    auto stats = state.status_store->source_stats();
+    if (!stats) {
+      fail(res, 503, "store_unavailable", stats.error().message);
+      return;
+    }
+    auto it = std::find_if(stats->begin(), stats->end(), [&](const auto& st) { return st.name == name; });
+    if (it == stats->end() || it->deletion_holds.empty()) {
+      fail(res, 409, "nothing_held", "source '" + name + "' holds no deletions");
+      return;
+    }
+    holds = state.status_store->confirm_deletions(it->source_id);
+  }
+  if (!holds) {
+    fail(res, 503, "store_unavailable", holds.error().message);
+    return;
+  }
+  uint64_t unseen = 0;
+  json feeds = json::array();
+  for (const auto& h : *holds) {
+    unseen += h.unseen;
+    feeds.push_back(hold_json(h));
+  }
+  {
+    std::lock_guard lock(state.mutex);
+    state.scheduler.request(name, store::RunMode::baseline);
+  }
+  state.wake.notify_all();
+  log::warn(name, "held deletions confirmed through the API: the next baseline applies them",
+            {{"resources", std::to_string(unseen)}});
+  answer(res, 202, {{"source", name}, {"confirmed", feeds}, {"mode", "baseline"}, {"queued", true}});
 }
 
 void api_route(DaemonState& state, const http::Request& req, http::Response& res) {
@@ -251,7 +333,7 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
     answer(res, 200, {{"source", name}, {"runs", list}});
     return;
   }
-  if (action != "sync") {
+  if (action != "sync" && action != "confirm-deletions") {
     fail(res, 404, "not_found", "no such endpoint: " + req.path);
     return;
   }
@@ -260,20 +342,11 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
     fail(res, 405, "method_not_allowed", "use POST");
     return;
   }
-  std::optional<std::string> token;
-  {
-    std::lock_guard lock(state.mutex);
-    token = state.admin_token;
-  }
-  const std::string auth = req.header_value("authorization");
-  if (!token) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
+  if (!admin_allowed(state, req, res)) {
     return;
   }
-  if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
+  if (action == "confirm-deletions") {
+    confirm_deletions(state, name, res);
     return;
   }
   std::string mode_name = "incremental";

@@ -25,6 +25,7 @@ std::string_view status_page_html() {
   .bar { width: 10em; height: .8em; background: #e3e6ea; border-radius: .4em; overflow: hidden; }
   .bar > div { height: 100%; background: #2f6fbd; }
   .error { color: #8f1a1a; max-width: 30em; overflow-wrap: anywhere; }
+  .held { color: #6b4a00; font-weight: bold; margin-top: 0.3em; }
   #problem { color: #8f1a1a; }
 </style>
 </head>
@@ -85,7 +86,12 @@ function row(s) {
         (s.job.eta_seconds !== null ? ", ETA " + duration(s.job.eta_seconds) : "")));
   }
   tr.appendChild(progress);
-  tr.appendChild(text("td", s.last_failure ? s.last_failure.finished_at + ": " + s.last_failure.error : "", "error"));
+  const problems = text("td", s.last_failure ? s.last_failure.finished_at + ": " + s.last_failure.error : "", "error");
+  for (const h of s.deletions_held || []) {
+    problems.appendChild(text("div", "deletions held (" + h.capability_list + "): " + h.reason + " (" + h.confirm +
+        (h.confirmed ? ", confirmed: the next baseline applies them)" : ")"), "held"));
+  }
+  tr.appendChild(problems);
   return tr;
 }
 async function refresh() {

@@ -35,11 +35,19 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
   }
   w.last_uri.clear();
   w.last_position = -1;
-  auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w);
+  auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w, ctx.src.max_deletion_share);
   if (!deleted) {
     return tl::unexpected(deleted.error());
   }
-  ctx.report.counters.deleted += *deleted;
+  ctx.report.counters.deleted += deleted->deleted;
+  if (deleted->held) {
+    ctx.report.deletions_held += deleted->unseen;
+    ctx.note("deletions held: the list lacks " + std::to_string(deleted->unseen) + " of the " +
+             std::to_string(deleted->live) + " resources held (more than " +
+             std::to_string(static_cast<int>(ctx.src.max_deletion_share * 100 + 0.5)) +
+             "%, max_deletion_share); none deleted until an operator confirms (POST /api/v1/sources/" +
+             ctx.src.name + "/confirm-deletions, then a baseline)");
+  }
   return {};
 }
 

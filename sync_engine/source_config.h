@@ -90,6 +90,11 @@ struct SourceConfig {
   // How to baseline and catch up: "auto", "lists" or "dumps" (issue #6;
   // until dumps are consumed every strategy uses lists).
   std::string strategy = "auto";
+  // The mass-deletion guard: a baseline or audit whose list lacks more than
+  // this share of the live resources held deletes none of them until an
+  // operator confirms (POST /api/v1/sources/{name}/confirm-deletions).
+  // 1 = never hold.
+  double max_deletion_share = 0.5;
 
   // Whether a resource passes the include/exclude/media type filters.
   bool selects(const std::string& uri, const std::optional<std::string>& type) const;

@@ -67,6 +67,7 @@ struct SourceReport {
   uint64_t error_count = 0;
   std::vector<std::string> notes; // what the run decided ("re-baselined: ...")
   bool busy = false; // not run: another run held the source
+  uint64_t deletions_held = 0; // unlisted resources the mass-deletion guard did not delete
 };
 
 // Follows upstream Sources into the store: discovery, baseline from the

@@ -22,6 +22,7 @@ struct MemoryStore::Data {
   std::map<int64_t, RunInfo> runs;
   std::map<int64_t, std::vector<std::pair<std::string, std::string>>> errors;
   std::map<int64_t, std::string> leased; // source -> who holds it
+  std::map<int64_t, DeletionHold> holds;  // feed -> its held deletions
 };
 
 namespace {
@@ -207,25 +208,65 @@ Result<void> MemoryStore::apply(const Batch& b) {
   return {};
 }
 
-Result<uint64_t> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w) {
+Result<DeletionOutcome> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
+                                                   double max_share) {
   std::lock_guard lock(m_data->mutex);
-  uint64_t n = 0;
+  DeletionOutcome out;
   auto& seen = m_data->seen[feed_id];
-  for (auto& [uri, r] : m_data->resources[feed_id]) {
+  auto unseen = [&](const std::string& uri, const ResourceRecord& r) {
     auto it = seen.find(uri);
-    if (r.state == ResourceState::live && (it == seen.end() || it->second != run_id)) {
-      r.state = ResourceState::deleted;
-      m_data->log[feed_id].push_back(ChangeRecord{rs::Change::deleted, std::nullopt, r});
-      append_global(*m_data, feed_id, m_data->log[feed_id].back());
-      ++n;
-    }
+    return r.state == ResourceState::live && (it == seen.end() || it->second != run_id);
+  };
+  for (const auto& [uri, r] : m_data->resources[feed_id]) {
+    out.live += r.state == ResourceState::live;
+    out.unseen += unseen(uri, r);
   }
-  std::erase_if(m_data->retries[feed_id], [run_id](const auto& kv) { return kv.second.second != run_id; });
   if (w) {
     m_data->watermarks[feed_id] = *w;
   }
-  m_data->runs[run_id].counters.deleted += n;
-  return n;
+  auto hold = m_data->holds.find(feed_id);
+  const bool confirmed = hold != m_data->holds.end() && hold->second.confirmed;
+  if (!confirmed && max_share < 1.0 && static_cast<double>(out.unseen) > max_share * static_cast<double>(out.live)) {
+    out.held = true;
+    DeletionHold& h = m_data->holds[feed_id];
+    if (h.feed_id == 0) {
+      h.feed_id = feed_id;
+      h.since = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+      for (const auto& [key, id] : m_data->feeds) {
+        if (id == feed_id) {
+          h.capability_list_url = key.second;
+        }
+      }
+    }
+    h.unseen = out.unseen;
+    h.live = out.live;
+    h.run_id = run_id;
+    return out;
+  }
+  m_data->holds.erase(feed_id);
+  for (auto& [uri, r] : m_data->resources[feed_id]) {
+    if (unseen(uri, r)) {
+      r.state = ResourceState::deleted;
+      m_data->log[feed_id].push_back(ChangeRecord{rs::Change::deleted, std::nullopt, r});
+      append_global(*m_data, feed_id, m_data->log[feed_id].back());
+      ++out.deleted;
+    }
+  }
+  std::erase_if(m_data->retries[feed_id], [run_id](const auto& kv) { return kv.second.second != run_id; });
+  m_data->runs[run_id].counters.deleted += out.deleted;
+  return out;
+}
+
+Result<std::vector<DeletionHold>> MemoryStore::confirm_deletions(int64_t source_id) {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<DeletionHold> out;
+  for (const auto& [key, id] : m_data->feeds) {
+    if (auto it = m_data->holds.find(id); key.first == source_id && it != m_data->holds.end()) {
+      it->second.confirmed = true;
+      out.push_back(it->second);
+    }
+  }
+  return out;
 }
 
 Result<std::unordered_map<std::string, RetryRecord>> MemoryStore::pending_changes(int64_t feed_id,
@@ -354,6 +395,11 @@ Result<std::vector<SourceStats>> MemoryStore::source_stats() {
         if (it->second.baseline_at && (!st.baseline_at || *st.baseline_at < *it->second.baseline_at)) {
           st.baseline_at = it->second.baseline_at;
         }
+      }
+    }
+    for (const auto& [key, feed] : m_data->feeds) {
+      if (auto it = m_data->holds.find(feed); key.first == st.source_id && it != m_data->holds.end()) {
+        st.deletion_holds.push_back(it->second);
       }
     }
     for (const auto& [id, run] : m_data->runs) {

@@ -24,8 +24,9 @@ public:
   Result<void> for_each_resource(int64_t feed_id,
                                  const std::function<void(const ResourceRecord&)>& fn) override;
   Result<void> apply(const Batch& batch) override;
-  Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
-                                 const std::optional<Watermark>& watermark) override;
+  Result<DeletionOutcome> delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& watermark,
+                                        double max_share) override;
+  Result<std::vector<DeletionHold>> confirm_deletions(int64_t source_id) override;
   Result<std::unordered_map<std::string, RetryRecord>> pending_changes(int64_t feed_id,
                                                                        const std::vector<std::string>& uris) override;
   Result<std::vector<RetryRecord>> due_retries(int64_t feed_id, Timestamp now, size_t limit) override;

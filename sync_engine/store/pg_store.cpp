@@ -503,24 +503,48 @@ Result<void> PgStore::apply(const Batch& b) {
   });
 }
 
-Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w) {
+Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
+                                               double max_share) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("delete unseen resources", [&]() -> Result<uint64_t> {
+  return guarded("delete unseen resources", [&]() -> Result<DeletionOutcome> {
     pqxx::work tx(m_impl->conn);
+    DeletionOutcome out;
+    // The feed's row, locked: a confirmation arriving now waits for this.
+    const bool confirmed =
+        tx.exec_params1("SELECT deletions_confirmed FROM feed WHERE id = $1 FOR UPDATE", feed_id)[0].as<bool>();
+    auto counts = tx.exec_params1("SELECT count(*) FILTER (WHERE last_seen_run IS DISTINCT FROM $2), count(*) "
+                                  "FROM resource WHERE feed_id = $1 AND state = 'live'",
+                                  feed_id, run_id);
+    out.unseen = counts[0].as<unsigned long long>();
+    out.live = counts[1].as<unsigned long long>();
+    if (w) {
+      upsert_watermark(tx, feed_id, *w);
+    }
+    if (!confirmed && max_share < 1.0 && static_cast<double>(out.unseen) > max_share * static_cast<double>(out.live)) {
+      out.held = true;
+      tx.exec_params("UPDATE feed SET deletion_hold_unseen = $2, deletion_hold_live = $3, "
+                     "deletion_hold_since = coalesce(deletion_hold_since, now()), deletion_hold_run = $4 "
+                     "WHERE id = $1",
+                     feed_id, static_cast<long long>(out.unseen), static_cast<long long>(out.live), run_id);
+      tx.commit();
+      return out;
+    }
+    tx.exec_params("UPDATE feed SET deletion_hold_unseen = NULL, deletion_hold_live = NULL, "
+                   "deletion_hold_since = NULL, deletion_hold_run = NULL, deletions_confirmed = false "
+                   "WHERE id = $1",
+                   feed_id);
     auto r = tx.exec_params(
         "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
         "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "
         "  RETURNING uri, lastmod, length, md5, sha1, sha256, type, encoding, links) "
         "INSERT INTO stage_deleted SELECT * FROM d",
         feed_id, run_id);
-    const auto n = static_cast<uint64_t>(r.affected_rows());
+    out.deleted = static_cast<uint64_t>(r.affected_rows());
     // The listing no longer names them: nothing left to retry.
     tx.exec_params("DELETE FROM retry WHERE feed_id = $1 AND last_seen_run IS DISTINCT FROM $2", feed_id, run_id);
-    if (w) {
-      upsert_watermark(tx, feed_id, *w);
-    }
-    tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id, static_cast<long long>(n));
-    if (n > 0) {
+    tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id,
+                   static_cast<long long>(out.deleted));
+    if (out.deleted > 0) {
       // Last, under the change-log lock held to commit: see lock_change_log().
       lock_change_log(tx);
       tx.exec_params(
@@ -530,7 +554,42 @@ Result<uint64_t> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const s
           feed_id);
     }
     tx.commit();
-    return n;
+    return out;
+  });
+}
+
+namespace {
+
+// The columns read_hold() reads, in its order, of `feed`.
+const std::string k_hold_columns = "id, capability_list_url, deletion_hold_unseen, deletion_hold_live, " +
+                                   us("deletion_hold_since") + ", deletion_hold_run, deletions_confirmed";
+
+DeletionHold read_hold(const pqxx::row& row) {
+  DeletionHold h;
+  h.feed_id = row[0].as<int64_t>();
+  h.capability_list_url = row[1].as<std::string>();
+  h.unseen = row[2].as<unsigned long long>();
+  h.live = row[3].as<unsigned long long>();
+  h.since = *read_ts(row[4]);
+  h.run_id = row[5].as<int64_t>();
+  h.confirmed = row[6].as<bool>();
+  return h;
+}
+
+} // namespace
+
+Result<std::vector<DeletionHold>> PgStore::confirm_deletions(int64_t source_id) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("confirm deletions", [&]() -> Result<std::vector<DeletionHold>> {
+    pqxx::work tx(m_impl->conn);
+    std::vector<DeletionHold> out;
+    for (const auto& row : tx.exec_params("UPDATE feed SET deletions_confirmed = true WHERE source_id = $1 AND "
+                                          "deletion_hold_unseen IS NOT NULL RETURNING " + k_hold_columns,
+                                          source_id)) {
+      out.push_back(read_hold(row));
+    }
+    tx.commit();
+    return out;
   });
 }
 
@@ -841,27 +900,30 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
         out[it->second].baseline_at = read_ts(row[2]);
       }
     }
-    // The newest run per source and status class, by the (source_id) scan
-    // of the few newest runs: cheap on a long history.
-    for (const auto& row : tx.exec("SELECT DISTINCT ON (source_id, class) " + k_run_columns +
-                                   ", class FROM (SELECT *, CASE status WHEN 'succeeded' THEN 's' WHEN 'failed' "
-                                   "THEN 'f' ELSE 'o' END AS class FROM sync_run) r "
-                                   "ORDER BY source_id, class, id DESC")) {
+    for (const auto& row : tx.exec("SELECT " + k_hold_columns +
+                                   ", source_id FROM feed WHERE deletion_hold_unseen IS NOT NULL ORDER BY id")) {
+      if (auto it = index.find(row[7].as<int64_t>()); it != index.end()) {
+        out[it->second].deletion_holds.push_back(read_hold(row));
+      }
+    }
+    // The newest run per source and status class: three index probes per
+    // source (sync_run_source_status, sync_run_source), never a sort of the
+    // whole history.
+    for (const auto& row : tx.exec(
+             "SELECT " + k_run_columns + ", kind FROM (SELECT r.*, x.kind FROM source s CROSS JOIN LATERAL ("
+             "  (SELECT 's' AS kind, id AS run_id FROM sync_run WHERE source_id = s.id AND status = 'succeeded' "
+             "   ORDER BY id DESC LIMIT 1) UNION ALL "
+             "  (SELECT 'f', id FROM sync_run WHERE source_id = s.id AND status = 'failed' ORDER BY id DESC LIMIT 1) "
+             "  UNION ALL (SELECT 'l', id FROM sync_run WHERE source_id = s.id ORDER BY id DESC LIMIT 1)) x "
+             "  JOIN sync_run r ON r.id = x.run_id) q")) {
       RunInfo run = read_run(row);
+      const std::string kind = row[13].as<std::string>();
       auto it = index.find(run.source_id);
       if (it == index.end()) {
         continue;
       }
       SourceStats& st = out[it->second];
-      const std::string cls = row[13].as<std::string>();
-      if (cls == "s") {
-        st.last_success = run;
-      } else if (cls == "f") {
-        st.last_failure = run;
-      }
-      if (!st.last_run || st.last_run->id < run.id) {
-        st.last_run = run;
-      }
+      (kind == "s" ? st.last_success : kind == "f" ? st.last_failure : st.last_run) = std::move(run);
     }
     return out;
   });

@@ -103,6 +103,25 @@ struct RetryRecord {
   bool operator==(const RetryRecord&) const = default;
 };
 
+// What delete_unseen did.
+struct DeletionOutcome {
+  uint64_t deleted = 0;
+  uint64_t unseen = 0; // live resources the run did not see
+  uint64_t live = 0;   // live resources held before
+  bool held = false;   // over the share and not confirmed: nothing deleted
+};
+
+// Deletions a baseline did not apply (see Store::delete_unseen).
+struct DeletionHold {
+  int64_t feed_id = 0;
+  std::string capability_list_url;
+  uint64_t unseen = 0; // how many the list lacked
+  uint64_t live = 0;   // of how many held live
+  Timestamp since;     // the first run that held them
+  int64_t run_id = 0;  // the newest run that held them
+  bool confirmed = false;
+};
+
 // Everything one batch changes. Applied in one transaction: resource state,
 // change log, the URIs seen by a baseline, the watermark and the run's
 // counters commit together or not at all.
@@ -156,10 +175,19 @@ public:
   virtual Result<void> apply(const Batch& batch) = 0;
   // Marks every live resource of the feed that `run_id` did not see as
   // deleted, logging each deletion, in one transaction with `watermark`;
-  // retries of URIs the run did not see are dropped. Returns how many were
-  // deleted.
-  virtual Result<uint64_t> delete_unseen(int64_t feed_id, int64_t run_id,
-                                         const std::optional<Watermark>& watermark) = 0;
+  // retries of URIs the run did not see are dropped.
+  //
+  // The mass-deletion guard: when the run did not see more than
+  // `max_share` of the live resources (and an operator has not confirmed,
+  // see confirm_deletions), nothing is deleted and the feed records the
+  // hold instead; the watermark still moves. A run under the share, or a
+  // confirmed one, clears the hold. `max_share` >= 1 never holds.
+  virtual Result<DeletionOutcome> delete_unseen(int64_t feed_id, int64_t run_id,
+                                                const std::optional<Watermark>& watermark, double max_share) = 0;
+  // An operator's confirmation: the next baseline of each feed of the
+  // source that holds deletions applies them whatever their share. Returns
+  // the feeds that held deletions (none: nothing to confirm).
+  virtual Result<std::vector<DeletionHold>> confirm_deletions(int64_t source_id) = 0;
 
   // The retries of these URIs of the feed that wait to apply a change
   // (created/updated; not those of a listing), by URI.

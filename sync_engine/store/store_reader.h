@@ -41,6 +41,7 @@ struct SourceStats {
   std::optional<RunInfo> last_success;    // newest succeeded run
   std::optional<RunInfo> last_failure;    // newest failed run
   std::optional<RunInfo> last_run;        // newest run of any status
+  std::vector<DeletionHold> deletion_holds; // feeds whose deletions wait for an operator
 };
 
 class StoreReader {

@@ -79,14 +79,69 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     REQUIRE(s->apply(b));
     Watermark w;
     w.baseline_at = *rs::parse_w3c_datetime("2026-01-03T00:00:00Z");
-    auto n = s->delete_unseen(feed, run, w);
+    auto n = s->delete_unseen(feed, run, w, 1.0);
     REQUIRE(n);
-    CHECK(*n == 1);
+    CHECK(n->deleted == 1);
+    CHECK_FALSE(n->held);
     auto got = s->resources(feed, {"http://e.org/a", "http://e.org/b"});
     CHECK(got->at("http://e.org/a").state == ResourceState::live);
     CHECK(got->at("http://e.org/b").state == ResourceState::deleted);
     CHECK(s->watermark(feed)->baseline_at == w.baseline_at);
     CHECK(s->run(run)->counters.deleted == 1);
+  }
+
+  SUBCASE("the mass-deletion guard holds deletions over the share until an operator confirms") {
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.upserts = {contract_record("http://e.org/a", 1), contract_record("http://e.org/b", 2),
+                 contract_record("http://e.org/c", 3)};
+    b.seen = {"http://e.org/a"};
+    REQUIRE(s->apply(b));
+    Watermark w;
+    w.baseline_at = *rs::parse_w3c_datetime("2026-01-03T00:00:00Z");
+    auto n = s->delete_unseen(feed, run, w, 0.5); // 2 of 3 unlisted: over half
+    REQUIRE(n);
+    CHECK(n->held);
+    CHECK(n->deleted == 0);
+    CHECK(n->unseen == 2);
+    CHECK(n->live == 3);
+    CHECK(s->resources(feed, {"http://e.org/b"})->at("http://e.org/b").state == ResourceState::live);
+    CHECK(s->watermark(feed)->baseline_at == w.baseline_at); // the watermark moves all the same
+    CHECK(s->run(run)->counters.deleted == 0);
+    if (auto* reader = dynamic_cast<StoreReader*>(s.get())) {
+      auto stats = reader->source_stats();
+      REQUIRE(stats);
+      for (const auto& st : *stats) {
+        if (st.name == "src") {
+          REQUIRE(st.deletion_holds.size() == 1);
+          CHECK(st.deletion_holds[0].unseen == 2);
+          CHECK(st.deletion_holds[0].live == 3);
+          CHECK(st.deletion_holds[0].run_id == run);
+          CHECK_FALSE(st.deletion_holds[0].confirmed);
+        } else {
+          CHECK(st.deletion_holds.empty());
+        }
+      }
+    }
+    CHECK(s->delete_unseen(feed, run, std::nullopt, 0.5)->held); // held again, still not confirmed
+    auto confirmed = s->confirm_deletions(source);
+    REQUIRE(confirmed);
+    REQUIRE(confirmed->size() == 1);
+    CHECK(confirmed->at(0).feed_id == feed);
+    n = s->delete_unseen(feed, run, std::nullopt, 0.5);
+    REQUIRE(n);
+    CHECK_FALSE(n->held);
+    CHECK(n->deleted == 2);
+    CHECK(s->resources(feed, {"http://e.org/b"})->at("http://e.org/b").state == ResourceState::deleted);
+    CHECK(s->confirm_deletions(source)->empty()); // the hold is gone, and so is the confirmation
+    if (auto* reader = dynamic_cast<StoreReader*>(s.get())) {
+      auto stats = reader->source_stats();
+      REQUIRE(stats);
+      for (const auto& st : *stats) {
+        CHECK(st.deletion_holds.empty());
+      }
+    }
   }
 
   SUBCASE("retries: due in order, updated in place, cleared by an upsert, dropped when a listing no longer names them") {
@@ -146,7 +201,7 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     }
 
     // The listing run ends: r3 (not listed by it) is dropped, r2 stays.
-    REQUIRE(s->delete_unseen(feed, run, std::nullopt));
+    REQUIRE(s->delete_unseen(feed, run, std::nullopt, 1.0));
     due = s->due_retries(feed, t0 + std::chrono::hours(2), 10);
     REQUIRE(due->size() == 1);
     CHECK(due->at(0).uri == "http://e.org/r2");

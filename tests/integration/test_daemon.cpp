@@ -190,3 +190,64 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   CHECK(text.find("[up] run finished") != std::string::npos);
   CHECK(text.find("stopped") != std::string::npos);
 }
+
+TEST_CASE("Daemon: a Resource List that suddenly lists nothing deletes nothing until an operator confirms") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(4);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"up", up.url("/")}}, "s3cret-token");
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "up", 4); }));
+  const httplib::Headers auth{{"Authorization", "Bearer s3cret-token"}};
+  // Nothing held back: confirming is refused.
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/confirm-deletions", auth).status == 409);
+
+  // The upstream breaks: its Resource List lists nothing.
+  for (int i = 0; i < 4; ++i) {
+    site.erase("/res/" + std::to_string(i) + ".txt");
+  }
+  site.publish_resource_list(ts("2026-01-02T00:00:00Z"));
+  REQUIRE(call(d.base, "POST", "/api/v1/sources/up/sync", auth, R"({"mode": "baseline"})").status == 202);
+  const bool held = wait_for(d.base, [](const json& st) {
+    const json* s = find_source(st, "up");
+    return s && !(*s)["deletions_held"].empty() && (*s)["state"] == "idle";
+  });
+  INFO(d.log_text());
+  REQUIRE(held);
+  {
+    const json st = status_of(d.base);
+    const json& s = *find_source(st, "up");
+    INFO(s.dump(2));
+    CHECK(s["resources"]["live"] == 4); // nothing deleted
+    CHECK(s["resources"]["deleted"] == 0);
+    const json& h = s["deletions_held"][0];
+    CHECK(h["unlisted"] == 4);
+    CHECK(h["live"] == 4);
+    CHECK(h["confirmed"] == false);
+    CHECK(h["capability_list"] == up.url("/caps.xml"));
+    CHECK(h["reason"].get<std::string>().find("lacks 4 of the 4 resources held") != std::string::npos);
+    CHECK(h["confirm"] == "POST /api/v1/sources/up/confirm-deletions");
+    CHECK(s["last_success"]["message"].get<std::string>().find("deletions held") != std::string::npos);
+  }
+  // Our own documents still serve all four.
+  CHECK(call(d.base, "GET", "/sets/up/resourcelist.xml").body.find("/res/3.txt") != std::string::npos);
+  // Only the operator may confirm.
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/confirm-deletions").status == 401);
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/confirm-deletions", {{"Authorization", "Bearer wrong"}}).status ==
+        401);
+  CHECK(call(d.base, "GET", "/api/v1/sources/up/confirm-deletions").status == 405);
+  Answer confirmed = call(d.base, "POST", "/api/v1/sources/up/confirm-deletions", auth);
+  INFO(confirmed.body);
+  CHECK(confirmed.status == 202);
+  CHECK(json::parse(confirmed.body)["data"]["confirmed"][0]["unlisted"] == 4);
+  // The baseline it queued applies them, and the hold is gone.
+  const bool applied = wait_for(d.base, [](const json& st) {
+    const json* s = find_source(st, "up");
+    return s && (*s)["deletions_held"].empty() && (*s)["resources"]["live"] == 0 && (*s)["state"] == "idle";
+  });
+  CHECK(applied);
+  const json after = status_of(d.base);
+  CHECK((*find_source(after, "up"))["resources"]["deleted"] == 4);
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/confirm-deletions", auth).status == 409);
+}

@@ -155,9 +155,9 @@ TEST_CASE("PgStore: a batch commits resources, change log, watermark and counter
     seen.run_id = *run2;
     seen.seen = {"http://example.org/a"};
     REQUIRE(s.apply(seen));
-    auto n = s.delete_unseen(*feed, *run2, std::nullopt);
+    auto n = s.delete_unseen(*feed, *run2, std::nullopt, 0.5);
     REQUIRE(n);
-    CHECK(*n == 1);
+    CHECK(n->deleted == 1);
     auto after = s.resources(*feed, {b.upserts[0].uri, b.upserts[1].uri});
     CHECK(after->at(b.upserts[0].uri).state == ResourceState::live);
     CHECK(after->at(b.upserts[1].uri).state == ResourceState::deleted);

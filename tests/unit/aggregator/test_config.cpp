@@ -36,6 +36,7 @@ TEST_CASE("Config: the commented example is valid") {
   CHECK(s.auth.type == sync::AuthConfig::Type::bearer);
   CHECK(s.auth.secret.env == "EXAMPLE_REPOSITORY_TOKEN");
   CHECK(s.timeout == std::chrono::seconds(60));
+  CHECK(s.max_deletion_share == 0.5);
   CHECK(s.selects("https://repository.example.org/items/1.pdf", std::string("application/pdf")));
   CHECK(s.selects("https://repository.example.org/items/1.txt", std::string("text/plain; charset=utf-8")));
   CHECK_FALSE(s.selects("https://repository.example.org/items/1.tmp", std::string("text/plain")));
@@ -72,6 +73,7 @@ TEST_CASE("Config: defaults") {
   CHECK(s.verify_tls);
   CHECK(s.enabled);
   CHECK(s.capability_lists.empty());
+  CHECK(s.max_deletion_share == 0.5);
   CHECK(s.selects("http://anything", std::nullopt));
 }
 
@@ -83,7 +85,7 @@ TEST_CASE("Config: every problem is reported with its JSON pointer") {
       {"name": "ok", "url": "http://a.example.org/"},
       {"name": "bad name!", "url": "ftp://x", "concurrency": 0, "mirrors": [{"url": "http://m/", "pri": 0}],
        "include": ["re:(unclosed"], "media_types": ["pdf"], "auth": {"type": "basic", "password_env": "P"},
-       "verify_tls": "yes", "timeout_seconds": -1, "extra": 1},
+       "verify_tls": "yes", "timeout_seconds": -1, "max_deletion_share": 1.5, "extra": 1},
       {"name": "ok", "url": "http://b.example.org/", "auth": {"type": "bearer"}}
     ]})",
                         "c.json");
@@ -103,6 +105,7 @@ TEST_CASE("Config: every problem is reported with its JSON pointer") {
   CHECK(has(l, "c.json: /sources/1/auth/username: missing (required for basic auth)"));
   CHECK(has(l, "c.json: /sources/1/verify_tls: expected true or false"));
   CHECK(has(l, "c.json: /sources/1/timeout_seconds: must be between 0.1 and 3600"));
+  CHECK(has(l, "c.json: /sources/1/max_deletion_share: must be between 0 and 1"));
   CHECK(has(l, "c.json: /sources/1/extra: unknown key"));
   CHECK(has(l, "c.json: /sources/2/auth: give exactly one of token_file and token_env"));
   CHECK(has(l, "c.json: /sources/2/name: duplicate source name 'ok'"));
