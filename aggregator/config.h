@@ -31,6 +31,9 @@ struct Config {
   uint64_t dump_package_bytes = 1ull << 30;
   // The daemon (`tributary run`):
   unsigned max_concurrent_syncs = 4;  // sources syncing at once
+  // Runs (and their errors) older than this are removed, hourly, except
+  // each source's newest succeeded and failed run; zero ("never"): kept.
+  std::chrono::seconds run_retention{30 * 86400};
   std::optional<sync::SecretRef> admin_token; // bearer token for state-changing API calls
   std::string log_level = "info";     // debug|info|warn|error
   std::string log_format = "text";    // text|json

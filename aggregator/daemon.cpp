@@ -118,6 +118,53 @@ struct Daemon : DaemonState {
     wake.notify_all();
   }
 
+  // ---- retention ----------------------------------------------------------
+
+  // Removes runs past `run_retention`, now and then hourly, on a connection
+  // of its own and in slices of 10,000 (the status API never waits behind
+  // a long delete). Until `stopping`.
+  void prune_runs() {
+    constexpr size_t k_slice = 10000;
+    std::unique_ptr<store::PgStore> conn;
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      const std::chrono::seconds keep = config.run_retention;
+      lock.unlock();
+      if (keep.count() > 0) {
+        if (!conn) {
+          auto opened = store::PgStore::open(config_database());
+          if (opened) {
+            conn = std::move(*opened);
+          } else {
+            log::warn("", "run retention: " + opened.error().message);
+          }
+        }
+        uint64_t removed = 0;
+        for (bool more = conn != nullptr; more && !stopping;) {
+          auto n = conn->prune_runs(keep, k_slice);
+          if (!n) {
+            log::warn("", "run retention: " + n.error().message);
+            conn.reset(); // opened again next time
+            break;
+          }
+          removed += *n;
+          more = *n == k_slice;
+        }
+        if (removed > 0) {
+          log::info("", "run retention: removed runs past " + std::to_string(keep.count() / 86400) + " days",
+                    {{"runs", std::to_string(removed)}});
+        }
+      }
+      lock.lock();
+      wake.wait_for(lock, std::chrono::hours(1), [this] { return stopping.load(); });
+    }
+  }
+
+  std::string config_database() {
+    std::lock_guard lock(mutex);
+    return config.database;
+  }
+
   // ---- running sources ----------------------------------------------------
 
   void dispatch() {
@@ -318,6 +365,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     dp->dispatch();
     dispatched.set_value();
   });
+  std::thread pruner([dp] { dp->prune_runs(); });
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -354,6 +402,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     std::_Exit(0);
   }
   dispatcher.join();
+  pruner.join();
   server.stop();
   republisher.stop();
   log::info("", "stopped");

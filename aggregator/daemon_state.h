@@ -33,6 +33,18 @@ struct DaemonState {
 
   std::unique_ptr<store::PgStore> status_store; // the status API's reads, under status_mutex
   std::mutex status_mutex;
+  // What the status answers read, kept for a second (under status_mutex):
+  // any number of clients polling /api/v1/status, /metrics and /readyz cost
+  // the database one read of each per second, not one per request.
+  struct Cached {
+    std::chrono::steady_clock::time_point at{};
+    bool valid = false;
+  };
+  Cached stats_read;
+  std::vector<store::SourceStats> stats;
+  Cached ready_read;
+  std::optional<std::string> not_ready; // why the last readiness check failed
+
   std::optional<std::string> admin_token;
 
   struct Running {

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "resourcesync/datetime.h"
+#include "sync_engine/store/migrations.h"
 
 #include <nlohmann/json.hpp>
 
@@ -191,11 +192,6 @@ nlohmann::json hosts_json(const DaemonState& state) {
   return out;
 }
 
-std::string config_database(DaemonState& state) {
-  std::lock_guard lock(state.mutex);
-  return state.config.database;
-}
-
 // Whether the request carries the admin token (answered with 401 if not).
 bool admin_allowed(DaemonState& state, const http::Request& req, http::Response& res) {
   std::optional<std::string> token;
@@ -234,6 +230,7 @@ void confirm_deletions(DaemonState& state, const std::string& name, http::Respon
       return;
     }
     holds = state.status_store->confirm_deletions(it->source_id);
+    state.stats_read.valid = false; // the next answer shows the confirmation
   }
   if (!holds) {
     fail(res, 503, "store_unavailable", holds.error().message);
@@ -382,18 +379,61 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
 // the running job's progress, and the store's counts and runs.
 } // namespace
 
+namespace {
+
+constexpr auto k_status_cache_time = std::chrono::seconds(1);
+
+bool fresh(const DaemonState::Cached& c) {
+  return c.valid && std::chrono::steady_clock::now() - c.at < k_status_cache_time;
+}
+
+} // namespace
+
 Result<StatsByName> read_stats(DaemonState& state) {
   std::lock_guard lock(state.status_mutex);
-  auto s = state.status_store->source_stats();
-  if (!s) {
-    return tl::unexpected(s.error());
+  if (!fresh(state.stats_read)) {
+    auto s = state.status_store->source_stats();
+    if (!s) {
+      state.stats_read.valid = false;
+      return tl::unexpected(s.error());
+    }
+    state.stats = std::move(*s);
+    state.stats_read = {std::chrono::steady_clock::now(), true};
   }
   StatsByName out;
-  for (auto& st : *s) {
-    std::string name = st.name;
-    out.emplace(std::move(name), std::move(st));
+  for (const auto& st : state.stats) {
+    out.emplace(st.name, st);
   }
   return out;
+}
+
+std::optional<std::string> readiness(DaemonState& state) {
+  std::lock_guard lock(state.status_mutex);
+  if (fresh(state.ready_read)) {
+    return state.not_ready;
+  }
+  std::optional<std::string> why;
+  std::string detail;
+  auto v = state.status_store->schema_version();
+  if (!v) {
+    why = "the database does not answer";
+    detail = v.error().message;
+  } else if (*v != store::expected_schema_version()) {
+    why = "the database schema is at version " + std::to_string(*v) + ", this Tributary needs " +
+          std::to_string(store::expected_schema_version());
+  }
+  if (why != state.not_ready) {
+    // Once per change, with the database's own words: they stay in the
+    // log, never in an answer to a client.
+    if (why) {
+      log::warn("", "not ready: " + *why, detail.empty() ? log::Fields{} : log::Fields{{"error", detail}});
+    } else {
+      log::info("", "ready: the database answers");
+    }
+  }
+  state.not_ready = why;
+  state.ready_read = {std::chrono::steady_clock::now(), true};
+  return why;
 }
 
 void StatusApi::mount(http::Router& router) {
@@ -421,8 +461,8 @@ http::Disposition StatusApi::handle(const http::Request& req, http::Response& re
   }
   try {
     if (p == "/readyz") {
-      if (auto r = store::check_schema(config_database(m_state)); !r) {
-        fail(res, 503, "not_ready", r.error().message);
+      if (auto why = readiness(m_state)) {
+        fail(res, 503, "not_ready", *why);
       } else {
         answer(res, 200, {{"status", "ready"}});
       }

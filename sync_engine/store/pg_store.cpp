@@ -945,6 +945,33 @@ Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_
   });
 }
 
+Result<uint64_t> PgStore::prune_runs(std::chrono::seconds older_than, size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("prune runs", [&]() -> Result<uint64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params(
+        "DELETE FROM sync_run WHERE id IN ("
+        "  SELECT id FROM sync_run r WHERE finished_at < now() - make_interval(secs => $1) "
+        "  AND id <> coalesce((SELECT max(id) FROM sync_run WHERE source_id = r.source_id AND status = 'succeeded'), 0) "
+        "  AND id <> coalesce((SELECT max(id) FROM sync_run WHERE source_id = r.source_id AND status = 'failed'), 0) "
+        "  ORDER BY finished_at LIMIT $2)",
+        static_cast<double>(older_than.count()), static_cast<long long>(limit));
+    tx.commit();
+    return static_cast<uint64_t>(r.affected_rows());
+  });
+}
+
+Result<int> PgStore::schema_version() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("schema version", [&]() -> Result<int> {
+    pqxx::read_transaction tx(m_impl->conn);
+    if (!tx.exec1("SELECT to_regclass('schema_version') IS NOT NULL")[0].as<bool>()) {
+      return 0;
+    }
+    return tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
+  });
+}
+
 Result<int64_t> PgStore::last_seq() {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read last seq", [&]() -> Result<int64_t> {

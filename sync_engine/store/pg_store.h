@@ -48,6 +48,15 @@ public:
   Result<std::vector<SourceStats>> source_stats() override;
   Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;
 
+  // Retention: removes up to `limit` runs (their errors with them) that
+  // finished more than `older_than` ago, except each source's newest
+  // succeeded and newest failed run (the status API shows them). Returns
+  // how many went; call again while it returns `limit`.
+  Result<uint64_t> prune_runs(std::chrono::seconds older_than, size_t limit);
+  // The schema version of the database (0: none), on this session's
+  // connection.
+  Result<int> schema_version();
+
 private:
   struct Impl;
   explicit PgStore(std::unique_ptr<Impl> impl);

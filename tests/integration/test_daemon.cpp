@@ -251,3 +251,45 @@ TEST_CASE("Daemon: a Resource List that suddenly lists nothing deletes nothing u
   CHECK((*find_source(after, "up"))["resources"]["deleted"] == 4);
   CHECK(call(d.base, "POST", "/api/v1/sources/up/confirm-deletions", auth).status == 409);
 }
+
+TEST_CASE("Daemon: /readyz says why without the database's own words, and recovers when the database does") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(1);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"up", up.url("/")}});
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  CHECK(call(d.base, "GET", "/readyz").status == 200);
+  auto admin = [&](const std::string& sql) {
+    pqxx::connection c(admin_conninfo());
+    pqxx::nontransaction tx(c);
+    tx.exec0(sql);
+  };
+  admin("DROP DATABASE " + d.db.name() + " WITH (FORCE)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // past the cached answer
+  Answer down = call(d.base, "GET", "/readyz");
+  INFO(down.body);
+  CHECK(down.status == 503);
+  CHECK(down.body.find("the database does not answer") != std::string::npos);
+  CHECK(down.body.find("FATAL") == std::string::npos); // libpq's text stays in the log
+  CHECK(down.body.find(d.db.name()) == std::string::npos);
+  CHECK(call(d.base, "GET", "/healthz").status == 200);
+  // A database without our schema: ready again only once migrated.
+  admin("CREATE DATABASE " + d.db.name());
+  bool unmigrated = false;
+  for (int i = 0; i < 50 && !unmigrated; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Answer a = call(d.base, "GET", "/readyz");
+    unmigrated = a.status == 503 && a.body.find("schema is at version 0") != std::string::npos;
+  }
+  CHECK(unmigrated);
+  REQUIRE(run_tributary("migrate --config " + d.cfg).status == 0);
+  bool ready = false;
+  for (int i = 0; i < 50 && !ready; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ready = call(d.base, "GET", "/readyz").status == 200;
+  }
+  CHECK(ready);
+  CHECK(d.log_text().find("not ready: the database does not answer") != std::string::npos);
+}

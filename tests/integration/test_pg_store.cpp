@@ -209,3 +209,47 @@ TEST_CASE("PgStore: the store contract") {
     return std::move(*s);
   });
 }
+
+TEST_CASE("PgStore: run retention removes old runs and their errors, keeping each source's newest success and failure") {
+  tributary::test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  auto opened = PgStore::open(db.conninfo());
+  REQUIRE(opened);
+  PgStore& s = **opened;
+  std::vector<int64_t> runs;
+  for (const char* name : {"a", "b"}) {
+    const int64_t source = *s.ensure_source(name, std::string("http://") + name + ".example/");
+    for (int i = 0; i < 6; ++i) {
+      const int64_t run = *s.begin_run(source, RunMode::incremental);
+      REQUIRE(s.record_error(run, "http://x/", "boom"));
+      REQUIRE(s.finish_run(run, i % 3 == 0 ? RunStatus::failed : RunStatus::succeeded, "m"));
+      runs.push_back(run);
+    }
+  }
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::work tx(c);
+    // Every run of 'a' and the first four of 'b' finished 40 days ago.
+    tx.exec0("UPDATE sync_run SET finished_at = now() - interval '40 days' WHERE id <= " + std::to_string(runs[9]));
+    tx.commit();
+  }
+  const auto month = std::chrono::seconds(30 * 86400);
+  auto first = s.prune_runs(month, 3); // in slices
+  REQUIRE(first);
+  CHECK(*first == 3);
+  auto rest = s.prune_runs(month, 100);
+  REQUIRE(rest);
+  // 'a': 6 old, its newest success (run 5) and failure (run 3) stay: 4 go;
+  // 'b': 4 old, its newest failure (run 3 of b) stays (its newest success is
+  // recent): 3 go.
+  CHECK(*first + *rest == 4 + 3);
+  CHECK(*s.prune_runs(month, 100) == 0);
+  pqxx::connection c(db.conninfo());
+  pqxx::read_transaction tx(c);
+  std::vector<int64_t> left;
+  for (const auto& row : tx.exec("SELECT id FROM sync_run ORDER BY id")) {
+    left.push_back(row[0].as<int64_t>());
+  }
+  CHECK(left == std::vector<int64_t>{runs[3], runs[5], runs[9], runs[10], runs[11]});
+  CHECK(tx.exec1("SELECT count(*) FROM sync_error")[0].as<int>() == 5); // the errors went with their runs
+}

