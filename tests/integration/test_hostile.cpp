@@ -2,17 +2,26 @@
 // broken or malicious server sends, next to a well-behaved resource. For
 // each: the run ends (no crash, no hang), the error names the URL and the
 // reason, the good resource is stored, and nothing bad is.
+#include "daemon_client.h"
 #include "fault_upstream.h"
+#include "process.h"
 #include "sync_fixture.h"
+
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
 
 #include <zlib.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <sys/wait.h>
+#include <thread>
 
 using namespace tributary;
 using namespace tributary::test;
 using store::RunMode;
 using store::RunStatus;
+using nlohmann::json;
 
 namespace {
 
@@ -360,4 +369,175 @@ TEST_CASE("Hostile: documents that attack the reader") {
     CHECK(env.live().empty());
     CHECK(env.deleted().empty());
   }
+}
+
+// The fault suite through the daemon: one `tributary run` follows a good
+// Source beside hostile ones. It keeps running, the good Source is followed
+// as if alone, each hostile Source's run says which URL failed and why (in
+// its runs, the status API and the log, all under the source's name), and
+// nothing bad is stored.
+TEST_CASE("Hostile: one daemon beside hostile sources keeps running, and the good source is unaffected") {
+  Upstream good_up;
+  Site site(good_up);
+  site.put_numbered(3);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+
+  struct Hostile {
+    std::string name;
+    std::unique_ptr<FaultUpstream> up;
+    std::string expect_url, expect_reason;
+    json extra = json::object();
+  };
+  std::vector<Hostile> hostile;
+  auto add = [&](const std::string& name) -> Hostile& {
+    hostile.push_back({name, std::make_unique<FaultUpstream>(), "", ""});
+    hostile.back().up->serve("/good.txt", k_good, "text/plain");
+    caps_url(*hostile.back().up);
+    hostile.back().up->serve("/cl.xml", change_list(""));
+    return hostile.back();
+  };
+  auto good_entry = [](FaultUpstream& u) { return url_element(u.url("/good.txt"), k_good); };
+  {
+    Hostile& h = add("longloc"); // crashed the daemon before #14 (std::regex recursion)
+    h.up->serve("/rl.xml", resource_list(good_entry(*h.up) + url_element(h.up->url("/" + std::string(300 * 1024, 'a')), "x")));
+    h.extra["exclude"] = {"re:.*\\.tmp$"};
+    h.expect_url = h.up->url("/rl.xml");
+    h.expect_reason = "over the limit of 8192";
+  }
+  {
+    Hostile& h = add("ftpredirect"); // std::terminate in a worker before #14
+    h.up->on("/to-ftp.txt", [](int fd, const std::string&) {
+      FaultUpstream::send_all(fd, FaultUpstream::response(302, "", "text/plain", "Location: ftp://127.0.0.1/x\r\n"));
+    });
+    h.up->serve("/rl.xml", resource_list(good_entry(*h.up) + url_element(h.up->url("/to-ftp.txt"), "x")));
+    h.expect_url = "ftp://127.0.0.1/x";
+    h.expect_reason = "only http and https are followed";
+  }
+  {
+    Hostile& h = add("headersplit");
+    h.up->serve("/split.txt", "x", "text/plain");
+    h.up->serve("/rl.xml", resource_list(good_entry(*h.up) +
+                                         url_element(h.up->url("/split.txt"), "x",
+                                                     " type=\"text/plain&#13;&#10;Set-Cookie: injected=1\"")));
+    h.expect_url = h.up->url("/split.txt");
+    h.expect_reason = "not a media type";
+  }
+  {
+    Hostile& h = add("pgvalues"); // froze every set's documents before #14
+    h.up->serve("/rl.xml", resource_list(
+                               good_entry(*h.up) + "<url><loc>" + h.up->url("/big.txt") +
+                               "</loc><rs:md length=\"9223372036854775808\"/></url>\n<url><loc>" +
+                               h.up->url("/zero.txt") + "</loc><lastmod>0000-01-01T00:00:00Z</lastmod></url>\n"));
+    h.expect_url = h.up->url("/big.txt");
+    h.expect_reason = "over the largest length accepted";
+  }
+  {
+    Hostile& h = add("gzipbomb");
+    h.up->serve("/rl.xml", gzip_of(resource_list("").substr(0, 200) + std::string(200ull * 1024 * 1024, ' ')),
+                "application/gzip");
+    h.expect_url = h.up->url("/rl.xml");
+    h.expect_reason = "";
+  }
+  {
+    Hostile& h = add("doctype");
+    h.up->serve("/rl.xml", "<?xml version=\"1.0\"?><!DOCTYPE lolz [<!ENTITY lol \"lol\">]>"
+                           "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"><url><loc>&lol;</loc></url></urlset>");
+    h.expect_url = h.up->url("/rl.xml");
+    h.expect_reason = "DOCTYPE";
+  }
+  {
+    Hostile& h = add("fileurl");
+    h.up->serve("/rl.xml", resource_list(good_entry(*h.up) + url_element("file:///dev/zero", "x")));
+    h.expect_url = "file:///dev/zero";
+    h.expect_reason = "file URLs are only fetched for file sources";
+  }
+  {
+    Hostile& h = add("resetcaps");
+    h.up->on("/caps.xml", [](int fd, const std::string&) {
+      FaultUpstream::send_all(fd, FaultUpstream::head(200, "application/xml", 400) + "<?xml version=\"1.0\"?><urlset");
+      FaultUpstream::reset(fd);
+    });
+    h.expect_url = h.up->url("/caps.xml");
+    h.expect_reason = "";
+  }
+
+  TestDaemon d({{"good", good_up.url("/")}});
+  {
+    json cfg = json::parse(config_text(d.db.conninfo(), d.dir, d.port, {{"good", good_up.url("/")}}));
+    for (const auto& h : hostile) {
+      json s{{"name", h.name}, {"url", h.up->url("/caps.xml")}, {"interval", "1s"}, {"timeout_seconds", 5}};
+      s.update(h.extra);
+      cfg["sources"].push_back(s);
+    }
+    cfg["max_concurrent_syncs"] = 4;
+    std::ofstream(d.cfg) << cfg.dump(2);
+  }
+  d.start();
+  auto all_ran = [&](const json& st) {
+    if (!in_sync(st, "good", 3)) {
+      return false;
+    }
+    for (const auto& h : hostile) {
+      const json* s = find_source(st, h.name);
+      if (!s || ((*s)["last_success"].is_null() && (*s)["last_failure"].is_null())) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const bool ran = wait_for(d.base, all_ran, 60);
+  const std::string log = d.log_text();
+  INFO(log.substr(0, 20000));
+  REQUIRE(ran);
+  CHECK(waitpid(d.pid, nullptr, WNOHANG) == 0); // still running
+  CHECK(call(d.base, "GET", "/healthz").status == 200);
+
+  // Each hostile source: its run names the URL and the reason, and so does
+  // the log, under the source's name.
+  for (const auto& h : hostile) {
+    CAPTURE(h.name);
+    Answer runs = call(d.base, "GET", "/api/v1/sources/" + h.name + "/runs");
+    REQUIRE(runs.status == 200);
+    const json list = json::parse(runs.body)["data"]["runs"];
+    REQUIRE_FALSE(list.empty());
+    bool named = false;
+    for (const auto& r : list) {
+      const std::string m = r["message"].get<std::string>();
+      named = named || (m.find(h.expect_url) != std::string::npos && m.find(h.expect_reason) != std::string::npos);
+    }
+    INFO(list.dump(2).substr(0, 4000));
+    CHECK(named);
+    CHECK(log.find(h.name) != std::string::npos);
+  }
+
+  // The good source as if alone: no failure, every resource, its documents
+  // current (a hostile source's values never froze the republisher).
+  const json st = status_of(d.base);
+  const json& good = *find_source(st, "good");
+  CHECK(good["last_failure"].is_null());
+  site.put("/res/late.txt", "late");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(good_up.url("/res/late.txt"), rs::Change::created, ts("2026-01-02T00:00:00Z"),
+                                         "late")});
+  CHECK(wait_for(d.base, [](const json& s) { return in_sync(s, "good", 4); }));
+  bool listed = false;
+  for (int i = 0; i < 50 && !listed; ++i) {
+    listed = call(d.base, "GET", "/sets/good/changelist.xml").body.find("late.txt") != std::string::npos;
+    if (!listed) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  CHECK(listed);
+
+  // Nothing bad stored: only the hostile sources' good resources.
+  pqxx::connection c(d.db.conninfo());
+  pqxx::read_transaction tx(c);
+  CHECK(tx.exec1("SELECT count(*) FROM resource WHERE length(uri) > 8192 OR type ~ '[\\r\\n]' OR uri LIKE 'file:%' "
+                 "OR uri LIKE 'ftp:%' OR length < 0")[0].as<int>() == 0);
+  const auto hostile_live = tx.exec1("SELECT count(*) FROM resource r JOIN feed f ON f.id = r.feed_id JOIN source s "
+                                     "ON s.id = f.source_id WHERE s.name <> 'good' AND r.state = 'live'")[0].as<int>();
+  CHECK(hostile_live == 5); // good.txt of longloc, ftpredirect, headersplit, pgvalues, fileurl
+  // The header we would have split is not sent for anything we hold.
+  Answer page = call(d.base, "GET", "/sets/headersplit/resourcelist.xml");
+  CHECK(page.body.find("Set-Cookie") == std::string::npos);
 }
