@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load)
+#   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$root/deploy/install-deps.sh" >/dev/null
-cmake -S "$root" -B "$root/build/bench" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIBUTARY_BUILD_TESTS=OFF >/dev/null
-cmake --build "$root/build/bench" -j "$(nproc)" >/dev/null
 which=${1:-all}
+if [ "$which" != fuzz ]; then
+  cmake -S "$root" -B "$root/build/bench" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIBUTARY_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$root/build/bench" -j "$(nproc)" >/dev/null
+fi
 echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
 status=0
 if [ "$which" = all ] || [ "$which" = parse ]; then
@@ -236,5 +239,53 @@ if [ "$which" = all ] || [ "$which" = crash ]; then
     --pg-stop "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -m fast -w stop" \
     --pg-start "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -l $PG_TEMP_DIR/postgres.log -w -t 60 -o \"-k $PG_TEMP_DIR -c listen_addresses='' -c max_connections=200\" start" ||
     status=1
+fi
+if [ "$which" = all ] || [ "$which" = load ]; then
+  echo "== bench/load (tributary run, default config, applying a ${BENCH_LOAD_CHANGES:-50000}-change backlog under wrk, a 404 flood and slowloris)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/load.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = fuzz ]; then
+  # libFuzzer over the parsers of untrusted input (tests/fuzz/targets.h),
+  # clang 14 with ASan and UBSan, each target for FUZZ_SECONDS. The corpus
+  # grows in build/fuzz/corpus/<target> (seeded from tests/fuzz/corpus, the
+  # reference documents and the example config); a finding is written to
+  # build/fuzz/findings/<target>/ and fails this step: reproduce it with
+  # build/fuzz/tests/fuzz_<target> <file>, fix it, and save the input in
+  # tests/fuzz/regressions/<target>/ (the unit tests run it from then on).
+  echo "== bench/fuzz (libFuzzer, clang 14, ASan+UBSan, ${FUZZ_SECONDS:-120} s per target)"
+  fz="$root/build/fuzz"
+  CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTRIBUTARY_FUZZ=ON -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_datetime fuzz_package fuzz_config fuzz_http_request >/dev/null
+  for t in reader datetime package config http_request; do
+    corpus="$fz/corpus/$t"
+    findings="$fz/findings/$t"
+    mkdir -p "$corpus" "$findings"
+    cp -n "$root/tests/fuzz/corpus/$t/"* "$corpus/" 2>/dev/null || true
+    case $t in
+      reader) find "$root/../shared/reference" -name '*.xml' -size -256k -exec cp -n {} "$corpus/" \; 2>/dev/null || true ;;
+      config) cp -n "$root/config/example.json" "$corpus/" ;;
+    esac
+    dict=()
+    [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")
+    log="$fz/$t.log"
+    set +e
+    ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      "$fz/tests/fuzz_$t" "$corpus" "${dict[@]}" -max_total_time="${FUZZ_SECONDS:-120}" -timeout=10 \
+      -rss_limit_mb=2048 -max_len=262144 -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1
+    rc=$?
+    set -e
+    execs=$(awk '/stat::number_of_executed_units/{print $NF}' "$log")
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    found=$(find "$findings" -type f | wc -l)
+    printf '%-13s %10s execs  cov %6s  corpus %6s files  findings %s  (exit %s)\n' "$t" "${execs:-?}" "${cov:-?}" \
+      "$(find "$corpus" -type f | wc -l)" "$found" "$rc"
+    if [ "$rc" -ne 0 ] || [ "$found" -ne 0 ]; then
+      status=1
+      grep -m1 -A12 'ERROR\|fuzz property broken\|runtime error' "$log" || tail -20 "$log"
+    fi
+  done
 fi
 exit $status

@@ -130,4 +130,12 @@ struct ByteRange {
 };
 std::optional<ByteRange> parse_range(std::string_view value, size_t size);
 
+// Parses one request from the front of `data` (what a connection received,
+// from where the last request ended). Returns 0 when a whole request was
+// parsed into `req` (`consumed`: its bytes, body included), -1 when more
+// bytes are needed, or else the status to refuse it with (400, 413, 431,
+// 501, 505). Untrusted input: fuzzed (tests/fuzz).
+int parse_request(std::string_view data, size_t max_header_bytes, size_t max_body_bytes, Request& req,
+                  size_t& consumed);
+
 } // namespace tributary::http

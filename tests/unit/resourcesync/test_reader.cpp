@@ -349,3 +349,32 @@ TEST_CASE("Media types: what RFC 9110 writes passes, anything that could split a
   CHECK_FALSE(is_media_type(std::string("text/plain\0x", 12)));
   CHECK_FALSE(is_media_type("text/" + std::string(300, 'a')));
 }
+
+TEST_CASE("Reader: bytes that do not decode in the declared encoding stop the reading, in pieces as whole") {
+  // Found by fuzzing (tests/fuzz/regressions/reader/): fed in pieces, the
+  // parser halted on the conversion error without reporting it, and the
+  // document read as well-formed with no entries; a baseline would have
+  // taken it for an empty list.
+  const std::string doc = "<?xml version=\"1.0\" encoding=\"UTF-7\"?>\n<urlset "
+                          "xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n<url><loc>http://e.org/a</loc></url>\n"
+                          "<x" + std::string(1, '\0') + "pab/>\n<url><loc>http://e.org/b</loc></url></urlset>\n";
+  struct Count : DocumentHandler {
+    int n = 0;
+    void on_entry(Entry&&, uint64_t) override { ++n; }
+  };
+  for (size_t piece : {size_t{7}, size_t{64}, doc.size()}) {
+    CAPTURE(piece);
+    Count h;
+    Reader r(h);
+    for (size_t at = 0; at < doc.size(); at += piece) {
+      if (!r.feed(std::string_view(doc).substr(at, piece))) {
+        break;
+      }
+    }
+    const ReadSummary s = r.finish();
+    CHECK(s.stopped);
+    CHECK_FALSE(s.valid());
+    CHECK_FALSE(s.usable());
+    CHECK(s.errors >= 1);
+  }
+}

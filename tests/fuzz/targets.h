@@ -1,0 +1,35 @@
+#pragma once
+
+// The fuzz targets: each takes any bytes and must return without crashing,
+// leaking, hanging or tripping a sanitizer. libFuzzer drives them from
+// fuzz_main.cpp (a build with TRIBUTARY_FUZZ=ON, run by `bench/run.sh
+// fuzz`); the unit tests run every saved input (tests/fuzz/corpus and
+// tests/fuzz/regressions) through them on every build.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace tributary::fuzz {
+
+// A ResourceSync document (any capability, any root) through the streaming
+// reader and the validator, in one buffer and in small pieces; what it
+// reads, written again, must read back to the same entries.
+int reader(const uint8_t* data, size_t size);
+// A W3C datetime: what parses formats canonically and parses back equal.
+int datetime(const uint8_t* data, size_t size);
+// A dump package (ZIP + manifest.xml): opened and checked as a Resource
+// Dump and as a Change Dump package; a package that passes has its
+// bitstreams extracted and verified.
+int package(const uint8_t* data, size_t size);
+// A configuration file.
+int config(const uint8_t* data, size_t size);
+// What a client sends our HTTP server: request heads (pipelined), and the
+// Range and date headers we parse.
+int http_request(const uint8_t* data, size_t size);
+
+// The target named `name` ("reader", "datetime", ...); null if none.
+using Target = int (*)(const uint8_t*, size_t);
+Target target(std::string_view name);
+
+} // namespace tributary::fuzz
