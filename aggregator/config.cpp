@@ -474,7 +474,7 @@ ConfigLoad parse_config(const std::string& text, const std::string& file_name) {
   json j;
   try {
     j = json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) { // parse_error, and out_of_range for a number past a double (found by fuzzing)
     out.problems.push_back(file_name + ": not valid JSON: " + e.what());
     return out;
   }

@@ -133,12 +133,17 @@ struct Reader::Impl {
     }
     summary.diagnostics.push_back(Diagnostic{s, line_no, std::move(msg)});
   }
-  void error(std::string msg) {
+  void error(std::string msg) { error_at(line(), std::move(msg)); }
+  // An error inside an entry is the entry's (its first one, the reason it
+  // is rejected for), whoever found it: our checks or libxml2 (a namespace
+  // error inside a <url> once rejected it without a reason, found by
+  // fuzzing).
+  void error_at(uint64_t line_no, std::string msg) {
     if (!stack.empty() && entry_fault.empty() &&
         std::find(stack.begin(), stack.end(), Ctx::entry) != stack.end()) {
       entry_fault = msg;
     }
-    diag(Severity::error, line(), std::move(msg));
+    diag(Severity::error, line_no, std::move(msg));
   }
   void warning(std::string msg) { diag(Severity::warning, line(), std::move(msg)); }
 
@@ -430,7 +435,7 @@ struct Reader::Impl {
       r->diag(Severity::warning, l, "XML: " + msg);
       return;
     }
-    r->diag(Severity::error, l, "not well-formed XML: " + msg);
+    r->error_at(l, "not well-formed XML: " + msg);
     if (err->level == XML_ERR_FATAL) {
       r->summary.stopped = true;
     }
