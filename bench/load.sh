@@ -39,7 +39,7 @@ cat >"$work/config.json" <<CFG
  "sources": [{"name": "load", "url": "http://127.0.0.1:$up_port/"}]}
 CFG
 "$bin" migrate --config "$work/config.json" >/dev/null
-ulimit -n 65536
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 "$bin" run --config "$work/config.json" >"$work/run.log" 2>&1 &
 daemon=$!
 started=$(date +%s.%N)
@@ -86,10 +86,19 @@ python3 "$root/bench/slowloris.py" 127.0.0.1 "$port" 1200 5 "$secs" 127.0.0.2 12
 slow=$!
 python3 "$root/bench/slowloris.py" 127.0.0.1 "$port" 600 5 "$secs" 127.0.0.6 >"$work/slow-capped.out" 2>&1 &
 slow_capped=$!
+# A probe beside wrk: each well-behaved path in turn, with its own time, so
+# that a slow answer can be told apart by path.
+(end=$(( $(date +%s) + secs )); while [ "$(date +%s)" -lt "$end" ]; do
+   for p in /.well-known/resourcesync /sets/load/capabilitylist.xml /sets/load/resourcelist.xml /api/v1/status \
+            /api/v1/sources/load /metrics /status /healthz /readyz /sets/load/changelist.xml; do
+     curl -s -o /dev/null -m 20 -w "%{http_code} %{time_total} $p\n" "$base$p"
+   done
+ done) >"$work/probe.out" 2>&1 &
+probe=$!
 wrk -t1 -c64 -d"${secs}s" -s "$work/flood.lua" --latency "$base" >"$work/flood.out" 2>&1 &
 flood=$!
 wrk -t2 -c256 -d"${secs}s" -s "$work/good.lua" --latency --timeout 10s "$base" >"$work/good.out" 2>&1 || true
-wait "$flood" "$slow" "$slow_capped" || true
+wait "$flood" "$slow" "$slow_capped" "$probe" || true
 for _ in $(seq 600); do [ -f "$work/backlog.done" ] && break; sleep 1; done
 kill "$sampler" "$watcher" 2>/dev/null || true
 rss_after=$(ps -o rss= -p "$daemon" | tr -d ' ')
@@ -115,6 +124,9 @@ else
 fi
 wrk_line "$work/flood.out" "404 flood (wrk -t1 -c64, random 2 KiB URIs under the set)"
 cat "$work/slow.out" "$work/slow-capped.out"
+# The probe: the slowest answer of each path, and any that was not 200.
+sort -k3,3 -k2,2gr "$work/probe.out" | awk '!seen[$3]++ { printf "  probe %-32s slowest %.3f s\n", $3, $2 }'
+awk '$1 != 200 { bad++ } END { printf "  probe: %d requests, %d not 200\n", NR, bad }' "$work/probe.out"
 sort -n "$work/rss.log" | awk -v after="$rss_after" '
   NR == 1 { min = $1 } { max = $1; n++ }
   END { printf "daemon RSS: %.0f MiB at the start, %.0f MiB at most, %.0f MiB after the load (%d samples)\n",
@@ -125,5 +137,5 @@ else
   echo "FAIL: the backlog was not applied within the wait"
   status=1
 fi
-grep -c '"level":"error"\|ERROR\| error ' "$work/run.log" | xargs -I{} echo "daemon log lines at error level: {}"
+echo "daemon log lines at error level: $(grep -c '"level":"error"\|ERROR\| error ' "$work/run.log" || true)"
 exit $status
