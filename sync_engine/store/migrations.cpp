@@ -14,14 +14,6 @@ constexpr int k_schema_version = 5;
 // Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
 constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"
 
-Result<int> read_version(pqxx::transaction_base& tx) {
-  auto reg = tx.exec1("SELECT to_regclass('schema_version') IS NOT NULL");
-  if (!reg[0].as<bool>()) {
-    return 0;
-  }
-  return tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
-}
-
 } // namespace
 
 int expected_schema_version() { return k_schema_version; }
@@ -72,7 +64,7 @@ Result<int> schema_version(const std::string& conninfo) {
   return guarded("schema version", [&]() -> Result<int> {
     pqxx::connection c(conninfo);
     pqxx::read_transaction tx(c);
-    return read_version(tx);
+    return read_schema_version(tx);
   });
 }
 

@@ -37,4 +37,12 @@ template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
+// The schema version recorded in the database (0: none yet).
+inline int read_schema_version(pqxx::transaction_base& tx) {
+  if (!tx.exec1("SELECT to_regclass('schema_version') IS NOT NULL")[0].as<bool>()) {
+    return 0;
+  }
+  return tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
+}
+
 } // namespace tributary::store

@@ -965,10 +965,7 @@ Result<int> PgStore::schema_version() {
   std::lock_guard lock(m_impl->mutex);
   return guarded("schema version", [&]() -> Result<int> {
     pqxx::read_transaction tx(m_impl->conn);
-    if (!tx.exec1("SELECT to_regclass('schema_version') IS NOT NULL")[0].as<bool>()) {
-      return 0;
-    }
-    return tx.exec1("SELECT coalesce(max(version), 0) FROM schema_version")[0].as<int>();
+    return read_schema_version(tx);
   });
 }
 
