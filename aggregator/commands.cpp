@@ -189,8 +189,13 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  auto lookups = store::PgReaderPool::open(config.database, k_lookup_connections);
+  if (!lookups) {
+    err << "tributary serve: " << lookups.error().message << '\n';
+    return 1;
+  }
   pub::Republisher republisher(std::shared_ptr<store::StoreReader>(std::move(storage->store)), storage->blobs,
-                               options);
+                               options, *lookups);
   if (auto r = republisher.start(); !r) {
     err << "tributary serve: " << r.error().message << '\n';
     return 1;

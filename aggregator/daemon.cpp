@@ -321,6 +321,11 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     return 1;
   }
   d->status_store = std::move(*status_store);
+  auto lookups = store::PgReaderPool::open(d->config.database, k_lookup_connections);
+  if (!lookups) {
+    err << "tributary run: " << lookups.error().message << '\n';
+    return 1;
+  }
   auto blobs = store::BlobStore::open(d->config.data_dir);
   if (!blobs) {
     err << "tributary run: " << blobs.error().message << '\n';
@@ -330,7 +335,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   d->scheduler.configure(d->config.sources, Clock::now());
 
   Daemon* dp = d.get();
-  pub::Republisher republisher(d->store, d->blobs, publish_options(d->config));
+  pub::Republisher republisher(d->store, d->blobs, publish_options(d->config), *lookups);
   d->republisher = &republisher;
   if (auto r = republisher.start(); !r) {
     err << "tributary run: " << r.error().message << '\n';

@@ -12,5 +12,8 @@ namespace tributary::agg {
 http::ServerOptions server_options(const Config& config);
 // The republisher: public URL, sets, Change List parts, dumps.
 pub::PublishOptions publish_options(const Config& config);
+// Connections of their own for the republisher's content lookups (a 404
+// costs one index probe; four keep pace with the HTTP workers).
+inline constexpr size_t k_lookup_connections = 4;
 
 } // namespace tributary::agg

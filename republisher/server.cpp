@@ -119,6 +119,7 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
 
 struct Republisher::Impl {
   std::shared_ptr<store::StoreReader> reader;
+  std::shared_ptr<store::StoreReader> lookups; // content requests
   std::shared_ptr<store::BlobStore> blobs;
   PublishOptions options;
   UrlScheme urls;
@@ -189,8 +190,9 @@ struct Republisher::Impl {
   // own budget, so the refresher's pause leaves it out).
   std::chrono::steady_clock::duration list_time{};
 
-  Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<store::BlobStore> b, PublishOptions o)
-      : reader(std::move(r)), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
+  Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<store::BlobStore> b, PublishOptions o,
+       std::shared_ptr<store::StoreReader> l)
+      : reader(std::move(r)), lookups(l ? std::move(l) : reader), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
     prefix = urls.path_of(urls.base() + "/");
     prefix.pop_back();
   }
@@ -461,7 +463,7 @@ struct Republisher::Impl {
     }
     std::optional<store::ResourceRecord> found;
     for (int64_t f : feeds) {
-      auto r = reader->resource(f, uri);
+      auto r = lookups->resource(f, uri);
       if (!r) {
         return nullptr; // the store is unreachable: 503, not cached
       }
@@ -722,8 +724,8 @@ struct Republisher::Impl {
 };
 
 Republisher::Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::BlobStore> blobs,
-                         PublishOptions options)
-    : m_impl(std::make_unique<Impl>(std::move(reader), std::move(blobs), std::move(options))) {}
+                         PublishOptions options, std::shared_ptr<store::StoreReader> lookups)
+    : m_impl(std::make_unique<Impl>(std::move(reader), std::move(blobs), std::move(options), std::move(lookups))) {}
 
 Republisher::~Republisher() { stop(); }
 

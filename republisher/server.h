@@ -47,8 +47,11 @@ struct PublishOptions {
 // daemon beside its status API) mounts handler().
 class Republisher {
 public:
+  // `lookups` answers content requests (one resource by URI each); give it
+  // connections of its own so that they never queue behind the sync
+  // engine's writes or a rendering on `reader` (nullptr: `reader`).
   Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::BlobStore> blobs,
-              PublishOptions options);
+              PublishOptions options, std::shared_ptr<store::StoreReader> lookups = nullptr);
   ~Republisher();
   Republisher(const Republisher&) = delete;
   Republisher& operator=(const Republisher&) = delete;

@@ -977,4 +977,16 @@ Result<int64_t> PgStore::last_seq() {
   });
 }
 
+Result<std::shared_ptr<PgReaderPool>> PgReaderPool::open(const std::string& conninfo, size_t connections) {
+  auto pool = std::make_shared<PgReaderPool>();
+  for (size_t i = 0; i < std::max<size_t>(1, connections); ++i) {
+    auto store = PgStore::open(conninfo);
+    if (!store) {
+      return tl::unexpected(store.error());
+    }
+    pool->m_stores.push_back(std::move(*store));
+  }
+  return pool;
+}
+
 } // namespace tributary::store

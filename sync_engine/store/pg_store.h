@@ -4,7 +4,9 @@
 #include "sync_engine/store/store_reader.h"
 #include "sync_engine/store/migrations.h"
 
+#include <atomic>
 #include <memory>
+#include <vector>
 
 namespace tributary::store {
 
@@ -61,6 +63,38 @@ private:
   struct Impl;
   explicit PgStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> m_impl;
+};
+
+// Reads over connections of their own, taken in turn: the republisher's
+// content lookups, which must not queue behind the sync engine's writes on
+// the daemon's main connection (a 404 flood once held 16 HTTP workers
+// behind batch commits for over 10 s).
+class PgReaderPool : public StoreReader {
+public:
+  static Result<std::shared_ptr<PgReaderPool>> open(const std::string& conninfo, size_t connections);
+
+  Result<std::vector<FeedInfo>> feeds() override { return next().feeds(); }
+  Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
+                                                     size_t limit) override {
+    return next().live_resources(feed_id, after_uri, limit);
+  }
+  Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) override {
+    return next().resource(feed_id, uri);
+  }
+  Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                            size_t limit) override {
+    return next().changes(feed_ids, after_seq, limit);
+  }
+  Result<int64_t> last_seq() override { return next().last_seq(); }
+  Result<std::vector<SourceStats>> source_stats() override { return next().source_stats(); }
+  Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override {
+    return next().recent_runs(name, limit);
+  }
+
+private:
+  PgStore& next() { return *m_stores[m_next.fetch_add(1, std::memory_order_relaxed) % m_stores.size()]; }
+  std::vector<std::unique_ptr<PgStore>> m_stores;
+  std::atomic<size_t> m_next{0};
 };
 
 } // namespace tributary::store

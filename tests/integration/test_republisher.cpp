@@ -5,6 +5,7 @@
 #include "sync_fixture.h"
 
 #include "republisher/server.h"
+#include "sync_engine/store/pg_store.h"
 #include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/url_resolve.h"
@@ -17,6 +18,7 @@
 #include <deque>
 #include <fstream>
 #include <set>
+#include <shared_mutex>
 #include <signal.h>
 
 
@@ -243,6 +245,67 @@ TEST_CASE("Republisher: content with ETag/304, Range, HEAD, 410 for deleted, and
   CHECK(get(urls.resource_list("up"), {{"If-None-Match", header(rl, "ETag")}}).status == 304);
   Got gz = get(urls.resource_list("up"), {{"Accept-Encoding", "gzip"}});
   CHECK(header(gz, "Content-Encoding") == "gzip");
+}
+
+// The main reader, held: what the daemon's one connection looks like while
+// the sync engine commits a batch (every call waits for the gate).
+struct GatedReader : store::StoreReader {
+  std::shared_ptr<store::StoreReader> inner;
+  std::shared_mutex gate;
+  explicit GatedReader(std::shared_ptr<store::StoreReader> i) : inner(std::move(i)) {}
+  template <typename F> auto through(F&& f) {
+    std::shared_lock lock(gate);
+    return f(*inner);
+  }
+  Result<std::vector<store::FeedInfo>> feeds() override {
+    return through([](auto& r) { return r.feeds(); });
+  }
+  Result<std::vector<store::ResourceRecord>> live_resources(int64_t f, const std::string& a, size_t n) override {
+    return through([&](auto& r) { return r.live_resources(f, a, n); });
+  }
+  Result<std::optional<store::ResourceRecord>> resource(int64_t f, const std::string& uri) override {
+    return through([&](auto& r) { return r.resource(f, uri); });
+  }
+  Result<std::vector<store::LoggedChange>> changes(const std::vector<int64_t>& f, int64_t a, size_t n) override {
+    return through([&](auto& r) { return r.changes(f, a, n); });
+  }
+  Result<int64_t> last_seq() override {
+    return through([](auto& r) { return r.last_seq(); });
+  }
+  Result<std::vector<store::SourceStats>> source_stats() override {
+    return through([](auto& r) { return r.source_stats(); });
+  }
+  Result<std::vector<store::RunInfo>> recent_runs(const std::string& n, size_t l) override {
+    return through([&](auto& r) { return r.recent_runs(n, l); });
+  }
+};
+
+TEST_CASE("Republisher: content lookups go over connections of their own, never behind the main one") {
+  Published p;
+  auto gated = std::make_shared<GatedReader>(p.env.store);
+  auto pool = store::PgReaderPool::open(p.env.db.conninfo(), 2);
+  REQUIRE(pool);
+  pub::PublishOptions o;
+  const int port = free_port();
+  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  o.document_dir = p.env.data / "documents-gated";
+  pub::Republisher server(gated, p.env.blobs, o, *pool);
+  REQUIRE(server.start());
+  http::ServerOptions so;
+  so.port = port;
+  http::Server http(so, server.handler());
+  REQUIRE(http.start());
+  pub::UrlScheme urls(o.public_url);
+  {
+    std::unique_lock hold(gated->gate); // a long commit on the main connection
+    // Neither is cached before this: a 404 is never cached, and b.txt was
+    // never asked for from this server.
+    CHECK(get_status(urls.resource("up", p.up.url("/res/never.txt"))) == 404);
+    CHECK(get_status(urls.resource("up", p.up.url("/res/b.txt"))) == 200);
+    CHECK(get_status(urls.resource("up", p.up.url("/res/c.txt"))) == 410);
+  }
+  http.stop();
+  server.stop();
 }
 
 TEST_CASE("Republisher: content from inside a pack file and from a file of its own, whole and in ranges") {
