@@ -2,7 +2,9 @@
 
 #include "common/log.h"
 #include "common/percent.h"
+#include "republisher/cached_document.h"
 #include "republisher/dumps.h"
+#include "republisher/resource_list_files.h"
 #include "common/http/server.h"
 
 #include "resourcesync/reader.h"
@@ -24,6 +26,8 @@
 #include <thread>
 #include <unordered_map>
 #include <unistd.h>
+#include <signal.h>
+#include <cerrno>
 
 namespace tributary::pub {
 
@@ -49,19 +53,6 @@ bool none_match(const http::Request& req, const std::string& etag) {
   return *inm == "*" || inm->find(etag) != std::string::npos;
 }
 
-// A rendered document, served as is: never rebuilt or recompressed per request.
-struct CachedDocument {
-  std::string body;
-  std::string gzipped;
-  std::string etag;
-  std::string content_type;
-  bool immutable = false; // a closed Change List part: cacheable forever
-  // Or, for documents kept on disk: the files and their sizes.
-  std::filesystem::path file;
-  std::filesystem::path gz_file;
-  size_t size = 0;
-  size_t gz_size = 0;
-};
 
 using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
 
@@ -113,6 +104,34 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
     d->gzipped = gz;
   }
   return d;
+}
+
+// This process's own folder for Resource List files, under `document_dir`
+// (several processes may serve one data_dir): lists-<host>-<pid>. Folders
+// left by processes of this host that are gone are removed.
+std::filesystem::path lists_folder(const std::filesystem::path& document_dir) {
+  const std::filesystem::path base =
+      document_dir.empty() ? std::filesystem::temp_directory_path() / "tributary-documents" : document_dir;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string mine = std::string("lists-") + host + "-";
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(base, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(mine, 0) != 0) {
+      continue;
+    }
+    const long pid = std::strtol(name.c_str() + mine.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::error_code rm;
+      std::filesystem::remove_all(it->path(), rm);
+    }
+  }
+  const std::filesystem::path dir = base / (mine + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  return dir;
 }
 
 } // namespace
@@ -176,15 +195,14 @@ struct Republisher::Impl {
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
   std::string last_refresh_error; // refresher thread only
   std::string set_failures;       // sets whose last rendering failed (refresher only)
-  // Each set's Resource List documents as last rendered (refresher only).
-  struct RenderedList {
-    std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs; // by URL path
-    std::vector<int64_t> feeds;
-    int64_t seq = -1; // the store's state they show
-    std::chrono::steady_clock::time_point at;
-    std::chrono::steady_clock::duration took{};
+  // Each set's Resource List, kept in files under list_root (refresher only).
+  struct ListState {
+    std::unique_ptr<ResourceListFiles> files;
+    std::chrono::steady_clock::time_point at;  // when it was last updated
+    std::chrono::steady_clock::duration took{}; // what that took
   };
-  std::map<std::string, RenderedList> resource_lists;
+  std::map<std::string, ListState> resource_lists;
+  std::filesystem::path list_root; // this process's own folder for them
   bool lists_behind = false; // some Resource List shows an older state than the store
   // Time the last refresh spent rendering Resource Lists (they keep their
   // own budget, so the refresher's pause leaves it out).
@@ -195,10 +213,21 @@ struct Republisher::Impl {
       : reader(std::move(r)), lookups(l ? std::move(l) : reader), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
     prefix = urls.path_of(urls.base() + "/");
     prefix.pop_back();
+    list_root = lists_folder(options.document_dir);
+  }
+
+  ~Impl() {
+    resource_lists.clear(); // each removes its files
+    std::error_code ec;
+    std::filesystem::remove_all(list_root, ec);
   }
 
   // Renders every document when the store moved on since the last time.
   Result<void> refresh(bool force) {
+    // Read before the change log's seq: a Resource List brought to that seq
+    // shows the store as it was at this time at the latest.
+    const rs::Timestamp list_at =
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
     auto seq = reader->last_seq();
     if (!seq) {
       return tl::unexpected(seq.error());
@@ -211,6 +240,7 @@ struct Republisher::Impl {
       return tl::unexpected(feeds.error());
     }
     const auto sets = published_sets(*feeds, options.named_sets);
+    const bool quiet = *seq == rendered_seq; // nothing changed since the last refresh
     list_time = {};
     std::vector<const PublishedSet*> later; // Resource Lists due, rendered last
     std::vector<std::string> failures;      // sets whose documents were kept from before
@@ -245,21 +275,26 @@ struct Republisher::Impl {
         }
         // A set's first Resource List is rendered now; a newer one, when due,
         // after the rest is published (so that it never delays the Change
-        // List).
-        RenderedList& list = resource_lists[s.name];
-        if (list.docs.empty() || list.feeds != s.feeds) {
-          auto r = render_list(s, *seq);
+        // List). It is due when the store went quiet (the last changes are
+        // shown within a refresh of the store stopping), else no sooner
+        // than four times what the last update took, nor than the
+        // configured interval.
+        ListState& list = resource_lists[s.name];
+        if (!list.files || list.files->set().feeds != s.feeds) {
+          auto r = render_list(s, *seq, list_at);
           if (!r) {
             return tl::unexpected(r.error());
           }
-        } else if (list.seq != *seq &&
-                   std::chrono::steady_clock::now() - list.at >=
-                       std::max<std::chrono::steady_clock::duration>(4 * list.took,
-                                                                     options.resource_list_min_interval)) {
+        } else if (list.files->seq() != *seq &&
+                   (quiet || std::chrono::steady_clock::now() - list.at >=
+                                 std::max<std::chrono::steady_clock::duration>(4 * list.took,
+                                                                               options.resource_list_min_interval))) {
           later.push_back(&s);
         }
-        for (const auto& [path, doc] : list.docs) {
-          (*docs)[path] = doc;
+        if (list.files) {
+          for (const auto& [path, doc] : list.files->documents()) {
+            (*docs)[path] = doc;
+          }
         }
         robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
         // Closed parts are rendered (and compressed) once and kept.
@@ -337,10 +372,10 @@ struct Republisher::Impl {
     // The Resource Lists that are due, each published as it is done.
     for (const PublishedSet* s : later) {
       std::vector<std::string> old_paths;
-      for (const auto& [path, doc] : resource_lists[s->name].docs) {
+      for (const auto& [path, doc] : resource_lists[s->name].files->documents()) {
         old_paths.push_back(path);
       }
-      auto r = render_list(*s, *seq);
+      auto r = render_list(*s, *seq, list_at);
       if (!r) {
         failures.push_back("set '" + s->name + "': " + r.error().message);
         continue; // the previous list stays published
@@ -349,7 +384,7 @@ struct Republisher::Impl {
       for (const auto& path : old_paths) {
         updated->erase(path);
       }
-      for (const auto& [path, doc] : resource_lists[s->name].docs) {
+      for (const auto& [path, doc] : resource_lists[s->name].files->documents()) {
         (*updated)[path] = doc;
       }
       docs = updated;
@@ -358,7 +393,7 @@ struct Republisher::Impl {
     }
     lists_behind = false;
     for (const auto& [name, list] : resource_lists) {
-      lists_behind = lists_behind || list.seq != *seq;
+      lists_behind = lists_behind || !list.files || list.files->seq() != *seq;
     }
     std::string all;
     for (const auto& f : failures) {
@@ -375,28 +410,28 @@ struct Republisher::Impl {
     return {};
   }
 
-  // Renders the Resource List of `s` into resource_lists (refresher only).
-  Result<void> render_list(const PublishedSet& s, int64_t seq) {
+  // Brings the Resource List of `s` to `seq` (refresher only): only the
+  // parts with changes are rendered again, streamed into files.
+  Result<void> render_list(const PublishedSet& s, int64_t seq, rs::Timestamp at) {
     const auto start = std::chrono::steady_clock::now();
-    const rs::Timestamp at =
-        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-    auto rl = render_resource_list(*reader, urls, s, at);
-    if (!rl) {
-      return tl::unexpected(rl.error());
+    ListState& list = resource_lists[s.name];
+    if (!list.files || list.files->set().feeds != s.feeds) {
+      ResourceListFiles::Options o;
+      o.dir = list_root / s.name;
+      list.files = std::make_unique<ResourceListFiles>(urls, s, o);
     }
-    RenderedList fresh;
-    for (auto& p : *rl) {
-      fresh.docs.emplace_back(urls.path_of(p.url), cached(std::move(p.xml), "application/xml"));
+    auto r = list.files->update(*reader, seq, at);
+    if (!r) {
+      return tl::unexpected(r.error());
     }
-    fresh.feeds = s.feeds;
-    fresh.seq = seq;
-    fresh.at = start;
-    fresh.took = std::chrono::steady_clock::now() - start;
-    list_time += fresh.took;
-    log::debug("", "Resource List of set '" + s.name + "' rendered in " +
-                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(fresh.took).count()) +
-                       " ms (" + std::to_string(fresh.docs.size()) + " documents)");
-    resource_lists[s.name] = std::move(fresh);
+    list.at = start;
+    list.took = std::chrono::steady_clock::now() - start;
+    list_time += list.took;
+    log::debug("", "Resource List of set '" + s.name + "' brought to change " + std::to_string(seq) + " in " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(list.took).count()) +
+                       " ms (" + std::to_string(r->parts_rendered) + " parts, " + std::to_string(r->entries_rendered) +
+                       " entries rendered" + (r->full ? ", all of it" : "") + "; " +
+                       std::to_string(list.files->parts()) + " parts)");
     return {};
   }
 

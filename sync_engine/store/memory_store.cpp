@@ -98,6 +98,22 @@ Result<std::vector<LoggedChange>> MemoryStore::changes(const std::vector<int64_t
   return out;
 }
 
+Result<std::vector<ChangedKey>> MemoryStore::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                          int64_t up_to_seq, size_t limit) {
+  std::lock_guard lock(m_data->mutex);
+  std::vector<ChangedKey> out;
+  for (const auto& [feed, change] : m_data->global_log) {
+    if (change.seq > after_seq && change.seq <= up_to_seq &&
+        std::find(feed_ids.begin(), feed_ids.end(), feed) != feed_ids.end()) {
+      out.push_back(ChangedKey{change.seq, feed, change.resource.uri});
+      if (out.size() >= limit) {
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 Result<int64_t> MemoryStore::last_seq() {
   std::lock_guard lock(m_data->mutex);
   return static_cast<int64_t>(m_data->global_log.size());

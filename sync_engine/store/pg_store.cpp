@@ -276,11 +276,11 @@ struct PgStore::Impl {
   explicit Impl(const std::string& info) : conninfo(info), conn(info) {
     pqxx::work tx(conn);
     tx.exec0("CREATE TEMP TABLE stage_resource ("
-             "uri text, state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
+             "uri text COLLATE \"C\", state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
              "md5 text, sha1 text, sha256 text, type text, encoding text, links jsonb, blob_sha256 text, "
              "fetched_at timestamptz, fetched_from text) ON COMMIT DELETE ROWS");
-    tx.exec0("CREATE TEMP TABLE stage_seen (uri text) ON COMMIT DELETE ROWS");
-    tx.exec0("CREATE TEMP TABLE stage_deleted (uri text, lastmod timestamptz, length bigint, md5 text, sha1 text, "
+    tx.exec0("CREATE TEMP TABLE stage_seen (uri text COLLATE \"C\") ON COMMIT DELETE ROWS");
+    tx.exec0("CREATE TEMP TABLE stage_deleted (uri text COLLATE \"C\", lastmod timestamptz, length bigint, md5 text, sha1 text, "
              "sha256 text, type text, encoding text, links jsonb) ON COMMIT DELETE ROWS");
     tx.commit();
   }
@@ -814,6 +814,29 @@ Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const s
       return std::optional<ResourceRecord>();
     }
     return std::optional<ResourceRecord>(read_resource(r[0]));
+  });
+}
+
+Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                      int64_t up_to_seq, size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read change log", [&]() -> Result<std::vector<ChangedKey>> {
+    std::string ids = "{";
+    for (size_t i = 0; i < feed_ids.size(); ++i) {
+      ids += (i ? "," : "") + std::to_string(feed_ids[i]);
+    }
+    ids += "}";
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params("SELECT seq, feed_id, uri FROM change_log WHERE feed_id = ANY($1::bigint[]) AND seq > $2 "
+                            "AND seq <= $3 ORDER BY seq LIMIT $4",
+                            ids, static_cast<long long>(after_seq), static_cast<long long>(up_to_seq),
+                            static_cast<long long>(limit));
+    std::vector<ChangedKey> out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      out.push_back(ChangedKey{row[0].as<int64_t>(), row[1].as<int64_t>(), row[2].as<std::string>()});
+    }
+    return out;
   });
 }
 

@@ -27,6 +27,14 @@ struct LoggedChange {
   ResourceRecord resource; // the resource's state after the change
 };
 
+// Which resource one change-log entry was about (the republisher maps it to
+// the Resource List part that must be rendered again).
+struct ChangedKey {
+  int64_t seq = 0;
+  int64_t feed_id = 0;
+  std::string uri;
+};
+
 // What the status API reports of one source.
 struct SourceStats {
   int64_t source_id = 0;
@@ -60,6 +68,10 @@ public:
   // at most `limit`.
   virtual Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                                     size_t limit) = 0;
+  // Which resources of these feeds the change log entries after `after_seq`
+  // up to `up_to_seq` were about, in seq order, at most `limit`.
+  virtual Result<std::vector<ChangedKey>> changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                       int64_t up_to_seq, size_t limit) = 0;
   // The highest change-log seq overall (0 when empty): documents are
   // rendered again when it moves.
   virtual Result<int64_t> last_seq() = 0;

@@ -269,6 +269,10 @@ struct GatedReader : store::StoreReader {
   Result<std::vector<store::LoggedChange>> changes(const std::vector<int64_t>& f, int64_t a, size_t n) override {
     return through([&](auto& r) { return r.changes(f, a, n); });
   }
+  Result<std::vector<store::ChangedKey>> changed_keys(const std::vector<int64_t>& f, int64_t a, int64_t u,
+                                                      size_t n) override {
+    return through([&](auto& r) { return r.changed_keys(f, a, u, n); });
+  }
   Result<int64_t> last_seq() override {
     return through([](auto& r) { return r.last_seq(); });
   }
