@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load, scale)
+#   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
@@ -245,6 +246,12 @@ if [ "$which" = all ] || [ "$which" = load ]; then
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   bash "$root/bench/load.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = scale ]; then
+  echo "== bench/scale (tributary run, default config, following tributary simulate of ${BENCH_SCALE_RESOURCES:-1000000} resources)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/scale.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = fuzz ]; then
   # libFuzzer over the parsers of untrusted input (tests/fuzz/targets.h),

@@ -195,7 +195,17 @@ struct Republisher::Impl {
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
   std::string last_refresh_error; // refresher thread only
   std::string set_failures;       // sets whose last rendering failed (refresher only)
-  // Each set's Resource List, kept in files under list_root (refresher only).
+  // Resource Lists are kept by a thread of their own (the lister), so that
+  // bringing a list of a million up to date never delays the Change List.
+  // lists_mutex guards list_sets and list_docs, and is taken before
+  // cache_mutex.
+  std::thread lister;
+  std::mutex lists_mutex;
+  std::vector<PublishedSet> list_sets; // the sets as the refresher last published them
+  std::map<std::string, std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>>> list_docs;
+  int64_t lists_last_seq = -1; // lister only: the seq its previous pass saw
+  std::string list_failures;   // lister only
+  // Each set's Resource List, kept in files under list_root (lister only).
   struct ListState {
     std::unique_ptr<ResourceListFiles> files;
     std::chrono::steady_clock::time_point at;  // when it was last updated
@@ -203,10 +213,6 @@ struct Republisher::Impl {
   };
   std::map<std::string, ListState> resource_lists;
   std::filesystem::path list_root; // this process's own folder for them
-  bool lists_behind = false; // some Resource List shows an older state than the store
-  // Time the last refresh spent rendering Resource Lists (they keep their
-  // own budget, so the refresher's pause leaves it out).
-  std::chrono::steady_clock::duration list_time{};
 
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<store::BlobStore> b, PublishOptions o,
        std::shared_ptr<store::StoreReader> l)
@@ -224,15 +230,11 @@ struct Republisher::Impl {
 
   // Renders every document when the store moved on since the last time.
   Result<void> refresh(bool force) {
-    // Read before the change log's seq: a Resource List brought to that seq
-    // shows the store as it was at this time at the latest.
-    const rs::Timestamp list_at =
-        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
     auto seq = reader->last_seq();
     if (!seq) {
       return tl::unexpected(seq.error());
     }
-    if (!force && *seq == rendered_seq && !lists_behind) {
+    if (!force && *seq == rendered_seq) {
       return {};
     }
     auto feeds = reader->feeds();
@@ -240,9 +242,6 @@ struct Republisher::Impl {
       return tl::unexpected(feeds.error());
     }
     const auto sets = published_sets(*feeds, options.named_sets);
-    const bool quiet = *seq == rendered_seq; // nothing changed since the last refresh
-    list_time = {};
-    std::vector<const PublishedSet*> later; // Resource Lists due, rendered last
     std::vector<std::string> failures;      // sets whose documents were kept from before
     auto docs = std::make_shared<DocumentMap>();
     auto put = [&](const std::string& url, std::string body, bool immutable = false) {
@@ -273,29 +272,8 @@ struct Republisher::Impl {
         if (change_dump_document) {
           put(urls.change_dump(s.name), std::move(*change_dump_document));
         }
-        // A set's first Resource List is rendered now; a newer one, when due,
-        // after the rest is published (so that it never delays the Change
-        // List). It is due when the store went quiet (the last changes are
-        // shown within a refresh of the store stopping), else no sooner
-        // than four times what the last update took, nor than the
-        // configured interval.
-        ListState& list = resource_lists[s.name];
-        if (!list.files || list.files->set().feeds != s.feeds) {
-          auto r = render_list(s, *seq, list_at);
-          if (!r) {
-            return tl::unexpected(r.error());
-          }
-        } else if (list.files->seq() != *seq &&
-                   (quiet || std::chrono::steady_clock::now() - list.at >=
-                                 std::max<std::chrono::steady_clock::duration>(4 * list.took,
-                                                                               options.resource_list_min_interval))) {
-          later.push_back(&s);
-        }
-        if (list.files) {
-          for (const auto& [path, doc] : list.files->documents()) {
-            (*docs)[path] = doc;
-          }
-        }
+        // The Resource List is the lister's (see lists_pass): added at
+        // publication.
         robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
         // Closed parts are rendered (and compressed) once and kept.
         ClosedParts known = closed_parts[s.name];
@@ -357,10 +335,16 @@ struct Republisher::Impl {
       }
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
-    for (auto it = resource_lists.begin(); it != resource_lists.end();) {
-      it = feeds_of.count(it->first) ? std::next(it) : resource_lists.erase(it); // sets no longer published
-    }
     {
+      std::lock_guard lists(lists_mutex);
+      list_sets = sets;
+      for (const auto& s : sets) {
+        if (auto it = list_docs.find(s.name); it != list_docs.end()) {
+          for (const auto& [path, doc] : it->second) {
+            (*docs)[path] = doc;
+          }
+        }
+      }
       std::unique_lock lock(cache_mutex);
       documents = docs;
       set_feeds = std::move(feeds_of);
@@ -368,32 +352,6 @@ struct Republisher::Impl {
       cached_bytes = 0;
       ++cache_epoch;
       rendered_seq = *seq;
-    }
-    // The Resource Lists that are due, each published as it is done.
-    for (const PublishedSet* s : later) {
-      std::vector<std::string> old_paths;
-      for (const auto& [path, doc] : resource_lists[s->name].files->documents()) {
-        old_paths.push_back(path);
-      }
-      auto r = render_list(*s, *seq, list_at);
-      if (!r) {
-        failures.push_back("set '" + s->name + "': " + r.error().message);
-        continue; // the previous list stays published
-      }
-      auto updated = std::make_shared<DocumentMap>(*docs);
-      for (const auto& path : old_paths) {
-        updated->erase(path);
-      }
-      for (const auto& [path, doc] : resource_lists[s->name].files->documents()) {
-        (*updated)[path] = doc;
-      }
-      docs = updated;
-      std::unique_lock lock(cache_mutex);
-      documents = std::move(updated);
-    }
-    lists_behind = false;
-    for (const auto& [name, list] : resource_lists) {
-      lists_behind = lists_behind || !list.files || list.files->seq() != *seq;
     }
     std::string all;
     for (const auto& f : failures) {
@@ -410,9 +368,73 @@ struct Republisher::Impl {
     return {};
   }
 
-  // Brings the Resource List of `s` to `seq` (refresher only): only the
-  // parts with changes are rendered again, streamed into files.
-  Result<void> render_list(const PublishedSet& s, int64_t seq, rs::Timestamp at) {
+  // One pass of the lister: each set's Resource List that is due is brought
+  // to the change log's seq (only the parts with changes are rendered again,
+  // streamed into files) and published as it is done. A list is due when
+  // its set is new, or when the store moved on and either went quiet (seq
+  // unchanged since the previous pass, a second ago: the last changes are
+  // shown within a pass of the store stopping) or four times what the last
+  // update took has passed, and the configured interval.
+  void lists_pass() {
+    // Read before the seq: a list brought to that seq shows the store as it
+    // was at this time at the latest.
+    const rs::Timestamp at =
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+    auto seq = lookups->last_seq();
+    std::vector<PublishedSet> sets;
+    {
+      std::lock_guard lists(lists_mutex);
+      sets = list_sets;
+    }
+    std::vector<std::string> failures;
+    if (!seq) {
+      failures.push_back(seq.error().message);
+    } else {
+      const bool quiet = *seq == lists_last_seq;
+      lists_last_seq = *seq;
+      std::set<std::string> names;
+      for (const auto& s : sets) {
+        names.insert(s.name);
+        ListState& list = resource_lists[s.name];
+        const bool fresh = !list.files || list.files->set().feeds != s.feeds;
+        const bool due =
+            fresh || (list.files->seq() != *seq &&
+                      (quiet || std::chrono::steady_clock::now() - list.at >=
+                                    std::max<std::chrono::steady_clock::duration>(
+                                        4 * list.took, options.resource_list_min_interval)));
+        if (!due) {
+          continue;
+        }
+        if (auto r = update_list(s, *seq, at); !r) {
+          failures.push_back("set '" + s.name + "': " + r.error().message); // the previous list stays published
+          continue;
+        }
+        publish_list(s.name, list.files->documents());
+      }
+      for (auto it = resource_lists.begin(); it != resource_lists.end();) {
+        if (names.count(it->first)) {
+          ++it;
+          continue;
+        }
+        publish_list(it->first, {}); // a set no longer published
+        it = resource_lists.erase(it);
+      }
+    }
+    std::string all;
+    for (const auto& f : failures) {
+      all += (all.empty() ? "" : "; ") + f;
+    }
+    if (all != list_failures) {
+      if (!all.empty()) {
+        log::error("", "Resource Lists not brought up to date (the previous ones are served): " + all);
+      } else if (!list_failures.empty()) {
+        log::info("", "every Resource List is up to date again");
+      }
+      list_failures = std::move(all);
+    }
+  }
+
+  Result<void> update_list(const PublishedSet& s, int64_t seq, rs::Timestamp at) {
     const auto start = std::chrono::steady_clock::now();
     ListState& list = resource_lists[s.name];
     if (!list.files || list.files->set().feeds != s.feeds) {
@@ -420,19 +442,40 @@ struct Republisher::Impl {
       o.dir = list_root / s.name;
       list.files = std::make_unique<ResourceListFiles>(urls, s, o);
     }
-    auto r = list.files->update(*reader, seq, at);
+    auto r = list.files->update(*lookups, seq, at);
     if (!r) {
       return tl::unexpected(r.error());
     }
     list.at = start;
     list.took = std::chrono::steady_clock::now() - start;
-    list_time += list.took;
     log::debug("", "Resource List of set '" + s.name + "' brought to change " + std::to_string(seq) + " in " +
                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(list.took).count()) +
                        " ms (" + std::to_string(r->parts_rendered) + " parts, " + std::to_string(r->entries_rendered) +
                        " entries rendered" + (r->full ? ", all of it" : "") + "; " +
                        std::to_string(list.files->parts()) + " parts)");
     return {};
+  }
+
+  // Serves `docs` as the Resource List of `set` from now on, in place of
+  // what was served for it.
+  void publish_list(const std::string& set,
+                    std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs) {
+    std::lock_guard lists(lists_mutex);
+    auto& old = list_docs[set];
+    std::unique_lock lock(cache_mutex);
+    auto updated = std::make_shared<DocumentMap>(*documents);
+    for (const auto& [path, doc] : old) {
+      updated->erase(path);
+    }
+    for (const auto& [path, doc] : docs) {
+      (*updated)[path] = doc;
+    }
+    documents = std::move(updated);
+    if (docs.empty()) {
+      list_docs.erase(set);
+    } else {
+      old = std::move(docs);
+    }
   }
 
   http::Disposition serve_document(const http::Request& req, http::Response& res,
@@ -769,6 +812,17 @@ Result<void> Republisher::start() {
   if (auto r = m.refresh(true); !r) {
     return r;
   }
+  m.lists_pass(); // every set has its Resource List before the first request
+  m.lister = std::thread([&m] {
+    std::unique_lock lock(m.stop_mutex);
+    while (!m.stopping) {
+      lock.unlock();
+      m.lists_pass();
+      malloc_trim(0);
+      lock.lock();
+      m.stop_cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.stopping; });
+    }
+  });
   m.refresher = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
     // Re-render at most every second, and never spend more than a fifth of
@@ -804,10 +858,6 @@ Result<void> Republisher::start() {
       if (busy > std::chrono::milliseconds(200)) {
         log::debug("", "documents refreshed in " + std::to_string(busy.count()) + " ms");
       }
-      // Resource Lists keep their own budget (see refresh()): the pace of
-      // the rest (the Change List) is set by what the rest took.
-      busy = std::max(std::chrono::milliseconds(0),
-                      busy - std::chrono::duration_cast<std::chrono::milliseconds>(m.list_time));
       pause = std::max(std::chrono::milliseconds(1000), 4 * busy);
       // Rendering allocates and frees the whole document set: hand the
       // freed memory back rather than keep the peak resident.
@@ -853,6 +903,9 @@ void Republisher::stop() {
   m.stop_cv.notify_all();
   if (m.refresher.joinable()) {
     m.refresher.join();
+  }
+  if (m.lister.joinable()) {
+    m.lister.join();
   }
   if (m.dumper.joinable()) {
     m.dumper.join();

@@ -312,6 +312,68 @@ TEST_CASE("Republisher: content lookups go over connections of their own, never 
   server.stop();
 }
 
+TEST_CASE("Republisher: a Resource List held up never holds the Change List back, and catches up after") {
+  Published p;
+  auto gated = std::make_shared<GatedReader>(p.env.store); // what Resource Lists are read through
+  pub::PublishOptions o;
+  const int port = free_port();
+  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  o.document_dir = p.env.data / "documents-lists";
+  pub::Republisher server(p.env.store, p.env.blobs, o, gated);
+  REQUIRE(server.start());
+  http::ServerOptions so;
+  so.port = port;
+  http::Server http(so, server.handler());
+  REQUIRE(http.start());
+  pub::UrlScheme urls(o.public_url);
+  const std::string d_txt = urls.resource("up", p.up.url("/res/d.txt"));
+  CHECK(get(urls.resource_list("up")).body.find(d_txt) == std::string::npos);
+  auto shows = [&](const std::string& doc, int tries) {
+    for (int i = 0; i < tries; ++i) {
+      if (get(doc).body.find(d_txt) != std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  const std::string e_txt = urls.resource("up", p.up.url("/res/e.txt"));
+  auto shows_e = [&](const std::string& doc) {
+    for (int i = 0; i < 50; ++i) {
+      if (get(doc).body.find(e_txt) != std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  {
+    std::unique_lock hold(gated->gate); // a Resource List update that takes long
+    p.change_upstream();
+    server.refresh_soon();
+    CHECK(shows(urls.change_list("up"), 50));
+    // Past the refresh that saw the first change (after which a Resource
+    // List would be due): a second change shows too.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    p.site.put("/res/e.txt", "echo");
+    p.site.publish_change_list(
+        "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+        {change_entry(p.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
+         change_entry(p.up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
+         change_entry(p.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
+         change_entry(p.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z")),
+         change_entry(p.up.url("/res/e.txt"), rs::Change::created, ts("2026-01-04T00:00:00Z"), "echo")});
+    REQUIRE(p.env.run(SyncEnv::source(p.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+    server.refresh_soon();
+    CHECK(shows_e(urls.change_list("up")));
+    CHECK_FALSE(shows(urls.resource_list("up"), 1));
+  }
+  CHECK(shows(urls.resource_list("up"), 50));
+  CHECK(shows_e(urls.resource_list("up")));
+  http.stop();
+  server.stop();
+}
+
 TEST_CASE("Republisher: content from inside a pack file and from a file of its own, whole and in ranges") {
   auto pattern = [](size_t n) {
     std::string s(n, '\0');
