@@ -182,7 +182,8 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   if (!storage) {
     return 1;
   }
-  const pub::PublishOptions options = publish_options(config);
+  pub::PublishOptions options = publish_options(config);
+  options.poll_interval = k_listening_poll_interval;
   // Signals are taken by this thread with sigwait, never by a worker.
   sigset_t signals;
   sigemptyset(&signals);
@@ -196,6 +197,9 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   }
   pub::Republisher republisher(std::shared_ptr<store::StoreReader>(std::move(storage->store)), storage->blobs,
                                options, *lookups);
+  // Every commit to the change log, by any daemon on the database, wakes the
+  // documents at once (a serve replica does not poll).
+  store::ChangeListener listener(config.database, [&republisher] { republisher.refresh_soon(); });
   if (auto r = republisher.start(); !r) {
     err << "tributary serve: " << r.error().message << '\n';
     return 1;

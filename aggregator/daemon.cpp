@@ -335,7 +335,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   d->scheduler.configure(d->config.sources, Clock::now());
 
   Daemon* dp = d.get();
-  pub::Republisher republisher(d->store, d->blobs, publish_options(d->config), *lookups);
+  pub::PublishOptions publishing = publish_options(d->config);
+  publishing.poll_interval = k_listening_poll_interval;
+  pub::Republisher republisher(d->store, d->blobs, publishing, *lookups);
+  // Commits to the change log by other daemons on the database (and our
+  // own) wake the documents at once.
+  store::ChangeListener listener(d->config.database, [&republisher] { republisher.refresh_soon(); });
   d->republisher = &republisher;
   if (auto r = republisher.start(); !r) {
     err << "tributary run: " << r.error().message << '\n';

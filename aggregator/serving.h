@@ -15,5 +15,8 @@ pub::PublishOptions publish_options(const Config& config);
 // Connections of their own for the republisher's content lookups (a 404
 // costs one index probe; four keep pace with the HTTP workers).
 inline constexpr size_t k_lookup_connections = 4;
+// With a change listener (LISTEN), the store is asked this seldom on its
+// own: notifications say when it moved.
+inline constexpr std::chrono::milliseconds k_listening_poll_interval{10000};
 
 } // namespace tributary::agg

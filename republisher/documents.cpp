@@ -224,7 +224,8 @@ rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const stor
 
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
                                                         const PublishedSet& set, size_t part_size,
-                                                        ClosedParts* closed) {
+                                                        ClosedParts* closed,
+                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink) {
   part_size = std::max<size_t>(1, std::min<size_t>(part_size, rs::k_max_entries));
   ClosedParts scratch;
   if (!closed) {
@@ -269,7 +270,12 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
     // Capability List names.
     PartRange range{is_closed ? urls.change_list_part(set.name, n) : urls.change_list(set.name), from,
                     is_closed ? last_time : std::nullopt};
-    out.push_back(rs::WrittenPart{range.url, rs::write_document(d), d.entries.size(), false});
+    rs::WrittenPart written{range.url, rs::write_document(d), d.entries.size(), false};
+    if (is_closed && closed_sink) {
+      closed_sink(std::move(written));
+    } else {
+      out.push_back(std::move(written));
+    }
     if (is_closed) {
       known.parts.push_back(ClosedParts::Part{range.url, from, *last_time, last_seq});
     }

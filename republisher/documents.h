@@ -100,8 +100,13 @@ struct ClosedParts {
   size_t part_size = 0;
   std::vector<Part> parts;
 };
+//
+// With `closed_sink`, each part that closes goes there as soon as it is
+// rendered, not into the result: a refresh that finds many parts closed at
+// once (a baseline of millions) holds one of them at a time.
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
                                                         const PublishedSet& set, size_t part_size = 10000,
-                                                        ClosedParts* closed = nullptr);
+                                                        ClosedParts* closed = nullptr,
+                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink = {});
 
 } // namespace tributary::pub

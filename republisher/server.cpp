@@ -190,10 +190,15 @@ struct Republisher::Impl {
   std::shared_ptr<const std::map<std::string, std::filesystem::path>> dump_files =
       std::make_shared<std::map<std::string, std::filesystem::path>>();
   bool dumps_changed = false; // under stop_mutex: render the capability lists again
+  bool lists_wake = false;    // under stop_mutex: the lister looks at the store now
   // Closed Change List parts per set, and their documents (refresher only).
   std::map<std::string, ClosedParts> closed_parts;
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
   std::string last_refresh_error; // refresher thread only
+  // Time the last refresh spent on Change List parts that closed: rendered
+  // once, never again, so the refresher's pace leaves it out (a baseline of
+  // a million closes a hundred parts at once).
+  std::chrono::steady_clock::duration closing_time{};
   std::string set_failures;       // sets whose last rendering failed (refresher only)
   // Resource Lists are kept by a thread of their own (the lister), so that
   // bringing a list of a million up to date never delays the Change List.
@@ -230,6 +235,7 @@ struct Republisher::Impl {
 
   // Renders every document when the store moved on since the last time.
   Result<void> refresh(bool force) {
+    closing_time = {};
     auto seq = reader->last_seq();
     if (!seq) {
       return tl::unexpected(seq.error());
@@ -278,25 +284,27 @@ struct Republisher::Impl {
         // Closed parts are rendered (and compressed) once and kept.
         ClosedParts known = closed_parts[s.name];
         const auto cl_start = std::chrono::steady_clock::now();
-        auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known);
+        // Parts that close go to their files one at a time, as rendered.
+        size_t closed_now = 0;
+        auto mark = std::chrono::steady_clock::now();
+        auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known,
+                                     [&](rs::WrittenPart&& part) {
+                                       const std::string path = urls.path_of(part.url);
+                                       closed_docs[path] =
+                                           options.document_dir.empty()
+                                               ? cached(std::move(part.xml), "application/xml", true)
+                                               : cached_on_disk(std::move(part.xml), options.document_dir / s.name,
+                                                                std::filesystem::path(path).filename().string());
+                                       ++closed_now;
+                                       const auto t = std::chrono::steady_clock::now();
+                                       closing_time += t - mark; // this part's reading, rendering and writing
+                                       mark = t;
+                                     });
         if (!cl) {
           return tl::unexpected(cl.error());
         }
-        std::set<std::string> closed_urls;
-        for (const auto& part : known.parts) {
-          closed_urls.insert(part.url);
-        }
         for (auto& part : *cl) {
-          const bool closed = closed_urls.count(part.url) > 0;
-          const std::string path = urls.path_of(part.url);
-          auto doc = closed && !options.document_dir.empty()
-                         ? cached_on_disk(std::move(part.xml), options.document_dir / s.name,
-                                          std::filesystem::path(path).filename().string())
-                         : cached(std::move(part.xml), "application/xml", closed);
-          if (closed) {
-            closed_docs[path] = doc;
-          }
-          (*docs)[path] = std::move(doc);
+          (*docs)[urls.path_of(part.url)] = cached(std::move(part.xml), "application/xml");
         }
         for (const auto& part : known.parts) {
           const std::string path = urls.path_of(part.url);
@@ -311,7 +319,7 @@ struct Republisher::Impl {
             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cl_start).count();
         if (cl_ms > 100) {
           log::debug("", "Change List of set '" + s.name + "' rendered in " + std::to_string(cl_ms) + " ms (" +
-                             std::to_string(cl->size()) + " new documents)");
+                             std::to_string(closed_now) + " parts closed)");
         }
         {
           std::unique_lock lock(cache_mutex);
@@ -375,7 +383,7 @@ struct Republisher::Impl {
   // unchanged since the previous pass, a second ago: the last changes are
   // shown within a pass of the store stopping) or four times what the last
   // update took has passed, and the configured interval.
-  void lists_pass() {
+  bool lists_pass() {
     // Read before the seq: a list brought to that seq shows the store as it
     // was at this time at the latest.
     const rs::Timestamp at =
@@ -387,10 +395,12 @@ struct Republisher::Impl {
       sets = list_sets;
     }
     std::vector<std::string> failures;
+    bool settled = false; // the store did not move, and every list shows it
     if (!seq) {
       failures.push_back(seq.error().message);
     } else {
       const bool quiet = *seq == lists_last_seq;
+      settled = quiet;
       lists_last_seq = *seq;
       std::set<std::string> names;
       for (const auto& s : sets) {
@@ -407,6 +417,7 @@ struct Republisher::Impl {
         }
         if (auto r = update_list(s, *seq, at); !r) {
           failures.push_back("set '" + s.name + "': " + r.error().message); // the previous list stays published
+          settled = false;
           continue;
         }
         publish_list(s.name, list.files->documents());
@@ -432,6 +443,7 @@ struct Republisher::Impl {
       }
       list_failures = std::move(all);
     }
+    return settled;
   }
 
   Result<void> update_list(const PublishedSet& s, int64_t seq, rs::Timestamp at) {
@@ -817,10 +829,15 @@ Result<void> Republisher::start() {
     std::unique_lock lock(m.stop_mutex);
     while (!m.stopping) {
       lock.unlock();
-      m.lists_pass();
+      const bool settled = m.lists_pass();
       malloc_trim(0);
       lock.lock();
-      m.stop_cv.wait_for(lock, std::chrono::seconds(1), [&m] { return m.stopping; });
+      // Every second while the store moves or a list is behind (the pass
+      // after the store went quiet brings the lists up to date); once all
+      // is shown, at the poll interval or when woken (refresh_soon).
+      m.lists_wake = false;
+      m.stop_cv.wait_for(lock, settled ? m.options.poll_interval : std::chrono::milliseconds(1000),
+                         [&m] { return m.stopping || m.lists_wake; });
     }
   });
   m.refresher = std::thread([&m] {
@@ -858,7 +875,9 @@ Result<void> Republisher::start() {
       if (busy > std::chrono::milliseconds(200)) {
         log::debug("", "documents refreshed in " + std::to_string(busy.count()) + " ms");
       }
-      pause = std::max(std::chrono::milliseconds(1000), 4 * busy);
+      busy = std::max(std::chrono::milliseconds(0),
+                      busy - std::chrono::duration_cast<std::chrono::milliseconds>(m.closing_time));
+      pause = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(m.options.poll_interval), 4 * busy);
       // Rendering allocates and frees the whole document set: hand the
       // freed memory back rather than keep the peak resident.
       malloc_trim(0);
@@ -887,6 +906,7 @@ void Republisher::refresh_soon() {
   {
     std::lock_guard lock(m_impl->stop_mutex);
     m_impl->refresh_requested = true;
+    m_impl->lists_wake = true;
   }
   m_impl->stop_cv.notify_all();
 }

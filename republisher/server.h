@@ -23,6 +23,9 @@ struct PublishOptions {
   // large one must not hold back the Change List, which follows every
   // change (the Resource List's `at` says how old it is).
   std::chrono::milliseconds resource_list_min_interval{0};
+  // How often the store is asked whether it moved on, when nothing says so
+  // (refresh_soon: after a run, or on a change notification).
+  std::chrono::milliseconds poll_interval{1000};
   std::vector<NamedSet> named_sets; // sets merging several sources, beside one per upstream set
   // Resource Dumps: built into `dump_dir` (empty: none) when a set has none,
   // and again every `resource_dump_interval` while the set changes.

@@ -3,6 +3,8 @@
 #include "sync_engine/store/migrations.h"
 #include "sync_engine/store/pg_guard.h"
 
+#include "common/log.h"
+
 #include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
 
@@ -70,6 +72,9 @@ constexpr int k_source_lock_class = 0x74726962; // "trib"
 
 void lock_change_log(pqxx::work& tx) {
   tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_change_log_lock) + ")");
+  // Serve replicas and other daemons learn of the commit at once (see
+  // ChangeListener); PostgreSQL delivers it on commit, once per transaction.
+  tx.exec("NOTIFY " + std::string(k_change_channel));
 }
 
 // A retry's entry is kept as a one-entry urlset: the upstream's own XML
@@ -670,6 +675,13 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
     auto lease = std::make_unique<Lease>(m_impl->conninfo);
     pqxx::nontransaction tx(lease->conn);
     tx.exec_params("SELECT set_config('application_name', $1, false)", who.substr(0, 60));
+    // A daemon whose host died (no FIN reaches the server) holds its lease
+    // until the server notices: keepalive probes bound that to about 25 s
+    // instead of the kernel's two hours (over a Unix socket they do not
+    // apply, nor are they needed: the peer's exit closes it).
+    tx.exec("SET tcp_keepalives_idle = 10");
+    tx.exec("SET tcp_keepalives_interval = 5");
+    tx.exec("SET tcp_keepalives_count = 3");
     LockAttempt out;
     if (!tx.exec_params1("SELECT pg_try_advisory_lock($1, $2)", k_source_lock_class, static_cast<int>(source_id))[0]
              .as<bool>()) {
@@ -1010,6 +1022,57 @@ Result<std::shared_ptr<PgReaderPool>> PgReaderPool::open(const std::string& conn
     pool->m_stores.push_back(std::move(*store));
   }
   return pool;
+}
+
+namespace {
+
+class Receiver : public pqxx::notification_receiver {
+public:
+  Receiver(pqxx::connection_base& c, std::function<void()>& f) : notification_receiver(c, k_change_channel), m_f(f) {}
+  void operator()(const std::string&, int) override { m_f(); }
+
+private:
+  std::function<void()>& m_f;
+};
+
+} // namespace
+
+ChangeListener::ChangeListener(std::string conninfo, std::function<void()> on_change)
+    : m_conninfo(std::move(conninfo)), m_on_change(std::move(on_change)) {
+  m_thread = std::thread([this] { run(); });
+}
+
+ChangeListener::~ChangeListener() {
+  m_stop = true;
+  if (m_thread.joinable()) {
+    m_thread.join();
+  }
+}
+
+void ChangeListener::run() {
+  std::string last_error;
+  while (!m_stop) {
+    try {
+      pqxx::connection c(m_conninfo);
+      Receiver r(c, m_on_change);
+      if (!last_error.empty()) {
+        log::info("", "listening for changes again");
+        last_error.clear();
+      }
+      m_on_change(); // whatever was committed while not listening
+      while (!m_stop) {
+        c.await_notification(1, 0);
+      }
+    } catch (const std::exception& e) {
+      if (e.what() != last_error) {
+        log::warn("", std::string("not listening for changes (documents follow on their own schedule): ") + e.what());
+        last_error = e.what();
+      }
+      for (int i = 0; i < 50 && !m_stop; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
 }
 
 } // namespace tributary::store

@@ -5,7 +5,10 @@
 #include "sync_engine/store/migrations.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <string>
+#include <thread>
 #include <vector>
 
 namespace tributary::store {
@@ -101,6 +104,28 @@ private:
   PgStore& next() { return *m_stores[m_next.fetch_add(1, std::memory_order_relaxed) % m_stores.size()]; }
   std::vector<std::unique_ptr<PgStore>> m_stores;
   std::atomic<size_t> m_next{0};
+};
+
+// The channel every writer of the change log notifies on commit.
+inline constexpr const char* k_change_channel = "tributary_changes";
+
+// Calls `on_change`, on a thread of its own, whenever a commit to the change
+// log lands, from any process on the database (LISTEN): serve replicas and
+// daemons beside each other learn of changes without polling. Reconnects
+// after a failure (and calls `on_change` then, for what it missed).
+class ChangeListener {
+public:
+  ChangeListener(std::string conninfo, std::function<void()> on_change);
+  ~ChangeListener();
+  ChangeListener(const ChangeListener&) = delete;
+  ChangeListener& operator=(const ChangeListener&) = delete;
+
+private:
+  void run();
+  std::string m_conninfo;
+  std::function<void()> m_on_change;
+  std::atomic<bool> m_stop{false};
+  std::thread m_thread;
 };
 
 } // namespace tributary::store

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <fstream>
 #include <signal.h>
 #include <thread>
@@ -292,4 +293,101 @@ TEST_CASE("Daemon: /readyz says why without the database's own words, and recove
   }
   CHECK(ready);
   CHECK(d.log_text().find("not ready: the database does not answer") != std::string::npos);
+}
+
+TEST_CASE("Daemon: three daemons on one database never sync a source twice at once, and take over a killed one's") {
+  // Six sources, each request slowed so that runs last and overlap; three
+  // daemons with the same sources on one database.
+  std::vector<std::unique_ptr<Upstream>> ups;
+  std::vector<std::unique_ptr<Site>> sites;
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (int i = 0; i < 6; ++i) {
+    ups.push_back(std::make_unique<Upstream>());
+    sites.push_back(std::make_unique<Site>(*ups.back()));
+    sites.back()->put_numbered(10);
+    sites.back()->publish_start(ts("2026-01-01T00:00:00Z"));
+    ups.back()->set_delay(std::chrono::milliseconds(30));
+    sources.emplace_back("s" + std::to_string(i), ups.back()->url("/"));
+  }
+  TempDatabase db;
+  struct One {
+    std::filesystem::path dir;
+    std::string cfg, log;
+    pid_t pid = 0;
+  };
+  std::vector<One> daemons(3);
+  for (size_t i = 0; i < daemons.size(); ++i) {
+    One& d = daemons[i];
+    d.dir = std::filesystem::temp_directory_path() /
+            ("tributary-leases-" + std::to_string(::getpid()) + "-" + std::to_string(i));
+    std::filesystem::remove_all(d.dir);
+    std::filesystem::create_directories(d.dir);
+    std::ofstream(d.dir / "token") << "token\n";
+    d.cfg = (d.dir / "tributary.json").string();
+    d.log = (d.dir / "daemon.log").string();
+    std::ofstream(d.cfg) << config_text(db.conninfo(), d.dir, free_port(), sources);
+  }
+  REQUIRE(run_tributary("migrate --config " + daemons[0].cfg).status == 0);
+  for (auto& d : daemons) {
+    d.pid = spawn_tributary({"run", "--config", d.cfg}, d.log);
+  }
+  pqxx::connection c(db.conninfo());
+  auto scalar = [&c](const std::string& sql) {
+    pqxx::nontransaction tx(c);
+    return tx.exec1(sql)[0].as<long long>();
+  };
+  auto wait_until = [](const std::function<bool()>& f, int seconds) {
+    for (int i = 0; i < seconds * 10; ++i) {
+      if (f()) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  // Every source synced.
+  CHECK(wait_until(
+      [&] { return scalar("SELECT count(DISTINCT source_id) FROM sync_run WHERE status = 'succeeded'") == 6; }, 60));
+  // Kill the first daemon while it holds a source (its lease connection is
+  // named after it).
+  const std::string mine = "%(pid " + std::to_string(daemons[0].pid) + " %";
+  const bool holding = wait_until(
+      [&] {
+        pqxx::nontransaction tx(c);
+        return !tx.exec_params("SELECT 1 FROM pg_stat_activity WHERE application_name LIKE $1", mine).empty();
+      },
+      30);
+  CHECK(holding);
+  const long long killed_at = scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
+  ::kill(daemons[0].pid, SIGKILL);
+  ::waitpid(daemons[0].pid, nullptr, 0);
+  daemons[0].pid = 0;
+  // Within a bounded time every source has a run that started after the
+  // kill and succeeded: the killed daemon's sources were taken over.
+  const bool taken_over = wait_until(
+      [&] {
+        return scalar("SELECT count(DISTINCT source_id) FROM sync_run WHERE status = 'succeeded' AND "
+                      "started_at > to_timestamp(" +
+                      std::to_string(killed_at) + " / 1000000.0)") == 6;
+      },
+      20);
+  CHECK(taken_over);
+  // Never two runs of one source at once, over the whole test.
+  for (auto& d : daemons) {
+    if (d.pid > 0) {
+      ::kill(d.pid, SIGTERM);
+      ::waitpid(d.pid, nullptr, 0);
+      d.pid = 0;
+    }
+  }
+  CHECK(scalar("SELECT count(*) FROM sync_run a JOIN sync_run b ON a.source_id = b.source_id AND a.id < b.id "
+               "AND b.started_at < coalesce(a.finished_at, 'infinity') AND a.started_at < "
+               "coalesce(b.finished_at, 'infinity')") == 0);
+  CHECK(scalar("SELECT count(*) FROM sync_run") >= 12); // every source at least twice: before and after the kill
+  // The killed daemon's run was marked failed by the run that took over.
+  CHECK(scalar("SELECT count(*) FROM sync_run WHERE status = 'running'") == 0);
+  CHECK(scalar("SELECT count(*) FROM sync_run WHERE message LIKE '%interrupted: its process ended%'") >= 1);
+  for (auto& d : daemons) {
+    std::filesystem::remove_all(d.dir);
+  }
 }
