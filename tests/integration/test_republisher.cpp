@@ -730,3 +730,53 @@ TEST_CASE("Republisher: two processes serving one data_dir build and serve their
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("Republisher: a serve replica shows another process's changes at once, told by NOTIFY, not by polling") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(3, "/res/r", "bytes ");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TempDatabase db;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-notify-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const int port = free_port();
+  const std::string cfg = (dir / "c.json").string();
+  std::ofstream(cfg) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / "data").string()
+                     << "\", \"listen\": \"127.0.0.1:" << port << "\", \"sources\": [{\"name\": \"up\", \"url\": \""
+                     << up.url("/") << "\"}]}";
+  REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  REQUIRE(run_tributary("sync --config " + cfg + " --incremental").status == 0);
+  pid_t serve = spawn_tributary({"serve", "--config", cfg}, (dir / "serve.log").string());
+  ProcessGuard guard(serve);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  pub::UrlScheme urls(base);
+  for (int i = 0; i < 200 && get_status(urls.change_list("up")) != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(get_status(urls.change_list("up")) == 200);
+  // Two changes, each synced by another process (`tributary sync`): the
+  // replica asks the store on its own only every 10 s, so each showing
+  // within 3 s is the notification's doing.
+  std::vector<rs::Entry> changes;
+  for (int n = 0; n < 2; ++n) {
+    const std::string path = "/res/new" + std::to_string(n);
+    site.put(path, "new " + std::to_string(n));
+    changes.push_back(change_entry(up.url(path), rs::Change::created,
+                                   ts("2026-01-02T00:00:00Z") + std::chrono::seconds(n), "new " + std::to_string(n)));
+    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+    REQUIRE(run_tributary("sync --config " + cfg + " --incremental").status == 0);
+    const auto synced = std::chrono::steady_clock::now();
+    const std::string ours = urls.resource("up", up.url(path));
+    bool shown = false;
+    while (!shown && std::chrono::steady_clock::now() - synced < std::chrono::seconds(3)) {
+      shown = get(urls.change_list("up")).body.find(ours) != std::string::npos;
+      if (!shown) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+    CAPTURE(n);
+    CHECK(shown);
+  }
+  std::filesystem::remove_all(dir);
+}
