@@ -138,4 +138,7 @@ else
   status=1
 fi
 echo "daemon log lines at error level: $(grep -c '"level":"error"\|ERROR\| error ' "$work/run.log" || true)"
+# Responses that took the daemon over 5 s from request to last byte, by path.
+echo "daemon's slow responses (over 5 s, request to last byte): $(grep -c 'slow response' "$work/run.log" || true) lines"
+grep 'slow response' "$work/run.log" | head -10 | sed 's/^/  /' || true
 exit $status

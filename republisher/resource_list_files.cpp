@@ -315,13 +315,14 @@ ResourceListFiles::render_range(store::StoreReader& reader, const Key& after, co
   const rs::Timestamp started = now();
   const uint64_t max_entries = std::max<uint64_t>(1, std::min(m_options.limits.max_entries, rs::k_max_entries));
   const uint64_t target = std::max<uint64_t>(1, std::min(m_options.part_entries, max_entries));
-  // A range rendered again keeps one part unless it outgrew the limit; then
-  // it is cut into even pieces of about `target`. A whole list (estimate 0)
-  // is cut every `target`.
+  // A range rendered again keeps one part unless it may hold more than
+  // twice `target` (or the limit); then it is cut into even pieces of about
+  // `target`. A whole list (estimate 0) is cut every `target`.
+  const uint64_t split_at = std::min(max_entries, 2 * target);
   uint64_t per_piece = max_entries;
   if (estimate == 0) {
     per_piece = target;
-  } else if (estimate > max_entries) {
+  } else if (estimate > split_at) {
     const uint64_t pieces = (estimate + target - 1) / target;
     per_piece = std::min(max_entries, (estimate + pieces - 1) / pieces);
   }

@@ -18,7 +18,7 @@
 // shows a change in its range. Entries are streamed from the store into
 // the files (and their gzip copies): no part is ever held whole in memory,
 // and a change to one resource of a million costs one part of at most
-// `part_entries`, not the whole list.
+// twice `part_entries`, not the whole list.
 //
 // `at` and `completed` stay honest: a part says when it was rendered; the
 // index (or the list, when it is one part) says when the update that last
@@ -30,7 +30,11 @@ class ResourceListFiles {
 public:
   struct Options {
     std::filesystem::path dir;   // this process's own folder for the files
-    uint64_t part_entries = 40000; // a part is cut here when (re)partitioned
+    // A part is cut here when (re)partitioned, and split again past twice
+    // this: a change costs one part of at most that many entries, and a
+    // client reading the list (or a single part of it) gets documents of a
+    // few MB, never the 30 MB of 50,000 entries in one.
+    uint64_t part_entries = 10000;
     rs::PartitionLimits limits;  // never more than this in one part
     int gzip_level = 1;          // the .gz copies (level 1: a million entries in seconds)
   };

@@ -48,6 +48,8 @@ struct Outgoing {
   size_t head_sent = 0;
   size_t body_sent = 0;
   bool close_after = false;
+  std::chrono::steady_clock::time_point parsed_at; // when its request was read
+  std::string what;                                 // "GET /path", for the slow-response log
 
   const char* body_data() const { return res.shared ? res.shared->data() + res.offset : res.body.data(); }
   size_t body_len() const { return send_body ? res.body_size() : 0; }
@@ -68,6 +70,7 @@ struct Connection {
   Clock::time_point last_activity;
   Clock::time_point request_started; // when the first byte of a pending request came
   bool request_pending = false;
+  Clock::time_point parsed_at;       // when the request being answered was read
 };
 
 struct Completion {
@@ -391,6 +394,7 @@ struct Server::Impl {
       return;
     }
     c.request_pending = false;
+    c.parsed_at = Clock::now();
     if (error != 0) {
       Response res;
       res.status = error;
@@ -508,6 +512,8 @@ struct Server::Impl {
     o.res = std::move(res);
     o.send_body = !head && !no_body;
     o.close_after = !keep_alive;
+    o.parsed_at = c.parsed_at;
+    o.what = req.method + " " + req.target.substr(0, 200);
     if (!keep_alive) {
       c.closing = true;
     }
@@ -609,6 +615,7 @@ struct Server::Impl {
         continue;
       }
       const bool close_after = o.close_after;
+      note_slow(o, c);
       c.out.pop_front();
       if (close_after) {
         close_conn(loop, c);
@@ -616,6 +623,35 @@ struct Server::Impl {
       }
     }
     return true;
+  }
+
+  // A response whose last byte went out more than 5 s after its request
+  // was read is logged (at most one line a second, with how many more):
+  // the time a client waits, where it went, to tell a slow handler or a
+  // long queue for the workers from a slow reader.
+  void note_slow(const Outgoing& o, const Connection& c) {
+    const auto now = Clock::now();
+    const auto took = now - o.parsed_at;
+    if (took < std::chrono::seconds(5)) {
+      return;
+    }
+    static std::mutex m;
+    static Clock::time_point last_line;
+    static uint64_t unlogged = 0;
+    std::lock_guard lock(m);
+    if (now - last_line < std::chrono::seconds(1)) {
+      ++unlogged;
+      return;
+    }
+    last_line = now;
+    const double secs = std::chrono::duration<double>(took).count();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", secs);
+    log::warn("", "slow response: " + o.what + " (" + std::to_string(o.res.status) + ", " +
+                      std::to_string(o.head.size() + o.body_len()) + " B) to " + c.peer + " took " + buf +
+                      " s from request to last byte" +
+                      (unlogged ? " (and " + std::to_string(unlogged) + " more since the last line)" : ""));
+    unlogged = 0;
   }
 
   void drain_completions(Loop& loop) {
