@@ -23,4 +23,8 @@ struct CachedDocument {
   size_t gz_size = 0;
 };
 
+// A document held in memory, with its strong ETag (a digest of the bytes)
+// and its gzip copy.
+std::shared_ptr<const CachedDocument> cached(std::string body, const std::string& type, bool immutable = false);
+
 } // namespace tributary::pub

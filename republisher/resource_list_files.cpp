@@ -487,13 +487,7 @@ void ResourceListFiles::render_index(rs::Timestamp at) {
     e.md->completed = p.completed;
     d.entries.push_back(std::move(e));
   }
-  std::string body = rs::write_document(d);
-  auto doc = std::make_shared<CachedDocument>();
-  doc->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
-  doc->gzipped = rs::gzip(body);
-  doc->body = std::move(body);
-  doc->content_type = "application/xml";
-  m_index = std::move(doc);
+  m_index = cached(rs::write_document(d), "application/xml");
 }
 
 void ResourceListFiles::retire(const std::shared_ptr<const CachedDocument>& doc) {

@@ -56,15 +56,6 @@ bool none_match(const http::Request& req, const std::string& etag) {
 
 using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
 
-std::shared_ptr<const CachedDocument> cached(std::string body, const std::string& type, bool immutable = false) {
-  auto d = std::make_shared<CachedDocument>();
-  d->immutable = immutable;
-  d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
-  d->gzipped = rs::gzip(body);
-  d->body = std::move(body);
-  d->content_type = type;
-  return d;
-}
 
 // Writes `bytes` to `path` through a temporary name of this process's own
 // (a reader never sees a half-written file, and a second process writing
@@ -104,6 +95,26 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
     d->gzipped = gz;
   }
   return d;
+}
+
+// Logs `failures` when they differ from the `last` ones logged (an error
+// line with `error` before them), or `recovered` when they are gone: once
+// per distinct state, not on every refresh.
+void report_failures(const std::vector<std::string>& failures, std::string& last, const std::string& error,
+                     const char* recovered) {
+  std::string all;
+  for (const auto& f : failures) {
+    all += (all.empty() ? "" : "; ") + f;
+  }
+  if (all == last) {
+    return;
+  }
+  if (!all.empty()) {
+    log::error("", error + all);
+  } else {
+    log::info("", recovered);
+  }
+  last = std::move(all);
 }
 
 // This process's own folder for Resource List files, under `document_dir`
@@ -202,11 +213,10 @@ struct Republisher::Impl {
   std::string set_failures;       // sets whose last rendering failed (refresher only)
   // Resource Lists are kept by a thread of their own (the lister), so that
   // bringing a list of a million up to date never delays the Change List.
-  // lists_mutex guards list_sets and list_docs, and is taken before
+  // lists_mutex guards list_docs, and is taken before
   // cache_mutex.
   std::thread lister;
   std::mutex lists_mutex;
-  std::vector<PublishedSet> list_sets; // the sets as the refresher last published them
   std::map<std::string, std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>>> list_docs;
   int64_t lists_last_seq = -1; // lister only: the seq its previous pass saw
   std::string list_failures;   // lister only
@@ -221,7 +231,8 @@ struct Republisher::Impl {
 
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<store::BlobStore> b, PublishOptions o,
        std::shared_ptr<store::StoreReader> l)
-      : reader(std::move(r)), lookups(l ? std::move(l) : reader), blobs(std::move(b)), options(std::move(o)), urls(options.public_url) {
+      : reader(std::move(r)), lookups(l ? std::move(l) : reader), blobs(std::move(b)), options(std::move(o)),
+        urls(options.public_url) {
     prefix = urls.path_of(urls.base() + "/");
     prefix.pop_back();
     list_root = lists_folder(options.document_dir);
@@ -345,7 +356,6 @@ struct Republisher::Impl {
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
     {
       std::lock_guard lists(lists_mutex);
-      list_sets = sets;
       for (const auto& s : sets) {
         if (auto it = list_docs.find(s.name); it != list_docs.end()) {
           for (const auto& [path, doc] : it->second) {
@@ -361,18 +371,9 @@ struct Republisher::Impl {
       ++cache_epoch;
       rendered_seq = *seq;
     }
-    std::string all;
-    for (const auto& f : failures) {
-      all += (all.empty() ? "" : "; ") + f;
-    }
-    if (all != set_failures) {
-      if (!all.empty()) {
-        log::error("", "documents of some sets could not be rendered (their previous ones are served): " + all);
-      } else if (!set_failures.empty()) {
-        log::info("", "every set's documents are rendered again");
-      }
-      set_failures = std::move(all);
-    }
+    report_failures(failures, set_failures,
+                    "documents of some sets could not be rendered (their previous ones are served): ",
+                    "every set's documents are rendered again");
     return {};
   }
 
@@ -383,24 +384,30 @@ struct Republisher::Impl {
   // unchanged since the previous pass, a second ago: the last changes are
   // shown within a pass of the store stopping) or four times what the last
   // update took has passed, and the configured interval.
-  bool lists_pass() {
+  struct ListsPass {
+    bool settled = false;  // the store did not move, and every list shows it
+    bool rendered = false; // some list was brought up to date
+  };
+  ListsPass lists_pass() {
     // Read before the seq: a list brought to that seq shows the store as it
     // was at this time at the latest.
     const rs::Timestamp at =
         std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
     auto seq = lookups->last_seq();
-    std::vector<PublishedSet> sets;
+    std::vector<PublishedSet> sets; // as the refresher last published them
     {
-      std::lock_guard lists(lists_mutex);
-      sets = list_sets;
+      std::shared_lock lock(cache_mutex);
+      for (const auto& [name, feeds] : set_feeds) {
+        sets.push_back(PublishedSet{name, feeds});
+      }
     }
     std::vector<std::string> failures;
-    bool settled = false; // the store did not move, and every list shows it
+    ListsPass pass;
     if (!seq) {
       failures.push_back(seq.error().message);
     } else {
       const bool quiet = *seq == lists_last_seq;
-      settled = quiet;
+      pass.settled = quiet;
       lists_last_seq = *seq;
       std::set<std::string> names;
       for (const auto& s : sets) {
@@ -417,9 +424,10 @@ struct Republisher::Impl {
         }
         if (auto r = update_list(s, *seq, at); !r) {
           failures.push_back("set '" + s.name + "': " + r.error().message); // the previous list stays published
-          settled = false;
+          pass.settled = false;
           continue;
         }
+        pass.rendered = true;
         publish_list(s.name, list.files->documents());
       }
       for (auto it = resource_lists.begin(); it != resource_lists.end();) {
@@ -431,19 +439,10 @@ struct Republisher::Impl {
         it = resource_lists.erase(it);
       }
     }
-    std::string all;
-    for (const auto& f : failures) {
-      all += (all.empty() ? "" : "; ") + f;
-    }
-    if (all != list_failures) {
-      if (!all.empty()) {
-        log::error("", "Resource Lists not brought up to date (the previous ones are served): " + all);
-      } else if (!list_failures.empty()) {
-        log::info("", "every Resource List is up to date again");
-      }
-      list_failures = std::move(all);
-    }
-    return settled;
+    report_failures(failures, list_failures,
+                    "Resource Lists not brought up to date (the previous ones are served): ",
+                    "every Resource List is up to date again");
+    return pass;
   }
 
   Result<void> update_list(const PublishedSet& s, int64_t seq, rs::Timestamp at) {
@@ -829,14 +828,16 @@ Result<void> Republisher::start() {
     std::unique_lock lock(m.stop_mutex);
     while (!m.stopping) {
       lock.unlock();
-      const bool settled = m.lists_pass();
-      malloc_trim(0);
+      const auto pass = m.lists_pass();
+      if (pass.rendered) {
+        malloc_trim(0); // hand back what rendering freed, not every idle second
+      }
       lock.lock();
       // Every second while the store moves or a list is behind (the pass
       // after the store went quiet brings the lists up to date); once all
       // is shown, at the poll interval or when woken (refresh_soon).
       m.lists_wake = false;
-      m.stop_cv.wait_for(lock, settled ? m.options.poll_interval : std::chrono::milliseconds(1000),
+      m.stop_cv.wait_for(lock, pass.settled ? m.options.poll_interval : std::chrono::milliseconds(1000),
                          [&m] { return m.stopping || m.lists_wake; });
     }
   });

@@ -70,6 +70,15 @@ constexpr long long k_change_log_lock = 0x74726962636c6f67LL; // "tribclog"
 // second key is the source id.
 constexpr int k_source_lock_class = 0x74726962; // "trib"
 
+// `ids` as a PostgreSQL array literal, for `= ANY($n::bigint[])`.
+std::string bigint_array(const std::vector<int64_t>& ids) {
+  std::string out = "{";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(ids[i]);
+  }
+  return out + "}";
+}
+
 void lock_change_log(pqxx::work& tx) {
   tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_change_log_lock) + ")");
   // Serve replicas and other daemons learn of the commit at once (see
@@ -833,11 +842,7 @@ Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>
                                                       int64_t up_to_seq, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read change log", [&]() -> Result<std::vector<ChangedKey>> {
-    std::string ids = "{";
-    for (size_t i = 0; i < feed_ids.size(); ++i) {
-      ids += (i ? "," : "") + std::to_string(feed_ids[i]);
-    }
-    ids += "}";
+    const std::string ids = bigint_array(feed_ids);
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT seq, feed_id, uri FROM change_log WHERE feed_id = ANY($1::bigint[]) AND seq > $2 "
                             "AND seq <= $3 ORDER BY seq LIMIT $4",
@@ -856,11 +861,7 @@ Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& f
                                                    size_t limit) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read change log", [&]() -> Result<std::vector<LoggedChange>> {
-    std::string ids = "{";
-    for (size_t i = 0; i < feed_ids.size(); ++i) {
-      ids += (i ? "," : "") + std::to_string(feed_ids[i]);
-    }
-    ids += "}";
+    const std::string ids = bigint_array(feed_ids);
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT seq, change, " + us("recorded_at") + ", " + us("upstream_datetime") + ", uri, " +
                                 us("lastmod") +

@@ -1,5 +1,7 @@
 #include "republisher/documents.h"
 
+#include "records.h"
+
 #include "resourcesync/reader.h"
 #include "sync_engine/store/memory_store.h"
 
@@ -9,22 +11,10 @@ using namespace tributary;
 using namespace tributary::pub;
 using store::ChangeRecord;
 using store::ResourceRecord;
+using test::record;
+using test::ts;
 
 namespace {
-
-rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
-
-ResourceRecord record(const std::string& uri, const std::string& content) {
-  ResourceRecord r;
-  r.uri = uri;
-  r.lastmod = ts("2026-01-01T10:00:00Z");
-  r.length = content.size();
-  r.hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, content)},
-              {"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, content)}};
-  r.type = "text/plain";
-  r.blob_sha256 = rs::hash_hex(rs::HashAlgorithm::sha256, content);
-  return r;
-}
 
 struct Fixture {
   store::MemoryStore st;

@@ -3,6 +3,8 @@
 // costs the part it falls in, not the list.
 #include "republisher/resource_list_files.h"
 
+#include "records.h"
+
 #include "resourcesync/reader.h"
 #include "sync_engine/store/memory_store.h"
 
@@ -19,21 +21,10 @@ using namespace tributary;
 using namespace tributary::pub;
 using store::ChangeRecord;
 using store::ResourceRecord;
+using test::record;
+using test::ts;
 
 namespace {
-
-rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
-
-ResourceRecord record(const std::string& uri, const std::string& content) {
-  ResourceRecord r;
-  r.uri = uri;
-  r.lastmod = ts("2026-01-01T10:00:00Z");
-  r.length = content.size();
-  r.hashes = {{"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, content)}};
-  r.type = "text/plain";
-  r.blob_sha256 = rs::hash_hex(rs::HashAlgorithm::sha256, content);
-  return r;
-}
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
