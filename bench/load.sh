@@ -5,7 +5,8 @@
 #     static Source served by nginx;
 #   - meanwhile, for BENCH_LOAD_SECONDS (default 60): wrk with 256
 #     connections of well-behaved clients (our documents, the status API,
-#     /metrics, the status page), a 404 flood (wrk, 64 connections, random
+#     /metrics, the status page; asking for gzip as py-resync's HTTP
+#     library does; the probe below asks without), a 404 flood (wrk, 64 connections, random
 #     2 KiB URIs under the set, each a store lookup), and slowloris (1,200
 #     connections dribbling a request head, 300 from each of four loopback
 #     addresses: past the per-client cap of 512 nothing is refused; from a
@@ -13,6 +14,7 @@
 #   - the daemon's resident memory, every second.
 # Goal: 0 errors for the well-behaved clients; their p99; RSS bounded.
 #   bench/load.sh ROOT PG_CONNINFO
+#   BENCH_KEEP_LOG=/tmp/run.log bench/run.sh load   # keeps the daemon's log
 set -euo pipefail
 root=$1
 pg=$2
@@ -28,6 +30,7 @@ daemon=""
 cleanup() {
   [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
   nginx_stop "$work"
+  [ -n "${BENCH_KEEP_LOG:-}" ] && cp "$work/run.log" "$BENCH_KEEP_LOG"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -66,7 +69,23 @@ local paths = {"/.well-known/resourcesync", "/sets/load/capabilitylist.xml", "/s
 local i = 0
 request = function()
   i = i + 1
-  return wrk.format("GET", paths[(i % #paths) + 1])
+  return wrk.format("GET", paths[(i % #paths) + 1], {["Accept-Encoding"] = "gzip, deflate"})
+end
+-- Every answer that is not 2xx, by status, content type and the start of
+-- its body, so that a failure names itself.
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) bad = {} end
+function response(status, headers, body)
+  if status < 200 or status > 299 then
+    local k = status .. " " .. (headers["Content-Type"] or "-") .. " " .. string.sub(string.gsub(body or "", "%s+", " "), 1, 160)
+    bad[k] = (bad[k] or 0) + 1
+  end
+end
+function done(summary, latency, requests)
+  for _, t in ipairs(threads) do
+    for k, v in pairs(t:get("bad")) do io.write(string.format("not 2xx: %d x %s\n", v, k)) end
+  end
 end
 LUA
 cat >"$work/flood.lua" <<'LUA'
@@ -114,10 +133,11 @@ wrk_line() { # file label
   sock=$(grep -o 'Socket errors:.*' "$f" || true)
   printf '%s: %s requests/s, p50 %s, p99 %s, non-2xx %s%s\n' "$label" "$rps" "$p50" "$p99" "${non2xx:-0}" "${sock:+, $sock}"
 }
-wrk_line "$work/good.out" "well-behaved (wrk -t2 -c256 -d${secs}s, 10 paths: documents, status API, metrics, page)"
+wrk_line "$work/good.out" "well-behaved (wrk -t2 -c256 -d${secs}s, 10 paths: documents, status API, metrics, page; gzip accepted)"
 non2xx=$(awk -F: '/Non-2xx/{gsub(/ /,"",$2); print $2}' "$work/good.out")
 if [ -n "$non2xx" ] || grep -q 'Socket errors' "$work/good.out"; then
   echo "FAIL: errors for well-behaved clients"
+  grep '^not 2xx:' "$work/good.out" | head -20 | sed 's/^/  /' || true
   status=1
 else
   echo "errors for well-behaved clients: 0  [target 0: PASS]"

@@ -37,6 +37,7 @@ public:
     uint64_t part_entries = 10000;
     rs::PartitionLimits limits;  // never more than this in one part
     int gzip_level = 1;          // the .gz copies (level 1: a million entries in seconds)
+    size_t change_page = 10000;  // change-log keys read at a time on an update
   };
   ResourceListFiles(UrlScheme urls, PublishedSet set, Options options);
   ~ResourceListFiles(); // removes its files

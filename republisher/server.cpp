@@ -202,6 +202,7 @@ struct Republisher::Impl {
       std::make_shared<std::map<std::string, std::filesystem::path>>();
   bool dumps_changed = false; // under stop_mutex: render the capability lists again
   bool lists_wake = false;    // under stop_mutex: the lister looks at the store now
+  bool sets_listed = false;   // under stop_mutex: a new set has its Resource List, show the set
   // Closed Change List parts per set, and their documents (refresher only).
   std::map<std::string, ClosedParts> closed_parts;
   std::map<std::string, std::shared_ptr<const CachedDocument>> closed_docs;
@@ -258,7 +259,22 @@ struct Republisher::Impl {
     if (!feeds) {
       return tl::unexpected(feeds.error());
     }
-    const auto sets = published_sets(*feeds, options.named_sets);
+    // A set is shown whole or not at all: one whose Resource List the
+    // lister has not published yet (a source's first changes, a new named
+    // set) waits for it, so that no client reads a Capability List naming
+    // a Resource List that answers 404 (the load bench met that).
+    const auto all_sets = published_sets(*feeds, options.named_sets);
+    std::vector<PublishedSet> sets;
+    std::map<std::string, std::vector<int64_t>> feeds_of; // every set: the lister's work
+    {
+      std::lock_guard lists(lists_mutex);
+      for (const auto& s : all_sets) {
+        feeds_of[s.name] = s.feeds;
+        if (list_docs.count(s.name)) {
+          sets.push_back(s);
+        }
+      }
+    }
     std::vector<std::string> failures;      // sets whose documents were kept from before
     auto docs = std::make_shared<DocumentMap>();
     auto put = [&](const std::string& url, std::string body, bool immutable = false) {
@@ -266,10 +282,8 @@ struct Republisher::Impl {
     };
     put(urls.source_description(), render_source_description(urls, sets));
     std::string robots = "User-agent: *\nAllow: /\n";
-    std::map<std::string, std::vector<int64_t>> feeds_of;
     for (const auto& s : sets) {
       auto render_set = [&]() -> Result<void> {
-        feeds_of[s.name] = s.feeds;
         std::optional<std::string> dump_document;
         std::optional<std::string> change_dump_document;
         {
@@ -371,6 +385,13 @@ struct Republisher::Impl {
       ++cache_epoch;
       rendered_seq = *seq;
     }
+    if (sets.size() < all_sets.size()) {
+      {
+        std::lock_guard lock(stop_mutex);
+        lists_wake = true;
+      }
+      stop_cv.notify_all();
+    }
     report_failures(failures, set_failures,
                     "documents of some sets could not be rendered (their previous ones are served): ",
                     "every set's documents are rendered again");
@@ -428,7 +449,14 @@ struct Republisher::Impl {
           continue;
         }
         pass.rendered = true;
-        publish_list(s.name, list.files->documents());
+        if (publish_list(s.name, list.files->documents())) {
+          {
+            std::lock_guard lock(stop_mutex);
+            sets_listed = true;
+            refresh_requested = true;
+          }
+          stop_cv.notify_all();
+        }
       }
       for (auto it = resource_lists.begin(); it != resource_lists.end();) {
         if (names.count(it->first)) {
@@ -468,10 +496,11 @@ struct Republisher::Impl {
   }
 
   // Serves `docs` as the Resource List of `set` from now on, in place of
-  // what was served for it.
-  void publish_list(const std::string& set,
+  // what was served for it. True when the set had none.
+  bool publish_list(const std::string& set,
                     std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs) {
     std::lock_guard lists(lists_mutex);
+    const bool first = !list_docs.count(set);
     auto& old = list_docs[set];
     std::unique_lock lock(cache_mutex);
     auto updated = std::make_shared<DocumentMap>(*documents);
@@ -487,6 +516,7 @@ struct Republisher::Impl {
     } else {
       old = std::move(docs);
     }
+    return first && !list_docs.empty() && list_docs.count(set);
   }
 
   http::Disposition serve_document(const http::Request& req, http::Response& res,
@@ -824,6 +854,9 @@ Result<void> Republisher::start() {
     return r;
   }
   m.lists_pass(); // every set has its Resource List before the first request
+  if (auto r = m.refresh(true); !r) { // and is shown with it
+    return r;
+  }
   m.lister = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
     while (!m.stopping) {
@@ -859,8 +892,9 @@ Result<void> Republisher::start() {
         break;
       }
       m.refresh_requested = false;
-      const bool force = m.dumps_changed;
+      const bool force = m.dumps_changed || m.sets_listed;
       m.dumps_changed = false;
+      m.sets_listed = false;
       lock.unlock();
       const auto started = std::chrono::steady_clock::now();
       // A failed refresh keeps serving the last documents; say so once per

@@ -374,6 +374,48 @@ TEST_CASE("Republisher: a Resource List held up never holds the Change List back
   server.stop();
 }
 
+TEST_CASE("Republisher: a new set is shown only with its Resource List, never as a Capability List naming a 404") {
+  Published p;
+  auto gated = std::make_shared<GatedReader>(p.env.store); // what Resource Lists are read through
+  pub::PublishOptions o;
+  const int port = free_port();
+  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  o.document_dir = p.env.data / "documents-new-set";
+  pub::Republisher server(p.env.store, p.env.blobs, o, gated);
+  REQUIRE(server.start());
+  http::ServerOptions so;
+  so.port = port;
+  http::Server http(so, server.handler());
+  REQUIRE(http.start());
+  pub::UrlScheme urls(o.public_url);
+  auto shown = [&](int tries) {
+    for (int i = 0; i < tries; ++i) {
+      if (get(urls.source_description()).body.find(urls.capability_list("second")) != std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  {
+    std::unique_lock hold(gated->gate); // the lister cannot render the new set's Resource List yet
+    // (partial: the upstream's Resource List still names c.txt, gone)
+    REQUIRE(p.env.run(SyncEnv::source(p.up.url("/"), "second"), RunMode::baseline).status != RunStatus::failed);
+    server.refresh_soon();
+    CHECK_FALSE(shown(25)); // 2.5 s: past the refresh that saw the new set
+    CHECK(get(urls.capability_list("second")).status == 404);
+    CHECK(get(urls.change_list("second")).status == 404);
+    CHECK(get(urls.capability_list("up")).status == 200); // the others as they were
+  }
+  REQUIRE(shown(50));
+  CHECK(get(urls.capability_list("second")).status == 200);
+  Got rl = get(urls.resource_list("second"));
+  CHECK(rl.status == 200);
+  CHECK(rl.body.find(urls.resource("second", p.up.url("/res/a.txt"))) != std::string::npos);
+  http.stop();
+  server.stop();
+}
+
 TEST_CASE("Republisher: content from inside a pack file and from a file of its own, whole and in ranges") {
   auto pattern = [](size_t n) {
     std::string s(n, '\0');

@@ -63,7 +63,8 @@ struct ListFixture {
   rs::Timestamp at = ts("2026-03-01T00:00:00Z");
 
   // `feed_count` feeds of one source (a named set over them).
-  explicit ListFixture(size_t feed_count = 1, uint64_t part_entries = 30, uint64_t max_entries = 40) {
+  explicit ListFixture(size_t feed_count = 1, uint64_t part_entries = 30, uint64_t max_entries = 40,
+                       size_t change_page = 10000) {
     static int n = 0;
     dir = std::filesystem::temp_directory_path() /
           ("tributary-rlf-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
@@ -75,6 +76,7 @@ struct ListFixture {
     o.dir = dir;
     o.part_entries = part_entries;
     o.limits.max_entries = max_entries;
+    o.change_page = change_page;
     list = std::make_unique<ResourceListFiles>(urls, PublishedSet{"up", feeds}, o);
   }
   ~ListFixture() {
@@ -257,6 +259,21 @@ TEST_CASE("ResourceListFiles: a part that outgrows the limit is split, one empti
   f.update();
   CHECK(f.list->parts() == 1);
   CHECK(f.read_all().empty());
+}
+
+TEST_CASE("ResourceListFiles: a small list that suddenly grows is cut at twice part_entries, however few changes were counted") {
+  // Parts of 30, the hard limit far away (100), and the change log read 10
+  // keys at a time: an update counts only the first page once the single
+  // part is known to be touched, so it expects about 15 entries.
+  ListFixture f(1, 30, 100, 10);
+  f.put(range(0, 5));
+  f.update();
+  REQUIRE(f.list->parts() == 1);
+  f.put(range(5, 205));
+  auto o = f.update();
+  CHECK_FALSE(o.full);
+  CHECK(f.read_all(60) == ListFixture::expect(0, 205));
+  CHECK(f.list->parts() >= 4);
 }
 
 TEST_CASE("ResourceListFiles: a set over several feeds lists them in order, and a change in the second feed renders its part") {
