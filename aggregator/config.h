@@ -34,6 +34,10 @@ struct Config {
   // Runs (and their errors) older than this are removed, hourly, except
   // each source's newest succeeded and failed run; zero ("never"): kept.
   std::chrono::seconds run_retention{30 * 86400};
+  // Change-log retention: closed Change List parts that ended longer ago
+  // than this are compacted, hourly, with their Change Dump packages; a
+  // Destination further behind re-baselines. Zero ("never"): kept.
+  std::chrono::seconds change_retention{30 * 86400};
   std::optional<sync::SecretRef> admin_token; // bearer token for state-changing API calls
   std::string log_level = "info";     // debug|info|warn|error
   std::string log_format = "text";    // text|json

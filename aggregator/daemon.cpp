@@ -155,9 +155,52 @@ struct Daemon : DaemonState {
                     {{"runs", std::to_string(removed)}});
         }
       }
+      compact_change_log(conn);
       lock.lock();
       wake.wait_for(lock, std::chrono::hours(1), [this] { return stopping.load(); });
     }
+  }
+
+  // Change-log retention: the closed Change List parts of every published
+  // set that ended more than `change_retention` ago are compacted (their
+  // change-log rows, then their Change Dump packages, go; the documents
+  // follow by the change notification).
+  void compact_change_log(std::unique_ptr<store::PgStore>& conn) {
+    std::chrono::seconds keep;
+    {
+      std::lock_guard lock(mutex);
+      keep = config.change_retention;
+    }
+    if (keep.count() == 0 || !republisher) {
+      return;
+    }
+    if (!conn) {
+      auto opened = store::PgStore::open(config_database());
+      if (!opened) {
+        log::warn("", "change-log retention: " + opened.error().message);
+        return;
+      }
+      conn = std::move(*opened);
+    }
+    const auto plan = republisher->compactable(
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()) - keep);
+    if (plan.compact.empty()) {
+      return;
+    }
+    auto n = conn->compact_change_log(plan.compact, plan.published);
+    if (!n) {
+      log::warn("", "change-log retention: " + n.error().message);
+      conn.reset();
+      return;
+    }
+    std::string sets;
+    for (const auto& c : plan.compact) {
+      sets += (sets.empty() ? "" : ", ") + c.set_name + " to part " + std::to_string(c.parts);
+    }
+    log::info("", "change-log retention: compacted Change List parts that ended over " +
+                      std::to_string(keep.count() / 86400) + " days ago",
+              {{"changes", std::to_string(*n)}, {"sets", sets}});
+    republisher->refresh_soon();
   }
 
   std::string config_database() {

@@ -225,14 +225,31 @@ rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const stor
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
                                                         const PublishedSet& set, size_t part_size,
                                                         ClosedParts* closed,
-                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink) {
+                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink,
+                                                        const store::Compaction* compaction) {
   part_size = std::max<size_t>(1, std::min<size_t>(part_size, rs::k_max_entries));
   ClosedParts scratch;
   if (!closed) {
     closed = &scratch;
   }
   if (closed->feeds != set.feeds || closed->part_size != part_size) {
-    *closed = ClosedParts{set.feeds, part_size, {}};
+    *closed = ClosedParts{};
+    closed->feeds = set.feeds;
+    closed->part_size = part_size;
+  }
+  if (compaction && compaction->feeds == set.feeds && compaction->part_size == part_size &&
+      compaction->parts > closed->compacted) {
+    // The parts it covers go; those after it stay as they were (the same
+    // changes: compaction cuts between parts).
+    const size_t drop = compaction->parts - closed->compacted;
+    if (drop <= closed->parts.size() && closed->parts[drop - 1].last_seq == compaction->last_seq) {
+      closed->parts.erase(closed->parts.begin(), closed->parts.begin() + static_cast<std::ptrdiff_t>(drop));
+    } else {
+      closed->parts.clear(); // not known here yet: read from where it ended
+    }
+    closed->compacted = compaction->parts;
+    closed->compacted_seq = compaction->last_seq;
+    closed->compacted_until = compaction->until;
   }
   std::vector<rs::WrittenPart> out;
   struct PartRange {
@@ -242,9 +259,9 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
   };
   std::vector<PartRange> ranges;
   std::vector<rs::Entry> current;
-  std::optional<rs::Timestamp> last_time;
-  std::optional<rs::Timestamp> part_from;
-  int64_t after = 0;
+  std::optional<rs::Timestamp> last_time = closed->compacted_until;
+  std::optional<rs::Timestamp> part_from = closed->compacted_until;
+  int64_t after = closed->compacted_seq;
   for (const auto& p : closed->parts) {
     ranges.push_back(PartRange{p.url, p.from, p.until});
     last_time = p.until;
@@ -255,7 +272,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
 
   ClosedParts& known = *closed;
   auto write_part = [&](bool is_closed) {
-    const size_t n = ranges.size() + 1;
+    const size_t n = closed->compacted + ranges.size() + 1;
     rs::Document d = capability_document("changelist");
     const rs::Timestamp from = part_from ? *part_from : (last_time ? *last_time : now());
     d.header.md->from = from;
@@ -277,7 +294,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
       out.push_back(std::move(written));
     }
     if (is_closed) {
-      known.parts.push_back(ClosedParts::Part{range.url, from, *last_time, last_seq});
+      known.parts.push_back(ClosedParts::Part{n, range.url, from, *last_time, last_seq});
     }
     ranges.push_back(std::move(range));
     part_from = last_time; // the next part starts where this one ended

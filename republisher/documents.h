@@ -89,8 +89,16 @@ Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& re
 // (the caller keeps the XML it got the first time), and parts that close in
 // this render are added to it. A `closed` made for other feeds or another
 // part size is reset.
+//
+// With `compaction` (the change log's retention compacted this set's first
+// parts; one for other feeds or another part size does not apply), those
+// parts are dropped from `closed` and from the index, and numbering and
+// time go on after them: the index's first part starts where the last
+// compacted one ended, so a Destination that is behind it knows it must
+// re-baseline (spec 12.1, and our own sync engine does).
 struct ClosedParts {
   struct Part {
+    size_t n = 0;         // its number: changelist-<n>.xml
     std::string url;
     rs::Timestamp from;
     rs::Timestamp until;
@@ -99,6 +107,9 @@ struct ClosedParts {
   std::vector<int64_t> feeds;
   size_t part_size = 0;
   std::vector<Part> parts;
+  size_t compacted = 0;                   // parts 1..compacted are gone
+  int64_t compacted_seq = 0;              // the last change of part `compacted`
+  std::optional<rs::Timestamp> compacted_until; // its `until`
 };
 //
 // With `closed_sink`, each part that closes goes there as soon as it is
@@ -107,6 +118,7 @@ struct ClosedParts {
 Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
                                                         const PublishedSet& set, size_t part_size = 10000,
                                                         ClosedParts* closed = nullptr,
-                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink = {});
+                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink = {},
+                                                        const store::Compaction* compaction = nullptr);
 
 } // namespace tributary::pub

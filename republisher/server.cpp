@@ -185,6 +185,7 @@ struct Republisher::Impl {
   static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
   int64_t rendered_seq = -1;
+  std::vector<store::Compaction> rendered_compactions; // refresher only
   // Resource Dumps per set (guarded by cache_mutex), and the package files
   // they name by URL path.
   struct SetDump {
@@ -198,6 +199,7 @@ struct Republisher::Impl {
   // Dump packages built for them (both guarded by cache_mutex).
   std::map<std::string, ClosedParts> closed_meta;
   std::map<std::string, std::vector<ChangePackage>> change_packages;
+  std::map<std::string, size_t> packages_compacted; // dumper only: package files of parts up to this are gone
   std::shared_ptr<const std::map<std::string, std::filesystem::path>> dump_files =
       std::make_shared<std::map<std::string, std::filesystem::path>>();
   bool dumps_changed = false; // under stop_mutex: render the capability lists again
@@ -252,8 +254,17 @@ struct Republisher::Impl {
     if (!seq) {
       return tl::unexpected(seq.error());
     }
-    if (!force && *seq == rendered_seq) {
+    // Retention may compact the change log without moving its last seq.
+    auto compactions = reader->compactions();
+    if (!compactions) {
+      return tl::unexpected(compactions.error());
+    }
+    if (!force && *seq == rendered_seq && *compactions == rendered_compactions) {
       return {};
+    }
+    std::map<std::string, const store::Compaction*> compaction_of;
+    for (const auto& c : *compactions) {
+      compaction_of[c.set_name] = &c;
     }
     auto feeds = reader->feeds();
     if (!feeds) {
@@ -312,6 +323,8 @@ struct Republisher::Impl {
         // Parts that close go to their files one at a time, as rendered.
         size_t closed_now = 0;
         auto mark = std::chrono::steady_clock::now();
+        const auto ci = compaction_of.find(s.name);
+        const store::Compaction* compaction = ci == compaction_of.end() ? nullptr : ci->second;
         auto cl = render_change_list(*reader, urls, s, options.change_list_part, &known,
                                      [&](rs::WrittenPart&& part) {
                                        const std::string path = urls.path_of(part.url);
@@ -324,9 +337,25 @@ struct Republisher::Impl {
                                        const auto t = std::chrono::steady_clock::now();
                                        closing_time += t - mark; // this part's reading, rendering and writing
                                        mark = t;
-                                     });
+                                     },
+                                     compaction);
         if (!cl) {
           return tl::unexpected(cl.error());
+        }
+        if (known.compacted > 0 || compaction) {
+          // Compacted while it was read (a page gone from under the
+          // reading): start over next time rather than publish a part that
+          // lacks changes.
+          auto again = reader->compactions();
+          if (!again) {
+            return tl::unexpected(again.error());
+          }
+          auto it = std::find_if(again->begin(), again->end(), [&](const auto& c) { return c.set_name == s.name; });
+          if (it == again->end() ? compaction != nullptr : !compaction || !(*it == *compaction)) {
+            closed_parts.erase(s.name);
+            return make_error(ErrorKind::conflict, "the change log was compacted while its Change List was read");
+          }
+          drop_compacted(s.name, known);
         }
         for (auto& part : *cl) {
           (*docs)[urls.path_of(part.url)] = cached(std::move(part.xml), "application/xml");
@@ -380,6 +409,7 @@ struct Republisher::Impl {
       std::unique_lock lock(cache_mutex);
       documents = docs;
       set_feeds = std::move(feeds_of);
+      rendered_compactions = std::move(*compactions);
       resource_cache.clear();
       cached_bytes = 0;
       ++cache_epoch;
@@ -396,6 +426,55 @@ struct Republisher::Impl {
                     "documents of some sets could not be rendered (their previous ones are served): ",
                     "every set's documents are rendered again");
     return {};
+  }
+
+  // Forgets the closed parts of `set` that retention compacted (their files
+  // go; another process serving them from the same folder finds them gone
+  // once it learns of the compaction too, by the change notification).
+  void drop_compacted(const std::string& set, const ClosedParts& known) {
+    const size_t first = known.compacted + 1;
+    const std::string part_one = urls.path_of(urls.change_list_part(set, 1));
+    const std::string stem = part_one.substr(0, part_one.rfind('-') + 1);
+    for (auto it = closed_docs.begin(); it != closed_docs.end();) {
+      size_t n = 0;
+      if (it->first.rfind(stem, 0) == 0 && std::sscanf(it->first.c_str() + stem.size(), "%zu.xml", &n) == 1 &&
+          n < first) {
+        std::error_code ec;
+        if (!it->second->file.empty()) {
+          std::filesystem::remove(it->second->file, ec);
+          std::filesystem::remove(it->second->gz_file, ec);
+        }
+        it = closed_docs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // What retention may compact: for each set, its closed Change List parts
+  // that ended before `cutoff` (all of them up to the newest such).
+  Republisher::Compactable compactable(rs::Timestamp cutoff) {
+    std::map<std::string, ClosedParts> meta;
+    Republisher::Compactable out;
+    {
+      std::shared_lock lock(cache_mutex);
+      meta = closed_meta;
+      out.published = set_feeds;
+    }
+    for (const auto& [name, parts] : meta) {
+      const ClosedParts::Part* last = nullptr;
+      for (const auto& p : parts.parts) {
+        if (p.until >= cutoff) {
+          break;
+        }
+        last = &p;
+      }
+      if (last && out.published.count(name) && out.published[name] == parts.feeds) {
+        out.compact.push_back(
+            store::Compaction{name, parts.feeds, parts.part_size, last->n, last->last_seq, last->until});
+      }
+    }
+    return out;
   }
 
   // One pass of the lister: each set's Resource List that is due is brought
@@ -710,7 +789,17 @@ struct Republisher::Impl {
       {
         std::unique_lock lock(cache_mutex);
         auto& built = change_packages[set.name];
-        if (!built.empty() && (built.size() > parts.parts.size() ||
+        // Packages of parts that retention compacted go with them: the
+        // content of changes behind the horizon is no longer offered.
+        while (!built.empty() && built.front().n <= parts.compacted) {
+          std::error_code ec;
+          std::filesystem::remove(built.front().file, ec);
+          std::filesystem::remove(built.front().manifest_file, ec);
+          built.erase(built.begin());
+          publish_dump_files();
+          changed = true;
+        }
+        if (!built.empty() && (built.size() > parts.parts.size() || built.front().n != parts.parts.front().n ||
                                built.back().until != parts.parts[built.size() - 1].until)) {
           built.clear(); // the parts were renumbered (other feeds or part size): pack again
           std::error_code ec;
@@ -718,9 +807,21 @@ struct Republisher::Impl {
         }
         have = built.size();
       }
-      for (size_t n = have + 1; n <= parts.parts.size(); ++n) {
-        const int64_t after = n == 1 ? 0 : parts.parts[n - 2].last_seq;
-        auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[n - 1], after,
+      if (parts.compacted > packages_compacted[set.name]) {
+        // Packages of compacted parts that an earlier process left.
+        std::error_code ec;
+        for (const auto& f : std::filesystem::directory_iterator(o.dir / set.name / "changes", ec)) {
+          size_t n = 0;
+          if (std::sscanf(f.path().filename().c_str(), "%zu", &n) == 1 && n <= parts.compacted) {
+            std::filesystem::remove(f.path(), ec);
+          }
+        }
+        packages_compacted[set.name] = parts.compacted;
+      }
+      for (size_t i = have; i < parts.parts.size(); ++i) {
+        const size_t n = parts.parts[i].n;
+        const int64_t after = i == 0 ? parts.compacted_seq : parts.parts[i - 1].last_seq;
+        auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[i], after,
                                         parts.part_size);
         if (!pkg) {
           log::warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
@@ -935,6 +1036,10 @@ Result<void> Republisher::start() {
 http::Handler Republisher::handler() {
   Impl* m = m_impl.get();
   return [m](const http::Request& req, http::Response& res, bool can_block) { return m->handle(req, res, can_block); };
+}
+
+Republisher::Compactable Republisher::compactable(rs::Timestamp cutoff) {
+  return m_impl->compactable(cutoff);
 }
 
 void Republisher::refresh_soon() {

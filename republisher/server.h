@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,15 @@ public:
   Result<void> start();
   // Answers requests for our documents, dumps and content (after start()).
   http::Handler handler();
+  // Change-log retention: for each published set, how far its closed
+  // Change List parts that ended before `cutoff` reach (what
+  // PgStore::compact_change_log then compacts). The documents follow at the
+  // next refresh.
+  struct Compactable {
+    std::vector<store::Compaction> compact;                 // per set: its parts that ended before the cutoff
+    std::map<std::string, std::vector<int64_t>> published;  // every set now published -> its feeds
+  };
+  Compactable compactable(rs::Timestamp cutoff);
   // Asks for the documents to be rendered again now if the store moved on
   // (the daemon calls it after a run), instead of at the next periodic check.
   void refresh_soon();

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -60,6 +61,16 @@ public:
   // succeeded and newest failed run (the status API shows them). Returns
   // how many went; call again while it returns `limit`.
   Result<uint64_t> prune_runs(std::chrono::seconds older_than, size_t limit);
+  Result<std::vector<Compaction>> compactions() override;
+  // Change-log retention (schema/0007): records what each of `done`
+  // compacted (a set's row only moves forward), then deletes every
+  // change-log row that each set now published over its feed has compacted
+  // (a row kept by one set is kept for all). `published`: every set now
+  // published, name -> feeds; rows of other sets are dropped. One
+  // transaction, with a change notification: replicas drop the parts too.
+  // Returns how many change-log rows went.
+  Result<uint64_t> compact_change_log(const std::vector<Compaction>& done,
+                                      const std::map<std::string, std::vector<int64_t>>& published);
   // The schema version of the database (0: none), on this session's
   // connection.
   Result<int> schema_version();
@@ -99,6 +110,7 @@ public:
   Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override {
     return next().recent_runs(name, limit);
   }
+  Result<std::vector<Compaction>> compactions() override { return next().compactions(); }
 
 private:
   PgStore& next() { return *m_stores[m_next.fetch_add(1, std::memory_order_relaxed) % m_stores.size()]; }

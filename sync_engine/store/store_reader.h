@@ -35,6 +35,24 @@ struct ChangedKey {
   std::string uri;
 };
 
+// What the change log's retention compacted of one published set (see
+// schema/0007): its Change List parts 1..`parts` of `part_size` changes
+// over `feeds` are gone; the last of them ended with change `last_seq` at
+// `until` (its `until` as published), and numbering and time go on from
+// there.
+struct Compaction {
+  std::string set_name;
+  std::vector<int64_t> feeds;
+  size_t part_size = 0;
+  size_t parts = 0;
+  int64_t last_seq = 0;
+  Timestamp until;
+  bool operator==(const Compaction& o) const {
+    return set_name == o.set_name && feeds == o.feeds && part_size == o.part_size && parts == o.parts &&
+           last_seq == o.last_seq && until == o.until;
+  }
+};
+
 // What the status API reports of one source.
 struct SourceStats {
   int64_t source_id = 0;
@@ -80,6 +98,9 @@ public:
   // The newest `limit` runs of the source named `name`, newest first (empty
   // for an unknown source).
   virtual Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) = 0;
+  // What retention compacted, one per published set it ever compacted,
+  // ordered by set name (a store without retention: none).
+  virtual Result<std::vector<Compaction>> compactions() { return std::vector<Compaction>{}; }
 };
 
 } // namespace tributary::store

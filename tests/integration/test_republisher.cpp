@@ -475,6 +475,95 @@ TEST_CASE("Republisher: closed Change List parts are written once and served fro
   CHECK(get(urls.change_list("up")).status == 200);
 }
 
+TEST_CASE("Republisher: retention compacts whole Change List parts and their Change Dump packages, a follower behind re-baselines") {
+  Published a(/*dumps=*/true, 10000, /*change_list_part=*/1); // four changes: parts 1 to 4 close
+  pub::UrlScheme urls(a.base);
+  auto index = [&] { return rs::parse_document(get(urls.change_list_index("up")).body).document; };
+  auto packages = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : rs::parse_document(get(urls.change_dump("up")).body).document.entries) {
+      out.push_back(e.loc);
+    }
+    return out;
+  };
+  auto wait_for = [](const std::function<bool()>& ok) {
+    for (int i = 0; i < 100; ++i) {
+      if (ok()) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  // B follows A while A still publishes every change.
+  SyncEnv b;
+  auto src = SyncEnv::source(a.base + "/", "a");
+  REQUIRE(b.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  // Three more changes upstream: parts 5 to 7 close on A.
+  a.change_upstream();
+  REQUIRE(wait_for([&] { return index().entries.size() == 8; })); // seven closed, then the open one
+  REQUIRE(wait_for([&] { return packages().size() == 7; }));
+  const auto before = index();
+  const Got part7 = get(urls.change_list_part("up", 7));
+  REQUIRE(part7.status == 200);
+  const auto pkg_dir = a.env.data / "dumps" / "up" / "changes";
+  REQUIRE(std::filesystem::exists(pkg_dir / "6.zip"));
+
+  // Retention with a horizon just past the end of part 6: parts 1 to 6 go.
+  const rs::Timestamp cutoff = *before.entries[5].md->until + std::chrono::microseconds(1);
+  const auto plan = a.server->compactable(cutoff);
+  REQUIRE(plan.compact.size() == 1);
+  CHECK(plan.compact[0].parts == 6);
+  auto removed = a.env.store->compact_change_log(plan.compact, plan.published);
+  REQUIRE(removed);
+  CHECK(*removed == 6);
+  a.server->refresh_soon();
+  REQUIRE(wait_for([&] { return index().entries.size() == 2; }));
+  const auto after = index();
+  CHECK(after.entries[0].loc == urls.change_list_part("up", 7)); // numbering goes on
+  CHECK(after.entries[1].loc == urls.change_list("up"));
+  CHECK(after.header.md->from == before.entries[5].md->until); // where the history published now starts
+  CHECK(get(urls.change_list_part("up", 7)).body == part7.body); // the same bytes
+  CHECK(get(urls.change_list_part("up", 1)).status == 404);
+  CHECK(get(urls.change_list_part("up", 6)).status == 404);
+  CHECK_FALSE(std::filesystem::exists(a.env.data / "documents" / "up" / "changelist-6.xml"));
+  CHECK(wait_for([&] { return packages().size() == 1; }));
+  CHECK(packages() == std::vector<std::string>{urls.change_dump_package("up", 7)});
+  CHECK_FALSE(std::filesystem::exists(pkg_dir / "6.zip"));
+  CHECK(std::filesystem::exists(pkg_dir / "7.zip"));
+  // Compacting again is a no-op.
+  CHECK(*a.env.store->compact_change_log(a.server->compactable(cutoff).compact, plan.published) == 0);
+
+  // A republisher started afresh on the same database publishes the same
+  // history under the same names.
+  {
+    pub::PublishOptions o;
+    const int port = free_port();
+    o.public_url = a.base + "/";
+    o.change_list_part = 1;
+    o.document_dir = a.env.data / "documents-fresh";
+    pub::Republisher fresh(a.env.store, a.env.blobs, o);
+    REQUIRE(fresh.start());
+    http::ServerOptions so;
+    so.port = port;
+    http::Server http(so, fresh.handler());
+    REQUIRE(http.start());
+    const std::string fresh_base = "http://127.0.0.1:" + std::to_string(port);
+    const Got idx = get(fresh_base + "/sets/up/changelist-index.xml");
+    CHECK(idx.body == get(urls.change_list_index("up")).body);
+    CHECK(get(fresh_base + "/sets/up/changelist-7.xml").body == part7.body);
+    http.stop();
+    fresh.stop();
+  }
+
+  // B's last change is older than what A still publishes: B re-baselines,
+  // and holds what A holds.
+  auto r = b.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const auto& n) { return n.rfind("re-baselined", 0) == 0; }));
+  CHECK(b.live() == mirrored(a, urls));
+}
+
 TEST_CASE("Republisher: the Change List follows every change while a Resource List not yet due keeps its state") {
   Published p(false, 10000, 10000, {}, 1ull << 30, /*resource_list_min_interval=*/std::chrono::hours(1));
   pub::UrlScheme urls(p.base);
