@@ -262,6 +262,23 @@ struct Republisher::Impl {
     if (!force && *seq == rendered_seq && *compactions == rendered_compactions) {
       return {};
     }
+    // Only the sets over feeds that changed are rendered again (200 sets
+    // of which one changed cost one set's rendering, not 200); the others
+    // keep their documents. All of them on a forced refresh, the first, or
+    // when retention compacted.
+    std::optional<std::set<int64_t>> moved;
+    if (!force && rendered_seq >= 0 && *seq >= rendered_seq && *compactions == rendered_compactions) {
+      auto changed = reader->changed_feeds(rendered_seq, *seq);
+      if (!changed) {
+        return tl::unexpected(changed.error());
+      }
+      moved = std::set<int64_t>(changed->begin(), changed->end());
+    }
+    std::shared_ptr<const DocumentMap> before;
+    {
+      std::shared_lock lock(cache_mutex);
+      before = documents;
+    }
     std::map<std::string, const store::Compaction*> compaction_of;
     for (const auto& c : *compactions) {
       compaction_of[c.set_name] = &c;
@@ -294,6 +311,19 @@ struct Republisher::Impl {
     put(urls.source_description(), render_source_description(urls, sets));
     std::string robots = "User-agent: *\nAllow: /\n";
     for (const auto& s : sets) {
+      const std::string cap_path = urls.path_of(urls.capability_list(s.name));
+      const std::string set_dir = cap_path.substr(0, cap_path.rfind('/') + 1);
+      auto keep_previous = [&] {
+        for (auto it = before->lower_bound(set_dir); it != before->end() && it->first.rfind(set_dir, 0) == 0; ++it) {
+          docs->emplace(it->first, it->second);
+        }
+      };
+      if (moved && before->count(cap_path) &&
+          std::none_of(s.feeds.begin(), s.feeds.end(), [&](int64_t f) { return moved->count(f) > 0; })) {
+        robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
+        keep_previous();
+        continue;
+      }
       auto render_set = [&]() -> Result<void> {
         std::optional<std::string> dump_document;
         std::optional<std::string> change_dump_document;
@@ -386,14 +416,8 @@ struct Republisher::Impl {
         // One set's failure (a value its rows cannot be read back with, a
         // query that failed) keeps that set's previous documents; the other
         // sets move on.
-        const std::string cap_path = urls.path_of(urls.capability_list(s.name));
-        const std::string set_dir = cap_path.substr(0, cap_path.rfind('/') + 1);
         failures.push_back("set '" + s.name + "': " + r.error().message);
-        std::shared_lock lock(cache_mutex);
-        for (auto it = documents->lower_bound(set_dir); it != documents->end() && it->first.rfind(set_dir, 0) == 0;
-             ++it) {
-          docs->emplace(it->first, it->second);
-        }
+        keep_previous();
       }
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");

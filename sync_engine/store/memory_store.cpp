@@ -114,6 +114,17 @@ Result<std::vector<ChangedKey>> MemoryStore::changed_keys(const std::vector<int6
   return out;
 }
 
+Result<std::vector<int64_t>> MemoryStore::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
+  std::lock_guard lock(m_data->mutex);
+  std::set<int64_t> feeds;
+  for (const auto& [feed, change] : m_data->global_log) {
+    if (change.seq > after_seq && change.seq <= up_to_seq) {
+      feeds.insert(feed);
+    }
+  }
+  return std::vector<int64_t>(feeds.begin(), feeds.end());
+}
+
 Result<int64_t> MemoryStore::last_seq() {
   std::lock_guard lock(m_data->mutex);
   return static_cast<int64_t>(m_data->global_log.size());

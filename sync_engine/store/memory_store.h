@@ -45,6 +45,7 @@ public:
                                             size_t limit) override;
   Result<std::vector<ChangedKey>> changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                                int64_t up_to_seq, size_t limit) override;
+  Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   Result<int64_t> last_seq() override;
   Result<std::vector<SourceStats>> source_stats() override;
   Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;

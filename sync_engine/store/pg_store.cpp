@@ -1028,6 +1028,19 @@ std::vector<Compaction> read_compactions(pqxx::transaction_base& tx) {
 
 } // namespace
 
+Result<std::vector<int64_t>> PgStore::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read change log", [&]() -> Result<std::vector<int64_t>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    std::vector<int64_t> out;
+    for (const auto& row : tx.exec_params("SELECT DISTINCT feed_id FROM change_log WHERE seq > $1 AND seq <= $2",
+                                          static_cast<long long>(after_seq), static_cast<long long>(up_to_seq))) {
+      out.push_back(row[0].as<int64_t>());
+    }
+    return out;
+  });
+}
+
 Result<std::vector<Compaction>> PgStore::compactions() {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read compactions", [&]() -> Result<std::vector<Compaction>> {

@@ -62,6 +62,7 @@ public:
   // how many went; call again while it returns `limit`.
   Result<uint64_t> prune_runs(std::chrono::seconds older_than, size_t limit);
   Result<std::vector<Compaction>> compactions() override;
+  Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`
   // compacted (a set's row only moves forward), then deletes every
   // change-log row that each set now published over its feed has compacted
@@ -111,6 +112,9 @@ public:
     return next().recent_runs(name, limit);
   }
   Result<std::vector<Compaction>> compactions() override { return next().compactions(); }
+  Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override {
+    return next().changed_feeds(after_seq, up_to_seq);
+  }
 
 private:
   PgStore& next() { return *m_stores[m_next.fetch_add(1, std::memory_order_relaxed) % m_stores.size()]; }

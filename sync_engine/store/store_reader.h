@@ -98,6 +98,9 @@ public:
   // The newest `limit` runs of the source named `name`, newest first (empty
   // for an unknown source).
   virtual Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) = 0;
+  // The feeds with change-log entries after `after_seq` up to `up_to_seq`
+  // (the refresher renders only their sets again).
+  virtual Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) = 0;
   // What retention compacted, one per published set it ever compacted,
   // ordered by set name (a store without retention: none).
   virtual Result<std::vector<Compaction>> compactions() { return std::vector<Compaction>{}; }

@@ -276,6 +276,9 @@ struct GatedReader : store::StoreReader {
   Result<int64_t> last_seq() override {
     return through([](auto& r) { return r.last_seq(); });
   }
+  Result<std::vector<int64_t>> changed_feeds(int64_t a, int64_t u) override {
+    return through([&](auto& r) { return r.changed_feeds(a, u); });
+  }
   Result<std::vector<store::SourceStats>> source_stats() override {
     return through([](auto& r) { return r.source_stats(); });
   }
@@ -283,6 +286,64 @@ struct GatedReader : store::StoreReader {
     return through([&](auto& r) { return r.recent_runs(n, l); });
   }
 };
+
+// Counts the change-log reads per set of feeds (what rendering a set's
+// Change List costs).
+struct CountingReader : GatedReader {
+  std::mutex m;
+  std::map<std::vector<int64_t>, int> reads;
+  using GatedReader::GatedReader;
+  Result<std::vector<store::LoggedChange>> changes(const std::vector<int64_t>& f, int64_t a, size_t n) override {
+    {
+      std::lock_guard lock(m);
+      ++reads[f];
+    }
+    return GatedReader::changes(f, a, n);
+  }
+  int of(const std::vector<int64_t>& f) {
+    std::lock_guard lock(m);
+    return reads[f];
+  }
+};
+
+TEST_CASE("Republisher: a change renders only the sets over its feed again") {
+  Published p;
+  REQUIRE(p.env.run(SyncEnv::source(p.up.url("/"), "second"), RunMode::baseline).status != RunStatus::failed);
+  auto counting = std::make_shared<CountingReader>(p.env.store);
+  pub::PublishOptions o;
+  const int port = free_port();
+  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  o.document_dir = p.env.data / "documents-counting";
+  pub::Republisher server(counting, p.env.blobs, o, p.env.store);
+  REQUIRE(server.start());
+  http::ServerOptions so;
+  so.port = port;
+  http::Server http(so, server.handler());
+  REQUIRE(http.start());
+  pub::UrlScheme urls(o.public_url);
+  auto feeds = p.env.store->feeds();
+  REQUIRE(feeds);
+  std::vector<int64_t> up, second;
+  for (const auto& f : *feeds) {
+    (f.source_name == "up" ? up : second).push_back(f.feed_id);
+  }
+  const int up_before = counting->of(up);
+  const int second_before = counting->of(second);
+  REQUIRE(second_before > 0);
+  p.change_upstream(); // syncs "up" only
+  server.refresh_soon();
+  bool shown = false;
+  for (int i = 0; i < 50 && !shown; ++i) {
+    shown = get(urls.change_list("up")).body.find(urls.resource("up", p.up.url("/res/d.txt"))) != std::string::npos;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(shown);
+  CHECK(counting->of(up) > up_before);
+  CHECK(counting->of(second) == second_before); // not read again
+  CHECK(get(urls.change_list("second")).status == 200); // and still served
+  http.stop();
+  server.stop();
+}
 
 TEST_CASE("Republisher: content lookups go over connections of their own, never behind the main one") {
   Published p;
