@@ -13,6 +13,7 @@
 #   - how late upstream changes reached our change log (recorded_at -
 #     upstream datetime; the target is the interval plus a run).
 #   bench/many.sh ROOT PG_CONNINFO
+#   BENCH_KEEP_LOG=/tmp/run.log bench/run.sh many   # keeps the daemon's log
 set -euo pipefail
 root=$1
 pg=$2
@@ -29,6 +30,7 @@ cleanup() {
   [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  [ -n "${BENCH_KEEP_LOG:-}" ] && cp "$work/run.log" "$BENCH_KEEP_LOG"
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -80,6 +82,8 @@ c1=$(cpu)
 awk -v c="$((c1 - c0))" -v t="$ticks" -v s="$secs" 'BEGIN { printf "daemon CPU while following: %.1f%% of one core (%.1f s over %d s)\n", 100 * c / t / s, c / t, s }'
 sort -n "$work/samples" | awk '{ print $1 }' | sort -n | awk '{ v[NR] = $1 } END { printf "PostgreSQL connections of the daemon: at most %d, median %d (sampled every second)\n", v[NR], v[int((NR + 1) / 2)] }'
 awk '{ print $2 }' "$work/samples" | sort -n | awk '{ v[NR] = $1 } END { printf "daemon RSS while following: median %.0f MiB, at most %.0f MiB\n", v[int((NR + 1) / 2)] / 1024, v[NR] / 1024 }'
+awk '/^Rss|^Anonymous|^Pss_File/ { printf "%s %.0f MiB  ", $1, $2 / 1024 } END { print "(now, /proc/PID/smaps_rollup)" }' "/proc/$daemon/smaps_rollup"
+echo "daemon threads: $(ls "/proc/$daemon/task" | wc -l)"
 psql "$db" -At -F ' ' -c "SELECT count(*), round(percentile_cont(0.5) WITHIN GROUP (ORDER BY d)::numeric, 1),
     round(percentile_cont(0.95) WITHIN GROUP (ORDER BY d)::numeric, 1), round(max(d)::numeric, 1)
   FROM (SELECT extract(epoch FROM recorded_at - upstream_datetime) AS d FROM change_log

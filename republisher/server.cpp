@@ -97,6 +97,56 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
   return d;
 }
 
+// A document that changes (the open Change List part), past k_file_min
+// bytes, kept in files of its own under `dir` while it is served: the files
+// go when the last reference does (a newer rendering replaced it and no
+// response still reads it; a response already sending has its own open
+// file). Small ones, or when the files cannot be written: in memory.
+constexpr size_t k_file_min = 64 * 1024;
+
+std::shared_ptr<const CachedDocument> cached_transient(std::string body, const std::filesystem::path& dir,
+                                                       const std::string& type) {
+  if (dir.empty() || body.size() < k_file_min) {
+    return cached(std::move(body), type);
+  }
+  static std::atomic<uint64_t> generation{0};
+  const std::string name = "open-" + std::to_string(generation.fetch_add(1) + 1) + ".xml";
+  auto d = std::unique_ptr<CachedDocument>(new CachedDocument);
+  d->content_type = type;
+  d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
+  const std::string gz = rs::gzip(body);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !write_file(dir / name, body) || !write_file(dir / (name + ".gz"), gz)) {
+    std::filesystem::remove(dir / name, ec);
+    return cached(std::move(body), type);
+  }
+  d->file = dir / name;
+  d->gz_file = dir / (name + ".gz");
+  d->size = body.size();
+  d->gz_size = gz.size();
+  return std::shared_ptr<const CachedDocument>(d.release(), [](const CachedDocument* p) {
+    std::error_code e;
+    std::filesystem::remove(p->file, e);
+    std::filesystem::remove(p->gz_file, e);
+    delete p;
+  });
+}
+
+// Removes what cached_transient() left under `dir` (a process that died
+// before its documents were released).
+void remove_transient(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& set : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code e;
+    for (const auto& f : std::filesystem::directory_iterator(set.path(), e)) {
+      if (f.path().filename().string().rfind("open-", 0) == 0) {
+        std::filesystem::remove(f.path(), e);
+      }
+    }
+  }
+}
+
 // Logs `failures` when they differ from the `last` ones logged (an error
 // line with `error` before them), or `recovered` when they are gone: once
 // per distinct state, not on every refresh.
@@ -239,6 +289,9 @@ struct Republisher::Impl {
     prefix = urls.path_of(urls.base() + "/");
     prefix.pop_back();
     list_root = lists_folder(options.document_dir);
+    if (!options.document_dir.empty()) {
+      remove_transient(options.document_dir);
+    }
   }
 
   ~Impl() {
@@ -388,7 +441,10 @@ struct Republisher::Impl {
           drop_compacted(s.name, known);
         }
         for (auto& part : *cl) {
-          (*docs)[urls.path_of(part.url)] = cached(std::move(part.xml), "application/xml");
+          (*docs)[urls.path_of(part.url)] =
+              cached_transient(std::move(part.xml),
+                               options.document_dir.empty() ? std::filesystem::path() : options.document_dir / s.name,
+                               "application/xml");
         }
         for (const auto& part : known.parts) {
           const std::string path = urls.path_of(part.url);

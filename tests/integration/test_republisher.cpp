@@ -625,6 +625,51 @@ TEST_CASE("Republisher: retention compacts whole Change List parts and their Cha
   CHECK(b.live() == mirrored(a, urls));
 }
 
+TEST_CASE("Republisher: a large open Change List is served from a file, which goes when a newer one replaces it") {
+  std::map<std::string, std::string> many;
+  for (int i = 0; i < 200; ++i) {
+    many["/res/many-" + std::to_string(i) + ".txt"] = "resource " + std::to_string(i);
+  }
+  Published p(false, 10000, 10000, many); // 200+ changes in the open part: past 64 KB
+  pub::UrlScheme urls(p.base);
+  const auto dir = p.env.data / "documents" / "up";
+  auto open_files = [&] {
+    std::set<std::string> out;
+    for (const auto& f : std::filesystem::directory_iterator(dir)) {
+      const std::string name = f.path().filename().string();
+      if (name.rfind("open-", 0) == 0 && f.path().extension() == ".xml") {
+        out.insert(name);
+      }
+    }
+    return out;
+  };
+  const Got first = get(urls.change_list("up"));
+  REQUIRE(first.status == 200);
+  REQUIRE(first.body.size() > 64 * 1024);
+  const auto before = open_files();
+  REQUIRE(before.size() == 1);
+  {
+    std::ifstream in(dir / *before.begin(), std::ios::binary);
+    CHECK(first.body == std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  Got gz = get(urls.change_list("up"), {{"Accept-Encoding", "gzip"}});
+  CHECK(header(gz, "Content-Encoding") == "gzip");
+  CHECK(gz.body == first.body);
+  CHECK(header(first, "Cache-Control") == "no-cache");
+  p.change_upstream();
+  p.server->refresh_soon();
+  bool moved = false;
+  for (int i = 0; i < 50 && !moved; ++i) {
+    moved = get(urls.change_list("up")).body != first.body;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(moved);
+  const auto after = open_files();
+  CHECK(after.size() == 1);
+  CHECK(after != before); // the replaced one is gone
+  CHECK_FALSE(std::filesystem::exists(dir / (*before.begin() + ".gz")));
+}
+
 TEST_CASE("Republisher: the Change List follows every change while a Resource List not yet due keeps its state") {
   Published p(false, 10000, 10000, {}, 1ull << 30, /*resource_list_min_interval=*/std::chrono::hours(1));
   pub::UrlScheme urls(p.base);
