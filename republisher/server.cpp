@@ -264,6 +264,7 @@ struct Republisher::Impl {
   // a million closes a hundred parts at once).
   std::chrono::steady_clock::duration closing_time{};
   std::string set_failures;       // sets whose last rendering failed (refresher only)
+  std::set<std::string> failed_sets; // their names: rendered again at every refresh (refresher only)
   // Resource Lists are kept by a thread of their own (the lister), so that
   // bringing a list of a million up to date never delays the Change List.
   // lists_mutex guards list_docs, and is taken before
@@ -357,6 +358,7 @@ struct Republisher::Impl {
       }
     }
     std::vector<std::string> failures;      // sets whose documents were kept from before
+    std::set<std::string> failed;
     auto docs = std::make_shared<DocumentMap>();
     auto put = [&](const std::string& url, std::string body, bool immutable = false) {
       (*docs)[urls.path_of(url)] = cached(std::move(body), "application/xml", immutable);
@@ -371,7 +373,7 @@ struct Republisher::Impl {
           docs->emplace(it->first, it->second);
         }
       };
-      if (moved && before->count(cap_path) &&
+      if (moved && before->count(cap_path) && !failed_sets.count(s.name) &&
           std::none_of(s.feeds.begin(), s.feeds.end(), [&](int64_t f) { return moved->count(f) > 0; })) {
         robots += "Sitemap: " + urls.resource_list(s.name) + "\n";
         keep_previous();
@@ -473,6 +475,7 @@ struct Republisher::Impl {
         // query that failed) keeps that set's previous documents; the other
         // sets move on.
         failures.push_back("set '" + s.name + "': " + r.error().message);
+        failed.insert(s.name);
         keep_previous();
       }
     }
@@ -495,6 +498,7 @@ struct Republisher::Impl {
       ++cache_epoch;
       rendered_seq = *seq;
     }
+    failed_sets = std::move(failed);
     if (sets.size() < all_sets.size()) {
       {
         std::lock_guard lock(stop_mutex);
