@@ -72,6 +72,10 @@ struct Reader::Impl {
   xmlSAXHandler sax{};
   xmlParserCtxtPtr ctxt = nullptr;
   std::string pending; // bytes buffered until the gzip magic / encoding can be seen
+  std::string utf8_carry;  // a UTF-8 sequence cut by the end of the last piece (parse)
+  uint64_t utf8_pos = 0;   // offset of utf8_carry (or of the next piece) in the document
+  uint64_t utf8_bad = 0;   // bytes that were not UTF-8, replaced
+  uint64_t utf8_first = 0; // the first one's offset
 
   bool decided = false;
   z_stream zs{};
@@ -665,6 +669,16 @@ struct Reader::Impl {
 
   // ---- input --------------------------------------------------------------
 
+  // Sitemap documents are UTF-8 (sitemaps.org), and so is every document
+  // Tributary reads: an encoding declaration is ignored
+  // (XML_PARSE_IGNORE_ENC), and the bytes are checked here as they arrive.
+  // Each byte that cannot begin or continue a UTF-8 sequence (overlong
+  // forms and surrogates included) reaches libxml2 as U+FFFD, and the
+  // document gets one error at its end, so it is never applied. A sequence
+  // cut by the end of a piece waits for the next. libxml2's own handling of
+  // such bytes, and of an unknown declared encoding, depended on where the
+  // input was cut into pieces (found by fuzzing: the same bytes read whole
+  // and in pieces gave different entries and errors).
   void parse(const char* data, size_t size, bool terminate) {
     if (summary.stopped || exception) {
       return;
@@ -675,6 +689,74 @@ struct Reader::Impl {
            " bytes (uncompressed); stopped reading");
       return;
     }
+    std::string_view in(data, size);
+    std::string joined;
+    if (!utf8_carry.empty()) {
+      joined = utf8_carry;
+      joined.append(in);
+      utf8_carry.clear();
+      in = joined;
+    }
+    std::string fixed;
+    bool replaced = false;
+    size_t from = 0;
+    size_t end = in.size(); // what goes to the parser now
+    for (size_t i = 0; i < in.size();) {
+      const auto c = static_cast<unsigned char>(in[i]);
+      if (c < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t n = 0;
+      unsigned char lo = 0x80;
+      unsigned char hi = 0xBF;
+      if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+      } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80;
+        hi = c == 0xED ? 0x9F : 0xBF;
+      } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80;
+        hi = c == 0xF4 ? 0x8F : 0xBF;
+      }
+      bool ok = n > 0;
+      size_t j = 1;
+      for (; ok && j < n && i + j < in.size(); ++j) {
+        const auto d = static_cast<unsigned char>(in[i + j]);
+        ok = j == 1 ? d >= lo && d <= hi : d >= 0x80 && d <= 0xBF;
+      }
+      if (ok && j < n) { // cut by the end of this piece
+        if (!terminate) {
+          utf8_carry = std::string(in.substr(i));
+          end = i;
+          break;
+        }
+        ok = false;
+      }
+      if (ok) {
+        i += n;
+        continue;
+      }
+      fixed.append(in.substr(from, i - from));
+      fixed += "\xEF\xBF\xBD";
+      replaced = true;
+      if (utf8_bad++ == 0) {
+        utf8_first = utf8_pos + i;
+      }
+      from = ++i;
+    }
+    utf8_pos += end;
+    if (replaced) {
+      fixed.append(in.substr(from, end - from));
+      feed_parser(fixed.data(), fixed.size(), terminate);
+    } else {
+      feed_parser(in.data(), end, terminate);
+    }
+  }
+
+  void feed_parser(const char* data, size_t size, bool terminate) {
     if (!ctxt) {
       ctxt = xmlCreatePushParserCtxt(&sax, this, data, static_cast<int>(size), nullptr);
       if (!ctxt) {
@@ -684,7 +766,7 @@ struct Reader::Impl {
       // NOENT: predefined entities and character references in attribute
       // values are decoded (without it libxml2 hands `&` back as `&#38;`).
       // No other entity can exist: a DOCTYPE stops the parser on sight.
-      xmlCtxtUseOptions(ctxt, XML_PARSE_NOENT | XML_PARSE_NONET | XML_PARSE_NOCDATA);
+      xmlCtxtUseOptions(ctxt, XML_PARSE_NOENT | XML_PARSE_NONET | XML_PARSE_NOCDATA | XML_PARSE_IGNORE_ENC);
       if (terminate) {
         check_parser(xmlParseChunk(ctxt, nullptr, 0, 1));
       }
@@ -828,6 +910,13 @@ ReadSummary Reader::finish() {
   }
   if (r.exception) {
     std::rethrow_exception(r.exception);
+  }
+  if (r.utf8_bad > 0 && !r.summary.stopped) {
+    // Once, at the end (where the parser was when the bytes came depends
+    // on how the input was cut); a document that stopped has its error.
+    r.diag(Severity::error, r.line(),
+           "not UTF-8: " + std::to_string(r.utf8_bad) + " byte(s) that are not, the first at byte " +
+               std::to_string(r.utf8_first) + " (Sitemap documents are UTF-8)");
   }
   if (!r.root_seen && !r.summary.stopped) {
     r.stop(r.summary.bytes == 0 ? "document is empty" : "document has no root element");

@@ -378,3 +378,64 @@ TEST_CASE("Reader: bytes that do not decode in the declared encoding stop the re
     CHECK(s.errors >= 1);
   }
 }
+
+TEST_CASE("Reader: documents are read as UTF-8 whatever they declare, and bytes that are not UTF-8 make one unusable alike in pieces and whole") {
+  // Found by fuzzing (tests/fuzz/regressions/reader/): with an unknown
+  // declared encoding, or a stray byte, libxml2 read the same bytes
+  // differently whole and in pieces.
+  struct Count : DocumentHandler {
+    std::vector<std::string> locs;
+    void on_entry(Entry&& e, uint64_t) override { locs.push_back(e.loc); }
+    void on_rejected_entry(Entry&& e, uint64_t, const std::string&) override { locs.push_back(e.loc); }
+  };
+  auto read = [](const std::string& doc, size_t piece, Count& h) {
+    Reader r(h);
+    for (size_t at = 0; at < doc.size(); at += piece) {
+      if (!r.feed(std::string_view(doc).substr(at, piece))) {
+        break;
+      }
+    }
+    return r.finish();
+  };
+  const std::string head = "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+                           "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"resourcelist\" "
+                           "at=\"2026-01-01T00:00:00Z\"/>\n<url><loc>http://e.org/caf\xc3\xa9</loc></url>\n";
+  for (const char* declared : {"UTF-8", "ISO-8859-1", "UTF8-", "nonesuch"}) {
+    CAPTURE(declared);
+    const std::string doc =
+        std::string("<?xml version=\"1.0\" encoding=\"") + declared + "\"?>\n" + head + "</urlset>\n";
+    for (size_t piece : {size_t{1}, size_t{7}, doc.size()}) {
+      CAPTURE(piece);
+      Count h;
+      const ReadSummary s = read(doc, piece, h);
+      CHECK(s.valid());
+      REQUIRE(h.locs.size() == 1);
+      CHECK(h.locs[0] == "http://e.org/caf\xc3\xa9"); // not read as Latin-1
+    }
+  }
+  // A lone continuation byte, an overlong form, a surrogate, a lead byte
+  // without its continuation, one cut by the end of the document.
+  for (const std::string& bad : {std::string("\x80"), std::string("\xc0\xaf"), std::string("\xed\xa0\x80"),
+                                 std::string("\xc8l"), std::string("\xff")}) {
+    const std::string doc = head + "<url><loc>http://e.org/" + bad + "</loc></url></urlset>\n";
+    std::optional<uint64_t> errors;
+    for (size_t piece : {size_t{1}, size_t{2}, size_t{7}, doc.size()}) {
+      CAPTURE(piece);
+      Count h;
+      const ReadSummary s = read(doc, piece, h);
+      CHECK_FALSE(s.usable()); // never applied
+      CHECK(h.locs.size() == 2);
+      REQUIRE_FALSE(s.diagnostics.empty());
+      CHECK(s.diagnostics.back().message.rfind("not UTF-8: ", 0) == 0);
+      CHECK(s.diagnostics.back().message.find("the first at byte " + std::to_string(head.size() + 23)) !=
+            std::string::npos);
+      if (errors) {
+        CHECK(s.errors == *errors); // the same, however it was cut
+      }
+      errors = s.errors;
+    }
+  }
+  Count h;
+  const ReadSummary cut = read(head + "</urlset>\n\xe2\x82", 3, h); // a sequence cut by the end
+  CHECK_FALSE(cut.usable());
+}
