@@ -253,7 +253,8 @@ if [ "$which" = all ] || [ "$which" = scale ]; then
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   bash "$root/bench/scale.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
-if [ "$which" = all ] || [ "$which" = many ]; then
+if [ "$which" = all ] || [ "$which" = many ] || [ "$which" = scale ]; then
+  # (scale: the 200-source figures follow the million-resource ones)
   echo "== bench/many (tributary run, default config, following ${BENCH_MANY_SOURCES:-200} x tributary simulate of ${BENCH_MANY_RESOURCES:-1000} resources, interval 1 min)"
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
