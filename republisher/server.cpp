@@ -1042,6 +1042,11 @@ Result<void> Republisher::start() {
   if (auto r = m.refresh(true); !r) { // and is shown with it
     return r;
   }
+  {
+    std::lock_guard lock(m.stop_mutex); // what the first pass asked for is done
+    m.sets_listed = false;
+    m.refresh_requested = false;
+  }
   m.lister = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
     while (!m.stopping) {
