@@ -6,8 +6,6 @@
 
 namespace tributary::pub {
 
-namespace {
-
 rs::Timestamp now() {
   return std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
 }
@@ -25,6 +23,8 @@ rs::Document capability_document(const char* capability) {
   d.header.md->capability = capability;
   return d;
 }
+
+namespace {
 
 rs::Entry capability_entry(std::string loc, const char* capability) {
   rs::Entry e;

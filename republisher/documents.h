@@ -13,6 +13,13 @@
 // loc our copy, the original kept in a rel="via" link.
 namespace tributary::pub {
 
+// The pieces every document of ours is made of: the time to the
+// microsecond (as our documents carry it), a link, and a document of a
+// capability with nothing else in its header yet.
+rs::Timestamp now();
+rs::Link link(std::string rel, std::string href);
+rs::Document capability_document(const char* capability);
+
 // A set we publish: one Capability List over one or more feeds.
 struct PublishedSet {
   std::string name;

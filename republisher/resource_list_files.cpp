@@ -17,17 +17,6 @@ constexpr size_t k_page = 2000;             // resources read from the store at 
 constexpr size_t k_flush_bytes = 1 << 20;   // XML buffered before it goes to the file
 constexpr uint64_t k_header_room = 64 * 1024; // the part's header, kept under the byte limit
 
-rs::Timestamp now() {
-  return std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-}
-
-rs::Link link(const std::string& rel, const std::string& href) {
-  rs::Link l;
-  l.rel = rel;
-  l.href = href;
-  return l;
-}
-
 std::string hex(uint64_t v) {
   char b[17];
   std::snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
@@ -475,10 +464,8 @@ void ResourceListFiles::render_index(rs::Timestamp at) {
     m_index.reset();
     return;
   }
-  rs::Document d;
+  rs::Document d = capability_document("resourcelist");
   d.header.root = rs::RootElement::sitemapindex;
-  d.header.md = rs::Metadata{};
-  d.header.md->capability = "resourcelist";
   d.header.md->at = at;
   d.header.md->completed = std::max(at, now());
   d.header.links.push_back(link("up", m_urls.capability_list(m_set.name)));

@@ -74,26 +74,36 @@ bool write_file(const std::filesystem::path& path, const std::string& bytes) {
   return !ec;
 }
 
-// An immutable document kept on disk under `dir` as `name` (and its gzip
-// copy as `name`.gz); in memory if the files cannot be written.
-std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std::filesystem::path& dir,
-                                                     const std::string& name) {
-  auto d = std::make_shared<CachedDocument>();
-  d->immutable = true;
-  d->content_type = "application/xml";
+// A document in files under `dir`, `name` and its gzip copy `name`.gz;
+// nullptr when they cannot be written.
+std::unique_ptr<CachedDocument> in_files(const std::string& body, const std::filesystem::path& dir,
+                                         const std::string& name, const std::string& type) {
+  auto d = std::make_unique<CachedDocument>();
+  d->content_type = type;
   d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
   const std::string gz = rs::gzip(body);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (!ec && write_file(dir / name, body) && write_file(dir / (name + ".gz"), gz)) {
-    d->file = dir / name;
-    d->gz_file = dir / (name + ".gz");
-    d->size = body.size();
-    d->gz_size = gz.size();
-  } else {
-    d->body = std::move(body);
-    d->gzipped = gz;
+  if (ec || !write_file(dir / name, body) || !write_file(dir / (name + ".gz"), gz)) {
+    std::filesystem::remove(dir / name, ec);
+    return nullptr;
   }
+  d->file = dir / name;
+  d->gz_file = dir / (name + ".gz");
+  d->size = body.size();
+  d->gz_size = gz.size();
+  return d;
+}
+
+// An immutable document kept on disk under `dir` as `name` (and its gzip
+// copy as `name`.gz); in memory if the files cannot be written.
+std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std::filesystem::path& dir,
+                                                     const std::string& name) {
+  auto d = in_files(body, dir, name, "application/xml");
+  if (!d) {
+    return cached(std::move(body), "application/xml", true);
+  }
+  d->immutable = true;
   return d;
 }
 
@@ -106,25 +116,13 @@ constexpr size_t k_file_min = 64 * 1024;
 
 std::shared_ptr<const CachedDocument> cached_transient(std::string body, const std::filesystem::path& dir,
                                                        const std::string& type) {
-  if (dir.empty() || body.size() < k_file_min) {
-    return cached(std::move(body), type);
-  }
   static std::atomic<uint64_t> generation{0};
-  const std::string name = "open-" + std::to_string(generation.fetch_add(1) + 1) + ".xml";
-  auto d = std::unique_ptr<CachedDocument>(new CachedDocument);
-  d->content_type = type;
-  d->etag = "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
-  const std::string gz = rs::gzip(body);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec || !write_file(dir / name, body) || !write_file(dir / (name + ".gz"), gz)) {
-    std::filesystem::remove(dir / name, ec);
+  auto d = dir.empty() || body.size() < k_file_min
+               ? nullptr
+               : in_files(body, dir, "open-" + std::to_string(generation.fetch_add(1) + 1) + ".xml", type);
+  if (!d) {
     return cached(std::move(body), type);
   }
-  d->file = dir / name;
-  d->gz_file = dir / (name + ".gz");
-  d->size = body.size();
-  d->gz_size = gz.size();
   return std::shared_ptr<const CachedDocument>(d.release(), [](const CachedDocument* p) {
     std::error_code e;
     std::filesystem::remove(p->file, e);
@@ -575,8 +573,7 @@ struct Republisher::Impl {
   ListsPass lists_pass() {
     // Read before the seq: a list brought to that seq shows the store as it
     // was at this time at the latest.
-    const rs::Timestamp at =
-        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+    const rs::Timestamp at = now();
     auto seq = lookups->last_seq();
     std::vector<PublishedSet> sets; // as the refresher last published them
     {
@@ -834,8 +831,7 @@ struct Republisher::Impl {
           previous = it->second.built.generation;
         }
       }
-      const rs::Timestamp at =
-          std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+      const rs::Timestamp at = pub::now();
       auto built = build_resource_dump(*reader, *blobs, urls, set, o, at);
       if (!built) {
         log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);

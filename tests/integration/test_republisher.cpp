@@ -130,6 +130,37 @@ struct Published {
   }
 };
 
+// Another republisher over a Published's store, on a port of its own:
+// documents read through `reader`, content lookups and Resource Lists
+// through `lookups` (nullptr: `reader`); `public_url` empty: its own
+// address. Stopped (server first) when it goes.
+struct Beside {
+  int port = free_port();
+  std::string base = "http://127.0.0.1:" + std::to_string(port);
+  pub::UrlScheme urls;
+  std::unique_ptr<pub::Republisher> server;
+  std::unique_ptr<http::Server> http;
+
+  Beside(Published& p, std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::StoreReader> lookups,
+         const std::string& folder, size_t change_list_part = 10000, const std::string& public_url = "")
+      : urls(public_url.empty() ? base + "/" : public_url) {
+    pub::PublishOptions o;
+    o.public_url = urls.base() + "/";
+    o.change_list_part = change_list_part;
+    o.document_dir = p.env.data / folder;
+    server = std::make_unique<pub::Republisher>(std::move(reader), p.env.blobs, o, std::move(lookups));
+    REQUIRE(server->start());
+    http::ServerOptions so;
+    so.port = port;
+    http = std::make_unique<http::Server>(so, server->handler());
+    REQUIRE(http->start());
+  }
+  ~Beside() {
+    http->stop();
+    server->stop();
+  }
+};
+
 // Tributary B holds what A's upstream holds, under A's URLs, and `path`'s
 // via link names the original URI.
 // A's upstream content under A's URLs: what a Tributary following A holds.
@@ -310,17 +341,8 @@ TEST_CASE("Republisher: a change renders only the sets over its feed again") {
   Published p;
   REQUIRE(p.env.run(SyncEnv::source(p.up.url("/"), "second"), RunMode::baseline).status != RunStatus::failed);
   auto counting = std::make_shared<CountingReader>(p.env.store);
-  pub::PublishOptions o;
-  const int port = free_port();
-  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
-  o.document_dir = p.env.data / "documents-counting";
-  pub::Republisher server(counting, p.env.blobs, o, p.env.store);
-  REQUIRE(server.start());
-  http::ServerOptions so;
-  so.port = port;
-  http::Server http(so, server.handler());
-  REQUIRE(http.start());
-  pub::UrlScheme urls(o.public_url);
+  Beside b(p, counting, p.env.store, "documents-counting");
+  const pub::UrlScheme& urls = b.urls;
   auto feeds = p.env.store->feeds();
   REQUIRE(feeds);
   std::vector<int64_t> up, second;
@@ -336,7 +358,7 @@ TEST_CASE("Republisher: a change renders only the sets over its feed again") {
   const int second_before = counting->of(second);
   REQUIRE(second_before > 0);
   p.change_upstream(); // syncs "up" only
-  server.refresh_soon();
+  b.server->refresh_soon();
   bool shown = false;
   for (int i = 0; i < 50 && !shown; ++i) {
     shown = get(urls.change_list("up")).body.find(urls.resource("up", p.up.url("/res/d.txt"))) != std::string::npos;
@@ -346,8 +368,6 @@ TEST_CASE("Republisher: a change renders only the sets over its feed again") {
   CHECK(counting->of(up) > up_before);
   CHECK(counting->of(second) == second_before); // not read again
   CHECK(get(urls.change_list("second")).status == 200); // and still served
-  http.stop();
-  server.stop();
 }
 
 TEST_CASE("Republisher: content lookups go over connections of their own, never behind the main one") {
@@ -355,17 +375,8 @@ TEST_CASE("Republisher: content lookups go over connections of their own, never 
   auto gated = std::make_shared<GatedReader>(p.env.store);
   auto pool = store::PgReaderPool::open(p.env.db.conninfo(), 2);
   REQUIRE(pool);
-  pub::PublishOptions o;
-  const int port = free_port();
-  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
-  o.document_dir = p.env.data / "documents-gated";
-  pub::Republisher server(gated, p.env.blobs, o, *pool);
-  REQUIRE(server.start());
-  http::ServerOptions so;
-  so.port = port;
-  http::Server http(so, server.handler());
-  REQUIRE(http.start());
-  pub::UrlScheme urls(o.public_url);
+  Beside b(p, gated, *pool, "documents-gated");
+  const pub::UrlScheme& urls = b.urls;
   {
     std::unique_lock hold(gated->gate); // a long commit on the main connection
     // Neither is cached before this: a 404 is never cached, and b.txt was
@@ -374,24 +385,13 @@ TEST_CASE("Republisher: content lookups go over connections of their own, never 
     CHECK(get_status(urls.resource("up", p.up.url("/res/b.txt"))) == 200);
     CHECK(get_status(urls.resource("up", p.up.url("/res/c.txt"))) == 410);
   }
-  http.stop();
-  server.stop();
 }
 
 TEST_CASE("Republisher: a Resource List held up never holds the Change List back, and catches up after") {
   Published p;
   auto gated = std::make_shared<GatedReader>(p.env.store); // what Resource Lists are read through
-  pub::PublishOptions o;
-  const int port = free_port();
-  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
-  o.document_dir = p.env.data / "documents-lists";
-  pub::Republisher server(p.env.store, p.env.blobs, o, gated);
-  REQUIRE(server.start());
-  http::ServerOptions so;
-  so.port = port;
-  http::Server http(so, server.handler());
-  REQUIRE(http.start());
-  pub::UrlScheme urls(o.public_url);
+  Beside b(p, p.env.store, gated, "documents-lists");
+  const pub::UrlScheme& urls = b.urls;
   const std::string d_txt = urls.resource("up", p.up.url("/res/d.txt"));
   CHECK(get(urls.resource_list("up")).body.find(d_txt) == std::string::npos);
   auto shows = [&](const std::string& doc, int tries) {
@@ -416,7 +416,7 @@ TEST_CASE("Republisher: a Resource List held up never holds the Change List back
   {
     std::unique_lock hold(gated->gate); // a Resource List update that takes long
     p.change_upstream();
-    server.refresh_soon();
+    b.server->refresh_soon();
     CHECK(shows(urls.change_list("up"), 50));
     // Past the refresh that saw the first change (after which a Resource
     // List would be due): a second change shows too.
@@ -430,30 +430,19 @@ TEST_CASE("Republisher: a Resource List held up never holds the Change List back
          change_entry(p.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z")),
          change_entry(p.up.url("/res/e.txt"), rs::Change::created, ts("2026-01-04T00:00:00Z"), "echo")});
     REQUIRE(p.env.run(SyncEnv::source(p.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-    server.refresh_soon();
+    b.server->refresh_soon();
     CHECK(shows_e(urls.change_list("up")));
     CHECK_FALSE(shows(urls.resource_list("up"), 1));
   }
   CHECK(shows(urls.resource_list("up"), 50));
   CHECK(shows_e(urls.resource_list("up")));
-  http.stop();
-  server.stop();
 }
 
 TEST_CASE("Republisher: a new set is shown only with its Resource List, never as a Capability List naming a 404") {
   Published p;
   auto gated = std::make_shared<GatedReader>(p.env.store); // what Resource Lists are read through
-  pub::PublishOptions o;
-  const int port = free_port();
-  o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
-  o.document_dir = p.env.data / "documents-new-set";
-  pub::Republisher server(p.env.store, p.env.blobs, o, gated);
-  REQUIRE(server.start());
-  http::ServerOptions so;
-  so.port = port;
-  http::Server http(so, server.handler());
-  REQUIRE(http.start());
-  pub::UrlScheme urls(o.public_url);
+  Beside b(p, p.env.store, gated, "documents-new-set");
+  const pub::UrlScheme& urls = b.urls;
   auto shown = [&](int tries) {
     for (int i = 0; i < tries; ++i) {
       if (get(urls.source_description()).body.find(urls.capability_list("second")) != std::string::npos) {
@@ -467,7 +456,7 @@ TEST_CASE("Republisher: a new set is shown only with its Resource List, never as
     std::unique_lock hold(gated->gate); // the lister cannot render the new set's Resource List yet
     // (partial: the upstream's Resource List still names c.txt, gone)
     REQUIRE(p.env.run(SyncEnv::source(p.up.url("/"), "second"), RunMode::baseline).status != RunStatus::failed);
-    server.refresh_soon();
+    b.server->refresh_soon();
     CHECK_FALSE(shown(25)); // 2.5 s: past the refresh that saw the new set
     CHECK(get(urls.capability_list("second")).status == 404);
     CHECK(get(urls.change_list("second")).status == 404);
@@ -478,8 +467,6 @@ TEST_CASE("Republisher: a new set is shown only with its Resource List, never as
   Got rl = get(urls.resource_list("second"));
   CHECK(rl.status == 200);
   CHECK(rl.body.find(urls.resource("second", p.up.url("/res/a.txt"))) != std::string::npos);
-  http.stop();
-  server.stop();
 }
 
 TEST_CASE("Republisher: content from inside a pack file and from a file of its own, whole and in ranges") {
@@ -603,23 +590,10 @@ TEST_CASE("Republisher: retention compacts whole Change List parts and their Cha
   // A republisher started afresh on the same database publishes the same
   // history under the same names.
   {
-    pub::PublishOptions o;
-    const int port = free_port();
-    o.public_url = a.base + "/";
-    o.change_list_part = 1;
-    o.document_dir = a.env.data / "documents-fresh";
-    pub::Republisher fresh(a.env.store, a.env.blobs, o);
-    REQUIRE(fresh.start());
-    http::ServerOptions so;
-    so.port = port;
-    http::Server http(so, fresh.handler());
-    REQUIRE(http.start());
-    const std::string fresh_base = "http://127.0.0.1:" + std::to_string(port);
-    const Got idx = get(fresh_base + "/sets/up/changelist-index.xml");
+    Beside fresh(a, a.env.store, nullptr, "documents-fresh", /*change_list_part=*/1, a.base + "/");
+    const Got idx = get(fresh.base + "/sets/up/changelist-index.xml");
     CHECK(idx.body == get(urls.change_list_index("up")).body);
-    CHECK(get(fresh_base + "/sets/up/changelist-7.xml").body == part7.body);
-    http.stop();
-    fresh.stop();
+    CHECK(get(fresh.base + "/sets/up/changelist-7.xml").body == part7.body);
   }
 
   // B's last change is older than what A still publishes: B re-baselines,
