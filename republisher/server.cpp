@@ -425,19 +425,7 @@ struct Republisher::Impl {
         if (!cl) {
           return tl::unexpected(cl.error());
         }
-        if (known.compacted > 0 || compaction) {
-          // Compacted while it was read (a page gone from under the
-          // reading): start over next time rather than publish a part that
-          // lacks changes.
-          auto again = reader->compactions();
-          if (!again) {
-            return tl::unexpected(again.error());
-          }
-          auto it = std::find_if(again->begin(), again->end(), [&](const auto& c) { return c.set_name == s.name; });
-          if (it == again->end() ? compaction != nullptr : !compaction || !(*it == *compaction)) {
-            closed_parts.erase(s.name);
-            return make_error(ErrorKind::conflict, "the change log was compacted while its Change List was read");
-          }
+        if (known.compacted > closed_parts[s.name].compacted) {
           drop_compacted(s.name, known);
         }
         for (auto& part : *cl) {
@@ -476,6 +464,19 @@ struct Republisher::Impl {
         failed.insert(s.name);
         keep_previous();
       }
+    }
+    // Retention compacted while the Change Lists were read (a page may
+    // have gone from under the reading): start over, rather than publish a
+    // part that lacks changes; what is served stays as it was.
+    auto again = reader->compactions();
+    if (!again) {
+      return tl::unexpected(again.error());
+    }
+    if (*again != *compactions) {
+      for (const auto& c : *again) {
+        closed_parts.erase(c.set_name);
+      }
+      return make_error(ErrorKind::conflict, "the change log was compacted while the Change Lists were read");
     }
     (*docs)["/robots.txt"] = cached(robots, "text/plain");
     {
