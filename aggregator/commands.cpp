@@ -2,6 +2,7 @@
 
 #include "aggregator/config.h"
 #include "aggregator/serving.h"
+#include "sync_engine/store/garbage.h"
 #include "sync_engine/store/pg_store.h"
 
 #include "republisher/server.h"
@@ -11,6 +12,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
@@ -249,6 +251,73 @@ int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& 
   }
   out << "problems: " << r->problems.size() << '\n';
   return r->problems.empty() ? 0 : 1;
+}
+
+int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
+  auto grace = parse_duration(cmd.grace);
+  if (!grace && !cmd.grace.empty() && cmd.grace.find_first_not_of('0') != 0 &&
+      (cmd.grace.find_first_not_of('0') == std::string::npos ||
+       (cmd.grace.find_first_not_of('0') == cmd.grace.size() - 1 && std::string("smhd").find(cmd.grace.back()) !=
+                                                                       std::string::npos))) {
+    grace = std::chrono::seconds(0); // "0s": remove what an earlier run condemned (tests, an emptied store)
+  }
+  if (!grace) {
+    err << "tributary gc: --grace '" << cmd.grace << "' is not a duration (like 30m, 24h or 7d)\n";
+    return 2;
+  }
+  auto load = load_config(cmd.config_path);
+  for (const auto& p : load.problems) {
+    err << p << '\n';
+  }
+  if (!load.config) {
+    return 1;
+  }
+  auto db = store::PgStore::open(load.config->database);
+  if (!db) {
+    err << "tributary gc: " << db.error().message << '\n';
+    return 1;
+  }
+  auto blobs = store::BlobStore::open(load.config->data_dir);
+  if (!blobs) {
+    err << "tributary gc: " << blobs.error().message << '\n';
+    return 1;
+  }
+  store::GcOptions options;
+  options.grace = *grace;
+  options.dry_run = cmd.dry_run;
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto r = store::collect_garbage(**db, **blobs, options, now);
+  if (!r) {
+    err << "tributary gc: " << r.error().message << '\n';
+    return 1;
+  }
+  out << "stored: " << r->stored << " blobs, " << r->stored_bytes << " bytes\n";
+  out << "referenced: " << r->referenced << " blobs named by the database";
+  if (r->missing > 0) {
+    out << " (" << r->missing << " of them not in the store)";
+  }
+  out << '\n';
+  out << "garbage: " << r->garbage << " blobs, " << r->garbage_bytes << " bytes named nowhere\n";
+  if (cmd.dry_run) {
+    out << "dry run: nothing marked, removed or rewritten\n";
+    return 0;
+  }
+  out << "removed: " << r->removed.blobs << " blobs, " << r->removed.bytes << " bytes (condemned more than "
+      << cmd.grace << " ago)\n";
+  out << "condemned: " << r->condemned << " newly, " << r->waiting << " waiting out the grace period, "
+      << r->pardoned << " named again and kept\n";
+  out << "repacked: " << r->repacked.packs << " pack files, " << r->repacked.moved << " live records moved ("
+      << r->repacked.moved_bytes << " bytes), " << r->repacked.freed_bytes << " bytes freed";
+  if (r->repacked.busy > 0) {
+    out << ", " << r->repacked.busy << " in use by a writer left alone";
+  }
+  out << '\n';
+  for (const auto& p : r->repacked.problems) {
+    err << "problem: " << p << '\n';
+  }
+  return r->repacked.problems.empty() ? 0 : 1;
 }
 
 } // namespace tributary::agg

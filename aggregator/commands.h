@@ -39,4 +39,17 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
 // Returns 0 when nothing is wrong, 1 otherwise.
 int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& out, std::ostream& err);
 
+// `tributary gc --config FILE [--grace DURATION] [--dry-run]`: one garbage
+// collection of the blob store (see store/garbage.h): removes blobs
+// condemned longer than the grace period that the database still does not
+// name, condemns those it does not name now, and rewrites pack files mostly
+// dead. Safe beside running daemons, syncs and servers. Prints what it
+// found and did. Returns 0 on success, 1 on failure, 2 for a bad option.
+struct GcCommand {
+  std::string config_path;
+  std::string grace = "24h";
+  bool dry_run = false;
+};
+int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err);
+
 } // namespace tributary::agg

@@ -157,7 +157,15 @@ struct Daemon : DaemonState {
       }
       compact_change_log(conn);
       lock.lock();
-      wake.wait_for(lock, std::chrono::hours(1), [this] { return stopping.load(); });
+      // Hourly; a horizon shorter than ten hours is kept within a tenth of
+      // itself (at least every 10 s).
+      std::chrono::seconds period = std::chrono::hours(1);
+      for (std::chrono::seconds h : {config.change_retention, config.run_retention}) {
+        if (h.count() > 0) {
+          period = std::min(period, std::max<std::chrono::seconds>(h / 10, std::chrono::seconds(10)));
+        }
+      }
+      wake.wait_for(lock, period, [this] { return stopping.load(); });
     }
   }
 

@@ -67,6 +67,19 @@ int main(int argc, char** argv) {
                       "Add intact pack records missing from the index (with the daemon stopped: a record being "
                       "written is not yet durable)");
 
+  tributary::agg::GcCommand gc_cmd;
+  auto* gc_sub = app.add_subcommand(
+      "gc", "Garbage-collect the blob store: blobs no live resource and no change the change log keeps names are "
+            "condemned, removed by a later gc once the grace period has passed if still named nowhere, and pack "
+            "files mostly dead are rewritten to give the disk back. Safe beside running daemons, syncs and "
+            "servers; run it daily (deploy/tributary-gc.timer). Prints what it found and did.");
+  gc_sub->add_option("--config", gc_cmd.config_path, "Configuration file (JSON)")->required();
+  gc_sub->add_option("--grace", gc_cmd.grace,
+                     "How long a blob stays condemned before it may be removed (default 24h); longer than any "
+                     "sync batch takes")
+      ->capture_default_str();
+  gc_sub->add_flag("--dry-run", gc_cmd.dry_run, "Report what is garbage; mark, remove and rewrite nothing");
+
   std::string serve_config;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve our own ResourceSync documents and content (read-only over the store) on the configured "
@@ -137,6 +150,9 @@ int main(int argc, char** argv) {
     }
     if (serve_cmd->parsed()) {
       return agg::run_serve(serve_config, std::cout, std::cerr);
+    }
+    if (gc_sub->parsed()) {
+      return tributary::agg::run_gc(gc_cmd, std::cout, std::cerr);
     }
     if (blobs_cmd->parsed()) {
       return agg::run_check_blobs(blobs_config, reindex, std::cout, std::cerr);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load, scale, many)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load, scale, many, retention)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
@@ -259,6 +259,13 @@ if [ "$which" = all ] || [ "$which" = many ] || [ "$which" = scale ]; then
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   bash "$root/bench/many.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = retention ] || [ "$which" = scale ]; then
+  # (scale: bounded disk under retention follows)
+  echo "== bench/retention (tributary run following tributary simulate of ${BENCH_RETENTION_RESOURCES:-20000} resources at ${BENCH_RETENTION_RATE:-50} changes/s; change_retention 2m (default 30d), tributary gc --grace 30s (default 24h) every 30 s)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/retention.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = fuzz ]; then
   # libFuzzer over the parsers of untrusted input (tests/fuzz/targets.h),

@@ -3,7 +3,7 @@
 # builds a Release binary, installs it to /usr/local/bin, creates the
 # `tributary` system user, /etc/tributary (config, from config/example.json
 # if none yet) and /var/lib/tributary, and the unit. It does not start it:
-# edit /etc/tributary/tributary.json, then `systemctl enable --now tributary`.
+# edit /etc/tributary/tributary.json, then `systemctl enable --now tributary tributary-gc.timer`.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -20,6 +20,6 @@ install -d -o tributary -g tributary -m 0750 /var/lib/tributary
 install -d -o root -g tributary -m 0750 /etc/tributary
 [ -f /etc/tributary/tributary.json ] ||
   install -o root -g tributary -m 0640 "$root/config/example.json" /etc/tributary/tributary.json
-install -m 0644 "$here/tributary.service" /etc/systemd/system/tributary.service
+install -m 0644 "$here/tributary.service" "$here/tributary-gc.service" "$here/tributary-gc.timer" /etc/systemd/system/
 systemctl daemon-reload 2>/dev/null || true
-echo "install-service: edit /etc/tributary/tributary.json, then: systemctl enable --now tributary"
+echo "install-service: edit /etc/tributary/tributary.json, then: systemctl enable --now tributary tributary-gc.timer"

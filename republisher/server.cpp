@@ -964,7 +964,27 @@ struct Republisher::Impl {
     if (!can_block) {
       return http::Disposition::blocking; // opening a file may wait on the disk
     }
-    const int fd = ::open(v->path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(v->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      // Garbage collection rewrote the pack this view was read from: the
+      // blob lives on elsewhere. Locate it again, once.
+      {
+        std::unique_lock lock(cache_mutex);
+        resource_cache.erase(set + '\n' + uri);
+      }
+      const std::string etag = v->etag;
+      v = content_view(set, uri, true, miss);
+      if (!v || v->status != 200 || v->etag != etag) {
+        res.status = 503; // the resource changed meanwhile: its headers are gone
+        res.set_header("Retry-After", "1");
+        return http::Disposition::done;
+      }
+      if (v->bytes) {
+        res.set_shared(std::shared_ptr<const std::string>(v, v->bytes.get()), v->type);
+        return http::Disposition::done;
+      }
+      fd = ::open(v->path.c_str(), O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0) {
       res.status = 500;
       return http::Disposition::done;

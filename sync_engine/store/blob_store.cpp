@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <lmdb.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -124,12 +127,13 @@ std::string lmdb_text(int rc) { return mdb_strerror(rc); }
 
 } // namespace
 
-// A pack file this process appends to.
+// A pack file this process appends to. It holds a shared flock on it while
+// open, which tells repack() (any process's) to leave the pack alone.
 struct BlobPack {
   uint32_t id = 0;
   int fd = -1;
   fs::path path;
-  BlobPack(uint32_t i, int f, fs::path p) : id(i), fd(f), path(std::move(p)) {}
+  BlobPack(uint32_t i, int f, fs::path p) : id(i), fd(f), path(std::move(p)) { ::flock(fd, LOCK_SH); }
   ~BlobPack() { ::close(fd); }
   BlobPack(const BlobPack&) = delete;
   BlobPack& operator=(const BlobPack&) = delete;
@@ -144,7 +148,8 @@ struct BlobStore::Writer::Placed {
 struct BlobStore::State {
   fs::path root;
   MDB_env* env = nullptr;
-  MDB_dbi dbi = 0;
+  MDB_dbi dbi = 0;           // sha-256 -> IndexValue (the unnamed database)
+  MDB_dbi condemned_dbi = 0; // sha-256 -> int64 unix time it was condemned ("condemned")
 
   // Held through a whole sync_directories(): a caller returns only once
   // every directory named before its call is durable, even when another
@@ -164,7 +169,59 @@ struct BlobStore::State {
     }
   }
 
+  // The index is read through a shared map of its file: every page a
+  // lookup touches stays mapped, and counted in the process's resident
+  // memory (RSS), though it is the kernel's page cache (reclaimable, and
+  // what a cgroup charges either way). Random names touch every page: a
+  // million blobs made 160 MB of RSS that grows with the store. Four times
+  // a second the mapping is dropped (MADV_DONTNEED on a shared file mapping
+  // drops page-table entries only: the pages stay cached, and readers
+  // fault them back in without I/O), so RSS stays the daemon's own memory.
+  std::atomic<int64_t> released_at{0};
+  void release_map() {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    int64_t last = released_at.load(std::memory_order_relaxed);
+    if (now - last < 250 || !released_at.compare_exchange_strong(last, now)) {
+      return;
+    }
+    MDB_envinfo info{};
+    MDB_stat stat{};
+    if (!map || mdb_env_info(env, &info) != 0 || mdb_env_stat(env, &stat) != 0) {
+      return;
+    }
+    const size_t used = (static_cast<size_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+    ::madvise(map, std::min(used, info.me_mapsize), MADV_DONTNEED);
+  }
+  void* map = nullptr; // where LMDB mapped the index (it tells only of a fixed map)
+
+  // Finds the map of `file` in /proc/self/maps (null if not found).
+  static void* find_map(const fs::path& file) {
+    std::FILE* f = std::fopen("/proc/self/maps", "re");
+    if (!f) {
+      return nullptr;
+    }
+    std::error_code ec;
+    const std::string want = fs::canonical(file, ec).string();
+    void* out = nullptr;
+    char line[4096];
+    while (!out && !want.empty() && std::fgets(line, sizeof line, f)) {
+      std::string l(line);
+      while (!l.empty() && l.back() == '\n') {
+        l.pop_back();
+      }
+      if (l.size() > want.size() && l.compare(l.size() - want.size(), want.size(), want) == 0 &&
+          l[l.size() - want.size() - 1] == ' ') {
+        out = reinterpret_cast<void*>(std::strtoull(l.c_str(), nullptr, 16));
+      }
+    }
+    std::fclose(f);
+    return out;
+  }
+
   Result<std::optional<IndexValue>> lookup(const std::string& sha256) {
+    release_map();
     MDB_txn* txn = nullptr;
     if (int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn); rc != 0) {
       return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
@@ -186,6 +243,46 @@ struct BlobStore::State {
     return out;
   }
 
+  // A writer reuses the stored blob `sha256`: lifts its condemnation, if
+  // any. Returns whether it is still stored (false: garbage collection
+  // removed it; the caller must store the bytes again). The common case
+  // (not condemned) is one read transaction; the write transaction that
+  // lifts a mark is serialised with remove_condemned()'s.
+  Result<bool> lift(const std::string& sha256, const fs::path& file) {
+    auto key = raw_name(sha256);
+    MDB_val k{key.size(), key.data()};
+    MDB_val v{};
+    MDB_txn* txn = nullptr;
+    int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &txn);
+    if (rc != 0) {
+      return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
+    }
+    const int marked = mdb_get(txn, condemned_dbi, &k, &v);
+    const int indexed = mdb_get(txn, dbi, &k, &v);
+    mdb_txn_abort(txn);
+    struct stat st {};
+    if (marked == MDB_NOTFOUND) {
+      // One snapshot: not condemned now, so not removable for a grace period.
+      return indexed == 0 || ::stat(file.c_str(), &st) == 0;
+    }
+    rc = mdb_txn_begin(env, nullptr, 0, &txn);
+    if (rc == 0) {
+      rc = mdb_del(txn, condemned_dbi, &k, nullptr);
+      rc = rc == MDB_NOTFOUND ? 0 : rc;
+    }
+    bool present = false;
+    if (rc == 0) {
+      present = mdb_get(txn, dbi, &k, &v) == 0 || ::stat(file.c_str(), &st) == 0;
+      rc = mdb_txn_commit(txn);
+    } else if (txn) {
+      mdb_txn_abort(txn);
+    }
+    if (rc != 0) {
+      return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
+    }
+    return present;
+  }
+
   // Names blobs whose bytes are durable: one index transaction (and its
   // sync) for the group. A name already there keeps its first place.
   Result<void> index(const std::vector<std::pair<std::string, IndexValue>>& entries) {
@@ -197,7 +294,11 @@ struct BlobStore::State {
       MDB_val v{sizeof(IndexValue), const_cast<IndexValue*>(&entries[i].second)};
       rc = mdb_put(txn, dbi, &k, &v, MDB_NOOVERWRITE);
       if (rc == MDB_KEYEXIST) {
-        rc = 0;
+        rc = 0; // stored already: this writer reuses that copy, which stays
+      }
+      if (rc == 0) {
+        rc = mdb_del(txn, condemned_dbi, &k, nullptr);
+        rc = rc == MDB_NOTFOUND ? 0 : rc;
       }
     }
     if (rc != 0) {
@@ -307,10 +408,14 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_
   // Read transactions are short and taken from any thread (MDB_NOTLS); the
   // map is address space, not memory: the file grows as entries arrive.
   mdb_env_set_maxreaders(state->env, 1024);
+  mdb_env_set_maxdbs(state->env, 4);
   mdb_env_set_mapsize(state->env, size_t{256} << 30);
-  if (int rc = mdb_env_open(state->env, (root / "index").c_str(), MDB_NOTLS, 0644); rc != 0) {
+  // MDB_NORDAHEAD: lookups are random (names are hashes); it also turns
+  // off fault-around, which mapped 16 pages a lookup.
+  if (int rc = mdb_env_open(state->env, (root / "index").c_str(), MDB_NOTLS | MDB_NORDAHEAD, 0644); rc != 0) {
     return fail(rc);
   }
+  state->map = State::find_map(root / "index" / "data.mdb");
   int stale = 0;
   mdb_reader_check(state->env, &stale); // reader slots of processes that died
   MDB_txn* txn = nullptr;
@@ -318,6 +423,13 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_
     return fail(rc);
   }
   if (int rc = mdb_dbi_open(txn, nullptr, 0, &state->dbi); rc != 0) {
+    mdb_txn_abort(txn);
+    return fail(rc);
+  }
+  // Garbage collection's marks, beside the index so that one transaction
+  // sees both (a named database is a key of the unnamed one: readers of the
+  // index skip keys that are not 32 bytes long).
+  if (int rc = mdb_dbi_open(txn, "condemned", MDB_CREATE, &state->condemned_dbi); rc != 0) {
     mdb_txn_abort(txn);
     return fail(rc);
   }
@@ -441,7 +553,13 @@ BlobInfo BlobStore::Writer::seal() {
   m_placed = std::make_shared<Placed>();
   State& st = *m_store->m_state;
   auto found = st.lookup(m_info.sha256); // a lookup in a memory map: no system call
-  if (!found || !found->has_value()) {
+  bool stored = found && found->has_value();
+  if (stored) {
+    // Reused: lift any condemnation (false: collected just now).
+    auto kept = st.lift(m_info.sha256, m_store->file_path(m_info.sha256));
+    stored = kept && *kept;
+  }
+  if (!stored) {
     RecordHeader header;
     header.length = m_size;
     const auto raw = raw_name(m_info.sha256);
@@ -501,8 +619,22 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
     // An O_TMPFILE file has no name until it is linked into place: no
     // rename across directories, no half-written file ever visible.
     const std::string proc = "/proc/self/fd/" + std::to_string(m_fd);
-    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW) != 0 && errno != EEXIST) {
-      return make_error(ErrorKind::io, "link blob into " + dest.string() + ": " + errno_text());
+    for (int attempt = 0;; ++attempt) {
+      if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+        break;
+      }
+      if (errno != EEXIST) {
+        return make_error(ErrorKind::io, "link blob into " + dest.string() + ": " + errno_text());
+      }
+      // Stored already: reuse that copy, unless garbage collection removed
+      // it just now (then link this one).
+      auto kept = m_store->m_state->lift(info.sha256, dest);
+      if (!kept) {
+        return tl::unexpected(kept.error());
+      }
+      if (*kept || attempt > 0) {
+        break;
+      }
     }
     ::close(m_fd);
     m_fd = -1;
@@ -511,7 +643,8 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
     ::close(m_fd);
     m_fd = -1;
     std::error_code ec;
-    if (fs::exists(dest, ec)) {
+    auto kept = fs::exists(dest, ec) ? m_store->m_state->lift(info.sha256, dest) : Result<bool>(false);
+    if (kept && *kept) {
       // Same bytes already stored (content addressing): keep the old copy.
       fs::remove(m_tmp, ec);
       m_finished = true;
@@ -709,6 +842,402 @@ std::string hex_of(const unsigned char* raw, size_t n) {
 
 } // namespace
 
+Result<BlobLocation> BlobStore::retain(const std::string& sha256) {
+  auto where = locate(sha256);
+  if (!where) {
+    return where;
+  }
+  auto kept = m_state->lift(sha256, file_path(sha256));
+  if (!kept) {
+    return tl::unexpected(kept.error());
+  }
+  if (!*kept) {
+    return make_error(ErrorKind::not_found, "blob " + sha256 + " is not in the store");
+  }
+  return locate(sha256); // where it is now (repack() may have moved it)
+}
+
+namespace {
+
+// A transaction that aborts unless committed.
+struct Txn {
+  MDB_txn* txn = nullptr;
+  ~Txn() {
+    if (txn) {
+      mdb_txn_abort(txn);
+    }
+  }
+  int commit() {
+    const int rc = mdb_txn_commit(txn);
+    txn = nullptr;
+    return rc;
+  }
+};
+
+bool parse_hex_name(const std::string& s, BlobName& out) {
+  if (!valid_name(s)) {
+    return false;
+  }
+  out = raw_name(s);
+  return true;
+}
+
+} // namespace
+
+Result<void> BlobStore::for_each_blob(const std::function<void(const BlobName&, uint64_t)>& fn) const {
+  auto fail = [&](int rc) {
+    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
+  };
+  {
+    Txn t;
+    MDB_cursor* cursor = nullptr;
+    int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
+    if (rc == 0) {
+      rc = mdb_cursor_open(t.txn, m_state->dbi, &cursor);
+    }
+    if (rc != 0) {
+      return fail(rc);
+    }
+    MDB_val k{}, v{};
+    int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
+    for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+      if (k.mv_size != 32 || v.mv_size != sizeof(IndexValue)) {
+        continue;
+      }
+      BlobName name;
+      std::memcpy(name.data(), k.mv_data, 32);
+      IndexValue iv;
+      std::memcpy(&iv, v.mv_data, sizeof iv);
+      fn(name, iv.length);
+    }
+    mdb_cursor_close(cursor);
+    if (c != MDB_NOTFOUND) {
+      return fail(c);
+    }
+  }
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(m_root / "blobs", ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    BlobName name;
+    if (it->is_regular_file(ec) && parse_hex_name(it->path().filename().string(), name)) {
+      fn(name, it->file_size(ec));
+    }
+  }
+  if (ec) {
+    return make_error(ErrorKind::io, "list " + (m_root / "blobs").string() + ": " + ec.message());
+  }
+  return {};
+}
+
+Result<uint64_t> BlobStore::condemn(const std::vector<BlobName>& names, int64_t at) {
+  uint64_t marked = 0;
+  for (size_t from = 0; from < names.size() || from == 0; from += 10000) {
+    Txn t;
+    int rc = mdb_txn_begin(m_state->env, nullptr, 0, &t.txn);
+    for (size_t i = from; rc == 0 && i < std::min(names.size(), from + 10000); ++i) {
+      MDB_val k{32, const_cast<unsigned char*>(names[i].data())};
+      MDB_val v{sizeof at, &at};
+      rc = mdb_put(t.txn, m_state->condemned_dbi, &k, &v, MDB_NOOVERWRITE);
+      if (rc == 0) {
+        ++marked;
+      } else if (rc == MDB_KEYEXIST) {
+        rc = 0;
+      }
+    }
+    if (rc == 0) {
+      rc = t.commit();
+    }
+    if (rc != 0) {
+      return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
+    }
+    if (names.empty()) {
+      break;
+    }
+  }
+  return marked;
+}
+
+Result<std::vector<std::pair<BlobName, int64_t>>> BlobStore::condemned() const {
+  std::vector<std::pair<BlobName, int64_t>> out;
+  Txn t;
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
+  if (rc == 0) {
+    rc = mdb_cursor_open(t.txn, m_state->condemned_dbi, &cursor);
+  }
+  if (rc != 0) {
+    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
+  }
+  MDB_val k{}, v{};
+  int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
+  for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+    if (k.mv_size == 32 && v.mv_size == sizeof(int64_t)) {
+      std::pair<BlobName, int64_t> e;
+      std::memcpy(e.first.data(), k.mv_data, 32);
+      std::memcpy(&e.second, v.mv_data, sizeof e.second);
+      out.push_back(e);
+    }
+  }
+  mdb_cursor_close(cursor);
+  if (c != MDB_NOTFOUND) {
+    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(c));
+  }
+  return out;
+}
+
+Result<uint64_t> BlobStore::pardon(const std::vector<BlobName>& names) {
+  uint64_t lifted = 0;
+  Txn t;
+  int rc = mdb_txn_begin(m_state->env, nullptr, 0, &t.txn);
+  for (size_t i = 0; rc == 0 && i < names.size(); ++i) {
+    MDB_val k{32, const_cast<unsigned char*>(names[i].data())};
+    rc = mdb_del(t.txn, m_state->condemned_dbi, &k, nullptr);
+    if (rc == 0) {
+      ++lifted;
+    } else if (rc == MDB_NOTFOUND) {
+      rc = 0;
+    }
+  }
+  if (rc == 0) {
+    rc = t.commit();
+  }
+  if (rc != 0) {
+    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
+  }
+  return lifted;
+}
+
+Result<RemoveReport> BlobStore::remove_condemned(const std::vector<BlobName>& names) {
+  RemoveReport out;
+  std::set<fs::path> dirs;
+  for (size_t from = 0; from < names.size(); from += 10000) {
+    // One transaction per slice: it holds LMDB's writer lock, which every
+    // writer reusing a blob (lift) and every index commit waits for.
+    Txn t;
+    RemoveReport slice;
+    int rc = mdb_txn_begin(m_state->env, nullptr, 0, &t.txn);
+    for (size_t i = from; rc == 0 && i < std::min(names.size(), from + 10000); ++i) {
+      MDB_val k{32, const_cast<unsigned char*>(names[i].data())};
+      MDB_val v{};
+      rc = mdb_get(t.txn, m_state->condemned_dbi, &k, &v);
+      if (rc == MDB_NOTFOUND) {
+        rc = 0; // lifted since: a writer reuses it
+        continue;
+      }
+      if (rc == 0) {
+        rc = mdb_del(t.txn, m_state->condemned_dbi, &k, nullptr);
+      }
+      if (rc == 0) {
+        rc = mdb_get(t.txn, m_state->dbi, &k, &v);
+        if (rc == 0 && v.mv_size == sizeof(IndexValue)) {
+          IndexValue iv;
+          std::memcpy(&iv, v.mv_data, sizeof iv);
+          rc = mdb_del(t.txn, m_state->dbi, &k, nullptr);
+          ++slice.blobs;
+          slice.bytes += iv.length;
+        } else if (rc == MDB_NOTFOUND) {
+          rc = 0;
+        }
+      }
+      if (rc == 0) {
+        // A file blob is unlinked inside the transaction: a writer's lift
+        // either ran before (and the mark was gone) or runs after and
+        // finds the file gone.
+        const fs::path f = file_path(hex_of(names[i].data(), 32));
+        struct stat st {};
+        if (::stat(f.c_str(), &st) == 0 && ::unlink(f.c_str()) == 0) {
+          ++slice.blobs;
+          slice.bytes += static_cast<uint64_t>(st.st_size);
+          dirs.insert(f.parent_path());
+        }
+      }
+    }
+    if (rc == 0) {
+      rc = t.commit();
+    }
+    if (rc != 0) {
+      return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
+    }
+    out.blobs += slice.blobs;
+    out.bytes += slice.bytes;
+  }
+  return out;
+}
+
+Result<RepackReport> BlobStore::repack(double live_below) {
+  RepackReport out;
+  auto index_error = [&](int rc) {
+    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
+  };
+  // Live bytes per pack, from the index.
+  std::map<uint32_t, uint64_t> live;
+  {
+    Txn t;
+    MDB_cursor* cursor = nullptr;
+    int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
+    if (rc == 0) {
+      rc = mdb_cursor_open(t.txn, m_state->dbi, &cursor);
+    }
+    if (rc != 0) {
+      return index_error(rc);
+    }
+    MDB_val k{}, v{};
+    int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
+    for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+      if (k.mv_size == 32 && v.mv_size == sizeof(IndexValue)) {
+        IndexValue iv;
+        std::memcpy(&iv, v.mv_data, sizeof iv);
+        live[iv.pack] += sizeof(RecordHeader) + ((iv.length + 7) & ~uint64_t{7});
+      }
+    }
+    mdb_cursor_close(cursor);
+    if (c != MDB_NOTFOUND) {
+      return index_error(c);
+    }
+  }
+  std::error_code ec;
+  std::vector<std::pair<uint32_t, fs::path>> packs;
+  for (const auto& e : fs::directory_iterator(m_root / "packs", ec)) {
+    unsigned id = 0;
+    if (std::sscanf(e.path().filename().c_str(), "%10u.pack", &id) == 1) {
+      packs.emplace_back(id, e.path());
+    }
+  }
+  std::sort(packs.begin(), packs.end());
+  std::string bytes;
+  for (const auto& [id, path] : packs) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      continue;
+    }
+    struct stat st {};
+    ::fstat(fd, &st);
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    const uint64_t in_use = live.count(id) ? live[id] : 0;
+    if (size == 0 || static_cast<double>(in_use) >= live_below * static_cast<double>(size)) {
+      ::close(fd);
+      continue;
+    }
+    // A pack some writer still appends to holds a shared lock.
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ++out.busy;
+      ::close(fd);
+      continue;
+    }
+    // This pack's live records, from one index snapshot; copied to this
+    // process's pack, made durable, then the index moved to the copies
+    // where it still names the old record.
+    std::vector<std::pair<BlobName, IndexValue>> records;
+    {
+      Txn t;
+      MDB_cursor* cursor = nullptr;
+      int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
+      if (rc == 0) {
+        rc = mdb_cursor_open(t.txn, m_state->dbi, &cursor);
+      }
+      if (rc != 0) {
+        ::close(fd);
+        return index_error(rc);
+      }
+      MDB_val k{}, v{};
+      for (int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+        if (k.mv_size == 32 && v.mv_size == sizeof(IndexValue)) {
+          IndexValue iv;
+          std::memcpy(&iv, v.mv_data, sizeof iv);
+          if (iv.pack == id) {
+            BlobName name;
+            std::memcpy(name.data(), k.mv_data, 32);
+            records.emplace_back(name, iv);
+          }
+        }
+      }
+      mdb_cursor_close(cursor);
+    }
+    bool keep = false;
+    std::vector<std::pair<BlobName, IndexValue>> moved; // the new places
+    std::vector<std::shared_ptr<BlobPack>> written;
+    uint64_t moved_bytes = 0;
+    for (const auto& [name, iv] : records) {
+      bytes.resize(iv.length);
+      if (!pread_all(fd, bytes.data(), bytes.size(), iv.offset) ||
+          rs::hash_hex(rs::HashAlgorithm::sha256, bytes) != hex_of(name.data(), 32)) {
+        out.problems.push_back(path.string() + ": the record at offset " + std::to_string(iv.offset) +
+                               " does not hash to its name " + hex_of(name.data(), 32) + " (the pack is kept)");
+        keep = true;
+        continue;
+      }
+      RecordHeader header;
+      header.length = iv.length;
+      std::memcpy(header.sha256, name.data(), 32);
+      auto room = m_state->reserve(sizeof header + iv.length);
+      if (!room) {
+        ::close(fd);
+        return tl::unexpected(room.error());
+      }
+      iovec parts[2] = {{&header, sizeof header}, {bytes.data(), bytes.size()}};
+      const ssize_t n = ::pwritev(room->first->fd, parts, 2, static_cast<off_t>(room->second));
+      if (n != static_cast<ssize_t>(sizeof header + bytes.size())) {
+        ::close(fd);
+        return make_error(ErrorKind::io, "write " + room->first->path.string() + ": " +
+                                             (n < 0 ? errno_text() : std::string("short write")));
+      }
+      if (std::find(written.begin(), written.end(), room->first) == written.end()) {
+        written.push_back(room->first);
+      }
+      moved.emplace_back(name, IndexValue{room->first->id, 0, room->second + sizeof header, iv.length});
+      moved_bytes += iv.length;
+    }
+    for (const auto& p : written) {
+      if (::fdatasync(p->fd) != 0) {
+        ::close(fd);
+        return make_error(ErrorKind::io, "fdatasync " + p->path.string() + ": " + errno_text());
+      }
+    }
+    // Move the index: only entries that still name this pack's record (a
+    // collection may have removed some since).
+    Txn t;
+    int rc = mdb_txn_begin(m_state->env, nullptr, 0, &t.txn);
+    for (size_t i = 0; rc == 0 && i < moved.size(); ++i) {
+      MDB_val k{32, moved[i].first.data()};
+      MDB_val v{};
+      rc = mdb_get(t.txn, m_state->dbi, &k, &v);
+      if (rc == MDB_NOTFOUND) {
+        rc = 0;
+        continue;
+      }
+      IndexValue now;
+      if (rc == 0 && v.mv_size == sizeof now) {
+        std::memcpy(&now, v.mv_data, sizeof now);
+        if (now.pack == id) {
+          MDB_val nv{sizeof(IndexValue), &moved[i].second};
+          rc = mdb_put(t.txn, m_state->dbi, &k, &nv, 0);
+        }
+      }
+    }
+    if (rc == 0) {
+      rc = t.commit();
+    }
+    if (rc != 0) {
+      ::close(fd);
+      return index_error(rc);
+    }
+    if (!keep) {
+      ::unlink(path.c_str());
+      ++out.packs;
+      out.freed_bytes += size > moved_bytes ? size - moved_bytes : 0;
+    }
+    out.moved += moved.size();
+    out.moved_bytes += moved_bytes;
+    ::close(fd);
+  }
+  if (out.packs > 0) {
+    if (auto r = fsync_dir(m_root / "packs"); !r) {
+      return tl::unexpected(r.error());
+    }
+  }
+  return out;
+}
+
 Result<BlobCheck> BlobStore::check(bool reindex) {
   BlobCheck out;
   std::error_code ec;
@@ -823,10 +1352,13 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
   std::map<uint32_t, int> fds;
   for (int c = rc == 0 ? mdb_cursor_get(cursor, &k, &v, MDB_FIRST) : rc; c == 0;
        c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+    if (k.mv_size != 32) {
+      continue; // a named database ("condemned"), not an index entry
+    }
     ++out.index_entries;
     const std::string name = hex_of(static_cast<const unsigned char*>(k.mv_data), k.mv_size);
     IndexValue iv;
-    if (v.mv_size != sizeof iv || k.mv_size != 32) {
+    if (v.mv_size != sizeof iv) {
       out.problems.push_back("index entry " + name + ": malformed");
       continue;
     }

@@ -4,6 +4,7 @@
 #include "resourcesync/hash.h"
 
 #include <filesystem>
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,6 +61,25 @@ struct BlobCheck {
   // reason. Lost space nothing names is not a problem.
   std::vector<std::string> problems;
 };
+
+// What BlobStore::repack() did.
+struct RepackReport {
+  uint64_t packs = 0;         // pack files rewritten and removed
+  uint64_t moved = 0;         // live records copied to a new pack
+  uint64_t moved_bytes = 0;
+  uint64_t freed_bytes = 0;   // disk given back (the old packs' size less what moved)
+  uint64_t busy = 0;          // packs passed over: a writer appends to them
+  std::vector<std::string> problems; // records that did not hash to their name (their pack is kept)
+};
+
+// What BlobStore::remove_condemned() removed.
+struct RemoveReport {
+  uint64_t blobs = 0;
+  uint64_t bytes = 0;
+};
+
+// A blob's name as the index keys it: the 32 bytes of its sha-256.
+using BlobName = std::array<unsigned char, 32>;
 
 class BlobStore {
 public:
@@ -132,6 +152,38 @@ public:
   // is reachable).
   Result<BlobLocation> locate(const std::string& sha256) const;
   Result<std::string> read(const std::string& sha256) const;
+  // locate() for a writer about to name a stored blob in the database
+  // without writing its bytes again (a deduplicated fetch): also lifts any
+  // condemnation, so garbage collection keeps it. not_found if it is gone.
+  Result<BlobLocation> retain(const std::string& sha256);
+
+  // Garbage collection, in two steps a grace period apart (see
+  // store/garbage.h): condemn() marks blobs nothing referenced; every path
+  // by which a writer reuses a stored blob (seal() or commit() of bytes
+  // already stored, retain()) lifts the mark; remove_condemned() removes
+  // only blobs still marked, each in the same index transaction that
+  // checks the mark, so a blob is never removed under a writer that just
+  // reused it.
+  //
+  // Every stored blob: its name and length (index entries, then files).
+  Result<void> for_each_blob(const std::function<void(const BlobName&, uint64_t length)>& fn) const;
+  // Marks blobs as condemned at `at` (unix seconds); one already marked
+  // keeps its first time. Returns how many were newly marked.
+  Result<uint64_t> condemn(const std::vector<BlobName>& names, int64_t at);
+  // Condemned blobs, with the time they were marked.
+  Result<std::vector<std::pair<BlobName, int64_t>>> condemned() const;
+  // Lifts the mark of these blobs (found referenced again).
+  Result<uint64_t> pardon(const std::vector<BlobName>& names);
+  // Removes those of `names` still condemned (their index entry or file);
+  // lifts their mark.
+  Result<RemoveReport> remove_condemned(const std::vector<BlobName>& names);
+  // Rewrites pack files whose live records (those the index names) fill
+  // less than `live_below` of them: the live records are copied to a new
+  // pack, the index moved to the copies, and the old pack removed. A pack
+  // a writer still appends to (locked by it) is passed over. A reader that
+  // located a blob in a removed pack finds the file gone and locates it
+  // again.
+  Result<RepackReport> repack(double live_below);
 
   // Reads the whole store: every pack record is re-hashed against the name
   // in its header, every index entry must point at an intact record of its

@@ -997,6 +997,29 @@ Result<uint64_t> PgStore::prune_runs(std::chrono::seconds older_than, size_t lim
   });
 }
 
+Result<void> PgStore::for_each_referenced_blob(const std::function<void(const std::string&)>& fn) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("list referenced blobs", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec0("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    tx.exec0("DECLARE referenced NO SCROLL CURSOR FOR "
+             "SELECT blob_sha256 FROM resource WHERE state = 'live' AND blob_sha256 IS NOT NULL "
+             "UNION ALL "
+             "SELECT blob_sha256 FROM change_log WHERE change <> 'deleted' AND blob_sha256 IS NOT NULL");
+    for (;;) {
+      pqxx::result r = tx.exec("FETCH 20000 FROM referenced");
+      for (const auto& row : r) {
+        fn(row[0].as<std::string>());
+      }
+      if (r.size() < 20000) {
+        break;
+      }
+    }
+    tx.commit();
+    return {};
+  });
+}
+
 namespace {
 
 std::vector<int64_t> read_bigint_array(const pqxx::field& f) {

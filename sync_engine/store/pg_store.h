@@ -61,6 +61,11 @@ public:
   // succeeded and newest failed run (the status API shows them). Returns
   // how many went; call again while it returns `limit`.
   Result<uint64_t> prune_runs(std::chrono::seconds older_than, size_t limit);
+  // Garbage collection: every blob the database names, as of one snapshot:
+  // the content of every live resource and of every change the change log
+  // still holds (our Change Lists and Change Dump packages are rendered
+  // from it). Names may repeat; read through a cursor, in slices.
+  Result<void> for_each_referenced_blob(const std::function<void(const std::string& sha256)>& fn);
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`

@@ -134,3 +134,54 @@ TEST_CASE("tributary sync: one line per source and an exit status scripts can us
   fs::remove(cfg);
   fs::remove_all(data);
 }
+
+TEST_CASE("tributary gc: condemns what the database names nowhere, removes it on a later run, keeps what it names") {
+  tributary::test::TempDatabase db;
+  const fs::path data = fs::temp_directory_path() / ("tributary-gc-cli-" + std::to_string(::getpid()));
+  fs::remove_all(data);
+  auto cfg = write_config("tributary-gc-test.json",
+                          "{\"database\": \"" + db.conninfo() + "\", \"data_dir\": \"" + data.string() + "\"}");
+  REQUIRE(run_tributary("migrate --config " + cfg.string()).status == 0);
+  std::string kept, stray;
+  {
+    auto blobs = tributary::store::BlobStore::open(data);
+    REQUIRE(blobs);
+    kept = (*blobs)->put("a live resource's content")->sha256;
+    stray = (*blobs)->put("named nowhere")->sha256;
+  }
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::work tx(c);
+    tx.exec0("INSERT INTO source (name, url) VALUES ('s', 'http://s.example/')");
+    tx.exec0("INSERT INTO feed (source_id, capability_list_url) SELECT id, 'http://s.example/caps' FROM source");
+    tx.exec0("INSERT INTO resource (feed_id, uri, state, blob_sha256) SELECT id, 'http://s.example/a', 'live', '" +
+             kept + "' FROM feed");
+    tx.commit();
+  }
+  auto dry = run_tributary("gc --dry-run --config " + cfg.string());
+  INFO(dry.out);
+  CHECK(dry.status == 0);
+  CHECK(dry.out.find("stored: 2 blobs") != std::string::npos);
+  CHECK(dry.out.find("garbage: 1 blobs, 13 bytes named nowhere") != std::string::npos);
+  CHECK(dry.out.find("dry run") != std::string::npos);
+
+  auto first = run_tributary("gc --grace 0s --config " + cfg.string());
+  INFO(first.out);
+  CHECK(first.status == 0);
+  CHECK(first.out.find("removed: 0 blobs") != std::string::npos);
+  CHECK(first.out.find("condemned: 1 newly") != std::string::npos);
+  auto second = run_tributary("gc --grace 0s --config " + cfg.string());
+  INFO(second.out);
+  CHECK(second.status == 0);
+  CHECK(second.out.find("removed: 1 blobs, 13 bytes") != std::string::npos);
+  {
+    auto blobs = tributary::store::BlobStore::open(data);
+    REQUIRE(blobs);
+    CHECK(*(*blobs)->read(kept) == "a live resource's content");
+    CHECK_FALSE((*blobs)->locate(stray));
+  }
+  auto bad = run_tributary("gc --grace soon --config " + cfg.string());
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("--grace 'soon' is not a duration") != std::string::npos);
+  fs::remove_all(data);
+}

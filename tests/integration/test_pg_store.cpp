@@ -1,4 +1,5 @@
 #include "sync_engine/store/pg_store.h"
+#include "sync_engine/store/garbage.h"
 
 #include "pg_fixture.h"
 
@@ -252,4 +253,109 @@ TEST_CASE("PgStore: run retention removes old runs and their errors, keeping eac
   }
   CHECK(left == std::vector<int64_t>{runs[3], runs[5], runs[9], runs[10], runs[11]});
   CHECK(tx.exec1("SELECT count(*) FROM sync_error")[0].as<int>() == 5); // the errors went with their runs
+}
+
+TEST_CASE("Garbage collection: blobs named nowhere go a grace period after they were condemned, never one a writer "
+          "reused or the database names again") {
+  tributary::test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  auto opened = PgStore::open(db.conninfo());
+  REQUIRE(opened);
+  PgStore& s = **opened;
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("tributary-gc-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(root);
+  auto blobs_opened = BlobStore::open(root, /*pack_bytes=*/1024); // two records a pack
+  REQUIRE(blobs_opened);
+  BlobStore& blobs = **blobs_opened;
+  const int64_t feed = *s.ensure_feed(*s.ensure_source("src", "http://example.org/"), "http://example.org/caps.xml");
+  const int64_t run = *s.begin_run(1, RunMode::baseline);
+  auto stored = [&](const std::string& body) { return blobs.put(body + std::string(300, '.'))->sha256; };
+  auto commit = [&](const std::string& uri, const std::string& sha, rs::Change change) {
+    ResourceRecord r = resource(uri, 1);
+    r.blob_sha256 = sha;
+    r.state = change == rs::Change::deleted ? ResourceState::deleted : ResourceState::live;
+    Batch b;
+    b.feed_id = feed;
+    b.run_id = run;
+    b.upserts = {r};
+    b.changes = {ChangeRecord{change, t("2026-01-01T00:00:00Z"), r}};
+    REQUIRE(s.apply(b));
+  };
+  const std::string live = stored("live");        // a live resource's content
+  const std::string old = stored("old");          // replaced: only the change log names it
+  const std::string gone = stored("gone");        // a deleted resource's, its changes compacted away
+  const std::string stray = stored("stray");      // stored, never named
+  const std::string reused = stored("reused");    // condemned, then reused by a writer
+  const std::string renamed = stored("renamed");  // condemned, then named by a resource again
+  commit("http://example.org/a", old, rs::Change::created);
+  commit("http://example.org/a", live, rs::Change::updated);
+  commit("http://example.org/g", gone, rs::Change::created);
+  commit("http://example.org/g", gone, rs::Change::deleted);
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::work tx(c);
+    tx.exec0("DELETE FROM change_log WHERE uri = 'http://example.org/g'"); // behind the retention horizon
+    tx.commit();
+  }
+  const int64_t t0 = 1'800'000'000;
+  GcOptions o;
+  o.grace = std::chrono::hours(1);
+  o.repack_below = 0; // no rewriting yet
+
+  auto dry = collect_garbage(s, blobs, GcOptions{o.grace, 0, true}, t0);
+  REQUIRE(dry);
+  CHECK(dry->garbage == 4); // gone, stray, reused, renamed
+  CHECK(blobs.condemned()->empty());
+
+  auto first = collect_garbage(s, blobs, o, t0);
+  REQUIRE(first);
+  CHECK(first->stored == 6);
+  CHECK(first->referenced == 2); // live, old
+  CHECK(first->missing == 0);
+  CHECK(first->condemned == 4);
+  CHECK(first->removed.blobs == 0);
+
+  // Within the grace period: a writer reuses one, a resource names another.
+  REQUIRE(blobs.retain(reused));
+  commit("http://example.org/r", renamed, rs::Change::created);
+  auto early = collect_garbage(s, blobs, o, t0 + 1800);
+  REQUIRE(early);
+  CHECK(early->removed.blobs == 0);
+  CHECK(early->pardoned == 1); // renamed
+  CHECK(early->waiting == 3);  // gone, stray (marked at t0), reused (marked again now)
+
+  auto due = collect_garbage(s, blobs, o, t0 + 3600);
+  REQUIRE(due);
+  CHECK(due->removed.blobs == 2); // gone and stray; reused was marked again only at t0 + 1800
+  for (const auto& kept : {live, old, reused, renamed}) {
+    CHECK(blobs.read(kept));
+  }
+  for (const auto& collected : {gone, stray}) {
+    CHECK(blobs.locate(collected).error().kind == ErrorKind::not_found);
+  }
+  auto later = collect_garbage(s, blobs, o, t0 + 1800 + 3600);
+  REQUIRE(later);
+  CHECK(later->removed.blobs == 1); // reused, named nowhere still
+  CHECK(blobs.read(live));
+
+  // Repack gives the space back and the live content stays readable.
+  const auto packs_bytes = [&] {
+    uint64_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(root / "packs")) {
+      n += e.file_size();
+    }
+    return n;
+  };
+  const uint64_t before = packs_bytes();
+  o.repack_below = 0.9;
+  auto repacked = collect_garbage(s, blobs, o, t0 + 3 * 3600);
+  REQUIRE(repacked);
+  CHECK(repacked->repacked.packs >= 1);
+  CHECK(packs_bytes() < before);
+  for (const auto& kept : {live, old, renamed}) {
+    CHECK(blobs.read(kept));
+  }
+  CHECK(blobs.check(false)->problems.empty());
+  std::filesystem::remove_all(root);
 }

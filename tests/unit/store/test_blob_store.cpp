@@ -414,3 +414,194 @@ TEST_CASE("BlobStore: sync_directories returns only once every directory named b
   REQUIRE(flushed.size() == 2);
   CHECK(flushed[0] == flushed[1]);
 }
+
+namespace {
+
+BlobName name_of(const std::string& hex) {
+  BlobName n{};
+  for (size_t i = 0; i < 32; ++i) {
+    n[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("BlobStore: a condemned blob goes only while still condemned; every reuse lifts the mark") {
+  TempDir dir;
+  auto opened = BlobStore::open(dir.path);
+  REQUIRE(opened);
+  BlobStore& store = **opened;
+  auto a = store.put("reused by a writer that stores the same bytes");
+  auto b = store.put("reused by a deduplicated fetch (retain)");
+  auto c = store.put("garbage");
+  const std::string big(BlobStore::k_pack_max + 10, 'g');
+  auto d = store.put(big); // a file of its own
+  auto e = store.put(std::string(BlobStore::k_pack_max + 20, 'e')); // a file, stored again later
+  REQUIRE((a && b && c && d && e));
+  const std::vector<BlobName> all{name_of(a->sha256), name_of(b->sha256), name_of(c->sha256), name_of(d->sha256),
+                                  name_of(e->sha256)};
+  CHECK(*store.condemn(all, 1000) == 5);
+  CHECK(*store.condemn(all, 2000) == 0); // marked once, at the first time
+  auto marked = store.condemned();
+  REQUIRE(marked);
+  REQUIRE(marked->size() == 5);
+  CHECK(marked->front().second == 1000);
+
+  // A writer storing bytes already stored reuses them: the mark is lifted.
+  REQUIRE(store.put("reused by a writer that stores the same bytes"));
+  REQUIRE(store.retain(b->sha256));
+  REQUIRE(store.put(std::string(BlobStore::k_pack_max + 20, 'e'))); // a file blob linked again: EEXIST
+  CHECK(store.condemned()->size() == 2);
+
+  auto removed = store.remove_condemned(all);
+  REQUIRE(removed);
+  CHECK(removed->blobs == 2);
+  CHECK(removed->bytes == 7 + big.size());
+  CHECK(*store.read(a->sha256) == "reused by a writer that stores the same bytes");
+  CHECK(store.read(b->sha256));
+  CHECK(store.read(e->sha256));
+  CHECK(store.locate(c->sha256).error().kind == ErrorKind::not_found);
+  CHECK(store.locate(d->sha256).error().kind == ErrorKind::not_found);
+  CHECK(store.retain(c->sha256).error().kind == ErrorKind::not_found);
+  CHECK(store.condemned()->empty());
+  // A second removal finds nothing marked: nothing more goes.
+  CHECK(store.remove_condemned(all)->blobs == 0);
+
+  // Collected, then stored again: the bytes are written anew.
+  auto c2 = store.put("garbage");
+  REQUIRE(c2);
+  CHECK(*store.read(c2->sha256) == "garbage");
+  auto d2 = store.put(big);
+  REQUIRE(d2);
+  CHECK(store.read(d2->sha256)->size() == big.size());
+
+  // A pardon lifts marks without removing anything.
+  REQUIRE(store.condemn({name_of(c2->sha256)}, 3000));
+  CHECK(*store.pardon({name_of(c2->sha256), name_of(a->sha256)}) == 1);
+  CHECK(store.remove_condemned({name_of(c2->sha256)})->blobs == 0);
+
+  // The marks live beside the index: check() and for_each_blob() see only blobs.
+  REQUIRE(store.condemn({name_of(a->sha256)}, 4000));
+  auto checked = store.check(false);
+  REQUIRE(checked);
+  CHECK(checked->problems.empty());
+  CHECK(checked->index_entries == 3); // a, b, garbage
+  size_t listed = 0;
+  REQUIRE(store.for_each_blob([&](const BlobName&, uint64_t) { ++listed; }));
+  CHECK(listed == 5); // and the two files
+}
+
+TEST_CASE("BlobStore: repack rewrites mostly dead packs, keeps every live blob readable, and leaves a writer's pack alone") {
+  TempDir dir;
+  {
+    auto opened = BlobStore::open(dir.path, /*pack_bytes=*/4096);
+    REQUIRE(opened);
+    BlobStore& store = **opened;
+    std::vector<std::string> names;
+    for (int i = 0; i < 60; ++i) {
+      auto info = store.put("blob " + std::to_string(i) + std::string(200, 'x'));
+      REQUIRE(info);
+      names.push_back(info->sha256);
+    }
+    // Every third one lives on.
+    std::vector<BlobName> dead;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i % 3 != 0) {
+        dead.push_back(name_of(names[i]));
+      }
+    }
+    REQUIRE(store.condemn(dead, 1));
+    REQUIRE(store.remove_condemned(dead)->blobs == 40);
+    const uint64_t before = bytes_under(dir.path / "packs");
+    const size_t packs_before = files_under(dir.path / "packs");
+    auto r = store.repack(0.5);
+    REQUIRE(r);
+    CHECK(r->problems.empty());
+    // (the pack this store appended to when repack began filled up with the
+    // copies and was closed, so it too could be rewritten)
+    CHECK(r->packs + r->busy == packs_before);
+    CHECK(r->packs >= packs_before - 1);
+    CHECK(r->moved >= 18);
+    CHECK(r->freed_bytes > 0);
+    CHECK(bytes_under(dir.path / "packs") < before * 6 / 10);
+    for (size_t i = 0; i < names.size(); i += 3) {
+      CHECK(*store.read(names[i]) == "blob " + std::to_string(i) + std::string(200, 'x'));
+    }
+    auto checked = store.check(false);
+    REQUIRE(checked);
+    CHECK(checked->problems.empty());
+    CHECK(checked->indexed == 20);
+    // Nothing dead left: a second repack rewrites nothing.
+    CHECK(store.repack(0.5)->packs == 0);
+  }
+  {
+    // The pack a writer appends to is locked: left alone, however dead.
+    TempDir other;
+    auto opened = BlobStore::open(other.path / "s", /*pack_bytes=*/1 << 20);
+    REQUIRE(opened);
+    BlobStore& store = **opened;
+    auto keep = store.put("kept");
+    auto gone = store.put(std::string(2000, 'd'));
+    REQUIRE((keep && gone));
+    REQUIRE(store.condemn({name_of(gone->sha256)}, 1));
+    REQUIRE(store.remove_condemned({name_of(gone->sha256)})->blobs == 1);
+    auto r = store.repack(0.5);
+    REQUIRE(r);
+    CHECK(r->busy == 1);
+    CHECK(r->packs == 0);
+    CHECK(*store.read(keep->sha256) == "kept");
+  }
+}
+
+TEST_CASE("BlobStore: the index's pages do not stay counted in resident memory") {
+  TempDir dir;
+  auto opened = BlobStore::open(dir.path);
+  REQUIRE(opened);
+  BlobStore& store = **opened;
+  std::vector<std::string> names;
+  for (int g = 0; g < 20; ++g) {
+    std::vector<BlobStore::Writer> writers;
+    for (int i = 0; i < 1000; ++i) {
+      auto w = store.begin();
+      const std::string body = std::to_string(g) + "/" + std::to_string(i);
+      REQUIRE(w->write(body.data(), body.size()));
+      w->seal();
+      writers.push_back(std::move(*w));
+    }
+    std::vector<BlobStore::Writer*> ptrs;
+    for (auto& w : writers) {
+      ptrs.push_back(&w);
+    }
+    for (auto& r : store.publish(ptrs)) {
+      REQUIRE(r);
+      names.push_back(r->sha256);
+    }
+  }
+  // Resident kB of the index's map, from /proc/self/smaps.
+  const std::string index = fs::canonical(dir.path / "index" / "data.mdb").string();
+  auto resident = [&] {
+    std::ifstream in("/proc/self/smaps");
+    std::string line;
+    bool in_index = false;
+    long kb = 0;
+    while (std::getline(in, line)) {
+      if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find(' ') < 40 &&
+          line.find('-') < line.find(' ')) {
+        in_index = line.size() >= index.size() && line.compare(line.size() - index.size(), index.size(), index) == 0;
+      } else if (in_index && line.rfind("Rss:", 0) == 0) {
+        kb += std::stol(line.substr(4));
+      }
+    }
+    return kb;
+  };
+  const long file_kb = static_cast<long>(fs::file_size(dir.path / "index" / "data.mdb") / 1024);
+  for (const auto& n : names) {
+    REQUIRE(store.locate(n)); // touches every page of the index
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  REQUIRE(store.locate(names.front())); // the next lookup lets go of the map
+  INFO("index file " << file_kb << " kB, resident " << resident() << " kB");
+  CHECK(file_kb > 1000);
+  CHECK(resident() < file_kb / 4);
+}

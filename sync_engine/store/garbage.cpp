@@ -1,0 +1,140 @@
+#include "sync_engine/store/garbage.h"
+
+#include "sync_engine/store/pg_store.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tributary::store {
+
+namespace {
+
+bool hex_name(const std::string& s, BlobName& out) {
+  if (s.size() != 64) {
+    return false;
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') {
+      return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+      return c - 'a' + 10;
+    }
+    return -1;
+  };
+  for (size_t i = 0; i < 32; ++i) {
+    const int hi = nibble(s[2 * i]);
+    const int lo = nibble(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      return false;
+    }
+    out[i] = static_cast<unsigned char>(hi << 4 | lo);
+  }
+  return true;
+}
+
+bool named(const std::vector<BlobName>& sorted, const BlobName& n) {
+  return std::binary_search(sorted.begin(), sorted.end(), n);
+}
+
+} // namespace
+
+Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions& options, int64_t now) {
+  GcReport out;
+  // 1. What was condemned before this collection (read before the
+  //    database, so that a name committed in between is seen below).
+  auto marked = blobs.condemned();
+  if (!marked) {
+    return tl::unexpected(marked.error());
+  }
+  // 2. What the database names now: 32 bytes a name, sorted (a million
+  //    resources and their changes: some tens of MB, for this process).
+  std::vector<BlobName> referenced;
+  if (auto r = db.for_each_referenced_blob([&](const std::string& hex) {
+        BlobName n;
+        if (hex_name(hex, n)) {
+          referenced.push_back(n);
+        }
+      });
+      !r) {
+    return tl::unexpected(r.error());
+  }
+  std::sort(referenced.begin(), referenced.end());
+  referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
+  out.referenced = referenced.size();
+
+  // 3. Sweep: marks named again are lifted; those due (marked longer ago
+  //    than the grace period) and still not named go.
+  std::vector<BlobName> pardon;
+  std::vector<BlobName> due;
+  std::vector<BlobName> already; // marked and not named: not marked again below
+  for (const auto& [name, at] : *marked) {
+    if (named(referenced, name)) {
+      pardon.push_back(name);
+    } else if (now - at >= options.grace.count()) {
+      due.push_back(name);
+    } else {
+      already.push_back(name);
+    }
+  }
+  if (!options.dry_run) {
+    auto p = blobs.pardon(pardon);
+    if (!p) {
+      return tl::unexpected(p.error());
+    }
+    out.pardoned = *p;
+    auto removed = blobs.remove_condemned(due);
+    if (!removed) {
+      return tl::unexpected(removed.error());
+    }
+    out.removed = *removed;
+  }
+  std::sort(already.begin(), already.end());
+  std::sort(due.begin(), due.end());
+
+  // 4. Mark: every stored blob the database does not name.
+  std::vector<BlobName> stored;
+  std::vector<BlobName> garbage;
+  if (auto r = blobs.for_each_blob([&](const BlobName& name, uint64_t length) {
+        stored.push_back(name);
+        ++out.stored;
+        out.stored_bytes += length;
+        if (!named(referenced, name)) {
+          ++out.garbage;
+          out.garbage_bytes += length;
+          if (!named(already, name) && !named(due, name)) {
+            garbage.push_back(name);
+          }
+        }
+      });
+      !r) {
+    return tl::unexpected(r.error());
+  }
+  std::sort(stored.begin(), stored.end());
+  for (const auto& n : referenced) {
+    if (!std::binary_search(stored.begin(), stored.end(), n)) {
+      ++out.missing;
+    }
+  }
+  out.waiting = already.size();
+  if (options.dry_run) {
+    out.condemned = garbage.size();
+    return out;
+  }
+  auto c = blobs.condemn(garbage, now);
+  if (!c) {
+    return tl::unexpected(c.error());
+  }
+  out.condemned = *c;
+  out.waiting += *c;
+
+  // 5. Give disk space back.
+  auto rp = blobs.repack(options.repack_below);
+  if (!rp) {
+    return tl::unexpected(rp.error());
+  }
+  out.repacked = *rp;
+  return out;
+}
+
+} // namespace tributary::store
