@@ -13,7 +13,8 @@
 #     change our Change List shows it (target 1 s) and our Resource List's
 #     `at` passes it (target 30 s), polled every 0.25 s; and how many
 #     entries the Resource List's parts hold then (all of them);
-#   - PostgreSQL's database size and data_dir's size.
+#   - PostgreSQL's database size and data_dir's size;
+#   - one `tributary gc` beside the daemon: its time and peak RSS.
 #   bench/scale.sh ROOT PG_CONNINFO
 set -euo pipefail
 root=$1
@@ -104,6 +105,11 @@ CFG
   awk -v a="${cl_lag:-99}" -v b="${rl_lag:-99}" 'BEGIN { exit !(a <= 1 && b <= 30) }' || status=1
   [ "$listed" = "$live" ] || status=1
   echo "daemon log lines at error level: $(grep -c '"level":"error"\|ERROR\| error ' "$work/run.log" || true)"
+  # One blob garbage collection at this size, beside the running daemon
+  # (default grace: it marks, removes nothing yet): its time and memory.
+  /usr/bin/time -f "%e %M" -o "$work/gc.time" "$bin" gc --config "$work/config.json" >"$work/gc.out" 2>&1 || true
+  read -r gc_secs gc_kb <"$work/gc.time" || true
+  echo "tributary gc: ${gc_secs:-?} s, peak RSS $(mb "${gc_kb:-0}"); $(grep -E '^(stored|garbage):' "$work/gc.out" | tr '\n' ' ')"
   kill "$daemon"; wait "$daemon" 2>/dev/null || true
   daemon=""
   kill "$sim"; wait "$sim" 2>/dev/null || true
