@@ -317,6 +317,12 @@ struct BlobStore::State {
     MDB_txn* txn = nullptr;
     int rc = mdb_txn_begin(env, nullptr, 0, &txn);
     for (size_t i = 0; rc == 0 && i < entries.size(); ++i) {
+      if ((i & 63) == 63) {
+        // A put reads its leaf through the map as a lookup does (the
+        // pages it changes are copies until the commit writes them):
+        // 2,500 puts mapped up to the whole index.
+        release_map();
+      }
       auto key = raw_name(entries[i].first);
       MDB_val k{key.size(), key.data()};
       MDB_val v{sizeof(IndexValue), const_cast<IndexValue*>(&entries[i].second)};
