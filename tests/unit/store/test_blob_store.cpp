@@ -427,7 +427,7 @@ BlobName name_of(const std::string& hex) {
 
 } // namespace
 
-TEST_CASE("BlobStore: a condemned blob goes only while still condemned; every reuse lifts the mark") {
+TEST_CASE("BlobStore: a condemned blob goes only while still condemned, and every reuse lifts the mark") {
   TempDir dir;
   auto opened = BlobStore::open(dir.path);
   REQUIRE(opened);
