@@ -22,6 +22,20 @@ namespace tributary::agg {
 
 namespace {
 
+// The configuration at `path`, every problem printed on `err`; nullopt
+// when it cannot be used.
+std::optional<Config> loaded(const std::string& path, std::ostream& err) {
+  auto load = load_config(path);
+  for (const auto& p : load.problems) {
+    err << p << '\n';
+  }
+  return std::move(load.config);
+}
+
+} // namespace
+
+namespace {
+
 // The store and blob store a command works on, opened from the config; on
 // failure the reason is printed as "tributary <command>: ...".
 struct Storage {
@@ -46,27 +60,21 @@ std::optional<Storage> open_storage(const Config& config, const char* command, s
 } // namespace
 
 int run_check_config(const std::string& path, std::ostream& out, std::ostream& err) {
-  auto load = load_config(path);
-  for (const auto& p : load.problems) {
-    err << p << '\n';
-  }
-  if (!load.config) {
+  auto config = loaded(path, err);
+  if (!config) {
     return 1;
   }
-  out << path << ": ok (" << load.config->sources.size() << " source"
-      << (load.config->sources.size() == 1 ? "" : "s") << ")\n";
+  out << path << ": ok (" << config->sources.size() << " source"
+      << (config->sources.size() == 1 ? "" : "s") << ")\n";
   return 0;
 }
 
 int run_migrate(const std::string& config_path, std::ostream& out, std::ostream& err) {
-  auto load = load_config(config_path);
-  for (const auto& p : load.problems) {
-    err << p << '\n';
-  }
-  if (!load.config) {
+  auto config = loaded(config_path, err);
+  if (!config) {
     return 1;
   }
-  auto report = store::migrate(load.config->database);
+  auto report = store::migrate(config->database);
   if (!report) {
     err << "tributary migrate: " << report.error().message << '\n';
     return 1;
@@ -93,14 +101,11 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
     err << "tributary sync: --repair goes with --audit\n";
     return 2;
   }
-  auto load = load_config(cmd.config_path);
-  for (const auto& p : load.problems) {
-    err << p << '\n';
-  }
-  if (!load.config) {
+  auto found = loaded(cmd.config_path, err);
+  if (!found) {
     return 2;
   }
-  const Config& config = *load.config;
+  const Config& config = *found;
   std::vector<const sync::SourceConfig*> sources;
   for (const auto& s : config.sources) {
     if (cmd.source.empty() ? s.enabled : s.name == cmd.source) {
@@ -172,14 +177,11 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
 }
 
 int run_serve(const std::string& config_path, std::ostream& out, std::ostream& err) {
-  auto load = load_config(config_path);
-  for (const auto& p : load.problems) {
-    err << p << '\n';
-  }
-  if (!load.config) {
+  auto found = loaded(config_path, err);
+  if (!found) {
     return 1;
   }
-  const Config& config = *load.config;
+  const Config& config = *found;
   auto storage = open_storage(config, "serve", err);
   if (!storage) {
     return 1;
@@ -221,14 +223,11 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
 }
 
 int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& out, std::ostream& err) {
-  auto load = load_config(config_path);
-  for (const auto& p : load.problems) {
-    err << p << '\n';
-  }
-  if (!load.config) {
+  auto config = loaded(config_path, err);
+  if (!config) {
     return 1;
   }
-  auto blobs = store::BlobStore::open(load.config->data_dir);
+  auto blobs = store::BlobStore::open(config->data_dir);
   if (!blobs) {
     err << "tributary check-blobs: " << blobs.error().message << '\n';
     return 1;
@@ -254,30 +253,22 @@ int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& 
 }
 
 int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
-  auto grace = parse_duration(cmd.grace);
-  if (!grace && !cmd.grace.empty() && cmd.grace.find_first_not_of('0') != 0 &&
-      (cmd.grace.find_first_not_of('0') == std::string::npos ||
-       (cmd.grace.find_first_not_of('0') == cmd.grace.size() - 1 && std::string("smhd").find(cmd.grace.back()) !=
-                                                                       std::string::npos))) {
-    grace = std::chrono::seconds(0); // "0s": remove what an earlier run condemned (tests, an emptied store)
-  }
+  // "0s" removes at once what an earlier run condemned (tests, an emptied store).
+  auto grace = parse_duration(cmd.grace, /*allow_zero=*/true);
   if (!grace) {
     err << "tributary gc: --grace '" << cmd.grace << "' is not a duration (like 30m, 24h or 7d)\n";
     return 2;
   }
-  auto load = load_config(cmd.config_path);
-  for (const auto& p : load.problems) {
-    err << p << '\n';
-  }
-  if (!load.config) {
+  auto config = loaded(cmd.config_path, err);
+  if (!config) {
     return 1;
   }
-  auto db = store::PgStore::open(load.config->database);
+  auto db = store::PgStore::open(config->database);
   if (!db) {
     err << "tributary gc: " << db.error().message << '\n';
     return 1;
   }
-  auto blobs = store::BlobStore::open(load.config->data_dir);
+  auto blobs = store::BlobStore::open(config->data_dir);
   if (!blobs) {
     err << "tributary gc: " << blobs.error().message << '\n';
     return 1;

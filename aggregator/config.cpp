@@ -418,7 +418,7 @@ private:
 
 } // namespace
 
-std::optional<std::chrono::seconds> parse_duration(const std::string& s) {
+std::optional<std::chrono::seconds> parse_duration(const std::string& s, bool allow_zero) {
   if (s.empty()) {
     return std::nullopt;
   }
@@ -446,7 +446,7 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& s) {
     }
     ++i;
   }
-  if (total <= 0) {
+  if (total < 0 || (total == 0 && !allow_zero)) {
     return std::nullopt;
   }
   return std::chrono::seconds(total);

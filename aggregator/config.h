@@ -59,8 +59,8 @@ struct ConfigLoad {
 };
 
 // "90s", "15m", "1h30m", "2d": a duration of whole seconds; nullopt when
-// malformed or zero.
-std::optional<std::chrono::seconds> parse_duration(const std::string& s);
+// malformed, or zero unless `allow_zero`.
+std::optional<std::chrono::seconds> parse_duration(const std::string& s, bool allow_zero = false);
 
 ConfigLoad parse_config(const std::string& text, const std::string& file_name);
 ConfigLoad load_config(const std::string& path);

@@ -911,53 +911,60 @@ struct Txn {
   }
 };
 
-bool parse_hex_name(const std::string& s, BlobName& out) {
-  if (!valid_name(s)) {
-    return false;
+// Every entry of `db`, in one read transaction; 0 or LMDB's error.
+int scan(MDB_env* env, MDB_dbi db, const std::function<void(const MDB_val& key, const MDB_val& value)>& fn) {
+  Txn t;
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &t.txn);
+  if (rc == 0) {
+    rc = mdb_cursor_open(t.txn, db, &cursor);
   }
-  out = raw_name(s);
-  return true;
+  if (rc != 0) {
+    return rc;
+  }
+  MDB_val k{}, v{};
+  int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
+  for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+    fn(k, v);
+  }
+  mdb_cursor_close(cursor);
+  return c == MDB_NOTFOUND ? 0 : c;
+}
+
+// Every index entry (keys of 32 bytes: the unnamed database also holds the
+// names of the named ones).
+int scan_index(MDB_env* env, MDB_dbi db, const std::function<void(const BlobName&, const IndexValue&)>& fn) {
+  return scan(env, db, [&](const MDB_val& k, const MDB_val& v) {
+    if (k.mv_size == 32 && v.mv_size == sizeof(IndexValue)) {
+      BlobName name;
+      IndexValue iv;
+      std::memcpy(name.data(), k.mv_data, 32);
+      std::memcpy(&iv, v.mv_data, sizeof iv);
+      fn(name, iv);
+    }
+  });
 }
 
 } // namespace
 
+std::optional<BlobName> BlobStore::name_of(const std::string& sha256) {
+  if (!valid_name(sha256)) {
+    return std::nullopt;
+  }
+  return raw_name(sha256);
+}
+
 Result<void> BlobStore::for_each_blob(const std::function<void(const BlobName&, uint64_t)>& fn) const {
-  auto fail = [&](int rc) {
+  if (int rc = scan_index(m_state->env, m_state->dbi, [&](const BlobName& n, const IndexValue& iv) { fn(n, iv.length); });
+      rc != 0) {
     return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
-  };
-  {
-    Txn t;
-    MDB_cursor* cursor = nullptr;
-    int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
-    if (rc == 0) {
-      rc = mdb_cursor_open(t.txn, m_state->dbi, &cursor);
-    }
-    if (rc != 0) {
-      return fail(rc);
-    }
-    MDB_val k{}, v{};
-    int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-    for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-      if (k.mv_size != 32 || v.mv_size != sizeof(IndexValue)) {
-        continue;
-      }
-      BlobName name;
-      std::memcpy(name.data(), k.mv_data, 32);
-      IndexValue iv;
-      std::memcpy(&iv, v.mv_data, sizeof iv);
-      fn(name, iv.length);
-    }
-    mdb_cursor_close(cursor);
-    if (c != MDB_NOTFOUND) {
-      return fail(c);
-    }
   }
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(m_root / "blobs", ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
-    BlobName name;
-    if (it->is_regular_file(ec) && parse_hex_name(it->path().filename().string(), name)) {
-      fn(name, it->file_size(ec));
+    auto name = it->is_regular_file(ec) ? name_of(it->path().filename().string()) : std::nullopt;
+    if (name) {
+      fn(*name, it->file_size(ec));
     }
   }
   if (ec) {
@@ -968,7 +975,7 @@ Result<void> BlobStore::for_each_blob(const std::function<void(const BlobName&, 
 
 Result<uint64_t> BlobStore::condemn(const std::vector<BlobName>& names, int64_t at) {
   uint64_t marked = 0;
-  for (size_t from = 0; from < names.size() || from == 0; from += 10000) {
+  for (size_t from = 0; from < names.size(); from += 10000) {
     Txn t;
     int rc = mdb_txn_begin(m_state->env, nullptr, 0, &t.txn);
     for (size_t i = from; rc == 0 && i < std::min(names.size(), from + 10000); ++i) {
@@ -987,37 +994,22 @@ Result<uint64_t> BlobStore::condemn(const std::vector<BlobName>& names, int64_t 
     if (rc != 0) {
       return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
     }
-    if (names.empty()) {
-      break;
-    }
   }
   return marked;
 }
 
 Result<std::vector<std::pair<BlobName, int64_t>>> BlobStore::condemned() const {
   std::vector<std::pair<BlobName, int64_t>> out;
-  Txn t;
-  MDB_cursor* cursor = nullptr;
-  int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
-  if (rc == 0) {
-    rc = mdb_cursor_open(t.txn, m_state->condemned_dbi, &cursor);
-  }
-  if (rc != 0) {
-    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
-  }
-  MDB_val k{}, v{};
-  int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-  for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+  const int rc = scan(m_state->env, m_state->condemned_dbi, [&](const MDB_val& k, const MDB_val& v) {
     if (k.mv_size == 32 && v.mv_size == sizeof(int64_t)) {
       std::pair<BlobName, int64_t> e;
       std::memcpy(e.first.data(), k.mv_data, 32);
       std::memcpy(&e.second, v.mv_data, sizeof e.second);
       out.push_back(e);
     }
-  }
-  mdb_cursor_close(cursor);
-  if (c != MDB_NOTFOUND) {
-    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(c));
+  });
+  if (rc != 0) {
+    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
   }
   return out;
 }
@@ -1108,29 +1100,11 @@ Result<RepackReport> BlobStore::repack(double live_below) {
   };
   // Live bytes per pack, from the index.
   std::map<uint32_t, uint64_t> live;
-  {
-    Txn t;
-    MDB_cursor* cursor = nullptr;
-    int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
-    if (rc == 0) {
-      rc = mdb_cursor_open(t.txn, m_state->dbi, &cursor);
-    }
-    if (rc != 0) {
-      return index_error(rc);
-    }
-    MDB_val k{}, v{};
-    int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-    for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-      if (k.mv_size == 32 && v.mv_size == sizeof(IndexValue)) {
-        IndexValue iv;
-        std::memcpy(&iv, v.mv_data, sizeof iv);
+  if (int rc = scan_index(m_state->env, m_state->dbi, [&](const BlobName&, const IndexValue& iv) {
         live[iv.pack] += sizeof(RecordHeader) + ((iv.length + 7) & ~uint64_t{7});
-      }
-    }
-    mdb_cursor_close(cursor);
-    if (c != MDB_NOTFOUND) {
-      return index_error(c);
-    }
+      });
+      rc != 0) {
+    return index_error(rc);
   }
   std::error_code ec;
   std::vector<std::pair<uint32_t, fs::path>> packs;
@@ -1165,30 +1139,14 @@ Result<RepackReport> BlobStore::repack(double live_below) {
     // process's pack, made durable, then the index moved to the copies
     // where it still names the old record.
     std::vector<std::pair<BlobName, IndexValue>> records;
-    {
-      Txn t;
-      MDB_cursor* cursor = nullptr;
-      int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &t.txn);
-      if (rc == 0) {
-        rc = mdb_cursor_open(t.txn, m_state->dbi, &cursor);
-      }
-      if (rc != 0) {
-        ::close(fd);
-        return index_error(rc);
-      }
-      MDB_val k{}, v{};
-      for (int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST); c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-        if (k.mv_size == 32 && v.mv_size == sizeof(IndexValue)) {
-          IndexValue iv;
-          std::memcpy(&iv, v.mv_data, sizeof iv);
+    if (int rc = scan_index(m_state->env, m_state->dbi, [&](const BlobName& name, const IndexValue& iv) {
           if (iv.pack == id) {
-            BlobName name;
-            std::memcpy(name.data(), k.mv_data, 32);
             records.emplace_back(name, iv);
           }
-        }
-      }
-      mdb_cursor_close(cursor);
+        });
+        rc != 0) {
+      ::close(fd);
+      return index_error(rc);
     }
     bool keep = false;
     std::vector<std::pair<BlobName, IndexValue>> moved; // the new places
@@ -1379,25 +1337,17 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
   }
   // Every index entry points at an intact record of its name (the scan
   // above proved each intact record's bytes match its header).
-  MDB_txn* txn = nullptr;
-  MDB_cursor* cursor = nullptr;
-  int rc = mdb_txn_begin(m_state->env, nullptr, MDB_RDONLY, &txn);
-  if (rc == 0) {
-    rc = mdb_cursor_open(txn, m_state->dbi, &cursor);
-  }
-  MDB_val k{}, v{};
   std::map<uint32_t, int> fds;
-  for (int c = rc == 0 ? mdb_cursor_get(cursor, &k, &v, MDB_FIRST) : rc; c == 0;
-       c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
+  const int rc = scan(m_state->env, m_state->dbi, [&](const MDB_val& k, const MDB_val& v) {
     if (k.mv_size != 32) {
-      continue; // a named database ("condemned"), not an index entry
+      return; // a named database ("condemned"), not an index entry
     }
     ++out.index_entries;
     const std::string name = hex_of(static_cast<const unsigned char*>(k.mv_data), k.mv_size);
     IndexValue iv;
     if (v.mv_size != sizeof iv) {
       out.problems.push_back("index entry " + name + ": malformed");
-      continue;
+      return;
     }
     std::memcpy(&iv, v.mv_data, sizeof iv);
     auto [it, opened] = fds.try_emplace(iv.pack, -1);
@@ -1411,17 +1361,11 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
       out.problems.push_back("index entry " + name + ": no record of it at offset " + std::to_string(iv.offset) +
                              " of " + pack_path(m_root, iv.pack).string());
     }
-  }
+  });
   for (auto& [id, fd] : fds) {
     if (fd >= 0) {
       ::close(fd);
     }
-  }
-  if (cursor) {
-    mdb_cursor_close(cursor);
-  }
-  if (txn) {
-    mdb_txn_abort(txn);
   }
   if (rc != 0) {
     return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));

@@ -7,6 +7,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,9 @@ public:
   // without writing its bytes again (a deduplicated fetch): also lifts any
   // condemnation, so garbage collection keeps it. not_found if it is gone.
   Result<BlobLocation> retain(const std::string& sha256);
+
+  // The index key a name spells; nullopt unless 64 lower-case hex digits.
+  static std::optional<BlobName> name_of(const std::string& sha256);
 
   // Garbage collection, in two steps a grace period apart (see
   // store/garbage.h): condemn() marks blobs nothing referenced; every path

@@ -9,30 +9,6 @@ namespace tributary::store {
 
 namespace {
 
-bool hex_name(const std::string& s, BlobName& out) {
-  if (s.size() != 64) {
-    return false;
-  }
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') {
-      return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-      return c - 'a' + 10;
-    }
-    return -1;
-  };
-  for (size_t i = 0; i < 32; ++i) {
-    const int hi = nibble(s[2 * i]);
-    const int lo = nibble(s[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      return false;
-    }
-    out[i] = static_cast<unsigned char>(hi << 4 | lo);
-  }
-  return true;
-}
-
 bool named(const std::vector<BlobName>& sorted, const BlobName& n) {
   return std::binary_search(sorted.begin(), sorted.end(), n);
 }
@@ -51,9 +27,8 @@ Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions&
   //    resources and their changes: some tens of MB, for this process).
   std::vector<BlobName> referenced;
   if (auto r = db.for_each_referenced_blob([&](const std::string& hex) {
-        BlobName n;
-        if (hex_name(hex, n)) {
-          referenced.push_back(n);
+        if (auto n = BlobStore::name_of(hex)) {
+          referenced.push_back(*n);
         }
       });
       !r) {

@@ -417,13 +417,7 @@ TEST_CASE("BlobStore: sync_directories returns only once every directory named b
 
 namespace {
 
-BlobName name_of(const std::string& hex) {
-  BlobName n{};
-  for (size_t i = 0; i < 32; ++i) {
-    n[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  }
-  return n;
-}
+BlobName name_of(const std::string& hex) { return *BlobStore::name_of(hex); }
 
 } // namespace
 
