@@ -211,32 +211,30 @@ Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string
       return tl::unexpected(opened.error());
     }
     const DumpPackage& package = *opened->package;
-    if (auto a = package.manifest().header.md->at; a && (!manifest_at || *a < *manifest_at)) {
+    if (auto a = package.header().md->at; a && (!manifest_at || *a < *manifest_at)) {
       manifest_at = a;
     }
-    // In slices, each its own transaction: a package of 10,000 applied as
-    // one batch held every record, its change and its seen mark at once
-    // (about 100 MB at a million resources). A baseline needs no package
-    // applied whole: an interrupted one is run again, and what it applied
-    // is then unchanged. Slices of 2,500 (or batch_size, if larger): at
-    // 1,000 the commits (a pack sync and an index sync each) cost a
-    // quarter of the rate.
-    const std::vector<rs::Entry>& all = package.manifest().entries;
-    ctx.total += all.size();
+    // In slices, each its own transaction, read from the manifest as they
+    // are applied: a package of 10,000 applied as one batch held every
+    // record, its change and its seen mark at once (about 100 MB at a
+    // million resources). A baseline needs no package applied whole: an
+    // interrupted one is run again, and what it applied is then unchanged.
+    // Slices of 2,500 (or batch_size, if larger): at 1,000 the commits (a
+    // pack sync and an index sync each) cost a quarter of the rate.
+    ctx.total += package.size();
     const size_t step = std::max<size_t>(ctx.opt.batch_size, k_dump_slice);
-    for (size_t from = 0; from < all.size(); from += step) {
-      std::vector<rs::Entry> entries(all.begin() + static_cast<std::ptrdiff_t>(from),
-                                     all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), from + step)));
+    auto r = package.read_manifest(step, [&](std::vector<rs::Entry>& entries, size_t from) -> Result<void> {
       const rs::Entry* first = entries.data();
-      auto r = baseline_batch(ctx, feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
+      auto applied = baseline_batch(ctx, feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
         return extract_entries(ctx, package, wanted,
                                [first, from](const rs::Entry* e) { return from + static_cast<size_t>(e - first); });
       });
-      if (!r) {
-        return tl::unexpected(r.error());
-      }
       ctx.done += entries.size();
       ctx.progress(pkg.loc);
+      return applied;
+    });
+    if (!r) {
+      return r;
     }
   }
   if (auto r = close_baseline(ctx, feed, manifest_at ? manifest_at : at); !r) {

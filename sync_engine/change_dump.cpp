@@ -5,46 +5,50 @@
 #include <algorithm>
 #include <unordered_map>
 
-// Catch-up from a Change Dump (or index): whole packages of changes, each
-// applied in one transaction with the watermark it reaches.
+// Catch-up from a Change Dump (or index): packages of changes, each applied
+// in slices, every slice in one transaction with the watermark it reaches.
 namespace tributary::sync {
 
 namespace {
 
-// The changes of a manifest (of the package at `loc`) strictly after the
-// watermark, in order: (index in the manifest, time, position among
-// changes of the same time).
+// Walks the changes of a manifest (of the package at `loc`) in order,
+// saying of each whether it comes strictly after the watermark, and with
+// which time and position among changes of the same time. A change without
+// a time, or out of forward chronological order, stops the walk.
 struct ChangeAt {
-  size_t index;
   rs::Timestamp time;
   int64_t position;
 };
-Result<std::vector<ChangeAt>> changes_after(const std::vector<rs::Entry>& entries, const std::string& loc,
-                                            const Watermark& w) {
-  std::vector<ChangeAt> out;
-  std::optional<rs::Timestamp> prev_time;
-  int64_t position = -1;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const rs::Entry& e = entries[i];
+class ChangeOrder {
+public:
+  ChangeOrder(const std::string& loc, const Watermark& w) : m_loc(loc), m_w(w) {}
+  // The change's time and position when it is after the watermark.
+  Result<std::optional<ChangeAt>> next(const rs::Entry& e) {
     const auto t = e.change_time();
     if (!t || !e.change()) {
-      return make_error(ErrorKind::invalid_document, loc + ": manifest entry " + e.loc + " has no change time");
+      return make_error(ErrorKind::invalid_document, m_loc + ": manifest entry " + e.loc + " has no change time");
     }
-    if (prev_time && *t < *prev_time) {
-      return make_error(ErrorKind::invalid_document, loc + ": manifest not in forward chronological order");
+    if (m_prev && *t < *m_prev) {
+      return make_error(ErrorKind::invalid_document, m_loc + ": manifest not in forward chronological order");
     }
-    position = prev_time && *prev_time == *t ? position + 1 : 0;
-    prev_time = t;
-    const bool after = !w.last_time || *t > *w.last_time ||
-                       (*t == *w.last_time && (w.change_list_url && *w.change_list_url == loc
-                                                   ? position > w.last_position
-                                                   : e.loc != w.last_uri));
-    if (after) {
-      out.push_back(ChangeAt{i, *t, position});
+    m_position = m_prev && *m_prev == *t ? m_position + 1 : 0;
+    m_prev = t;
+    const bool after = !m_w.last_time || *t > *m_w.last_time ||
+                       (*t == *m_w.last_time && (m_w.change_list_url && *m_w.change_list_url == m_loc
+                                                     ? m_position > m_w.last_position
+                                                     : e.loc != m_w.last_uri));
+    if (!after) {
+      return std::nullopt;
     }
+    return ChangeAt{*t, m_position};
   }
-  return out;
-}
+
+private:
+  std::string m_loc;
+  Watermark m_w;
+  std::optional<rs::Timestamp> m_prev;
+  int64_t m_position = -1;
+};
 
 // What the manifest copy a Change Dump package links (rel="contents")
 // says of it: its first and last change, how many changes it holds and
@@ -55,6 +59,46 @@ struct ManifestSpan {
   size_t entries = 0;
   size_t after = 0;
 };
+
+// Counts a manifest copy's changes as they stream past.
+class SpanHandler : public rs::DocumentHandler {
+public:
+  SpanHandler(const std::string& loc, const Watermark& w) : m_order(loc, w) {}
+  void on_header(const rs::DocumentHeader& h) override { m_header = h; }
+  void on_entry(rs::Entry&& e, uint64_t) override {
+    if (!m_status) {
+      return;
+    }
+    auto after = m_order.next(e);
+    if (!after) {
+      m_status = tl::unexpected(after.error());
+      return;
+    }
+    m_span.first = m_span.first ? m_span.first : e.change_time();
+    m_span.last = e.change_time();
+    ++m_span.entries;
+    m_span.after += *after ? 1 : 0;
+  }
+  // The span, with the manifest's own period when it states one (the first
+  // and last change cannot show that no change fell before the first).
+  Result<ManifestSpan> span() const {
+    if (!m_status) {
+      return tl::unexpected(m_status.error());
+    }
+    ManifestSpan out = m_span;
+    const auto& md = m_header.md;
+    out.first = md && md->from ? md->from : out.first;
+    out.last = md && md->until ? md->until : out.last;
+    return out;
+  }
+
+private:
+  ChangeOrder m_order;
+  rs::DocumentHeader m_header;
+  ManifestSpan m_span;
+  Result<void> m_status;
+};
+
 std::optional<ManifestSpan> manifest_copy_span(RunContext& ctx, const rs::Entry& pkg, const Watermark& w) {
   const rs::Link* contents = nullptr;
   for (const auto& l : pkg.links) {
@@ -66,8 +110,8 @@ std::optional<ManifestSpan> manifest_copy_span(RunContext& ctx, const rs::Entry&
     return std::nullopt;
   }
   const std::string url = resolve_reference(pkg.loc, contents->href).value_or(contents->href);
-  CollectingHandler h;
-  auto after = [&]() -> Result<std::vector<ChangeAt>> {
+  SpanHandler h(pkg.loc, w);
+  auto span = [&]() -> Result<ManifestSpan> {
     auto doc = ctx.spool(url, rs::Capability::changedump_manifest);
     if (!doc) {
       return tl::unexpected(doc.error());
@@ -75,32 +119,74 @@ std::optional<ManifestSpan> manifest_copy_span(RunContext& ctx, const rs::Entry&
     if (auto r = (*doc)->read(h); !r) {
       return tl::unexpected(r.error());
     }
-    return changes_after(h.document.entries, pkg.loc, w);
+    return h.span();
   }();
-  if (!after) {
-    ctx.note("the manifest copy of " + pkg.loc + " is unusable, so the package is downloaded: " + after.error().message);
+  if (!span) {
+    ctx.note("the manifest copy of " + pkg.loc + " is unusable, so the package is downloaded: " + span.error().message);
     return std::nullopt;
   }
-  ManifestSpan span;
-  span.entries = h.document.entries.size();
-  span.after = after->size();
-  // The manifest's own period when it states one; else its first and
-  // last change (which cannot show that no change fell before the first).
-  const auto& md = h.document.header.md;
-  span.first = md && md->from ? md->from : std::nullopt;
-  span.last = md && md->until ? md->until : std::nullopt;
-  if (!h.document.entries.empty()) {
-    span.first = span.first ? span.first : h.document.entries.front().change_time();
-    span.last = span.last ? span.last : h.document.entries.back().change_time();
+  return *span;
+}
+
+// Applies one package: its manifest's changes after the watermark, read
+// and applied in slices, each in one transaction with the watermark it
+// reaches, so that memory holds one slice however large the package. An
+// interrupted package (a bitstream that fails its hash, a crash) resumes
+// at the first change of the slice that did not commit: the watermark
+// carries the package's URL and the position within a time, as for a
+// Change List.
+constexpr size_t k_dump_slice = 2500;
+
+Result<void> apply_package(RunContext& ctx, int64_t feed, const rs::Entry& pkg, Watermark& w) {
+  const std::string& loc = pkg.loc;
+  auto opened = open_package(ctx, pkg, rs::Capability::changedump_manifest);
+  if (!opened) {
+    return tl::unexpected(opened.error());
   }
-  return span;
+  const DumpPackage& package = *opened->package;
+  ctx.total += package.size();
+  ChangeOrder order(loc, w);
+  const size_t step = std::max<size_t>(ctx.opt.batch_size, k_dump_slice);
+  auto r = package.read_manifest(step, [&](std::vector<rs::Entry>& entries, size_t from) -> Result<void> {
+    std::vector<PendingChange> pending;
+    std::vector<size_t> manifest_index;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      auto after = order.next(entries[k]);
+      if (!after) {
+        return tl::unexpected(after.error());
+      }
+      if (*after) {
+        rs::Entry& e = entries[k];
+        const bool selected = ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt);
+        pending.push_back(PendingChange{std::move(e), (*after)->time, (*after)->position, selected});
+        manifest_index.push_back(from + k);
+      }
+    }
+    ctx.done += entries.size();
+    if (pending.empty()) {
+      return {};
+    }
+    std::unordered_map<const rs::Entry*, size_t> index_of;
+    for (size_t k = 0; k < pending.size(); ++k) {
+      index_of[&pending[k].entry] = manifest_index[k];
+    }
+    auto applied = change_batch(ctx, feed, loc, pending, w, [&](const std::vector<const rs::Entry*>& wanted) {
+      return extract_entries(ctx, package, wanted, [&index_of](const rs::Entry* e) { return index_of.at(e); });
+    });
+    ctx.progress(loc);
+    return applied;
+  });
+  if (!r) {
+    return r;
+  }
+  return ctx.drain();
 }
 
 } // namespace
 
 // Catch-up from a Change Dump (or index): its packages in forward
 // chronological order, each manifest's changes strictly after the
-// watermark applied in one transaction with the watermark. Packages that
+// watermark applied in slices, each with the watermark it reaches. Packages that
 // end before the watermark are not downloaded. "auto" takes the dump only
 // when it covers the watermark and at least one whole package of changes
 // is waiting; "dumps" whenever it covers the watermark. Otherwise the
@@ -180,44 +266,9 @@ Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::str
   }
   ctx.progress_start = std::chrono::steady_clock::now();
   for (const rs::Entry* pkg : todo) {
-    const std::string& loc = pkg->loc;
-    auto opened = open_package(ctx, *pkg, rs::Capability::changedump_manifest);
-    if (!opened) {
-      return tl::unexpected(opened.error());
+    if (auto r = apply_package(ctx, feed, *pkg, w); !r) {
+      return r;
     }
-    const DumpPackage& package = *opened->package;
-    // The manifest's changes after the watermark, in order, each
-    // remembering its place in the manifest (for its bitstream).
-    const auto& entries = package.manifest().entries;
-    std::vector<PendingChange> pending;
-    std::vector<size_t> manifest_index;
-    auto after = changes_after(entries, loc, w);
-    if (!after) {
-      return tl::unexpected(after.error());
-    }
-    for (const auto& [i, t, position] : *after) {
-      const rs::Entry& e = entries[i];
-      pending.push_back(PendingChange{e, t, position, ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt)});
-      manifest_index.push_back(i);
-    }
-    ctx.total += entries.size();
-    if (!pending.empty()) {
-      std::unordered_map<const rs::Entry*, size_t> index_of;
-      for (size_t k = 0; k < pending.size(); ++k) {
-        index_of[&pending[k].entry] = manifest_index[k];
-      }
-      auto r = change_batch(ctx, feed, loc, pending, w, [&](const std::vector<const rs::Entry*>& wanted) {
-        return extract_entries(ctx, package, wanted, [&index_of](const rs::Entry* e) { return index_of.at(e); });
-      });
-      if (!r) {
-        return r;
-      }
-      if (auto d = ctx.drain(); !d) {
-        return d;
-      }
-    }
-    ctx.done += entries.size();
-    ctx.progress(loc);
   }
   ctx.note("caught up from the Change Dump " + cd_url + " (" + std::to_string(todo.size()) + " package" +
        (todo.size() == 1 ? "" : "s") + ")");

@@ -10,10 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <map>
 #include <thread>
 #include <random>
 
@@ -60,7 +60,9 @@ struct DumpPackage::Impl {
   std::filesystem::path path;
   std::string url;
   std::unique_ptr<zip_t, ZipCloser> zip;
-  rs::Document manifest;
+  zip_uint64_t manifest_index = 0;
+  rs::DocumentHeader header;
+  uint64_t entries = 0;
   std::vector<std::string> warnings;
   std::vector<zip_uint64_t> index_of; // manifest entry -> ZIP index (or ~0 when it has no path)
   std::vector<zip_uint64_t> size_of;  // uncompressed size of that ZIP entry
@@ -69,7 +71,8 @@ struct DumpPackage::Impl {
 DumpPackage::DumpPackage(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 DumpPackage::~DumpPackage() = default;
 
-const rs::Document& DumpPackage::manifest() const { return m_impl->manifest; }
+const rs::DocumentHeader& DumpPackage::header() const { return m_impl->header; }
+uint64_t DumpPackage::size() const { return m_impl->entries; }
 const std::vector<std::string>& DumpPackage::warnings() const { return m_impl->warnings; }
 
 Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::path& path, const std::string& url,
@@ -92,7 +95,9 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
     return tl::unexpected(refused(url, "more than " + std::to_string(limits.max_entries) + " entries"));
   }
   // Every entry: a plain file with a safe name, once; sizes within limits.
-  std::map<std::string, zip_uint64_t> by_name;
+  // The names are libzip's own (valid while the archive is open), sorted
+  // for lookup: 24 bytes an entry, not a map node and a copy of each name.
+  std::vector<std::pair<std::string_view, zip_uint64_t>> by_name;
   uint64_t total = 0;
   std::optional<zip_uint64_t> manifest_index;
   size_t untyped = 0;
@@ -102,31 +107,29 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
     if (zip_stat_index(z, i, 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) || !(st.valid & ZIP_STAT_SIZE)) {
       return tl::unexpected(refused(url, "entry " + std::to_string(i) + " cannot be read"));
     }
-    const std::string name = st.name;
+    const std::string_view name = st.name;
     if (!name.empty() && name.back() == '/') {
       continue; // a directory entry: carries no bytes
     }
-    if (!safe_name(name)) {
-      return tl::unexpected(refused(url, "unsafe entry name '" + name + "' (absolute, '..' or empty segment)"));
+    if (!safe_name(std::string(name))) {
+      return tl::unexpected(refused(url, "unsafe entry name '" + std::string(name) + "' (absolute, '..' or empty segment)"));
     }
     zip_uint8_t opsys = 0;
     zip_uint32_t attributes = 0;
     if (zip_file_get_external_attributes(z, i, 0, &opsys, &attributes) == 0 && opsys == ZIP_OPSYS_UNIX) {
       const mode_t mode = static_cast<mode_t>(attributes >> 16);
       if (S_ISLNK(mode)) {
-        return tl::unexpected(refused(url, "entry '" + name + "' is a symbolic link"));
+        return tl::unexpected(refused(url, "entry '" + std::string(name) + "' is a symbolic link"));
       }
       if ((mode & S_IFMT) == 0) {
         // Permission bits without a file type: Python's zipfile.writestr()
         // writes these (py-resync's own dumps), and they mean a plain file.
         ++untyped;
       } else if (!S_ISREG(mode)) {
-        return tl::unexpected(refused(url, "entry '" + name + "' is not a regular file"));
+        return tl::unexpected(refused(url, "entry '" + std::string(name) + "' is not a regular file"));
       }
     }
-    if (!by_name.emplace(name, i).second) {
-      return tl::unexpected(refused(url, "entry '" + name + "' appears twice"));
-    }
+    by_name.emplace_back(name, i);
     total += st.size;
     if (total > limits.max_uncompressed) {
       return tl::unexpected(refused(url, "more than " + std::to_string(limits.max_uncompressed) +
@@ -134,7 +137,7 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
     }
     if ((st.valid & ZIP_STAT_COMP_SIZE) && st.size > (1u << 20) &&
         static_cast<double>(st.size) > limits.max_ratio * static_cast<double>(std::max<zip_uint64_t>(st.comp_size, 1))) {
-      return tl::unexpected(refused(url, "entry '" + name + "' expands " + std::to_string(st.size / std::max<zip_uint64_t>(st.comp_size, 1)) +
+      return tl::unexpected(refused(url, "entry '" + std::string(name) + "' expands " + std::to_string(st.size / std::max<zip_uint64_t>(st.comp_size, 1)) +
                                              "-fold (a zip bomb?)"));
     }
     if (name == "manifest.xml") {
@@ -144,106 +147,232 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
   if (!manifest_index) {
     return tl::unexpected(refused(url, "no manifest.xml at the top level"));
   }
+  std::sort(by_name.begin(), by_name.end());
+  for (size_t k = 1; k < by_name.size(); ++k) {
+    if (by_name[k].first == by_name[k - 1].first) {
+      return tl::unexpected(refused(url, "entry '" + std::string(by_name[k].first) + "' appears twice"));
+    }
+  }
   if (untyped > 0) {
     m->warnings.push_back(url + ": " + std::to_string(untyped) +
                           " ZIP entr" + (untyped == 1 ? "y" : "ies") +
                           " with Unix permissions but no file type (as Python's zipfile writes them), read as plain files");
   }
-  // The manifest.
+  m->manifest_index = *manifest_index;
   zip_stat_t mst;
   zip_stat_index(z, *manifest_index, 0, &mst);
   if (mst.size > limits.max_manifest_bytes) {
     return tl::unexpected(refused(url, "manifest.xml is larger than " + std::to_string(limits.max_manifest_bytes) +
                                            " bytes"));
   }
-  std::string xml(static_cast<size_t>(mst.size), '\0');
-  {
-    std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(z, *manifest_index, 0));
-    if (!f) {
-      return tl::unexpected(refused(url, std::string("manifest.xml: ") + zip_strerror(z)));
+  // The manifest, read as a stream: each entry's path is matched to its ZIP
+  // entry as it passes (both ways: every path present, every ZIP entry
+  // listed), and only that match is kept.
+  std::vector<bool> used(by_name.size(), false);
+  Impl& impl = *m;
+  bool warned_slash = false;
+  std::string bad_entry;
+  std::optional<rs::Timestamp> previous;
+  auto check = [&](rs::Entry& e) -> bool {
+    // A Change Dump's changes, each with its time, in forward chronological
+    // order: checked here, so that a package that breaks it is refused
+    // before any of it is applied.
+    if (manifest_kind == rs::Capability::changedump_manifest) {
+      const auto t = e.change_time();
+      if (!t || !e.change()) {
+        bad_entry = "manifest entry " + e.loc + " has no change time";
+        return false;
+      }
+      if (previous && *t < *previous) {
+        bad_entry = "manifest not in forward chronological order (at " + e.loc + ")";
+        return false;
+      }
+      previous = t;
     }
-    const zip_int64_t got = zip_fread(f.get(), xml.data(), xml.size());
-    if (got != static_cast<zip_int64_t>(xml.size())) {
-      return tl::unexpected(refused(url, "manifest.xml is truncated or corrupt"));
+    const std::optional<std::string>& p = e.md ? e.md->path : std::nullopt;
+    if (!p) {
+      if (!(e.md && e.md->change == rs::Change::deleted)) {
+        bad_entry = "manifest entry " + e.loc + " has no path";
+        return false;
+      }
+      impl.index_of.push_back(~zip_uint64_t{0});
+      impl.size_of.push_back(0);
+      return true;
     }
+    std::string_view name = *p;
+    if (!name.empty() && name.front() == '/') {
+      name.remove_prefix(1);
+    } else if (!warned_slash) {
+      impl.warnings.push_back(url + ": manifest paths without the leading '/' (e.g. '" + *p + "')");
+      warned_slash = true;
+    }
+    if (!safe_name(std::string(name))) {
+      bad_entry = "manifest path '" + *p + "' is unsafe";
+      return false;
+    }
+    auto it = std::lower_bound(by_name.begin(), by_name.end(), std::make_pair(name, zip_uint64_t{0}),
+                               [](const auto& x, const auto& y) { return x.first < y.first; });
+    if (it == by_name.end() || it->first != name) {
+      bad_entry = "manifest path '" + *p + "' is not in the ZIP";
+      return false;
+    }
+    used[static_cast<size_t>(it - by_name.begin())] = true;
+    zip_stat_t st;
+    zip_stat_index(z, it->second, 0, &st);
+    impl.index_of.push_back(it->second);
+    impl.size_of.push_back(st.size);
+    return true;
+  };
+  DumpPackage unchecked(std::move(m));
+  auto summary = unchecked.stream_manifest(z, [&](rs::Entry& e) { return check(e); });
+  m = std::move(unchecked.m_impl);
+  if (!summary) {
+    return tl::unexpected(refused(url, summary.error().message));
   }
-  auto parsed = rs::parse_document(xml);
+  if (!bad_entry.empty()) {
+    return tl::unexpected(refused(url, bad_entry));
+  }
   // Real Sources publish manifests without `at` (Appendix A requires it):
   // unambiguous, so a warning below rather than a refusal. Any other error
   // refuses the package.
   std::string first;
-  for (const auto& d : parsed.summary.diagnostics) {
-    if (d.severity == rs::Severity::error && d.message.find("must have an 'at'") == std::string::npos) {
+  uint64_t at_errors = 0;
+  for (const auto& d : summary->diagnostics) {
+    if (d.severity != rs::Severity::error) {
+      continue;
+    }
+    if (d.message.find("must have an 'at'") != std::string::npos) {
+      ++at_errors;
+    } else if (first.empty()) {
       first = "line " + std::to_string(d.line) + ": " + d.message;
-      break;
     }
   }
-  if (!first.empty() || !parsed.summary.header || !parsed.document.header.md) {
+  if (first.empty() && summary->errors > at_errors) {
+    first = std::to_string(summary->errors) + " errors";
+  }
+  if (!first.empty() || !summary->header || !summary->header->md) {
     return tl::unexpected(refused(url, "manifest.xml is not a valid document: " +
                                            (first.empty() ? std::string("no ResourceSync header") : first)));
   }
-  if (parsed.document.header.capability() != manifest_kind) {
+  m->header = *summary->header;
+  m->entries = summary->entries;
+  if (m->header.capability() != manifest_kind) {
     return tl::unexpected(refused(url, "manifest.xml is not a " + std::string(rs::to_string(manifest_kind)) +
-                                           " (capability '" + parsed.document.header.md->capability.value_or("") +
-                                           "')"));
+                                           " (capability '" + m->header.md->capability.value_or("") + "')"));
   }
-  if (!parsed.document.header.md->at && !parsed.document.header.md->from) {
+  if (!m->header.md->at && !m->header.md->from) {
     m->warnings.push_back(url + ": manifest.xml has no 'at'");
   }
-  m->manifest = std::move(parsed.document);
-  // Manifest paths <-> ZIP entries, both ways.
-  std::map<std::string, bool> used;
-  bool warned_slash = false;
-  for (const auto& e : m->manifest.entries) {
-    const std::optional<std::string>& p = e.md ? e.md->path : std::nullopt;
-    if (!p) {
-      if (!(e.md && e.md->change == rs::Change::deleted)) {
-        return tl::unexpected(refused(url, "manifest entry " + e.loc + " has no path"));
-      }
-      m->index_of.push_back(~zip_uint64_t{0});
-      m->size_of.push_back(0);
-      continue;
-    }
-    std::string name = *p;
-    if (!name.empty() && name.front() == '/') {
-      name.erase(0, 1);
-    } else if (!warned_slash) {
-      m->warnings.push_back(url + ": manifest paths without the leading '/' (e.g. '" + *p + "')");
-      warned_slash = true;
-    }
-    if (!safe_name(name)) {
-      return tl::unexpected(refused(url, "manifest path '" + *p + "' is unsafe"));
-    }
-    auto it = by_name.find(name);
-    if (it == by_name.end()) {
-      return tl::unexpected(refused(url, "manifest path '" + *p + "' is not in the ZIP"));
-    }
-    used[name] = true;
-    zip_stat_t st;
-    zip_stat_index(z, it->second, 0, &st);
-    m->index_of.push_back(it->second);
-    m->size_of.push_back(st.size);
-  }
-  for (const auto& [name, index] : by_name) {
-    if (name != "manifest.xml" && !used.count(name)) {
-      return tl::unexpected(refused(url, "ZIP entry '" + name + "' is not listed in the manifest"));
+  for (size_t k = 0; k < by_name.size(); ++k) {
+    if (!used[k] && by_name[k].second != *manifest_index) {
+      return tl::unexpected(refused(url, "ZIP entry '" + std::string(by_name[k].first) + "' is not listed in the manifest"));
     }
   }
   return std::unique_ptr<DumpPackage>(new DumpPackage(std::move(m)));
 }
 
-Result<FetchedContent> DumpPackage::extract(size_t i, store::BlobStore& blobs) const {
-  return extract_from(m_impl->zip.get(), i, blobs);
+namespace {
+
+// Hands each entry of a manifest to a function, which returns false to
+// stop; a rejected entry (a bad value) stops the reading too.
+class EntryStream : public rs::DocumentHandler {
+public:
+  explicit EntryStream(const std::function<bool(rs::Entry&)>& fn) : m_fn(fn) {}
+  void on_entry(rs::Entry&& e, uint64_t) override {
+    if (!m_stopped && !m_fn(e)) {
+      m_stopped = true;
+    }
+  }
+  void on_rejected_entry(rs::Entry&&, uint64_t, const std::string&) override {
+    m_stopped = true; // the diagnostics name it
+  }
+  bool stopped() const { return m_stopped; }
+
+private:
+  const std::function<bool(rs::Entry&)>& m_fn;
+  bool m_stopped = false;
+};
+
+} // namespace
+
+Result<rs::ReadSummary> DumpPackage::stream_manifest(zip_t* z, const std::function<bool(rs::Entry&)>& fn) const {
+  std::unique_ptr<zip_file_t, ZipFileCloser> f(zip_fopen_index(z, m_impl->manifest_index, 0));
+  if (!f) {
+    return make_error(ErrorKind::invalid_document, std::string("manifest.xml: ") + zip_strerror(z));
+  }
+  EntryStream handler(fn);
+  rs::Reader reader(handler);
+  std::vector<char> buf(64 * 1024);
+  for (;;) {
+    const zip_int64_t got = zip_fread(f.get(), buf.data(), buf.size());
+    if (got < 0) {
+      return make_error(ErrorKind::invalid_document, "manifest.xml is truncated or corrupt");
+    }
+    if (got == 0 || handler.stopped() || !reader.feed(buf.data(), static_cast<size_t>(got))) {
+      break;
+    }
+  }
+  return reader.finish();
 }
 
-std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<size_t>& indices, store::BlobStore& blobs,
-                                                              unsigned threads) const {
+Result<void> DumpPackage::read_manifest(size_t slice, const SliceFn& fn) const {
+  slice = std::max<size_t>(slice, 1);
+  std::vector<rs::Entry> entries;
+  size_t first = 0;
+  size_t seen = 0;
+  Result<void> status;
+  auto flush = [&]() {
+    if (status && !entries.empty()) {
+      status = fn(entries, first);
+    }
+    first += entries.size();
+    entries.clear();
+    return static_cast<bool>(status);
+  };
+  auto summary = stream_manifest(m_impl->zip.get(), [&](rs::Entry& e) {
+    ++seen;
+    entries.push_back(std::move(e));
+    return entries.size() < slice || flush();
+  });
+  if (!summary) {
+    return tl::unexpected(summary.error());
+  }
+  if (status && seen != m_impl->entries) {
+    // The file is ours and unchanged since open(): a second reading that
+    // differs means the disk failed us.
+    return make_error(ErrorKind::io, m_impl->url + ": manifest.xml read differently the second time");
+  }
+  flush();
+  return status;
+}
+
+Result<rs::Document> DumpPackage::manifest() const {
+  rs::Document out;
+  out.header = m_impl->header;
+  auto r = read_manifest(m_impl->entries + 1, [&](std::vector<rs::Entry>& entries, size_t) -> Result<void> {
+    out.entries = std::move(entries);
+    return {};
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  return out;
+}
+
+Result<FetchedContent> DumpPackage::extract(const rs::Entry& e, size_t i, store::BlobStore& blobs) const {
+  return extract_from(m_impl->zip.get(), e, i, blobs);
+}
+
+std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<const rs::Entry*>& entries,
+                                                              const std::vector<size_t>& indices,
+                                                              store::BlobStore& blobs, unsigned threads) const {
   std::vector<Result<FetchedContent>> results;
   results.reserve(indices.size());
   for (size_t k = 0; k < indices.size(); ++k) {
     results.emplace_back(make_error(ErrorKind::invalid_document, m_impl->url + ": not extracted"));
   }
   std::atomic<bool> failed{false};
+  std::vector<char> attempted(indices.size(), 0);
   // libzip handles are not shared between threads: each worker opens the
   // package again and takes a contiguous slice.
   const size_t n = std::max<size_t>(1, std::min<size_t>(threads, indices.size() / 64 + 1));
@@ -251,8 +380,9 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
     const size_t begin = indices.size() * t / n;
     const size_t end = indices.size() * (t + 1) / n;
     for (size_t k = begin; k < end && !failed; ++k) {
+      attempted[k] = 1;
       try {
-        results[k] = extract_from(z, indices[k], blobs);
+        results[k] = extract_from(z, *entries[k], indices[k], blobs);
       } catch (const std::exception& e) {
         results[k] = make_error(ErrorKind::io, std::string("extracting: internal error: ") + e.what());
       }
@@ -275,7 +405,7 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
   if (used < n) {
     // Could not open every handle: one thread does it all.
     for (size_t k = 0; k < indices.size() && !failed; ++k) {
-      results[k] = extract_from(m_impl->zip.get(), indices[k], blobs);
+      results[k] = extract_from(m_impl->zip.get(), *entries[k], indices[k], blobs);
       failed = !results[k];
     }
     return results;
@@ -287,12 +417,27 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
   for (auto& w : workers) {
     w.join();
   }
+  // What was never attempted carries the failure that stopped the work, so
+  // that whichever result a caller reports first names the real reason.
+  for (size_t k = 0; k < results.size() && failed; ++k) {
+    if (attempted[k] && !results[k]) {
+      for (size_t j = 0; j < results.size(); ++j) {
+        if (!attempted[j]) {
+          results[j] = tl::unexpected(results[k].error());
+        }
+      }
+      break;
+    }
+  }
   return results;
 }
 
-Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, size_t i, store::BlobStore& blobs) const {
+Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, const rs::Entry& e, size_t i,
+                                                store::BlobStore& blobs) const {
   const Impl& m = *m_impl;
-  const rs::Entry& e = m.manifest.entries.at(i);
+  if (i >= m.index_of.size()) {
+    return make_error(ErrorKind::invalid_document, m.url + ": no manifest entry " + std::to_string(i));
+  }
   const std::string where = m.url + ": " + (e.md && e.md->path ? *e.md->path : e.loc);
   if (m.index_of[i] == ~zip_uint64_t{0}) {
     return make_error(ErrorKind::invalid_document, where + ": no bitstream (a deletion)");

@@ -85,7 +85,7 @@ std::vector<Result<FetchedContent>> extract_entries(RunContext& ctx, const DumpP
   for (const rs::Entry* e : wanted) {
     indices.push_back(index_of(e));
   }
-  auto results = package.extract_many(indices, ctx.blobs);
+  auto results = package.extract_many(wanted, indices, ctx.blobs);
   ctx.publish_sealed(results);
   return results;
 }

@@ -145,10 +145,12 @@ int package(const uint8_t* data, size_t size) {
       }
       continue;
     }
-    const auto& entries = (*p)->manifest().entries;
-    for (size_t i = 0; i < entries.size() && i < 64; ++i) {
-      (void)(*p)->extract(i, *blobs);
-    }
+    (void)(*p)->read_manifest(16, [&](std::vector<rs::Entry>& entries, size_t first) -> Result<void> {
+      for (size_t k = 0; k < entries.size() && first + k < 64; ++k) {
+        (void)(*p)->extract(entries[k], first + k, *blobs);
+      }
+      return {};
+    });
   }
   return 0;
 }

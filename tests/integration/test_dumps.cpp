@@ -148,6 +148,7 @@ struct DumpSite {
     rs::Change change;
     const char* time;
     std::string bytes;
+    std::optional<std::string> zipped = std::nullopt; // other bytes in the ZIP than the manifest describes
   };
   // `as_index`: a Change Dump index with one part per package. `undated`:
   // packages without from/until, each linking its manifest copy
@@ -176,7 +177,7 @@ struct DumpSite {
         if (c.change != rs::Change::deleted) {
           const std::string name = "changes/" + std::to_string(i) + c.path; // one bitstream per change
           e.md->path = "/" + name;
-          files[name] = c.bytes;
+          files[name] = c.zipped.value_or(c.bytes);
         }
         manifest.entries.push_back(e);
       }
@@ -426,6 +427,59 @@ TEST_CASE("Dumps: auto takes the Change Dump for a backlog of whole packages, an
   CHECK(has_note(r, "caught up from the Change Dump"));
   CHECK(r.counters.updated == 1); // the first package is not applied again
   CHECK(env.live()[d.up.url("/res/b.txt")] == "bravo v2");
+}
+
+TEST_CASE("Dumps: a Change Dump package is applied in slices, each with its watermark; a bitstream that fails its "
+          "hash costs only the slices from its own, and the next run resumes there") {
+  DumpSite d;
+  SyncEnv env;
+  REQUIRE(env.run(d.source("dumps"), RunMode::baseline).status == RunStatus::succeeded);
+  // 2,600 changes of one time in one package: slices of 2,500, so the
+  // second slice starts at position 2,500 of that time.
+  auto changes = [&](bool lie) {
+    std::vector<DumpSite::Change> out;
+    for (int i = 0; i < 2600; ++i) {
+      out.push_back({"/res/n" + std::to_string(i), rs::Change::created, "2026-03-01T10:00:00Z",
+                     "n" + std::to_string(i)});
+    }
+    if (lie) {
+      out[2550].zipped = "x2550"; // the same length, other bytes
+    }
+    return out;
+  };
+  d.publish_change_dump({{{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"}, changes(true)}});
+  auto r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::failed);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors.front().find("hash mismatch against the manifest") != std::string::npos);
+  auto live = env.live();
+  CHECK(live.size() == 3 + 2500); // the first slice stands, with its watermark
+  CHECK(live.count(d.up.url("/res/n2499")) == 1);
+  CHECK(live.count(d.up.url("/res/n2500")) == 0); // nothing of the slice with the bad bitstream
+  d.publish_change_dump({{{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"}, changes(false)}});
+  r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.created == 100); // resumed at position 2,500 of 10:00:00
+  live = env.live();
+  CHECK(live.size() == 3 + 2600);
+  CHECK(live[d.up.url("/res/n2550")] == "n2550");
+}
+
+TEST_CASE("Dumps: a Change Dump package out of chronological order is refused before any of it is applied") {
+  DumpSite d;
+  SyncEnv env;
+  REQUIRE(env.run(d.source("dumps"), RunMode::baseline).status == RunStatus::succeeded);
+  std::vector<DumpSite::Change> changes;
+  for (int i = 0; i < 3000; ++i) { // past one slice: the disorder is in the second
+    changes.push_back({"/res/n" + std::to_string(i), rs::Change::created,
+                       i == 2900 ? "2026-03-01T09:00:00Z" : "2026-03-01T10:00:00Z", "n" + std::to_string(i)});
+  }
+  d.publish_change_dump({{{"2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"}, changes}});
+  auto r = env.run(d.source("dumps"), RunMode::incremental);
+  CHECK(r.status == RunStatus::failed);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors.front().find("not in forward chronological order") != std::string::npos);
+  CHECK(env.live().size() == 3);
 }
 
 TEST_CASE("Dumps: every hostile package is refused over HTTP with its reason, and the store stays empty") {
