@@ -1,6 +1,7 @@
 #include "aggregator/commands.h"
 
 #include "aggregator/config.h"
+#include "aggregator/content.h"
 #include "aggregator/serving.h"
 #include "sync_engine/store/garbage.h"
 #include "sync_engine/store/pg_store.h"
@@ -49,7 +50,7 @@ std::optional<Storage> open_storage(const Config& config, const char* command, s
     err << "tributary " << command << ": " << store.error().message << '\n';
     return std::nullopt;
   }
-  auto blobs = store::BlobStore::open(config.data_dir);
+  auto blobs = open_content(config);
   if (!blobs) {
     err << "tributary " << command << ": " << blobs.error().message << '\n';
     return std::nullopt;

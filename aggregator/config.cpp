@@ -312,6 +312,41 @@ public:
     }
   }
 
+  void content(const json& v, const std::string& ptr, Config::Content& c) {
+    object(v, ptr,
+           {{"store", {one_of(c.store, {"local", "s3"})}},
+            {"endpoint", {url(c.endpoint, false)}},
+            {"bucket", {string(c.bucket)}},
+            {"region", {string(c.region)}},
+            {"path_style", {boolean(c.path_style)}},
+            {"access_key_file", {[](const json&, const std::string&) {}}},
+            {"access_key_env", {[](const json&, const std::string&) {}}},
+            {"secret_key_file", {[](const json&, const std::string&) {}}},
+            {"secret_key_env", {[](const json&, const std::string&) {}}}});
+    if (!v.is_object()) {
+      return;
+    }
+    // The keys default to AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    for (auto [what, ref] : {std::pair<const char*, sync::SecretRef*>{"access_key", &c.access_key},
+                             {"secret_key", &c.secret_key}}) {
+      const std::string w = what;
+      if (v.contains(w + "_file") || v.contains(w + "_env")) {
+        *ref = sync::SecretRef{};
+        secret(v, ptr, *ref, what);
+      }
+    }
+    if (c.store == "s3") {
+      if (c.endpoint.empty()) {
+        problem(ptr + "/endpoint", "missing (required for the s3 store)");
+      }
+      // S3 bucket names: 3-63 of lower-case letters, digits, '-' and '.'.
+      if (c.bucket.size() < 3 || c.bucket.size() > 63 ||
+          c.bucket.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-.") != std::string::npos) {
+        problem(ptr + "/bucket", "expected an S3 bucket name (3-63 of a-z, 0-9, '-' and '.')");
+      }
+    }
+  }
+
   void config(const json& j, Config& c) {
     object(j, "",
            {{"database", {string(c.database), true}},
@@ -355,6 +390,7 @@ public:
                  c.admin_token = sync::SecretRef{"", e};
                }
              }}},
+            {"content", {[this, &c](const json& v, const std::string& ptr) { content(v, ptr, c.content); }}},
             {"log", {[this, &c](const json& v, const std::string& ptr) {
                object(v, ptr,
                       {{"level", {one_of(c.log_level, {"debug", "info", "warn", "error"})}},

@@ -39,6 +39,18 @@ struct Config {
   // Destination further behind re-baselines. Zero ("never"): kept.
   std::chrono::seconds change_retention{30 * 86400};
   std::optional<sync::SecretRef> admin_token; // bearer token for state-changing API calls
+  // Where content lives: "local" (data_dir's packed blob store, the
+  // default) or "s3" (an S3-compatible bucket every node shares, with
+  // data_dir as this node's cache; see docs/scaling.md).
+  struct Content {
+    std::string store = "local";
+    std::string endpoint; // http(s)://host[:port]
+    std::string bucket;
+    std::string region = "us-east-1";
+    bool path_style = true;
+    sync::SecretRef access_key{"", "AWS_ACCESS_KEY_ID"};
+    sync::SecretRef secret_key{"", "AWS_SECRET_ACCESS_KEY"};
+  } content;
   std::string log_level = "info";     // debug|info|warn|error
   std::string log_format = "text";    // text|json
 

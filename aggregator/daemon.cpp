@@ -1,5 +1,6 @@
 #include "aggregator/daemon.h"
 
+#include "aggregator/content.h"
 #include "aggregator/daemon_state.h"
 #include "aggregator/serving.h"
 #include "aggregator/status_api.h"
@@ -377,7 +378,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     err << "tributary run: " << lookups.error().message << '\n';
     return 1;
   }
-  auto blobs = store::BlobStore::open(d->config.data_dir);
+  auto blobs = open_content(d->config);
   if (!blobs) {
     err << "tributary run: " << blobs.error().message << '\n';
     return 1;

@@ -38,6 +38,11 @@ tributary_alias(dep::re2 PkgConfig::RE2)
 pkg_check_modules(LMDB REQUIRED IMPORTED_TARGET lmdb)
 tributary_alias(dep::lmdb PkgConfig::LMDB)
 
+# libcurl: the S3 content tier's client. It signs AWS SigV4 itself
+# (CURLOPT_AWS_SIGV4, 7.75+), so no signing code of ours.
+pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl>=7.75)
+tributary_alias(dep::curl PkgConfig::CURL)
+
 find_package(CLI11 CONFIG REQUIRED)
 tributary_alias(dep::cli11 CLI11::CLI11)
 

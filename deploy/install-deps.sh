@@ -20,6 +20,10 @@ packages=(
   liblmdb-dev
   # storage
   libpq-dev libpqxx-dev postgresql-15 postgresql-client-15
+  # the S3 content tier's client (libcurl signs AWS SigV4 itself), and a
+  # real S3 server for its tests: a throwaway single-node Ceph cluster
+  # serving S3 through the RADOS Gateway (deploy/lib/rgw-temp.sh)
+  libcurl4-openssl-dev radosgw ceph-mon ceph-osd ceph-common uuid-runtime
   # RFC 3986 reference resolution
   liburiparser-dev
   # linear-time regular expressions for the include/exclude filters

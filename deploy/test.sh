@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Tributary and runs every test (unit + integration) against a
-# throwaway PostgreSQL 15 cluster that lives in a temporary directory and is
-# removed afterwards. Exits non-zero on any failure.
+# throwaway PostgreSQL 15 cluster and a throwaway Ceph RGW (S3), both in
+# temporary directories removed afterwards. Exits non-zero on any failure.
 #
 #   deploy/test.sh                 # everything
 #   deploy/test.sh -R inspect      # extra arguments go to ctest
@@ -37,7 +37,18 @@ log "starting PostgreSQL"
 PG_TEMP_OPTIONS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" pg_temp_start
 export TRIBUTARY_TEST_PG="$PG_TEMP_CONNINFO"
 
-# 4. Every test, through ctest.
+# 4. A throwaway Ceph cluster serving S3 through the RADOS Gateway
+#    (deploy/lib/rgw-temp.sh), for the S3 content tier's tests. Each test
+#    makes a bucket of its own.
+source "$here/lib/rgw-temp.sh"
+log "starting Ceph RGW"
+rgw_temp_start
+trap 'rgw_temp_stop; pg_temp_stop' EXIT INT TERM
+export TRIBUTARY_TEST_S3_ENDPOINT="$RGW_TEMP_ENDPOINT"
+export TRIBUTARY_TEST_S3_ACCESS_KEY="$RGW_TEMP_ACCESS_KEY"
+export TRIBUTARY_TEST_S3_SECRET_KEY="$RGW_TEMP_SECRET_KEY"
+
+# 5. Every test, through ctest.
 log "running tests"
 status=0
 ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@" || status=$?

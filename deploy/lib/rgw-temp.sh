@@ -6,9 +6,8 @@
 # with 'wrong fsid'), pool size 1. Daemon output goes to files: inheriting a
 # pipe hangs a $(...) caller.
 #
-# Not yet used by the test suite (issue #18 groundwork, session 11): measured
-# by hand, starts in about 2 s; PUT bucket, PUT object and a Range GET signed
-# with curl's --aws-sigv4 answer 200, 200, 206; about 125 MB RSS in all.
+# Started by deploy/test.sh for the S3 content tier's tests; starts in about
+# 2 s and takes about 125 MB RSS.
 #
 #   rgw_temp_install installs the Debian packages if missing (as root)
 #   rgw_temp_start   sets RGW_TEMP_DIR, RGW_TEMP_ENDPOINT (http://127.0.0.1:PORT),

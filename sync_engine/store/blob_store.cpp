@@ -161,6 +161,7 @@ struct BlobStore::State {
   // Directories of file blobs named since the last sync_directories().
   std::set<fs::path> dirs;
   std::shared_ptr<BlobPack> active;
+  std::shared_ptr<RemoteTier> remote; // set_remote()
   uint64_t active_end = 0;
   uint32_t next_pack = 1;
   uint64_t pack_bytes = k_pack_bytes;
@@ -646,7 +647,10 @@ Result<BlobInfo> BlobStore::Writer::commit() {
   if (::fsync(m_fd) != 0) {
     return make_error(ErrorKind::io, "fsync blob " + info.sha256 + ": " + errno_text());
   }
-  return link_into_place();
+  std::vector<Result<BlobInfo>> out;
+  out.push_back(link_into_place());
+  m_store->upload_published(out);
+  return std::move(out.front());
 }
 
 Result<BlobInfo> BlobStore::Writer::link_into_place() {
@@ -770,7 +774,91 @@ std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers) 
       out[i] = w->link_into_place();
     }
   }
+  upload_published(out);
   return out;
+}
+
+namespace {
+// Set while a blob fetched from the remote tier is stored here: it is
+// there already.
+thread_local bool t_from_remote = false;
+} // namespace
+
+void BlobStore::set_remote(std::shared_ptr<RemoteTier> tier) {
+  std::lock_guard lock(m_state->mutex);
+  m_state->remote = std::move(tier);
+}
+
+bool BlobStore::has_remote() const {
+  std::lock_guard lock(m_state->mutex);
+  return m_state->remote != nullptr;
+}
+
+void BlobStore::upload_published(std::vector<Result<BlobInfo>>& out) const {
+  std::shared_ptr<RemoteTier> remote;
+  {
+    std::lock_guard lock(m_state->mutex);
+    remote = m_state->remote;
+  }
+  if (!remote || t_from_remote) {
+    return;
+  }
+  std::vector<RemoteTier::Upload> uploads;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i]) {
+      continue;
+    }
+    auto where = locate_here(out[i]->sha256);
+    if (!where) {
+      out[i] = tl::unexpected(where.error());
+      continue;
+    }
+    uploads.push_back(RemoteTier::Upload{*out[i], *where});
+    which.push_back(i);
+  }
+  if (uploads.empty()) {
+    return;
+  }
+  if (auto r = remote->upload(uploads); !r) {
+    for (size_t i : which) {
+      out[i] = tl::unexpected(r.error());
+    }
+  }
+}
+
+Result<void> BlobStore::fetch_remote(RemoteTier& tier, const std::string& sha256) const {
+  // A const store fills its cache: the state is shared, the bytes are
+  // verified against their name before they are named.
+  BlobStore& self = const_cast<BlobStore&>(*this);
+  auto w = self.begin();
+  if (!w) {
+    return tl::unexpected(w.error());
+  }
+  Result<void> written;
+  auto got = tier.download(sha256, [&](const char* d, size_t n) {
+    written = w->write(d, n);
+    return static_cast<bool>(written);
+  });
+  if (!written) {
+    return written;
+  }
+  if (!got) {
+    return got;
+  }
+  const auto digests = w->digests();
+  if (digests.empty() || digests.front().hex != sha256) {
+    return make_error(ErrorKind::io, "blob " + sha256 + " from the remote tier hashes to " +
+                                         (digests.empty() ? std::string("nothing") : digests.front().hex));
+  }
+  t_from_remote = true;
+  std::vector<Writer*> one{&*w};
+  auto r = self.publish(one);
+  t_from_remote = false;
+  if (!r.front()) {
+    return tl::unexpected(r.front().error());
+  }
+  return {};
 }
 
 Result<BlobStore::Writer> BlobStore::begin(const std::vector<rs::HashAlgorithm>& extra) {
@@ -801,6 +889,25 @@ fs::path BlobStore::file_path(const std::string& sha256) const {
 }
 
 Result<BlobLocation> BlobStore::locate(const std::string& sha256) const {
+  auto here = locate_here(sha256);
+  if (here || here.error().kind != ErrorKind::not_found) {
+    return here;
+  }
+  std::shared_ptr<RemoteTier> remote;
+  {
+    std::lock_guard lock(m_state->mutex);
+    remote = m_state->remote;
+  }
+  if (!remote) {
+    return here;
+  }
+  if (auto r = fetch_remote(*remote, sha256); !r) {
+    return tl::unexpected(r.error());
+  }
+  return locate_here(sha256);
+}
+
+Result<BlobLocation> BlobStore::locate_here(const std::string& sha256) const {
   if (!valid_name(sha256)) {
     return make_error(ErrorKind::usage, "'" + sha256 + "' is not a sha-256 blob name");
   }

@@ -82,6 +82,28 @@ struct RemoveReport {
 // A blob's name as the index keys it: the 32 bytes of its sha-256.
 using BlobName = std::array<unsigned char, 32>;
 
+// A second home for blobs that several machines share (object storage; see
+// store/object_tier.h). With one attached, a blob counts as stored only
+// once the tier has it: publish() and commit() upload what they name
+// before they return, and a blob this store lacks is fetched from the tier
+// when it is located, then kept here as a cache.
+class RemoteTier {
+public:
+  virtual ~RemoteTier() = default;
+  // A blob as the local store holds it, to be uploaded.
+  struct Upload {
+    BlobInfo info;
+    BlobLocation where;
+  };
+  // Makes these blobs durable in the tier (those it already has are
+  // skipped). A failure means none of them may be named in the database.
+  virtual Result<void> upload(const std::vector<Upload>& blobs) = 0;
+  // Streams a blob's bytes to `sink` (false stops); not_found when the tier
+  // lacks it.
+  virtual Result<void> download(const std::string& sha256,
+                                const std::function<bool(const char*, size_t)>& sink) = 0;
+};
+
 class BlobStore {
 public:
   static constexpr uint64_t k_pack_max = 1024 * 1024;  // larger blobs get a file
@@ -198,6 +220,11 @@ public:
   // for operators.
   Result<BlobCheck> check(bool reindex);
 
+  // Attaches a remote tier for every store of this root in this process
+  // (nullptr detaches it).
+  void set_remote(std::shared_ptr<RemoteTier> tier);
+  bool has_remote() const;
+
   // Makes the names of blobs stored since the last call durable (one
   // syncfs, or an fsync per directory on the fallback path), before the
   // database commits rows that point at them.
@@ -208,6 +235,12 @@ public:
 private:
   explicit BlobStore(std::filesystem::path root) : m_root(std::move(root)) {}
   std::filesystem::path file_path(const std::string& sha256) const; // a valid name
+  Result<BlobLocation> locate_here(const std::string& sha256) const;
+  // Copies a blob the tier has into this store (locate() on a miss).
+  Result<void> fetch_remote(RemoteTier& tier, const std::string& sha256) const;
+  // Uploads what publish() named (results in `out`, in order); a failure
+  // turns every one of them into that error.
+  void upload_published(std::vector<Result<BlobInfo>>& out) const;
   std::filesystem::path m_root;
   struct State; // shared by every BlobStore of one root in this process
   std::shared_ptr<State> m_state;

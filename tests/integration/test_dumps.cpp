@@ -429,7 +429,7 @@ TEST_CASE("Dumps: auto takes the Change Dump for a backlog of whole packages, an
   CHECK(env.live()[d.up.url("/res/b.txt")] == "bravo v2");
 }
 
-TEST_CASE("Dumps: a Change Dump package is applied in slices, each with its watermark; a bitstream that fails its "
+TEST_CASE("Dumps: a Change Dump package is applied in slices, each with its watermark, and a bitstream that fails its "
           "hash costs only the slices from its own, and the next run resumes there") {
   DumpSite d;
   SyncEnv env;

@@ -1,0 +1,16 @@
+#pragma once
+
+#include "aggregator/config.h"
+#include "common/result.h"
+#include "sync_engine/store/blob_store.h"
+
+#include <memory>
+
+namespace tributary::agg {
+
+// The blob store under data_dir, with the S3 tier attached when the config's
+// content.store is "s3" (the bucket is created if missing; the keys are
+// read from their files or variables). Errors name the setting at fault.
+Result<std::shared_ptr<store::BlobStore>> open_content(const Config& config);
+
+} // namespace tributary::agg

@@ -1,0 +1,278 @@
+#include "sync_engine/store/object_tier.h"
+
+#include "resourcesync/hash.h"
+
+#include <pqxx/pqxx>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <vector>
+
+namespace tributary::store {
+
+namespace {
+
+std::string text_array(const std::vector<std::string>& items) {
+  // Only hex names and our own object keys go in: no quoting needed, but
+  // quote anyway so that a surprise cannot change the query's meaning.
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += (i ? ",\"" : "\"");
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') {
+        out.push_back('\\');
+      }
+      out.push_back(c);
+    }
+    out.push_back('"');
+  }
+  return out + "}";
+}
+
+std::string bigint_array(const std::vector<uint64_t>& v) {
+  std::string out = "{";
+  for (size_t i = 0; i < v.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(v[i]);
+  }
+  return out + "}";
+}
+
+Result<void> read_range(const BlobLocation& where, std::string& out) {
+  const int fd = ::open(where.file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return make_error(ErrorKind::io, "open " + where.file.string() + ": " + std::strerror(errno));
+  }
+  const size_t start = out.size();
+  out.resize(start + where.length);
+  size_t done = 0;
+  while (done < where.length) {
+    const ssize_t n = ::pread(fd, out.data() + start + done, where.length - done,
+                              static_cast<off_t>(where.offset + done));
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      ::close(fd);
+      return make_error(ErrorKind::io, "read " + where.file.string() + ": " +
+                                           (n < 0 ? std::strerror(errno) : "the file ends early"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return {};
+}
+
+} // namespace
+
+// A few connections, each used by one caller at a time: uploads come from
+// every source's committer thread, downloads from the server's workers.
+struct ObjectTier::Db {
+  std::string conninfo;
+  std::mutex mutex;
+  std::vector<std::unique_ptr<pqxx::connection>> idle;
+
+  std::unique_ptr<pqxx::connection> take() {
+    {
+      std::lock_guard lock(mutex);
+      if (!idle.empty()) {
+        auto c = std::move(idle.back());
+        idle.pop_back();
+        return c;
+      }
+    }
+    return std::make_unique<pqxx::connection>(conninfo);
+  }
+  void give(std::unique_ptr<pqxx::connection> c) {
+    std::lock_guard lock(mutex);
+    if (c && c->is_open() && idle.size() < 4) {
+      idle.push_back(std::move(c));
+    }
+  }
+  // Runs `fn` in a transaction on a pooled connection; a broken connection
+  // is dropped and the work tried once more on a new one.
+  template <typename Fn>
+  Result<void> with(const char* what, Fn&& fn) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        auto c = take();
+        {
+          pqxx::work tx(*c);
+          fn(tx);
+          tx.commit();
+        }
+        give(std::move(c));
+        return {};
+      } catch (const pqxx::broken_connection& e) {
+        if (attempt > 0) {
+          return make_error(ErrorKind::io, std::string("content_object ") + what + ": " + e.what());
+        }
+      } catch (const std::exception& e) {
+        return make_error(ErrorKind::io, std::string("content_object ") + what + ": " + e.what());
+      }
+    }
+  }
+};
+
+ObjectTier::ObjectTier(S3Config s3, std::string conninfo, uint64_t pack_object_bytes)
+    : m_client(std::move(s3)), m_conninfo(std::move(conninfo)), m_pack_object_bytes(pack_object_bytes),
+      m_db(std::make_unique<Db>()) {
+  m_db->conninfo = m_conninfo;
+}
+
+ObjectTier::~ObjectTier() = default;
+
+Result<std::shared_ptr<ObjectTier>> ObjectTier::open(S3Config s3, const std::string& conninfo,
+                                                     uint64_t pack_object_bytes) {
+  std::shared_ptr<ObjectTier> tier(new ObjectTier(std::move(s3), conninfo, pack_object_bytes));
+  if (auto r = tier->m_client.create_bucket(); !r) {
+    return tl::unexpected(Error{r.error().kind, "content store: bucket '" + tier->m_client.config().bucket +
+                                                    "': " + r.error().message});
+  }
+  auto checked = tier->m_db->with("check", [](pqxx::work& tx) { tx.exec("SELECT 1 FROM content_object LIMIT 1"); });
+  if (!checked) {
+    return tl::unexpected(Error{checked.error().kind, checked.error().message + " (run `tributary migrate`)"});
+  }
+  return tier;
+}
+
+ObjectTier::Counters ObjectTier::counters() const {
+  std::lock_guard lock(m_counters_mutex);
+  return m_counters;
+}
+
+Result<void> ObjectTier::upload(const std::vector<Upload>& blobs) {
+  // What the bucket already has (another node's, or an earlier run's).
+  std::vector<std::string> names;
+  std::set<std::string> unique;
+  for (const auto& b : blobs) {
+    if (unique.insert(b.info.sha256).second) {
+      names.push_back(b.info.sha256);
+    }
+  }
+  std::set<std::string> known;
+  auto r = m_db->with("lookup", [&](pqxx::work& tx) {
+    for (const auto& row : tx.exec_params("SELECT sha256 FROM content_object WHERE sha256 = ANY($1::text[])",
+                                          text_array(names))) {
+      known.insert(row[0].as<std::string>());
+    }
+  });
+  if (!r) {
+    return r;
+  }
+  // The rest: small ones packed, large ones alone. Rows only after PUTs.
+  std::vector<std::string> row_sha, row_object;
+  std::vector<uint64_t> row_offset, row_length;
+  Counters add;
+  add.blobs_known = known.size();
+  std::string pack;
+  std::vector<std::pair<std::string, uint64_t>> in_pack; // (sha, offset)
+  std::vector<uint64_t> in_pack_length;
+  auto put_pack = [&]() -> Result<void> {
+    if (in_pack.empty()) {
+      return {};
+    }
+    const std::string sha = rs::hash_hex(rs::HashAlgorithm::sha256, pack);
+    const std::string key = "packs/" + sha;
+    if (auto p = m_client.put(key, pack, sha); !p) {
+      return p;
+    }
+    ++add.objects_put;
+    add.bytes_put += pack.size();
+    for (size_t k = 0; k < in_pack.size(); ++k) {
+      row_sha.push_back(in_pack[k].first);
+      row_object.push_back(key);
+      row_offset.push_back(in_pack[k].second);
+      row_length.push_back(in_pack_length[k]);
+    }
+    pack.clear();
+    in_pack.clear();
+    in_pack_length.clear();
+    return {};
+  };
+  std::set<std::string> done;
+  for (const auto& b : blobs) {
+    if (known.count(b.info.sha256) || !done.insert(b.info.sha256).second) {
+      continue;
+    }
+    ++add.blobs_uploaded;
+    if (b.where.length > BlobStore::k_pack_max) {
+      const std::string key = "blobs/" + b.info.sha256;
+      if (auto p = m_client.put_file(key, b.where.file, b.where.offset, b.where.length, b.info.sha256); !p) {
+        return p;
+      }
+      ++add.objects_put;
+      add.bytes_put += b.where.length;
+      row_sha.push_back(b.info.sha256);
+      row_object.push_back(key);
+      row_offset.push_back(0);
+      row_length.push_back(b.where.length);
+      continue;
+    }
+    if (!pack.empty() && pack.size() + b.where.length > m_pack_object_bytes) {
+      if (auto p = put_pack(); !p) {
+        return p;
+      }
+    }
+    in_pack.emplace_back(b.info.sha256, pack.size());
+    in_pack_length.push_back(b.where.length);
+    if (auto rd = read_range(b.where, pack); !rd) {
+      return rd;
+    }
+  }
+  if (auto p = put_pack(); !p) {
+    return p;
+  }
+  if (!row_sha.empty()) {
+    r = m_db->with("insert", [&](pqxx::work& tx) {
+      tx.exec_params("INSERT INTO content_object (sha256, object, \"offset\", length) "
+                     "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
+                     "ON CONFLICT (sha256) DO NOTHING",
+                     text_array(row_sha), text_array(row_object), bigint_array(row_offset),
+                     bigint_array(row_length));
+    });
+    if (!r) {
+      return r;
+    }
+  }
+  std::lock_guard lock(m_counters_mutex);
+  m_counters.objects_put += add.objects_put;
+  m_counters.bytes_put += add.bytes_put;
+  m_counters.blobs_uploaded += add.blobs_uploaded;
+  m_counters.blobs_known += add.blobs_known;
+  return {};
+}
+
+Result<std::optional<ObjectTier::Place>> ObjectTier::find(const std::string& sha256) {
+  std::optional<Place> out;
+  auto r = m_db->with("lookup", [&](pqxx::work& tx) {
+    auto rows = tx.exec_params("SELECT object, \"offset\", length FROM content_object WHERE sha256 = $1", sha256);
+    if (!rows.empty()) {
+      out = Place{rows[0][0].as<std::string>(), rows[0][1].as<uint64_t>(), rows[0][2].as<uint64_t>()};
+    }
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  return out;
+}
+
+Result<void> ObjectTier::download(const std::string& sha256, const std::function<bool(const char*, size_t)>& sink) {
+  auto place = find(sha256);
+  if (!place) {
+    return tl::unexpected(place.error());
+  }
+  if (!*place) {
+    return make_error(ErrorKind::not_found, "blob " + sha256 + " is neither here nor in the bucket");
+  }
+  {
+    std::lock_guard lock(m_counters_mutex);
+    ++m_counters.ranges_read;
+  }
+  return m_client.get((*place)->object, (*place)->offset, (*place)->length, sink);
+}
+
+} // namespace tributary::store

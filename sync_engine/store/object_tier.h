@@ -1,0 +1,67 @@
+#pragma once
+
+#include "sync_engine/store/blob_store.h"
+#include "sync_engine/store/s3_client.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+// Content on S3-compatible object storage, shared by every node of one
+// database (issue #18): the RemoteTier behind a BlobStore.
+//
+// Object storage charges a request per object, and a request costs
+// milliseconds; repository metadata is mostly a few kilobytes a resource.
+// So the small blobs a publish() names (one sync batch, up to 2,500) go up
+// together as one immutable pack object, `packs/<sha-256 of its bytes>`,
+// and each blob's place in it (object, offset, length) is a row of
+// `content_object` in PostgreSQL, written only once the PUT succeeded. A
+// blob over BlobStore::k_pack_max is an object of its own, `blobs/<sha-256>`.
+// Any node finds any blob with one indexed query and reads it with one
+// Range GET. Objects are content-addressed and never rewritten, so a PUT
+// repeated after a crash writes the same bytes under the same key.
+namespace tributary::store {
+
+class ObjectTier : public RemoteTier {
+public:
+  // Connects to the database (for content_object) and makes sure the
+  // bucket exists. `pack_object_bytes`: a pack object is closed past this.
+  static Result<std::shared_ptr<ObjectTier>> open(S3Config s3, const std::string& conninfo,
+                                                  uint64_t pack_object_bytes = 64ull << 20);
+  ~ObjectTier() override;
+
+  Result<void> upload(const std::vector<Upload>& blobs) override;
+  Result<void> download(const std::string& sha256, const std::function<bool(const char*, size_t)>& sink) override;
+
+  // Where a blob is in the bucket; nullopt when the tier lacks it.
+  struct Place {
+    std::string object;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  Result<std::optional<Place>> find(const std::string& sha256);
+
+  S3Client& client() { return m_client; }
+
+  // What upload() did since the tier was opened (for tests and /metrics).
+  struct Counters {
+    uint64_t objects_put = 0;
+    uint64_t bytes_put = 0;
+    uint64_t blobs_uploaded = 0;
+    uint64_t blobs_known = 0; // skipped: the bucket had them
+    uint64_t ranges_read = 0;
+  };
+  Counters counters() const;
+
+private:
+  ObjectTier(S3Config s3, std::string conninfo, uint64_t pack_object_bytes);
+  struct Db;
+  S3Client m_client;
+  std::string m_conninfo;
+  uint64_t m_pack_object_bytes;
+  std::unique_ptr<Db> m_db;
+  mutable std::mutex m_counters_mutex;
+  Counters m_counters;
+};
+
+} // namespace tributary::store

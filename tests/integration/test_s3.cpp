@@ -1,0 +1,277 @@
+// The S3 content tier against a real S3 server: the throwaway Ceph RADOS
+// Gateway deploy/test.sh starts (TRIBUTARY_TEST_S3_*). Each test has a
+// bucket of its own. Tests fail, never skip, when the server is missing.
+#include "process.h"
+#include "sync_fixture.h"
+
+#include "republisher/url_scheme.h"
+#include "resourcesync/reader.h"
+#include "sync_engine/url_resolve.h"
+
+#include "sync_engine/store/object_tier.h"
+#include "sync_engine/store/s3_client.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+
+using namespace tributary;
+using namespace tributary::test;
+
+namespace {
+
+store::S3Config s3_config() {
+  const char* endpoint = std::getenv("TRIBUTARY_TEST_S3_ENDPOINT");
+  REQUIRE_MESSAGE(endpoint != nullptr, "TRIBUTARY_TEST_S3_ENDPOINT is not set: run the tests through deploy/test.sh");
+  static std::atomic<int> n{0};
+  store::S3Config c;
+  c.endpoint = endpoint;
+  c.bucket = "t" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+  c.access_key = std::getenv("TRIBUTARY_TEST_S3_ACCESS_KEY") ? std::getenv("TRIBUTARY_TEST_S3_ACCESS_KEY") : "";
+  c.secret_key = std::getenv("TRIBUTARY_TEST_S3_SECRET_KEY") ? std::getenv("TRIBUTARY_TEST_S3_SECRET_KEY") : "";
+  return c;
+}
+
+std::string get_all(store::S3Client& s3, const std::string& key, uint64_t offset, uint64_t length) {
+  std::string out;
+  auto r = s3.get(key, offset, length, [&](const char* d, size_t n) {
+    out.append(d, n);
+    return true;
+  });
+  REQUIRE_MESSAGE(r, (r ? std::string() : r.error().message));
+  return out;
+}
+
+struct Got {
+  int status = 0;
+  std::string body;
+};
+
+Got get(const std::string& url) {
+  auto u = sync::parse_url(url);
+  REQUIRE(u);
+  httplib::Client c(u->origin());
+  c.set_read_timeout(10);
+  auto r = c.Get(u->target);
+  return r ? Got{r->status, r->body} : Got{};
+}
+
+long count(const std::string& conninfo, const std::string& sql) {
+  pqxx::connection c(conninfo);
+  pqxx::read_transaction tx(c);
+  return tx.exec1(sql)[0].as<long>();
+}
+
+} // namespace
+
+TEST_CASE("S3 client: signed requests to a real RGW make a bucket, PUT, HEAD, read a Range and DELETE, and a wrong "
+          "secret is refused with the server's reason") {
+  store::S3Client s3(s3_config());
+  REQUIRE(s3.create_bucket());
+  REQUIRE(s3.create_bucket()); // ours already: fine
+  const std::string body = "0123456789abcdefghij";
+  REQUIRE(s3.put("packs/x", body, rs::hash_hex(rs::HashAlgorithm::sha256, body)));
+  auto size = s3.head("packs/x");
+  REQUIRE(size);
+  CHECK(*size == std::optional<uint64_t>(20));
+  CHECK(get_all(s3, "packs/x", 10, 5) == "abcde");
+  CHECK(get_all(s3, "packs/x", 0, 20) == body);
+  // Bytes that do not match the announced SHA-256 are refused by the server.
+  auto lied = s3.put("packs/y", body, rs::hash_hex(rs::HashAlgorithm::sha256, "other"));
+  CHECK_FALSE(lied);
+  CHECK(s3.head("packs/y").value() == std::nullopt);
+  auto missing = s3.get("packs/none", 0, 4, [](const char*, size_t) { return true; });
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().kind == ErrorKind::not_found);
+  CHECK(missing.error().message.find("NoSuchKey") != std::string::npos);
+  REQUIRE(s3.remove("packs/x"));
+  CHECK(s3.head("packs/x").value() == std::nullopt);
+  REQUIRE(s3.remove("packs/x")); // gone already: fine
+
+  auto wrong = s3_config();
+  wrong.bucket = s3.config().bucket;
+  wrong.secret_key = "not-the-secret";
+  store::S3Client bad(wrong);
+  auto refused = bad.put("packs/z", body, rs::hash_hex(rs::HashAlgorithm::sha256, body));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("HTTP 403 SignatureDoesNotMatch") != std::string::npos);
+}
+
+TEST_CASE("S3 content: a sync puts its blobs in the bucket in pack objects before the database names them, and a "
+          "node with an empty data_dir reads every one") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(120);
+  site.put("/big.bin", std::string(3u << 20, 'b')); // over k_pack_max: an object of its own
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto tier = store::ObjectTier::open(s3_config(), env.db.conninfo());
+  REQUIRE_MESSAGE(tier, (tier ? std::string() : tier.error().message));
+  env.blobs->set_remote(*tier);
+  auto r = env.run(SyncEnv::source(up.url("/")), store::RunMode::baseline);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK(r.counters.created == 121);
+  // Every blob the database names is in the bucket; small ones share pack
+  // objects (batches of 50 here: 3 of them), the large one stands alone.
+  const auto conninfo = env.db.conninfo();
+  CHECK(count(conninfo, "SELECT count(*) FROM resource r WHERE NOT EXISTS "
+                        "(SELECT 1 FROM content_object o WHERE o.sha256 = r.blob_sha256)") == 0);
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object") == 121);
+  CHECK(count(conninfo, "SELECT count(DISTINCT object) FROM content_object WHERE object LIKE 'packs/%'") <= 4);
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object WHERE object LIKE 'blobs/%'") == 1);
+  const auto c = (*tier)->counters();
+  CHECK(c.blobs_uploaded == 121);
+  CHECK(c.objects_put <= 5);
+
+  // Another machine: its own data_dir, the same database and bucket.
+  const auto other = std::filesystem::path(env.data.string() + "-other");
+  std::filesystem::remove_all(other);
+  auto blobs = store::BlobStore::open(other);
+  REQUIRE(blobs);
+  auto tier2 = store::ObjectTier::open((*tier)->client().config(), conninfo);
+  REQUIRE(tier2);
+  (*blobs)->set_remote(*tier2);
+  std::map<std::string, std::string> read;
+  {
+    pqxx::connection db(conninfo);
+    pqxx::read_transaction tx(db);
+    for (const auto& row : tx.exec("SELECT uri, blob_sha256 FROM resource WHERE state = 'live'")) {
+      auto bytes = (*blobs)->read(row[1].as<std::string>());
+      REQUIRE_MESSAGE(bytes, (bytes ? std::string() : bytes.error().message));
+      read[row[0].as<std::string>()] = *bytes;
+    }
+  }
+  CHECK(read.size() == 121);
+  CHECK(read[up.url("/res/7.txt")] == "resource 7");
+  CHECK(read[up.url("/big.bin")] == std::string(3u << 20, 'b'));
+  CHECK((*tier2)->counters().ranges_read == 121);
+  // Kept as a cache: read again, nothing is fetched.
+  CHECK((*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, "resource 7")).value() == "resource 7");
+  CHECK((*tier2)->counters().ranges_read == 121);
+  // A name the bucket lacks is not found, on either node.
+  auto none = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, "never stored"));
+  REQUIRE_FALSE(none);
+  CHECK(none.error().kind == ErrorKind::not_found);
+  std::filesystem::remove_all(other);
+}
+
+TEST_CASE("S3 content: when the bucket refuses an upload the batch fails and the database names nothing, and the next "
+          "run, with the bucket back, applies it") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(20);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  auto good = s3_config();
+  auto bad = good;
+  bad.secret_key = "not-the-secret";
+  {
+    store::S3Client s3(good);
+    REQUIRE(s3.create_bucket());
+  }
+  auto refused = store::ObjectTier::open(bad, env.db.conninfo());
+  REQUIRE_FALSE(refused); // the bucket check at open already says so
+  CHECK(refused.error().message.find("SignatureDoesNotMatch") != std::string::npos);
+  auto tier = store::ObjectTier::open(good, env.db.conninfo());
+  REQUIRE(tier);
+  // Credentials revoked after start: every PUT is refused.
+  (*tier)->client().set_credentials(bad.access_key, bad.secret_key);
+  env.blobs->set_remote(*tier);
+  auto r = env.run(SyncEnv::source(up.url("/")), store::RunMode::baseline);
+  CHECK(r.status != store::RunStatus::succeeded);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors.front().find("SignatureDoesNotMatch") != std::string::npos);
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM resource WHERE state = 'live'") == 0);
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM content_object") == 0);
+  (*tier)->client().set_credentials(good.access_key, good.secret_key);
+  r = env.run(SyncEnv::source(up.url("/")), store::RunMode::baseline);
+  CHECK(r.status == store::RunStatus::succeeded);
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM resource WHERE state = 'live'") == 20);
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM content_object") == 20);
+}
+
+TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on another (its own data_dir, the same "
+          "database and bucket) serves every resource and Resource Dump package, and a third syncs from its dump") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(30, "/res/r", "bytes ");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TempDatabase db;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-s3-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto s3 = s3_config();
+  const int port = free_port();
+  auto config = [&](const std::string& node) {
+    const std::string path = (dir / (node + ".json")).string();
+    std::ofstream(path) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / node).string()
+                        << "\", \"listen\": \"127.0.0.1:" << port << "\", \"dump_package_size\": 10, "
+                        << "\"content\": {\"store\": \"s3\", \"endpoint\": \"" << s3.endpoint << "\", \"bucket\": \""
+                        << s3.bucket << "\", \"access_key_env\": \"TRIBUTARY_TEST_S3_ACCESS_KEY\", "
+                        << "\"secret_key_env\": \"TRIBUTARY_TEST_S3_SECRET_KEY\"}, "
+                        << "\"sources\": [{\"name\": \"up\", \"url\": \"" << up.url("/") << "\"}]}";
+    return path;
+  };
+  const std::string a = config("a"), b = config("b");
+  REQUIRE(run_tributary("migrate --config " + a).status == 0);
+  auto synced = run_tributary("sync --config " + a + " --incremental");
+  INFO(synced.out);
+  REQUIRE(synced.status == 0);
+  site.put("/res/r3.txt", "bytes 3, changed");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/res/r3.txt"), rs::Change::updated, ts("2026-01-02T00:00:00Z"),
+                                         "bytes 3, changed")});
+  synced = run_tributary("sync --config " + a + " --incremental");
+  REQUIRE(synced.status == 0);
+  CHECK(count(db.conninfo(), "SELECT count(*) FROM content_object") == 31);
+
+  pid_t serve = spawn_tributary({"serve", "--config", b}, (dir / "serve.log").string());
+  REQUIRE(serve > 0);
+  ProcessGuard guard(serve);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  pub::UrlScheme urls(base);
+  bool offered = false;
+  for (int i = 0; i < 200 && !offered; ++i) {
+    offered = get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos;
+    if (!offered) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  REQUIRE(offered);
+  auto rl = rs::parse_document(get(urls.resource_list("up")).body);
+  REQUIRE(rl.summary.valid());
+  REQUIRE(rl.document.entries.size() == 30);
+  for (const auto& e : rl.document.entries) {
+    Got got = get(e.loc);
+    CHECK(got.status == 200);
+    const rs::HashValue* h = rs::strongest_hash(e.md->hash);
+    REQUIRE(h);
+    CHECK(rs::hash_hex(*h->known(), got.body) == h->hex);
+  }
+  auto rd = rs::parse_document(get(urls.resource_dump("up")).body);
+  REQUIRE(rd.summary.valid());
+  CHECK(rd.document.entries.size() == 3);
+  for (const auto& pkg : rd.document.entries) {
+    Got zip = get(pkg.loc);
+    CHECK(zip.status == 200);
+    CHECK(rs::hash_hex(rs::HashAlgorithm::sha256, zip.body) == pkg.md->hash[0].hex);
+  }
+  // A third node follows b by its Resource Dump, content into the bucket.
+  SyncEnv env;
+  auto tier = store::ObjectTier::open(s3, env.db.conninfo());
+  REQUIRE(tier);
+  env.blobs->set_remote(*tier);
+  auto src = SyncEnv::source(base + "/", "b");
+  src.strategy = "dumps";
+  auto r = env.run(src, store::RunMode::baseline);
+  REQUIRE(r.status == store::RunStatus::succeeded);
+  CHECK(has_note(r, "baselined from the Resource Dump"));
+  CHECK(r.counters.created == 30);
+  CHECK(env.live()[urls.resource("up", up.url("/res/r3.txt"))] == "bytes 3, changed");
+  // Its own database: its own content_object rows, every one in the bucket.
+  CHECK((*tier)->counters().blobs_uploaded == 30);
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM content_object") == 30);
+  std::filesystem::remove_all(dir);
+}
