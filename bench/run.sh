@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load, scale, many, retention)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
@@ -266,6 +266,12 @@ if [ "$which" = all ] || [ "$which" = retention ] || [ "$which" = scale ]; then
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   bash "$root/bench/retention.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = s3 ]; then
+  echo "== bench/s3 (tributary sync --baseline and tributary serve, default config but content.store; local store against a throwaway Ceph RGW on loopback)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/s3.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = fuzz ]; then
   # libFuzzer over the parsers of untrusted input (tests/fuzz/targets.h),

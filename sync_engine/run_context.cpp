@@ -126,6 +126,13 @@ Result<void> Committer::submit(store::Batch batch, std::function<void(const stor
     return prev;
   }
   m_future = std::async(std::launch::async, [this, b = std::move(batch), done = std::move(on_committed)]() {
+    // The remote tier receives the batch's blobs before the database names
+    // them, here, while the next batch is fetched (one PUT of about a
+    // megabyte per batch, which in the fetch path cost a quarter of the
+    // rate against RGW).
+    if (auto r = m_blobs.upload(b.new_blobs); !r) {
+      return r;
+    }
     if (auto r = m_blobs.sync_directories(); !r) {
       return r;
     }
@@ -325,7 +332,12 @@ void RunContext::publish_sealed(std::vector<Result<FetchedContent>>& results) {
       index.push_back(i);
     }
   }
-  auto published = blobs.publish(sealed);
+  std::vector<std::string> deferred;
+  auto published = blobs.publish(sealed, &deferred);
+  {
+    std::lock_guard lock(m_uploads_mutex);
+    m_pending_uploads.insert(m_pending_uploads.end(), deferred.begin(), deferred.end());
+  }
   for (size_t k = 0; k < published.size(); ++k) {
     Result<FetchedContent>& r = results[index[k]];
     if (!published[k]) {
@@ -348,6 +360,11 @@ Result<void> RunContext::commit(store::Batch& batch) {
   }
   for (const auto& r : batch.retries) {
     retry_overlay[r.uri] = r.change ? std::optional<store::RetryRecord>(r) : std::nullopt;
+  }
+  {
+    std::lock_guard lock(m_uploads_mutex);
+    batch.new_blobs.insert(batch.new_blobs.end(), m_pending_uploads.begin(), m_pending_uploads.end());
+    m_pending_uploads.clear();
   }
   auto r = m_committer->submit(std::move(batch), [this](const store::Batch& b) {
     std::lock_guard lock(m_counters_mutex);

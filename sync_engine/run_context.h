@@ -196,6 +196,10 @@ private:
   // The batch in flight's retries: a change waiting, or none (cleared).
   std::unordered_map<std::string, std::optional<store::RetryRecord>> m_retry_overlay;
   std::mutex m_counters_mutex;
+  // Blobs published for the next commit() that a remote tier is still to
+  // receive (Batch::new_blobs).
+  std::mutex m_uploads_mutex;
+  std::vector<std::string> m_pending_uploads;
 };
 
 // ---- the ways of syncing a feed, one file each -------------------------------------

@@ -162,7 +162,13 @@ public:
   // Publishes sealed writers: one syncfs() makes all their bytes durable,
   // then each is linked under its name (one device flush for the group
   // instead of one per blob). Returns one result per writer, in order.
-  std::vector<Result<BlobInfo>> publish(std::vector<Writer*>& writers);
+  // With a remote tier attached, the blobs are uploaded before this
+  // returns, unless `deferred` is given: their names are then appended to
+  // it, for upload() before the database names them.
+  std::vector<Result<BlobInfo>> publish(std::vector<Writer*>& writers, std::vector<std::string>* deferred = nullptr);
+  // Uploads these stored blobs to the remote tier (none attached: nothing
+  // to do). A failure means none of them may be named in the database.
+  Result<void> upload(const std::vector<std::string>& sha256s) const;
 
   // A writer that computes sha-256 and `extra` digests as bytes arrive.
   Result<Writer> begin(const std::vector<rs::HashAlgorithm>& extra = {});
@@ -240,7 +246,7 @@ private:
   Result<void> fetch_remote(RemoteTier& tier, const std::string& sha256) const;
   // Uploads what publish() named (results in `out`, in order); a failure
   // turns every one of them into that error.
-  void upload_published(std::vector<Result<BlobInfo>>& out) const;
+  void upload_published(std::vector<Result<BlobInfo>>& out, std::vector<std::string>* deferred = nullptr) const;
   std::filesystem::path m_root;
   struct State; // shared by every BlobStore of one root in this process
   std::shared_ptr<State> m_state;

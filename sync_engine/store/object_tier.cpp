@@ -88,7 +88,9 @@ struct ObjectTier::Db {
   }
   void give(std::unique_ptr<pqxx::connection> c) {
     std::lock_guard lock(mutex);
-    if (c && c->is_open() && idle.size() < 4) {
+    // As many as the server's blocking workers (16): a connection made per
+    // lookup cost more than the lookup (measured: cold reads at 286/s).
+    if (c && c->is_open() && idle.size() < 16) {
       idle.push_back(std::move(c));
     }
   }

@@ -188,6 +188,11 @@ Result<Outcome> perform(S3Client::Handle& pool, const S3Config& config, Call& ca
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, config.connect_timeout_ms);
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, config.timeout_ms);
+  // A transfer that stalls (under 1 KiB/s for 15 s) is abandoned rather
+  // than held for the whole timeout: seen once against RGW under load, a
+  // GET waiting with no byte coming, which also held up shutdown.
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 15L);
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
@@ -220,7 +225,11 @@ Result<Outcome> perform(S3Client::Handle& pool, const S3Config& config, Call& ca
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   curl_off_t length = -1;
   curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
-  pool.give(c);
+  if (rc == CURLE_OK) {
+    pool.give(c);
+  } else {
+    curl_easy_cleanup(c); // its connection may be broken: not reused
+  }
   out.status = status;
   out.content_length = length;
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && out.sink_stopped)) {
@@ -328,7 +337,12 @@ Result<void> S3Client::get(const std::string& key, uint64_t offset, uint64_t len
     got += n;
     return sink(d, n);
   };
+  // A transport failure before any byte arrived (a stale kept-alive
+  // connection, a stall) is tried once more on a new connection.
   auto o = perform(*m_handles, m_config, call);
+  if (!o && got == 0) {
+    o = perform(*m_handles, m_config, call);
+  }
   if (!o) {
     return tl::unexpected(o.error());
   }

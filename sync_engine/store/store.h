@@ -136,6 +136,10 @@ struct Batch {
   std::vector<RetryRecord> retries;
   std::optional<Watermark> watermark;
   RunCounters counters;
+  // Blobs this batch stored that a remote tier (BlobStore::set_remote) is
+  // still to receive: uploaded by the committer before the database names
+  // them, while the next batch is fetched.
+  std::vector<std::string> new_blobs;
 };
 
 // One source taken for one run (see Store::try_lock_source); released when
