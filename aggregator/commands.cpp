@@ -30,6 +30,9 @@ std::optional<Config> loaded(const std::string& path, std::ostream& err) {
   for (const auto& p : load.problems) {
     err << p << '\n';
   }
+  if (load.config && !load.config->node_name.empty()) {
+    store::set_node_name(load.config->node_name);
+  }
   return std::move(load.config);
 }
 
@@ -310,6 +313,82 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
     err << "problem: " << p << '\n';
   }
   return r->repacked.problems.empty() ? 0 : 1;
+}
+
+int run_migrate_blobs(const std::string& config_path, std::ostream& out, std::ostream& err) {
+  auto config = loaded(config_path, err);
+  if (!config) {
+    return 1;
+  }
+  if (config->content.store != "s3") {
+    err << "tributary migrate-blobs: " << config_path << ": content.store is \"" << config->content.store
+        << "\": give the bucket (store \"s3\", endpoint, bucket, keys) first\n";
+    return 2;
+  }
+  auto db = store::PgStore::open(config->database);
+  if (!db) {
+    err << "tributary migrate-blobs: " << db.error().message << '\n';
+    return 1;
+  }
+  // The local store alone: a blob it lacks is reported, never fetched.
+  auto blobs = store::BlobStore::open(config->data_dir);
+  if (!blobs) {
+    err << "tributary migrate-blobs: " << blobs.error().message << '\n';
+    return 1;
+  }
+  auto tier = open_tier(*config);
+  if (!tier) {
+    err << "tributary migrate-blobs: " << tier.error().message << '\n';
+    return 1;
+  }
+  // In groups of 2,000 names: the tier skips those the bucket has (one
+  // query a group) and packs the rest as a sync batch would be packed.
+  constexpr size_t k_group = 2000;
+  std::vector<store::RemoteTier::Upload> group;
+  uint64_t named = 0, missing = 0;
+  Result<void> status;
+  auto flush = [&] {
+    if (status && !group.empty()) {
+      status = (*tier)->upload(group);
+    }
+    group.clear();
+  };
+  auto walked = (*db)->for_each_unplaced_blob([&](const std::string& sha) {
+    ++named;
+    if (!status) {
+      return;
+    }
+    auto where = (*blobs)->locate(sha);
+    if (!where) {
+      ++missing;
+      err << "missing: blob " << sha << " is named by the database but not in " << config->data_dir << '\n';
+      return;
+    }
+    group.push_back(store::RemoteTier::Upload{store::BlobInfo{sha, where->length, {}}, *where});
+    if (group.size() >= k_group) {
+      flush();
+    }
+  });
+  flush();
+  if (!walked) {
+    status = walked;
+  }
+  const auto c = (*tier)->counters();
+  out << "named by the database, not placed in the bucket: " << named << " blobs\n";
+  out << "uploaded: " << c.blobs_uploaded << " blobs, " << c.bytes_put << " bytes in " << c.objects_put
+      << " objects\n";
+  if (c.blobs_known > 0) {
+    out << "found in the bucket already (placed meanwhile): " << c.blobs_known << " blobs\n";
+  }
+  if (missing > 0) {
+    out << "missing here: " << missing << " blobs (named by the database, in neither this store nor the bucket "
+        << "unless another node's store holds them: run this there too)\n";
+  }
+  if (!status) {
+    err << "tributary migrate-blobs: " << status.error().message << " (run again: it resumes)\n";
+    return 1;
+  }
+  return missing > 0 ? 1 : 0;
 }
 
 } // namespace tributary::agg

@@ -52,4 +52,13 @@ struct GcCommand {
 };
 int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err);
 
+// `tributary migrate-blobs --config FILE`: uploads every blob the database
+// names from this node's local store (data_dir) into the S3 bucket of the
+// config's content section, packed as the S3 tier packs them, skipping what
+// the bucket has: run again, it resumes where it stopped. Prints what it
+// did. Returns 0 when the bucket then holds every blob the database names,
+// 1 when some are neither here nor there (each printed) or on failure, 2
+// when content.store is not "s3".
+int run_migrate_blobs(const std::string& config_path, std::ostream& out, std::ostream& err);
+
 } // namespace tributary::agg

@@ -391,6 +391,7 @@ public:
                }
              }}},
             {"content", {[this, &c](const json& v, const std::string& ptr) { content(v, ptr, c.content); }}},
+            {"node_name", {string(c.node_name)}},
             {"log", {[this, &c](const json& v, const std::string& ptr) {
                object(v, ptr,
                       {{"level", {one_of(c.log_level, {"debug", "info", "warn", "error"})}},

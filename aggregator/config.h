@@ -51,6 +51,9 @@ struct Config {
     sync::SecretRef access_key{"", "AWS_ACCESS_KEY_ID"};
     sync::SecretRef secret_key{"", "AWS_SECRET_ACCESS_KEY"};
   } content;
+  // What this process calls itself in the runs it records and in the
+  // status API (which node runs which source); default "<host> pid <pid>".
+  std::string node_name;
   std::string log_level = "info";     // debug|info|warn|error
   std::string log_format = "text";    // text|json
 

@@ -1,13 +1,23 @@
 #include "aggregator/content.h"
 
-#include "sync_engine/store/object_tier.h"
-
 namespace tributary::agg {
 
 Result<std::shared_ptr<store::BlobStore>> open_content(const Config& config) {
   auto blobs = store::BlobStore::open(config.data_dir);
   if (!blobs || config.content.store != "s3") {
     return blobs;
+  }
+  auto tier = open_tier(config);
+  if (!tier) {
+    return tl::unexpected(tier.error());
+  }
+  (*blobs)->set_remote(*tier);
+  return blobs;
+}
+
+Result<std::shared_ptr<store::ObjectTier>> open_tier(const Config& config) {
+  if (config.content.store != "s3") {
+    return make_error(ErrorKind::usage, "content.store is \"" + config.content.store + "\", not \"s3\"");
   }
   store::S3Config s3;
   s3.endpoint = config.content.endpoint;
@@ -24,12 +34,7 @@ Result<std::shared_ptr<store::BlobStore>> open_content(const Config& config) {
   }
   s3.access_key = *access;
   s3.secret_key = *secret;
-  auto tier = store::ObjectTier::open(std::move(s3), config.database);
-  if (!tier) {
-    return tl::unexpected(tier.error());
-  }
-  (*blobs)->set_remote(*tier);
-  return blobs;
+  return store::ObjectTier::open(std::move(s3), config.database);
 }
 
 } // namespace tributary::agg

@@ -3,6 +3,7 @@
 #include "aggregator/config.h"
 #include "common/result.h"
 #include "sync_engine/store/blob_store.h"
+#include "sync_engine/store/object_tier.h"
 
 #include <memory>
 
@@ -12,5 +13,8 @@ namespace tributary::agg {
 // content.store is "s3" (the bucket is created if missing; the keys are
 // read from their files or variables). Errors name the setting at fault.
 Result<std::shared_ptr<store::BlobStore>> open_content(const Config& config);
+
+// The config's S3 tier alone (content.store must be "s3").
+Result<std::shared_ptr<store::ObjectTier>> open_tier(const Config& config);
 
 } // namespace tributary::agg

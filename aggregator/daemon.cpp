@@ -91,7 +91,13 @@ struct Daemon : DaemonState {
                                     {"resource_dump_interval", next.resource_dump_interval == config.resource_dump_interval},
                                     {"dump_package_size", next.dump_package_size == config.dump_package_size},
                                     {"dump_package_bytes", next.dump_package_bytes == config.dump_package_bytes},
-                                    {"sets", sets_equal(next, config)}}) {
+                                    {"sets", sets_equal(next, config)},
+                                    {"content", next.content.store == config.content.store &&
+                                                    next.content.endpoint == config.content.endpoint &&
+                                                    next.content.bucket == config.content.bucket &&
+                                                    next.content.region == config.content.region &&
+                                                    next.content.path_style == config.content.path_style},
+                                    {"node_name", next.node_name == config.node_name}}) {
       if (!same) {
         log::warn("", std::string("SIGHUP: a change of '") + key + "' takes effect after a restart");
       }
@@ -347,6 +353,9 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   }
   if (!load.config) {
     return 1;
+  }
+  if (!load.config->node_name.empty()) {
+    store::set_node_name(load.config->node_name);
   }
   // Signals are taken by one thread with sigwait, never by a worker.
   sigset_t signals;

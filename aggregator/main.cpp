@@ -80,6 +80,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   gc_sub->add_flag("--dry-run", gc_cmd.dry_run, "Report what is garbage; mark, remove and rewrite nothing");
 
+  std::string migrate_blobs_config;
+  auto* migrate_blobs_cmd = app.add_subcommand(
+      "migrate-blobs", "Upload every blob the database names from this node's blob store (data_dir) into the S3 "
+                       "bucket of the config's content section (store \"s3\"), packed, skipping what the bucket "
+                       "has: run again, it resumes. Run it on each node that stored content before the switch, "
+                       "before other nodes serve. Exit 0 when every named blob is in the bucket.");
+  migrate_blobs_cmd->add_option("--config", migrate_blobs_config, "Configuration file (JSON)")->required();
+
   std::string serve_config;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Serve our own ResourceSync documents and content (read-only over the store) on the configured "
@@ -150,6 +158,9 @@ int main(int argc, char** argv) {
     }
     if (serve_cmd->parsed()) {
       return agg::run_serve(serve_config, std::cout, std::cerr);
+    }
+    if (migrate_blobs_cmd->parsed()) {
+      return tributary::agg::run_migrate_blobs(migrate_blobs_config, std::cout, std::cerr);
     }
     if (gc_sub->parsed()) {
       return tributary::agg::run_gc(gc_cmd, std::cout, std::cerr);

@@ -1,5 +1,7 @@
 #include "aggregator/metrics.h"
 
+#include "sync_engine/store/store.h"
+
 #include <unistd.h>
 
 #include <fstream>
@@ -138,6 +140,8 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
   per_host("tributary_host_throttled_total", "counter",
            "Responses from an upstream host that slowed us down (429, 502, 503, 504, timeouts, slow responses).",
            [](const HostView& h) { return std::optional<double>(static_cast<double>(h.throttled)); });
+  family("tributary_node_info", "gauge", "This process's node name (config node_name; runs record it).");
+  m << "tributary_node_info{node=\"" << label(store::node_name()) << "\"} 1\n";
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';
   family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");

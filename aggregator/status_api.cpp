@@ -64,7 +64,8 @@ json run_json(const store::RunInfo& r) {
            {"unchanged", r.counters.unchanged},
            {"failed", r.counters.failed},
            {"bytes", r.counters.bytes}}},
-         {"message", r.message}};
+         {"message", r.message},
+         {"node", r.node.empty() ? json(nullptr) : json(r.node)}};
   if (r.finished_at) {
     j["duration_seconds"] = static_cast<double>((*r.finished_at - r.started_at).count()) / 1e6;
   }
@@ -120,6 +121,11 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
     j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
     j["last_success"] = st && st->last_success ? run_json(*st->last_success) : json(nullptr);
+    // Which node runs the source now (any daemon on the database, by its
+    // lease), else which ran it last.
+    const bool running = st && st->last_run && st->last_run->status == store::RunStatus::running;
+    j["running_on"] = running && !st->last_run->node.empty() ? json(st->last_run->node) : json(nullptr);
+    j["last_node"] = st && st->last_run && !st->last_run->node.empty() ? json(st->last_run->node) : json(nullptr);
     if (st && st->last_failure) {
       json f = run_json(*st->last_failure);
       f["error"] = st->last_failure->message;

@@ -66,6 +66,9 @@ function row(s) {
   tr.appendChild(text("td", s.name));
   const st = document.createElement("td");
   st.appendChild(text("span", s.state, "state " + s.state));
+  if (s.running_on || s.last_node) {
+    st.appendChild(text("div", (s.running_on ? "running on " + s.running_on : "last on " + s.last_node), "node"));
+  }
   tr.appendChild(st);
   tr.appendChild(text("td", duration(s.lag.seconds) +
       (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""), "num"));

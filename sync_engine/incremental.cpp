@@ -313,6 +313,10 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
     const rs::HashValue* want = rs::strongest_hash(offered_hashes(e));
     if (want && want->known() == rs::HashAlgorithm::sha256) {
       if (auto held_blob = ctx.blobs.retain(want->hex)) {
+        // Stored here, yet perhaps never uploaded (a batch whose upload
+        // failed left it): the remote tier gets it before this batch
+        // names it (it skips what it has).
+        ctx.will_name(want->hex);
         // Content already present (another source, or an earlier copy).
         // Its length is the blob's own, never the document's (which may be
         // absent or wrong: republished as length="0", a downstream capped

@@ -348,6 +348,14 @@ void RunContext::publish_sealed(std::vector<Result<FetchedContent>>& results) {
   }
 }
 
+void RunContext::will_name(const std::string& sha256) {
+  if (!blobs.has_remote()) {
+    return;
+  }
+  std::lock_guard lock(m_uploads_mutex);
+  m_pending_uploads.push_back(sha256);
+}
+
 Result<void> RunContext::commit(store::Batch& batch) {
   if (cancelled()) {
     return make_error(ErrorKind::transient, "stopped (shutting down); the next run resumes from the watermark");

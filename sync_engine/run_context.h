@@ -145,6 +145,9 @@ public:
   std::vector<Result<FetchedContent>> fetch_all(const std::vector<const rs::Entry*>& entries);
   // One file-system sync for the whole batch, then every blob is named.
   void publish_sealed(std::vector<Result<FetchedContent>>& results);
+  // A stored blob the next commit() names without publishing it (a
+  // deduplicated fetch): a remote tier receives it first.
+  void will_name(const std::string& sha256);
 
   // Hands the batch to the committer. Until it commits, lookups of the next
   // batch may not see it, so its resource states are kept as an overlay.

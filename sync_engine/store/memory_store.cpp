@@ -361,6 +361,7 @@ Result<int64_t> MemoryStore::begin_run(int64_t source_id, RunMode mode) {
   info.source_id = source_id;
   info.mode = mode;
   info.status = RunStatus::running;
+  info.node = node_name();
   info.started_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   m_data->runs[id] = info;
   return id;

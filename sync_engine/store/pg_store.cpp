@@ -724,8 +724,9 @@ Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("begin run", [&]() -> Result<int64_t> {
     pqxx::work tx(m_impl->conn);
-    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status) VALUES ($1, $2, 'running') RETURNING id",
-                            source_id, std::string(to_string(mode)));
+    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node) VALUES ($1, $2, 'running', $3) "
+                            "RETURNING id",
+                            source_id, std::string(to_string(mode)), node_name());
     tx.commit();
     return r[0][0].as<int64_t>();
   });
@@ -755,7 +756,8 @@ Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::st
 namespace {
 
 const std::string k_run_columns = "id, source_id, mode, status, " + us("started_at") + ", " + us("finished_at") +
-                                  ", created, updated, deleted, unchanged, failed, bytes, coalesce(message, '')";
+                                  ", created, updated, deleted, unchanged, failed, bytes, coalesce(message, ''), "
+                                  "coalesce(node, '')";
 
 RunInfo read_run(const pqxx::row& row) {
   RunInfo info;
@@ -777,6 +779,7 @@ RunInfo read_run(const pqxx::row& row) {
   info.counters.failed = row[10].as<unsigned long long>();
   info.counters.bytes = row[11].as<unsigned long long>();
   info.message = row[12].as<std::string>();
+  info.node = row[13].as<std::string>();
   return info;
 }
 
@@ -953,7 +956,7 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
              "  UNION ALL (SELECT 'l', id FROM sync_run WHERE source_id = s.id ORDER BY id DESC LIMIT 1)) x "
              "  JOIN sync_run r ON r.id = x.run_id) q")) {
       RunInfo run = read_run(row);
-      const std::string kind = row[13].as<std::string>();
+      const std::string kind = row[14].as<std::string>();
       auto it = index.find(run.source_id);
       if (it == index.end()) {
         continue;
@@ -997,15 +1000,29 @@ Result<uint64_t> PgStore::prune_runs(std::chrono::seconds older_than, size_t lim
   });
 }
 
+namespace {
+const char* k_referenced_blobs =
+    "SELECT blob_sha256 FROM resource WHERE state = 'live' AND blob_sha256 IS NOT NULL "
+    "UNION ALL "
+    "SELECT blob_sha256 FROM change_log WHERE change <> 'deleted' AND blob_sha256 IS NOT NULL";
+} // namespace
+
+Result<void> PgStore::for_each_unplaced_blob(const std::function<void(const std::string&)>& fn) {
+  return for_each_blob_of(std::string("SELECT DISTINCT x.blob_sha256 FROM (") + k_referenced_blobs +
+                              ") x WHERE NOT EXISTS (SELECT 1 FROM content_object o WHERE o.sha256 = x.blob_sha256)",
+                          fn);
+}
+
 Result<void> PgStore::for_each_referenced_blob(const std::function<void(const std::string&)>& fn) {
+  return for_each_blob_of(k_referenced_blobs, fn);
+}
+
+Result<void> PgStore::for_each_blob_of(const std::string& query, const std::function<void(const std::string&)>& fn) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("list referenced blobs", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec0("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
-    tx.exec0("DECLARE referenced NO SCROLL CURSOR FOR "
-             "SELECT blob_sha256 FROM resource WHERE state = 'live' AND blob_sha256 IS NOT NULL "
-             "UNION ALL "
-             "SELECT blob_sha256 FROM change_log WHERE change <> 'deleted' AND blob_sha256 IS NOT NULL");
+    tx.exec0("DECLARE referenced NO SCROLL CURSOR FOR " + query);
     for (;;) {
       pqxx::result r = tx.exec("FETCH 20000 FROM referenced");
       for (const auto& row : r) {

@@ -66,6 +66,9 @@ public:
   // still holds (our Change Lists and Change Dump packages are rendered
   // from it). Names may repeat; read through a cursor, in slices.
   Result<void> for_each_referenced_blob(const std::function<void(const std::string& sha256)>& fn);
+  // Every blob the database names (as above) that content_object (the S3
+  // tier, schema 0008) does not place, each once.
+  Result<void> for_each_unplaced_blob(const std::function<void(const std::string& sha256)>& fn);
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`
@@ -82,6 +85,8 @@ public:
   Result<int> schema_version();
 
 private:
+  // Streams the one-column result of `query` (blob names) through a cursor.
+  Result<void> for_each_blob_of(const std::string& query, const std::function<void(const std::string&)>& fn);
   struct Impl;
   explicit PgStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> m_impl;

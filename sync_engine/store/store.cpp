@@ -1,6 +1,30 @@
 #include "sync_engine/store/store.h"
 
+#include <unistd.h>
+
+#include <mutex>
+
 namespace tributary::store {
+
+namespace {
+std::mutex g_node_mutex;
+std::string g_node_name;
+} // namespace
+
+std::string node_name() {
+  std::lock_guard lock(g_node_mutex);
+  if (g_node_name.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    g_node_name = std::string(host) + " pid " + std::to_string(::getpid());
+  }
+  return g_node_name;
+}
+
+void set_node_name(std::string name) {
+  std::lock_guard lock(g_node_mutex);
+  g_node_name = std::move(name);
+}
 
 RunCounters& RunCounters::operator+=(const RunCounters& o) {
   created += o.created;

@@ -85,7 +85,13 @@ struct RunInfo {
   std::optional<Timestamp> finished_at;
   RunCounters counters;
   std::string message;
+  std::string node; // the process that ran it (node_name()); empty for runs before schema 0009
 };
+
+// What this process calls itself in the runs it records: the config's
+// node_name when set (set_node_name), else "<host> pid <pid>".
+std::string node_name();
+void set_node_name(std::string name);
 
 // A resource whose content could not be fetched for a lasting reason (every
 // location failed, or the bytes did not verify). Later runs retry it until

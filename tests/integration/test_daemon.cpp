@@ -121,6 +121,7 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   CHECK(metrics.body.find("# TYPE tributary_source_lag_seconds gauge") != std::string::npos);
   CHECK(metrics.body.find("tributary_source_retrying_resources{source=\"up\"} 0") != std::string::npos);
   CHECK(metrics.body.find("tributary_host_window{host=\"" + up.base() + "\"} 8") != std::string::npos);
+  CHECK(metrics.body.find("tributary_node_info{node=\"") != std::string::npos);
 
   // Each upstream host's throttle: no rate limit for a healthy host, and why.
   {
@@ -314,6 +315,7 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
     std::filesystem::path dir;
     std::string cfg, log;
     pid_t pid = 0;
+    int port = 0;
   };
   std::vector<One> daemons(3);
   for (size_t i = 0; i < daemons.size(); ++i) {
@@ -325,7 +327,8 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
     std::ofstream(d.dir / "token") << "token\n";
     d.cfg = (d.dir / "tributary.json").string();
     d.log = (d.dir / "daemon.log").string();
-    std::ofstream(d.cfg) << config_text(db.conninfo(), d.dir, free_port(), sources);
+    d.port = free_port();
+    std::ofstream(d.cfg) << config_text(db.conninfo(), d.dir, d.port, sources);
   }
   REQUIRE(run_tributary("migrate --config " + daemons[0].cfg).status == 0);
   for (auto& d : daemons) {
@@ -379,6 +382,26 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
       },
       20);
   CHECK(taken_over);
+  // Which node runs which source: every run names its daemon, and a
+  // daemon's status shows the runs of the others too.
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  auto node_of = [&host](const One& d) { return std::string(host) + " pid " + std::to_string(d.pid); };
+  const std::set<std::string> survivors{node_of(daemons[1]), node_of(daemons[2])};
+  {
+    pqxx::nontransaction tx(c);
+    for (const auto& row : tx.exec("SELECT DISTINCT coalesce(node, '') FROM sync_run")) {
+      const std::string node = row[0].as<std::string>();
+      CHECK_MESSAGE(node.rfind(std::string(host) + " pid ", 0) == 0, node);
+    }
+  }
+  const json st = status_of("http://127.0.0.1:" + std::to_string(daemons[1].port));
+  for (int i = 0; i < 6; ++i) {
+    const json* s = find_source(st, "s" + std::to_string(i));
+    REQUIRE(s);
+    INFO(s->dump());
+    CHECK(survivors.count((*s)["last_node"].is_string() ? (*s)["last_node"].get<std::string>() : "") == 1);
+  }
   // Never two runs of one source at once, over the whole test.
   for (auto& d : daemons) {
     if (d.pid > 0) {

@@ -273,3 +273,92 @@ TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on ano
   CHECK(count(env.db.conninfo(), "SELECT count(*) FROM content_object") == 30);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("tributary migrate-blobs: a local store goes into the bucket, packed, and a second run finds nothing "
+          "left to do, and a node of the s3 store then reads every blob") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(25, "/res/m", "migrated ");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TempDatabase db;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-migrate-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto s3 = s3_config();
+  const std::string base = "{\"database\": \"" + db.conninfo() + "\", \"data_dir\": \"" + (dir / "data").string() +
+                           "\", \"sources\": [{\"name\": \"up\", \"url\": \"" + up.url("/") + "\"}]";
+  const std::string local = (dir / "local.json").string(), remote = (dir / "s3.json").string();
+  std::ofstream(local) << base << "}";
+  std::ofstream(remote) << base << ", \"content\": {\"store\": \"s3\", \"endpoint\": \"" << s3.endpoint
+                        << "\", \"bucket\": \"" << s3.bucket
+                        << "\", \"access_key_env\": \"TRIBUTARY_TEST_S3_ACCESS_KEY\", "
+                           "\"secret_key_env\": \"TRIBUTARY_TEST_S3_SECRET_KEY\"}}";
+  REQUIRE(run_tributary("migrate --config " + local).status == 0);
+  REQUIRE(run_tributary("sync --config " + local + " --baseline").status == 0);
+  auto refused = run_tributary("migrate-blobs --config " + local);
+  CHECK(refused.status == 2);
+  CHECK(refused.out.find("content.store is \"local\"") != std::string::npos);
+
+  auto first = run_tributary("migrate-blobs --config " + remote);
+  INFO(first.out);
+  CHECK(first.status == 0);
+  CHECK(first.out.find("named by the database, not placed in the bucket: 25 blobs") != std::string::npos);
+  CHECK(first.out.find("uploaded: 25 blobs") != std::string::npos);
+  CHECK(first.out.find("in 1 objects") != std::string::npos); // one pack object
+  CHECK(count(db.conninfo(), "SELECT count(*) FROM content_object") == 25);
+  auto again = run_tributary("migrate-blobs --config " + remote);
+  CHECK(again.status == 0);
+  CHECK(again.out.find("not placed in the bucket: 0 blobs") != std::string::npos);
+  CHECK(again.out.find("uploaded: 0 blobs") != std::string::npos);
+
+  auto blobs = store::BlobStore::open(dir / "other");
+  REQUIRE(blobs);
+  auto tier = store::ObjectTier::open(s3, db.conninfo());
+  REQUIRE(tier);
+  (*blobs)->set_remote(*tier);
+  for (int i = 0; i < 25; ++i) {
+    const std::string bytes = "migrated " + std::to_string(i);
+    auto got = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, bytes));
+    REQUIRE_MESSAGE(got, (got ? std::string() : got.error().message));
+    CHECK(*got == bytes);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("S3 content: a blob left here by a batch whose upload failed, then named by a later change through "
+          "deduplication, goes to the bucket before the database names it") {
+  Upstream up;
+  Site site(up);
+  site.put("/a.txt", "alpha");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  SyncEnv env;
+  const auto good = s3_config();
+  auto tier = store::ObjectTier::open(good, env.db.conninfo());
+  REQUIRE(tier);
+  env.blobs->set_remote(*tier);
+  REQUIRE(env.run(SyncEnv::source(up.url("/")), store::RunMode::baseline).status == store::RunStatus::succeeded);
+  // b.txt is fetched and stored here, but its upload is refused: its batch
+  // fails and nothing names it.
+  site.put("/b.txt", "shared bytes");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(up.url("/b.txt"), rs::Change::created, ts("2026-01-02T00:00:00Z"),
+                                         "shared bytes")});
+  (*tier)->client().set_credentials(good.access_key, "not-the-secret");
+  CHECK(env.run(SyncEnv::source(up.url("/")), store::RunMode::incremental).status != store::RunStatus::succeeded);
+  const std::string shared = rs::hash_hex(rs::HashAlgorithm::sha256, "shared bytes");
+  CHECK(env.blobs->contains(shared)); // here, named nowhere
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM content_object WHERE sha256 = '" + shared + "'") == 0);
+  // Then c.txt, announced with its sha-256, has the same bytes: it is taken
+  // from the store without fetching, and uploaded before it is named.
+  (*tier)->client().set_credentials(good.access_key, good.secret_key);
+  site.put("/c.txt", "shared bytes");
+  rs::Entry c = change_entry(up.url("/c.txt"), rs::Change::created, ts("2026-01-03T00:00:00Z"), "shared bytes");
+  c.md->hash = {rs::HashValue{"sha-256", shared}};
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, {c});
+  auto r = env.run(SyncEnv::source(up.url("/")), store::RunMode::incremental);
+  CHECK(r.status == store::RunStatus::succeeded);
+  CHECK(up.requests("/c.txt") == 0); // deduplicated
+  CHECK(env.live()[up.url("/c.txt")] == "shared bytes");
+  CHECK(count(env.db.conninfo(), "SELECT count(*) FROM resource r WHERE NOT EXISTS "
+                                 "(SELECT 1 FROM content_object o WHERE o.sha256 = r.blob_sha256)") == 0);
+}

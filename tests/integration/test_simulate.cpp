@@ -297,6 +297,10 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   CHECK((dom.find("<span class=\"state idle\">idle</span>") != std::string::npos ||
          dom.find("<span class=\"state syncing\">syncing</span>") != std::string::npos));
   CHECK(dom.find("<span class=\"state failing\">") == std::string::npos);
+  // Which node runs the source (or ran it last): this daemon.
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  CHECK(dom.find(" on " + std::string(host) + " pid " + std::to_string(daemon) + "</div>") != std::string::npos);
   CHECK(dom.find("<div id=\"problem\"></div>") != std::string::npos); // no error shown
 
   kill(daemon, SIGTERM);
