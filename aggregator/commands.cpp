@@ -41,19 +41,22 @@ std::optional<Config> loaded(const std::string& path, std::ostream& err) {
 namespace {
 
 // The store and blob store a command works on, opened from the config; on
-// failure the reason is printed as "tributary <command>: ...".
+// failure the reason is printed as "tributary <command>: ...". `local`:
+// the blob store under data_dir alone, without the S3 tier (gc and
+// migrate-blobs work on this node's copies and never fetch a blob).
 struct Storage {
   std::unique_ptr<store::PgStore> store;
   std::shared_ptr<store::BlobStore> blobs;
 };
 
-std::optional<Storage> open_storage(const Config& config, const char* command, std::ostream& err) {
+std::optional<Storage> open_storage(const Config& config, const char* command, std::ostream& err,
+                                    bool local = false) {
   auto store = store::PgStore::open(config.database);
   if (!store) {
     err << "tributary " << command << ": " << store.error().message << '\n';
     return std::nullopt;
   }
-  auto blobs = open_content(config);
+  auto blobs = local ? store::BlobStore::open(config.data_dir) : open_content(config);
   if (!blobs) {
     err << "tributary " << command << ": " << blobs.error().message << '\n';
     return std::nullopt;
@@ -267,14 +270,8 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   if (!config) {
     return 1;
   }
-  auto db = store::PgStore::open(config->database);
-  if (!db) {
-    err << "tributary gc: " << db.error().message << '\n';
-    return 1;
-  }
-  auto blobs = store::BlobStore::open(config->data_dir);
-  if (!blobs) {
-    err << "tributary gc: " << blobs.error().message << '\n';
+  auto storage = open_storage(*config, "gc", err, /*local=*/true);
+  if (!storage) {
     return 1;
   }
   store::GcOptions options;
@@ -283,7 +280,7 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  auto r = store::collect_garbage(**db, **blobs, options, now);
+  auto r = store::collect_garbage(*storage->store, *storage->blobs, options, now);
   if (!r) {
     err << "tributary gc: " << r.error().message << '\n';
     return 1;
@@ -325,15 +322,9 @@ int run_migrate_blobs(const std::string& config_path, std::ostream& out, std::os
         << "\": give the bucket (store \"s3\", endpoint, bucket, keys) first\n";
     return 2;
   }
-  auto db = store::PgStore::open(config->database);
-  if (!db) {
-    err << "tributary migrate-blobs: " << db.error().message << '\n';
-    return 1;
-  }
   // The local store alone: a blob it lacks is reported, never fetched.
-  auto blobs = store::BlobStore::open(config->data_dir);
-  if (!blobs) {
-    err << "tributary migrate-blobs: " << blobs.error().message << '\n';
+  auto storage = open_storage(*config, "migrate-blobs", err, /*local=*/true);
+  if (!storage) {
     return 1;
   }
   auto tier = open_tier(*config);
@@ -353,12 +344,12 @@ int run_migrate_blobs(const std::string& config_path, std::ostream& out, std::os
     }
     group.clear();
   };
-  auto walked = (*db)->for_each_unplaced_blob([&](const std::string& sha) {
+  auto walked = storage->store->for_each_unplaced_blob([&](const std::string& sha) {
     ++named;
     if (!status) {
       return;
     }
-    auto where = (*blobs)->locate(sha);
+    auto where = storage->blobs->locate(sha);
     if (!where) {
       ++missing;
       err << "missing: blob " << sha << " is named by the database but not in " << config->data_dir << '\n';
