@@ -393,6 +393,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     return 1;
   }
   d->blobs = *blobs;
+  d->tier = std::dynamic_pointer_cast<store::ObjectTier>(d->blobs->remote());
   d->scheduler.configure(d->config.sources, Clock::now());
 
   Daemon* dp = d.get();

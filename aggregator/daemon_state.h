@@ -3,6 +3,7 @@
 #include "aggregator/config.h"
 #include "aggregator/scheduler.h"
 #include "common/result.h"
+#include "sync_engine/store/object_tier.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/host_throttle.h"
 #include "sync_engine/sync.h"
@@ -46,6 +47,8 @@ struct DaemonState {
   std::optional<std::string> not_ready; // why the last readiness check failed
 
   std::optional<std::string> admin_token;
+  // With content.store "s3": the tier, for its figures on /metrics.
+  std::shared_ptr<store::ObjectTier> tier;
 
   struct Running {
     store::RunMode mode = store::RunMode::incremental;

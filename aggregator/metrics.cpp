@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 namespace tributary::agg {
 
@@ -142,6 +143,20 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
            [](const HostView& h) { return std::optional<double>(static_cast<double>(h.throttled)); });
   family("tributary_node_info", "gauge", "This process's node name (config node_name; runs record it).");
   m << "tributary_node_info{node=\"" << label(store::node_name()) << "\"} 1\n";
+  if (state.tier) {
+    const auto c = state.tier->counters();
+    for (const auto& [name, help, value] :
+         {std::tuple<const char*, const char*, uint64_t>{"tributary_s3_objects_put_total",
+                                                         "Objects this process put in the S3 bucket.", c.objects_put},
+          {"tributary_s3_bytes_put_total", "Bytes this process put in the S3 bucket.", c.bytes_put},
+          {"tributary_s3_blobs_uploaded_total", "Blobs this process uploaded to the S3 bucket.", c.blobs_uploaded},
+          {"tributary_s3_blobs_known_total", "Blobs this process found in the S3 bucket already.", c.blobs_known},
+          {"tributary_s3_ranges_read_total", "Blobs this process read from the S3 bucket (Range GETs).",
+           c.ranges_read}}) {
+      family(name, "counter", help);
+      m << name << ' ' << value << '\n';
+    }
+  }
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';
   family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");

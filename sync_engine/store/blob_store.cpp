@@ -805,6 +805,11 @@ bool BlobStore::has_remote() const {
   return m_state->remote != nullptr;
 }
 
+std::shared_ptr<RemoteTier> BlobStore::remote() const {
+  std::lock_guard lock(m_state->mutex);
+  return m_state->remote;
+}
+
 Result<void> BlobStore::upload(const std::vector<std::string>& sha256s) const {
   std::shared_ptr<RemoteTier> remote;
   {

@@ -230,6 +230,7 @@ public:
   // (nullptr detaches it).
   void set_remote(std::shared_ptr<RemoteTier> tier);
   bool has_remote() const;
+  std::shared_ptr<RemoteTier> remote() const;
 
   // Makes the names of blobs stored since the last call durable (one
   // syncfs, or an fsync per directory on the fallback path), before the

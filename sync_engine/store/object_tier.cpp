@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <atomic>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace tributary::store {
@@ -196,22 +198,14 @@ Result<void> ObjectTier::upload(const std::vector<Upload>& blobs) {
     return {};
   };
   std::set<std::string> done;
+  std::vector<const Upload*> large;
   for (const auto& b : blobs) {
     if (known.count(b.info.sha256) || !done.insert(b.info.sha256).second) {
       continue;
     }
     ++add.blobs_uploaded;
     if (b.where.length > BlobStore::k_pack_max) {
-      const std::string key = "blobs/" + b.info.sha256;
-      if (auto p = m_client.put_file(key, b.where.file, b.where.offset, b.where.length, b.info.sha256); !p) {
-        return p;
-      }
-      ++add.objects_put;
-      add.bytes_put += b.where.length;
-      row_sha.push_back(b.info.sha256);
-      row_object.push_back(key);
-      row_offset.push_back(0);
-      row_length.push_back(b.where.length);
+      large.push_back(&b);
       continue;
     }
     if (!pack.empty() && pack.size() + b.where.length > m_pack_object_bytes) {
@@ -227,6 +221,38 @@ Result<void> ObjectTier::upload(const std::vector<Upload>& blobs) {
   }
   if (auto p = put_pack(); !p) {
     return p;
+  }
+  // Larger blobs, an object each, four PUTs at a time (one at a time, a
+  // batch of 10 MB resources went up at about half the local rate).
+  if (!large.empty()) {
+    std::vector<Result<void>> put(large.size());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k = next++; k < large.size(); k = next++) {
+        const Upload& b = *large[k];
+        put[k] = m_client.put_file("blobs/" + b.info.sha256, b.where.file, b.where.offset, b.where.length,
+                                   b.info.sha256);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (size_t t = 1; t < std::min<size_t>(4, large.size()); ++t) {
+      threads.emplace_back(work);
+    }
+    work();
+    for (auto& t : threads) {
+      t.join();
+    }
+    for (size_t k = 0; k < large.size(); ++k) {
+      if (!put[k]) {
+        return put[k];
+      }
+      ++add.objects_put;
+      add.bytes_put += large[k]->where.length;
+      row_sha.push_back(large[k]->info.sha256);
+      row_object.push_back("blobs/" + large[k]->info.sha256);
+      row_offset.push_back(0);
+      row_length.push_back(large[k]->where.length);
+    }
   }
   if (!row_sha.empty()) {
     r = m_db->with("insert", [&](pqxx::work& tx) {

@@ -1,6 +1,7 @@
 // The S3 content tier against a real S3 server: the throwaway Ceph RADOS
 // Gateway deploy/test.sh starts (TRIBUTARY_TEST_S3_*). Each test has a
 // bucket of its own. Tests fail, never skip, when the server is missing.
+#include "daemon_client.h"
 #include "process.h"
 #include "sync_fixture.h"
 
@@ -361,4 +362,38 @@ TEST_CASE("S3 content: a blob left here by a batch whose upload failed, then nam
   CHECK(env.live()[up.url("/c.txt")] == "shared bytes");
   CHECK(count(env.db.conninfo(), "SELECT count(*) FROM resource r WHERE NOT EXISTS "
                                  "(SELECT 1 FROM content_object o WHERE o.sha256 = r.blob_sha256)") == 0);
+}
+
+TEST_CASE("S3 content: `tributary run` with the s3 store counts its uploads on /metrics") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(12, "/res/d", "daemon ");
+  site.put("/big.bin", std::string(2u << 20, 'x'));
+  site.put("/big2.bin", std::string(2u << 20, 'y'));
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TempDatabase db;
+  const auto dir = std::filesystem::temp_directory_path() / ("tributary-s3-run-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto s3 = s3_config();
+  const int port = free_port();
+  const std::string cfg = (dir / "run.json").string();
+  std::ofstream(cfg) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / "data").string()
+                     << "\", \"listen\": \"127.0.0.1:" << port << "\", \"content\": {\"store\": \"s3\", "
+                     << "\"endpoint\": \"" << s3.endpoint << "\", \"bucket\": \"" << s3.bucket
+                     << "\", \"access_key_env\": \"TRIBUTARY_TEST_S3_ACCESS_KEY\", "
+                        "\"secret_key_env\": \"TRIBUTARY_TEST_S3_SECRET_KEY\"}, "
+                     << "\"sources\": [{\"name\": \"up\", \"url\": \"" << up.url("/") << "\", \"interval\": \"1s\"}]}";
+  REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  pid_t daemon = spawn_tributary({"run", "--config", cfg}, (dir / "run.log").string());
+  REQUIRE(daemon > 0);
+  ProcessGuard guard(daemon);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  REQUIRE(wait_for(base, [](const json& st) { return in_sync(st, "up", 14); }, 30));
+  Got metrics = get(base + "/metrics");
+  INFO(metrics.body);
+  CHECK(metrics.body.find("tributary_s3_blobs_uploaded_total 14\n") != std::string::npos);
+  CHECK(metrics.body.find("# TYPE tributary_s3_ranges_read_total counter") != std::string::npos);
+  CHECK(count(db.conninfo(), "SELECT count(*) FROM content_object WHERE object LIKE 'blobs/%'") == 2);
+  std::filesystem::remove_all(dir);
 }
