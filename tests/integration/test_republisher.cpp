@@ -1,6 +1,8 @@
 // The republisher over a real store filled by a real sync: every document
 // served validates and the tree is navigable; content serving semantics; and
 // a second-level chain upstream -> A -> B.
+#include "../common/scratch_dir.h"
+#include "http_get.h"
 #include "process.h"
 #include "sync_fixture.h"
 
@@ -29,39 +31,20 @@ using store::RunStatus;
 
 namespace {
 
-struct Got {
-  int status = 0;
-  std::string body;
-  httplib::Headers headers;
-};
-
+// Every request of these tests is answered; one that is not ends the test.
 Got get(const std::string& url, const httplib::Headers& headers = {}, bool head = false) {
-  auto u = sync::parse_url(url);
-  REQUIRE(u);
-  httplib::Client c(u->origin());
-  auto r = head ? c.Head(u->target, headers) : c.Get(u->target, headers);
-  REQUIRE(r);
-  return Got{r->status, r->body, r->headers};
+  Got g = http_get(url, headers, head);
+  REQUIRE(g.status != 0);
+  return g;
 }
 
 int get_status(const std::string& url) {
-  auto u = sync::parse_url(url);
-  httplib::Client c(u->origin());
-  c.set_connection_timeout(1);
-  c.set_read_timeout(2);
-  auto r = c.Get(u->target);
-  return r ? r->status : 0;
+  return http_get(url, {}, false, 2).status;
 }
 
 // The dump is built in the background; the Capability List then offers it.
 bool resource_dump_offered(const pub::UrlScheme& urls) {
-  for (int i = 0; i < 100; ++i) {
-    if (get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return eventually_says(urls.capability_list("up"), "resourcedump.xml", 5);
 }
 
 std::string header(const Got& g, const char* name) {
@@ -703,8 +686,7 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db_a;
   TempDatabase db_b;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-chain-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  ScratchDir dir("chain");
   const int port = free_port(); // A binds it right after
   const std::string a_url = "http://127.0.0.1:" + std::to_string(port);
   std::ofstream(dir / "a.json") << "{\"database\": \"" << db_a.conninfo() << "\", \"data_dir\": \"" << (dir / "a").string()
@@ -783,7 +765,6 @@ TEST_CASE("Republisher: upstream -> Tributary A -> Tributary B as real processes
   waitpid(serve, &status, 0);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Republisher: a Resource Dump package holds at most dump_package_bytes of bitstreams") {
@@ -892,9 +873,7 @@ TEST_CASE("Republisher: two processes serving one data_dir build and serve their
   site.put_numbered(6, "/res/r", "bytes ");
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-two-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  ScratchDir dir("two");
   const int ports[2] = {free_port(), free_port()};
   std::string cfg[2];
   for (int k = 0; k < 2; ++k) {
@@ -946,7 +925,6 @@ TEST_CASE("Republisher: two processes serving one data_dir build and serve their
       }
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Republisher: a serve replica shows another process's changes at once, told by NOTIFY, not by polling") {
@@ -955,9 +933,7 @@ TEST_CASE("Republisher: a serve replica shows another process's changes at once,
   site.put_numbered(3, "/res/r", "bytes ");
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-notify-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  ScratchDir dir("notify");
   const int port = free_port();
   const std::string cfg = (dir / "c.json").string();
   std::ofstream(cfg) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / "data").string()
@@ -996,5 +972,4 @@ TEST_CASE("Republisher: a serve replica shows another process's changes at once,
     CAPTURE(n);
     CHECK(shown);
   }
-  std::filesystem::remove_all(dir);
 }

@@ -1,7 +1,9 @@
 // The S3 content tier against a real S3 server: the throwaway Ceph RADOS
 // Gateway deploy/test.sh starts (TRIBUTARY_TEST_S3_*). Each test has a
 // bucket of its own. Tests fail, never skip, when the server is missing.
+#include "../common/scratch_dir.h"
 #include "daemon_client.h"
+#include "http_get.h"
 #include "process.h"
 #include "sync_fixture.h"
 
@@ -45,18 +47,19 @@ std::string get_all(store::S3Client& s3, const std::string& key, uint64_t offset
   return out;
 }
 
-struct Got {
-  int status = 0;
-  std::string body;
-};
+// A config's "content" for the test bucket, its keys read from the
+// environment deploy/test.sh sets.
+json s3_content(const store::S3Config& s3) {
+  return {{"store", "s3"},
+          {"endpoint", s3.endpoint},
+          {"bucket", s3.bucket},
+          {"access_key_env", "TRIBUTARY_TEST_S3_ACCESS_KEY"},
+          {"secret_key_env", "TRIBUTARY_TEST_S3_SECRET_KEY"}};
+}
 
-Got get(const std::string& url) {
-  auto u = sync::parse_url(url);
-  REQUIRE(u);
-  httplib::Client c(u->origin());
-  c.set_read_timeout(10);
-  auto r = c.Get(u->target);
-  return r ? Got{r->status, r->body} : Got{};
+std::string write_config(const std::filesystem::path& path, const json& config) {
+  std::ofstream(path) << config.dump(2);
+  return path.string();
 }
 
 long count(const std::string& conninfo, const std::string& sql) {
@@ -200,20 +203,16 @@ TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on ano
   site.put_numbered(30, "/res/r", "bytes ");
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-s3-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  ScratchDir dir("s3");
   const auto s3 = s3_config();
   const int port = free_port();
   auto config = [&](const std::string& node) {
-    const std::string path = (dir / (node + ".json")).string();
-    std::ofstream(path) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / node).string()
-                        << "\", \"listen\": \"127.0.0.1:" << port << "\", \"dump_package_size\": 10, "
-                        << "\"content\": {\"store\": \"s3\", \"endpoint\": \"" << s3.endpoint << "\", \"bucket\": \""
-                        << s3.bucket << "\", \"access_key_env\": \"TRIBUTARY_TEST_S3_ACCESS_KEY\", "
-                        << "\"secret_key_env\": \"TRIBUTARY_TEST_S3_SECRET_KEY\"}, "
-                        << "\"sources\": [{\"name\": \"up\", \"url\": \"" << up.url("/") << "\"}]}";
-    return path;
+    return write_config(dir / (node + ".json"), {{"database", db.conninfo()},
+                                                 {"data_dir", (dir / node).string()},
+                                                 {"listen", "127.0.0.1:" + std::to_string(port)},
+                                                 {"dump_package_size", 10},
+                                                 {"content", s3_content(s3)},
+                                                 {"sources", {{{"name", "up"}, {"url", up.url("/")}}}}});
   };
   const std::string a = config("a"), b = config("b");
   REQUIRE(run_tributary("migrate --config " + a).status == 0);
@@ -233,22 +232,15 @@ TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on ano
   ProcessGuard guard(serve);
   const std::string base = "http://127.0.0.1:" + std::to_string(port);
   pub::UrlScheme urls(base);
-  bool offered = false;
-  for (int i = 0; i < 200 && !offered; ++i) {
-    offered = get(urls.capability_list("up")).body.find("resourcedump.xml") != std::string::npos;
-    if (!offered) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  REQUIRE(offered);
+  REQUIRE(eventually_says(urls.capability_list("up"), "resourcedump.xml"));
   // Every entry of a listing served, with the bytes its strongest hash says.
   auto served_as_listed = [&](const std::string& listing, size_t entries) {
     CAPTURE(listing);
-    auto doc = rs::parse_document(get(listing).body);
+    auto doc = rs::parse_document(http_get(listing).body);
     REQUIRE(doc.summary.valid());
     CHECK(doc.document.entries.size() == entries);
     for (const auto& e : doc.document.entries) {
-      Got got = get(e.loc);
+      Got got = http_get(e.loc);
       CHECK(got.status == 200);
       const rs::HashValue* h = rs::strongest_hash(e.md->hash);
       REQUIRE(h);
@@ -272,7 +264,6 @@ TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on ano
   // Its own database: its own content_object rows, every one in the bucket.
   CHECK((*tier)->counters().blobs_uploaded == 30);
   CHECK(count(env.db.conninfo(), "SELECT count(*) FROM content_object") == 30);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tributary migrate-blobs: a local store goes into the bucket, packed, and a second run finds nothing "
@@ -282,18 +273,14 @@ TEST_CASE("tributary migrate-blobs: a local store goes into the bucket, packed, 
   site.put_numbered(25, "/res/m", "migrated ");
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-migrate-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  ScratchDir dir("migrate");
   const auto s3 = s3_config();
-  const std::string base = "{\"database\": \"" + db.conninfo() + "\", \"data_dir\": \"" + (dir / "data").string() +
-                           "\", \"sources\": [{\"name\": \"up\", \"url\": \"" + up.url("/") + "\"}]";
-  const std::string local = (dir / "local.json").string(), remote = (dir / "s3.json").string();
-  std::ofstream(local) << base << "}";
-  std::ofstream(remote) << base << ", \"content\": {\"store\": \"s3\", \"endpoint\": \"" << s3.endpoint
-                        << "\", \"bucket\": \"" << s3.bucket
-                        << "\", \"access_key_env\": \"TRIBUTARY_TEST_S3_ACCESS_KEY\", "
-                           "\"secret_key_env\": \"TRIBUTARY_TEST_S3_SECRET_KEY\"}}";
+  json config{{"database", db.conninfo()},
+              {"data_dir", (dir / "data").string()},
+              {"sources", {{{"name", "up"}, {"url", up.url("/")}}}}};
+  const std::string local = write_config(dir / "local.json", config);
+  config["content"] = s3_content(s3);
+  const std::string remote = write_config(dir / "s3.json", config);
   REQUIRE(run_tributary("migrate --config " + local).status == 0);
   REQUIRE(run_tributary("sync --config " + local + " --baseline").status == 0);
   auto refused = run_tributary("migrate-blobs --config " + local);
@@ -323,7 +310,6 @@ TEST_CASE("tributary migrate-blobs: a local store goes into the bucket, packed, 
     REQUIRE_MESSAGE(got, (got ? std::string() : got.error().message));
     CHECK(*got == bytes);
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("S3 content: a blob left here by a batch whose upload failed, then named by a later change through "
@@ -372,28 +358,24 @@ TEST_CASE("S3 content: `tributary run` with the s3 store counts its uploads on /
   site.put("/big2.bin", std::string(2u << 20, 'y'));
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
-  const auto dir = std::filesystem::temp_directory_path() / ("tributary-s3-run-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  ScratchDir dir("s3-run");
   const auto s3 = s3_config();
   const int port = free_port();
-  const std::string cfg = (dir / "run.json").string();
-  std::ofstream(cfg) << "{\"database\": \"" << db.conninfo() << "\", \"data_dir\": \"" << (dir / "data").string()
-                     << "\", \"listen\": \"127.0.0.1:" << port << "\", \"content\": {\"store\": \"s3\", "
-                     << "\"endpoint\": \"" << s3.endpoint << "\", \"bucket\": \"" << s3.bucket
-                     << "\", \"access_key_env\": \"TRIBUTARY_TEST_S3_ACCESS_KEY\", "
-                        "\"secret_key_env\": \"TRIBUTARY_TEST_S3_SECRET_KEY\"}, "
-                     << "\"sources\": [{\"name\": \"up\", \"url\": \"" << up.url("/") << "\", \"interval\": \"1s\"}]}";
+  const std::string cfg =
+      write_config(dir / "run.json", {{"database", db.conninfo()},
+                                      {"data_dir", (dir / "data").string()},
+                                      {"listen", "127.0.0.1:" + std::to_string(port)},
+                                      {"content", s3_content(s3)},
+                                      {"sources", {{{"name", "up"}, {"url", up.url("/")}, {"interval", "1s"}}}}});
   REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
   pid_t daemon = spawn_tributary({"run", "--config", cfg}, (dir / "run.log").string());
   REQUIRE(daemon > 0);
   ProcessGuard guard(daemon);
   const std::string base = "http://127.0.0.1:" + std::to_string(port);
   REQUIRE(wait_for(base, [](const json& st) { return in_sync(st, "up", 14); }, 30));
-  Got metrics = get(base + "/metrics");
+  Got metrics = http_get(base + "/metrics");
   INFO(metrics.body);
   CHECK(metrics.body.find("tributary_s3_blobs_uploaded_total 14\n") != std::string::npos);
   CHECK(metrics.body.find("# TYPE tributary_s3_ranges_read_total counter") != std::string::npos);
   CHECK(count(db.conninfo(), "SELECT count(*) FROM content_object WHERE object LIKE 'blobs/%'") == 2);
-  std::filesystem::remove_all(dir);
 }

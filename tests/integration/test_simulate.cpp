@@ -3,6 +3,7 @@
 // Change List parts, hashes that match, determinism per seed); `tributary
 // run` survives kill -9 mid-baseline and ends equal to the simulated Source
 // with no change logged twice; the status page renders in headless Chromium.
+#include "http_get.h"
 #include "process.h"
 #include "sync_fixture.h"
 
@@ -24,25 +25,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Fetched {
-  int status = 0;
-  std::string body;
-};
-
-Fetched fetch(const std::string& url) {
-  auto u = sync::parse_url(url);
-  REQUIRE(u);
-  httplib::Client c(u->origin());
-  c.set_read_timeout(10);
-  auto r = c.Get(u->target);
-  if (!r) {
-    return {};
-  }
-  return {r->status, r->body};
-}
-
 rs::ParsedDocument valid_document(const std::string& url) {
-  Fetched f = fetch(url);
+  Got f = http_get(url);
   REQUIRE_MESSAGE(f.status == 200, url);
   auto doc = rs::parse_document(f.body);
   std::string diags;
@@ -115,9 +99,9 @@ TEST_CASE("Simulator: documents validate, the Resource List is an index past 50,
   CHECK(index.document.entries[0].md->until.has_value());
   CHECK(index.document.entries[1].md->until.has_value());
   CHECK_FALSE(index.document.entries[2].md->until.has_value());
-  const std::string part1 = fetch(base + "/changelist-1.xml").body;
+  const std::string part1 = http_get(base + "/changelist-1.xml").body;
   sim.change(10);
-  CHECK(fetch(base + "/changelist-1.xml").body == part1); // closed: never changes
+  CHECK(http_get(base + "/changelist-1.xml").body == part1); // closed: never changes
   auto changes = entries_of(base + "/changelist.xml");
   CHECK(changes.size() == 260);
 
@@ -134,12 +118,12 @@ TEST_CASE("Simulator: documents validate, the Resource List is an index past 50,
     }
   }
   REQUIRE(last_update);
-  const std::string bytes = fetch(last_update->loc).body;
+  const std::string bytes = http_get(last_update->loc).body;
   CHECK(rs::hash_hex(rs::HashAlgorithm::md5, bytes) == last_update->md->hash[0].hex);
   REQUIRE(last_update->links.size() == 1);
   CHECK(last_update->links[0].rel == "duplicate");
-  CHECK(fetch(last_update->links[0].href).body == bytes);
-  CHECK(fetch(base + "/res/99999999").status == 404);
+  CHECK(http_get(last_update->links[0].href).body == bytes);
+  CHECK(http_get(base + "/res/99999999").status == 404);
 
   // Dumps: the Change Dump has a package per closed part, with its manifest
   // beside it; both dumps' packages pass the consumer's checks.
@@ -151,7 +135,7 @@ TEST_CASE("Simulator: documents validate, the Resource List is an index past 50,
   auto blobs = store::BlobStore::open(dir / "blobs");
   REQUIRE(blobs);
   auto check_package = [&](const rs::Entry& pkg, rs::Capability kind) {
-    Fetched zip = fetch(pkg.loc);
+    Got zip = http_get(pkg.loc);
     REQUIRE(zip.status == 200);
     CHECK(zip.body.size() == *pkg.md->length);
     std::ofstream(dir / "p.zip", std::ios::binary) << zip.body;
@@ -210,7 +194,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
                                 {"max_requests_per_second", 400}}}}}
                             .dump();
   REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
-  for (int i = 0; i < 200 && fetch(sim_base + "/capabilitylist.xml").status != 200; ++i) {
+  for (int i = 0; i < 200 && http_get(sim_base + "/capabilitylist.xml").status != 200; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const std::string log = (dir / "daemon.log").string();
@@ -238,7 +222,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   // Restart: it resumes and then follows the (now quiet) Source.
   daemon = spawn_tributary({"run", "--config", cfg}, log + ".2");
   auto status_of = [&base]() {
-    Fetched f = fetch(base + "/api/v1/sources/sim");
+    Got f = http_get(base + "/api/v1/sources/sim");
     auto j = json::parse(f.body, nullptr, false);
     return f.status == 200 && !j.is_discarded() ? j["data"] : json();
   };
@@ -246,7 +230,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   // started after that succeeds with nothing left to apply.
   bool quiet = false;
   for (int i = 0; i < 600 && !quiet; ++i) {
-    quiet = fetch(sim_base + "/changelist.xml").body.find("changelist-5.xml") != std::string::npos;
+    quiet = http_get(sim_base + "/changelist.xml").body.find("changelist-5.xml") != std::string::npos;
     if (!quiet) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
