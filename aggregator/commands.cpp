@@ -195,6 +195,10 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
   }
   pub::PublishOptions options = publish_options(config);
   options.poll_interval = k_listening_poll_interval;
+  if (auto shared = share_dumps(options, config, *storage->blobs); !shared) {
+    err << "tributary serve: " << shared.error().message << '\n';
+    return 1;
+  }
   // Signals are taken by this thread with sigwait, never by a worker.
   sigset_t signals;
   sigemptyset(&signals);

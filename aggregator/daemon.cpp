@@ -399,6 +399,10 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   Daemon* dp = d.get();
   pub::PublishOptions publishing = publish_options(d->config);
   publishing.poll_interval = k_listening_poll_interval;
+  if (auto shared = share_dumps(publishing, d->config, *d->blobs); !shared) {
+    err << "tributary run: " << shared.error().message << '\n';
+    return 1;
+  }
   pub::Republisher republisher(d->store, d->blobs, publishing, *lookups);
   // Commits to the change log by other daemons on the database (and our
   // own) wake the documents at once.

@@ -1,5 +1,7 @@
 #include "aggregator/serving.h"
 
+#include "sync_engine/store/pg_store.h"
+
 namespace tributary::agg {
 
 http::ServerOptions server_options(const Config& config) {
@@ -23,6 +25,18 @@ pub::PublishOptions publish_options(const Config& config) {
     options.named_sets.push_back(pub::NamedSet{s.name, s.sources});
   }
   return options;
+}
+
+Result<void> share_dumps(pub::PublishOptions& options, const Config& config, const store::BlobStore& blobs) {
+  if (!blobs.has_remote()) {
+    return {};
+  }
+  auto store = store::PgStore::open(config.database);
+  if (!store) {
+    return tl::unexpected(store.error());
+  }
+  options.shared_dumps = std::shared_ptr<store::PgStore>(std::move(*store));
+  return {};
 }
 
 } // namespace tributary::agg

@@ -12,6 +12,10 @@ namespace tributary::agg {
 http::ServerOptions server_options(const Config& config);
 // The republisher: public URL, sets, Change List parts, dumps.
 pub::PublishOptions publish_options(const Config& config);
+// With content in a shared bucket (a remote tier on `blobs`), dump
+// packages and Resource Dumps are shared by every node through the
+// database, on a connection of their own; else nothing to do.
+Result<void> share_dumps(pub::PublishOptions& options, const Config& config, const store::BlobStore& blobs);
 // Connections of their own for the republisher's content lookups (a 404
 // costs one index probe; four keep pace with the HTTP workers).
 inline constexpr size_t k_lookup_connections = 4;

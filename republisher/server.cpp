@@ -19,6 +19,7 @@
 #include <fstream>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <limits>
 #include <map>
 #include <set>
 #include <shared_mutex>
@@ -807,6 +808,9 @@ struct Republisher::Impl {
     }
     for (const auto& [name, packages] : change_packages) {
       for (const auto& p : packages) {
+        if (p.file.empty()) {
+          continue; // shared: served from the blob store
+        }
         (*files)[urls.path_of(urls.change_dump_package(name, p.n))] = p.file;
         (*files)[urls.path_of(urls.change_dump_manifest(name, p.n))] = p.manifest_file;
       }
@@ -814,26 +818,189 @@ struct Republisher::Impl {
     dump_files = std::move(files);
   }
 
-  // Builds the Resource Dumps that are missing or due; tells the refresher
-  // to publish them.
-  void build_due_dumps() {
-    auto seq = reader->last_seq();
-    auto feeds = reader->feeds();
-    if (!seq || !feeds) {
-      return;
+  // A file this node built, stored as a blob (with a remote tier, in the
+  // bucket before this returns), named as served under `url`.
+  Result<store::SharedDumps::File> share_file(const std::filesystem::path& file, const std::string& url) {
+    auto w = blobs->begin();
+    if (!w) {
+      return tl::unexpected(w.error());
     }
-    const auto now = std::chrono::steady_clock::now();
-    DumpOptions o;
-    o.dir = options.dump_dir;
-    o.package_entries = options.dump_package_entries;
-    o.package_bytes = options.dump_package_bytes;
+    std::ifstream in(file, std::ios::binary);
+    std::vector<char> buf(1 << 20);
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      if (in.gcount() > 0) {
+        if (auto r = w->write(buf.data(), static_cast<size_t>(in.gcount())); !r) {
+          return tl::unexpected(r.error());
+        }
+      }
+    }
+    if (in.bad() || !std::filesystem::exists(file)) {
+      return make_error(ErrorKind::io, file.string() + ": cannot be read");
+    }
+    auto info = w->commit();
+    if (!info) {
+      return tl::unexpected(info.error());
+    }
+    return store::SharedDumps::File{urls.path_of(url), info->sha256, info->length};
+  }
+
+  // Shared dumps: each set's Resource Dump is the one the database names,
+  // whichever node built it. One is built here when the set has none, or
+  // when it is due (older than resource_dump_interval while the set
+  // changed); its packages go into the blob store and the local files go.
+  // Two nodes may build at once: the later seq wins, and the one it
+  // replaces stays served. True when a set's dump changed here.
+  bool adopt_shared_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq, const DumpOptions& o) {
+    auto& shared = *options.shared_dumps;
+    auto listed = shared.resource_dumps();
+    if (!listed) {
+      log::warn("", "shared Resource Dumps not read: " + listed.error().message);
+      return false;
+    }
+    std::map<std::string, store::SharedDumps::ResourceDump> current(listed->begin(), listed->end());
+    const auto now = std::chrono::system_clock::now();
     bool changed = false;
-    for (const auto& set : published_sets(*feeds, options.named_sets)) {
+    for (const auto& set : published_sets(feeds, options.named_sets)) {
+      auto it = current.find(set.name);
+      const store::SharedDumps::ResourceDump* theirs_now = it == current.end() ? nullptr : &it->second;
+      if (shared_dump_due(theirs_now, seq, now) && build_shared_resource_dump(set, seq, o)) {
+        // built and recorded here
+      } else if (theirs_now) {
+        std::shared_lock lock(cache_mutex);
+        auto mine = dumps.find(set.name);
+        if (mine != dumps.end() && mine->second.built.generation == theirs_now->generation) {
+          continue; // served already
+        }
+      }
+      auto theirs = shared.resource_dump(set.name);
+      if (!theirs || !*theirs) {
+        continue;
+      }
+      std::unique_lock lock(cache_mutex);
+      SetDump& d = dumps[set.name];
+      if (d.built.generation != (*theirs)->generation) {
+        d.previous_generation = d.built.generation;
+        d.built = BuiltDump{(*theirs)->generation, std::move((*theirs)->document), {}};
+        d.seq = (*theirs)->seq;
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  // Whether a set whose shared Resource Dump is `dump` (null: none) needs
+  // a new one: none yet, or it is older than resource_dump_interval and
+  // the store moved on since.
+  bool shared_dump_due(const store::SharedDumps::ResourceDump* dump, int64_t seq,
+                       std::chrono::system_clock::time_point now) const {
+    return !dump || (dump->seq != seq && now - dump->built_at >= options.resource_dump_interval);
+  }
+
+  // Builds the set's Resource Dump and records it as the shared one, unless
+  // another node is building it, or built it while this one looked (false
+  // then).
+  bool build_shared_resource_dump(const PublishedSet& set, int64_t seq, const DumpOptions& o) {
+    auto& shared = *options.shared_dumps;
+    auto claimed = shared.claim(set.name);
+    if (!claimed || !*claimed) {
+      return false;
+    }
+    struct Release {
+      store::SharedDumps& shared;
+      const std::string& set;
+      ~Release() { (void)shared.release(set); }
+    } release{shared, set.name};
+    const auto now = std::chrono::system_clock::now();
+    auto current = shared.resource_dump(set.name);
+    if (!current || !shared_dump_due(current->has_value() ? &**current : nullptr, seq, now)) {
+      return false; // built meanwhile
+    }
+    auto built = build_resource_dump(*reader, *blobs, urls, set, o, pub::now());
+    if (!built) {
+      log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+      return false;
+    }
+    if (built->files.empty()) {
+      remove_old_generations(o, set.name, {});
+      return false; // nothing held yet: no dump to offer (a client would find no package in it)
+    }
+    std::vector<store::SharedDumps::File> files;
+    for (const auto& [path, file] : built->files) {
+      auto f = share_file(file, urls.base() + path);
+      if (!f) {
+        log::warn("", "Resource Dump of set '" + set.name + "' not stored: " + f.error().message);
+        break;
+      }
+      files.push_back(std::move(*f));
+    }
+    remove_old_generations(o, set.name, {}); // the blob store holds the packages now
+    if (files.size() != built->files.size()) {
+      return false;
+    }
+    store::SharedDumps::ResourceDump d{built->generation, built->document, seq, now};
+    if (auto put = shared.put_resource_dump(set.name, d, files); !put) {
+      log::warn("", "Resource Dump of set '" + set.name + "' not recorded: " + put.error().message);
+      return false;
+    }
+    return true;
+  }
+
+  // Shared dumps: Change Dump package `n` of the set as the database names
+  // it, built here (and stored as blobs, the local files removed) when no
+  // node has yet. Packages of a closed part hold the same changes
+  // whichever node builds them; the first one named is the one served.
+  Result<ChangePackage> shared_change_package(const PublishedSet& set, const DumpOptions& o, size_t n,
+                                              const ClosedParts::Part& part, int64_t after_seq, size_t part_size) {
+    auto& shared = *options.shared_dumps;
+    const std::string zip_url = urls.change_dump_package(set.name, n);
+    const std::string manifest_url = urls.change_dump_manifest(set.name, n);
+    auto zip = shared.file(urls.path_of(zip_url));
+    if (!zip) {
+      return tl::unexpected(zip.error());
+    }
+    if (!*zip) {
+      auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, part, after_seq, part_size);
+      if (!pkg) {
+        return tl::unexpected(pkg.error());
+      }
+      auto zip_file = share_file(pkg->file, zip_url);
+      auto manifest_file = share_file(pkg->manifest_file, manifest_url);
+      std::error_code ec;
+      std::filesystem::remove(pkg->file, ec);
+      std::filesystem::remove(pkg->manifest_file, ec);
+      if (!zip_file || !manifest_file) {
+        return tl::unexpected(!zip_file ? zip_file.error() : manifest_file.error());
+      }
+      if (auto put = shared.put_change_package(set.name, {n, part.from, part.until, *zip_file, *manifest_file});
+          !put) {
+        return tl::unexpected(put.error());
+      }
+      zip = shared.file(urls.path_of(zip_url)); // ours, or the one another node named first
+      if (!zip || !*zip) {
+        return make_error(ErrorKind::io, zip_url + ": recorded, then not found");
+      }
+    }
+    ChangePackage p;
+    p.n = n;
+    p.from = part.from;
+    p.until = part.until;
+    p.hash = rs::HashValue{"sha-256", (*zip)->sha256};
+    p.length = (*zip)->length;
+    return p;
+  }
+
+  // This node's own Resource Dumps (no shared bucket): built for each set
+  // that has none, or whose dump is due; true when one changed.
+  bool build_local_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq, const DumpOptions& o) {
+    const auto now = std::chrono::steady_clock::now();
+    bool changed = false;
+    for (const auto& set : published_sets(feeds, options.named_sets)) {
       std::string previous;
       {
         std::shared_lock lock(cache_mutex);
         if (auto it = dumps.find(set.name); it != dumps.end()) {
-          if (it->second.seq == *seq || now - it->second.built_at < options.resource_dump_interval) {
+          if (it->second.seq == seq || now - it->second.built_at < options.resource_dump_interval) {
             continue;
           }
           previous = it->second.built.generation;
@@ -843,6 +1010,17 @@ struct Republisher::Impl {
       auto built = build_resource_dump(*reader, *blobs, urls, set, o, at);
       if (!built) {
         log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+        continue;
+      }
+      if (built->files.empty()) {
+        // Nothing held (yet, or any more): no dump is offered, since a
+        // client would find no package in it; tried again next time.
+        remove_old_generations(o, set.name, {});
+        std::unique_lock lock(cache_mutex);
+        if (dumps.erase(set.name) > 0) {
+          publish_dump_files();
+          changed = true;
+        }
         continue;
       }
       std::vector<std::string> keep{built->generation};
@@ -855,12 +1033,29 @@ struct Republisher::Impl {
         d.previous_generation = previous;
         d.built = std::move(*built);
         d.built_at = now;
-        d.seq = *seq;
+        d.seq = seq;
         publish_dump_files();
       }
       remove_old_generations(o, set.name, keep);
       changed = true;
     }
+    return changed;
+  }
+
+  // Builds the Resource Dumps that are missing or due; tells the refresher
+  // to publish them.
+  void build_due_dumps() {
+    auto seq = reader->last_seq();
+    auto feeds = reader->feeds();
+    if (!seq || !feeds) {
+      return;
+    }
+    DumpOptions o;
+    o.dir = options.dump_dir;
+    o.package_entries = options.dump_package_entries;
+    o.package_bytes = options.dump_package_bytes;
+    bool changed = options.shared_dumps ? adopt_shared_resource_dumps(*feeds, *seq, o)
+                                        : build_local_resource_dumps(*feeds, *seq, o);
     // Change Dump: a package for every closed Change List part not yet packed.
     std::map<std::string, ClosedParts> meta;
     {
@@ -879,6 +1074,11 @@ struct Republisher::Impl {
         auto& built = change_packages[set.name];
         // Packages of parts that retention compacted go with them: the
         // content of changes behind the horizon is no longer offered.
+        if (options.shared_dumps && !built.empty() && built.front().n <= parts.compacted) {
+          if (auto r = options.shared_dumps->drop_change_packages(set.name, parts.compacted); !r) {
+            log::warn("", "Change Dump packages of set '" + set.name + "' not dropped: " + r.error().message);
+          }
+        }
         while (!built.empty() && built.front().n <= parts.compacted) {
           std::error_code ec;
           std::filesystem::remove(built.front().file, ec);
@@ -892,6 +1092,9 @@ struct Republisher::Impl {
           built.clear(); // the parts were renumbered (other feeds or part size): pack again
           std::error_code ec;
           std::filesystem::remove_all(o.dir / set.name / "changes", ec);
+          if (options.shared_dumps) {
+            (void)options.shared_dumps->drop_change_packages(set.name, std::numeric_limits<int32_t>::max());
+          }
         }
         have = built.size();
       }
@@ -909,8 +1112,10 @@ struct Republisher::Impl {
       for (size_t i = have; i < parts.parts.size(); ++i) {
         const size_t n = parts.parts[i].n;
         const int64_t after = i == 0 ? parts.compacted_seq : parts.parts[i - 1].last_seq;
-        auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[i], after,
-                                        parts.part_size);
+        auto pkg = options.shared_dumps
+                       ? shared_change_package(set, o, n, parts.parts[i], after, parts.part_size)
+                       : build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[i], after,
+                                              parts.part_size);
         if (!pkg) {
           log::warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
                             "' not built: " + pkg.error().message);
@@ -928,6 +1133,104 @@ struct Republisher::Impl {
       refresh_requested = true;
       stop_cv.notify_all();
     }
+  }
+
+  // The Resource Dump or Change Dump of a set when another node's
+  // Capability List offered it and this one has not taken it up yet (its
+  // dumper looks every 2 s): read from the database, so that a client
+  // behind a load balancer finds what one node offered on any other.
+  // nullopt: `path` is neither.
+  std::optional<http::Disposition> serve_shared_dump_document(http::Response& res, const std::string& path,
+                                                              bool can_block) {
+    const auto slash = path.rfind('/');
+    const auto sets = prefix + "/sets/";
+    if (slash == std::string::npos || path.compare(0, sets.size(), sets) != 0 || slash <= sets.size()) {
+      return std::nullopt;
+    }
+    const std::string set = path.substr(sets.size(), slash - sets.size());
+    const bool resource = path == urls.path_of(urls.resource_dump(set));
+    if (!resource && path != urls.path_of(urls.change_dump(set))) {
+      return std::nullopt;
+    }
+    if (!can_block) {
+      return http::Disposition::blocking; // asks the database
+    }
+    std::optional<std::string> document;
+    if (resource) {
+      auto d = options.shared_dumps->resource_dump(set);
+      if (!d) {
+        res.status = 503;
+        res.set_header("Retry-After", "5");
+        return http::Disposition::done;
+      }
+      if (*d) {
+        document = std::move((*d)->document);
+      }
+    } else {
+      auto named = options.shared_dumps->change_packages(set);
+      if (!named) {
+        res.status = 503;
+        res.set_header("Retry-After", "5");
+        return http::Disposition::done;
+      }
+      if (!named->empty()) {
+        std::vector<ChangePackage> packages;
+        for (const auto& p : *named) {
+          ChangePackage c;
+          c.n = p.part;
+          c.from = p.from;
+          c.until = p.until;
+          c.hash = rs::HashValue{"sha-256", p.zip.sha256};
+          c.length = p.zip.length;
+          packages.push_back(std::move(c));
+        }
+        document = render_change_dump(urls, PublishedSet{set, {}}, packages);
+      }
+    }
+    if (!document) {
+      res.status = 404;
+      return http::Disposition::done;
+    }
+    res.set_shared(std::make_shared<const std::string>(std::move(*document)), "application/xml");
+    return http::Disposition::done;
+  }
+
+  // A dump package (or Change Dump manifest) another node may have built:
+  // named in the database, its bytes in the blob store (fetched from the
+  // bucket when this node lacks them).
+  http::Disposition serve_shared_file(http::Response& res, const std::string& path, bool can_block) {
+    if (!can_block) {
+      return http::Disposition::blocking; // asks the database, may fetch from the bucket
+    }
+    auto named = options.shared_dumps->file(path);
+    if (!named) {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      return http::Disposition::done;
+    }
+    if (!*named) {
+      res.status = 404;
+      return http::Disposition::done;
+    }
+    auto where = blobs->locate((*named)->sha256);
+    if (!where) {
+      log::warn("", path + ": blob " + (*named)->sha256 + " not readable: " + where.error().message);
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      return http::Disposition::done;
+    }
+    const int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      res.status = 503; // garbage collection moved it meanwhile
+      res.set_header("Retry-After", "1");
+      return http::Disposition::done;
+    }
+    res.set_header("Cache-Control", "public, max-age=31536000, immutable");
+    res.ranges = true;
+    const bool xml = path.size() > 4 && path.compare(path.size() - 4, 4, ".xml") == 0;
+    res.set_file(std::make_shared<const http::OpenFile>(fd), where->length, xml ? "application/xml" : "application/zip",
+                 where->offset);
+    return http::Disposition::done;
   }
 
   http::Disposition serve_resource(const http::Request& req, http::Response& res, const std::string& set,
@@ -1019,6 +1322,11 @@ struct Republisher::Impl {
     if (auto it = docs->find(*path); it != docs->end()) {
       return serve_document(req, res, it->second, can_block);
     }
+    if (options.shared_dumps) {
+      if (auto d = serve_shared_dump_document(res, *path, can_block)) {
+        return *d;
+      }
+    }
     std::shared_ptr<const std::map<std::string, std::filesystem::path>> files;
     {
       std::shared_lock lock(cache_mutex);
@@ -1041,6 +1349,10 @@ struct Republisher::Impl {
       const bool xml = it->second.extension() == ".xml";
       res.set_file(file, static_cast<size_t>(st.st_size), xml ? "application/xml" : "application/zip");
       return http::Disposition::done;
+    }
+    if (options.shared_dumps && (path->find("/resourcedump/") != std::string::npos ||
+                                 path->find("/changedump/") != std::string::npos)) {
+      return serve_shared_file(res, *path, can_block);
     }
     // Resource paths carry a percent-encoded URI: parse the raw path.
     if (auto r = UrlScheme::parse_resource_path(req.path); r && req.path.compare(0, prefix.size(), prefix) == 0) {

@@ -4,6 +4,7 @@
 #include "common/http/server.h"
 #include "republisher/url_scheme.h"
 #include "sync_engine/store/blob_store.h"
+#include "sync_engine/store/shared_dumps.h"
 #include "sync_engine/store/store_reader.h"
 
 #include <chrono>
@@ -36,6 +37,11 @@ struct PublishOptions {
   // (empty: kept in memory).
   std::filesystem::path document_dir;
   std::chrono::seconds resource_dump_interval{3600};
+  // With content in a shared bucket: dump packages go into the blob store
+  // (so the bucket) and are named there, and the current Resource Dump of
+  // each set is the one named there, whichever node built it, so that every
+  // node serves the same documents and packages (null: this node's own).
+  std::shared_ptr<store::SharedDumps> shared_dumps;
   size_t dump_package_entries = 10000;
   uint64_t dump_package_bytes = 1ull << 30;
 };

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "sync_engine/store/shared_dumps.h"
 #include "sync_engine/store/store.h"
 #include "sync_engine/store/store_reader.h"
 #include "sync_engine/store/migrations.h"
@@ -17,7 +18,7 @@ namespace tributary::store {
 // Store over PostgreSQL (libpqxx). One connection; safe to call from several
 // threads (calls are serialised). Batches go in through COPY into staging
 // tables and one upsert per table.
-class PgStore : public Store, public StoreReader {
+class PgStore : public Store, public StoreReader, public SharedDumps {
 public:
   // Connects and checks the schema version (see check_schema).
   static Result<std::unique_ptr<PgStore>> open(const std::string& conninfo);
@@ -55,6 +56,17 @@ public:
   Result<int64_t> last_seq() override;
   Result<std::vector<SourceStats>> source_stats() override;
   Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;
+
+  Result<std::optional<ResourceDump>> resource_dump(const std::string& set) override;
+  Result<std::vector<std::pair<std::string, ResourceDump>>> resource_dumps() override;
+  Result<bool> put_resource_dump(const std::string& set, const ResourceDump& dump,
+                                 const std::vector<File>& files) override;
+  Result<bool> claim(const std::string& set) override;
+  Result<void> release(const std::string& set) override;
+  Result<void> put_change_package(const std::string& set, const ChangePackage& p) override;
+  Result<std::vector<ChangePackage>> change_packages(const std::string& set) override;
+  Result<void> drop_change_packages(const std::string& set, size_t up_to_part) override;
+  Result<std::optional<File>> file(const std::string& url_path) override;
 
   // Retention: removes up to `limit` runs (their errors with them) that
   // finished more than `older_than` ago, except each source's newest

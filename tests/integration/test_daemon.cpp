@@ -351,22 +351,8 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
   // Every source synced.
   CHECK(wait_until(
       [&] { return scalar("SELECT count(DISTINCT source_id) FROM sync_run WHERE status = 'succeeded'") == 6; }, 60));
-  // Kill the first daemon in the middle of a run: its lease connection
-  // (named after it) holds a source's lock, and that source has a run in
-  // progress (only the lock's holder can have one). A connection of its
-  // alone is not enough: a lease connection also exists while a lock is
-  // tried and refused, or before the run is recorded.
-  const std::string mine = "%(pid " + std::to_string(daemons[0].pid) + " %";
-  const bool holding = wait_until(
-      [&] {
-        pqxx::nontransaction tx(c);
-        return !tx.exec_params("SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                               "JOIN sync_run r ON r.source_id = l.objid::bigint AND r.status = 'running' "
-                               "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE $1",
-                               mine)
-                    .empty();
-      },
-      30);
+  // Kill the first daemon in the middle of a run.
+  const bool holding = wait_until([&] { return holds_running_lease(db.conninfo(), daemons[0].pid); }, 30);
   CHECK(holding);
   const long long killed_at = scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
   ::kill(daemons[0].pid, SIGKILL);

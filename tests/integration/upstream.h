@@ -31,6 +31,11 @@ class Upstream {
 public:
   explicit Upstream(const std::string& host = "127.0.0.1") : m_host(host) {
     m_server.set_tcp_nodelay(true);
+    // cpp-httplib gives each open connection a worker of a pool of 8 until
+    // it closes (keep-alive waits up to 5 s): several clients with pools of
+    // their own, as several daemons are, would queue behind idle
+    // connections and see a slow Source. A real server has more workers.
+    m_server.new_task_queue = [] { return new httplib::ThreadPool(48); };
     m_server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); });
     // cpp-httplib 0.11 listens with a backlog of 5; concurrent clients would
     // lose SYNs and stall for a 1 s retransmit. Listen again, deeper.
