@@ -281,6 +281,9 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   store::GcOptions options;
   options.grace = *grace;
   options.dry_run = cmd.dry_run;
+  if (config->content.store == "s3" && config->content.cache_bytes > 0) {
+    options.cache_bytes = config->content.cache_bytes;
+  }
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
@@ -294,6 +297,9 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   if (r->missing > 0) {
     out << " (" << r->missing << " of them not in the store)";
   }
+  if (r->in_bucket > 0) {
+    out << " (" << r->in_bucket << " of them in the bucket only)";
+  }
   out << '\n';
   out << "garbage: " << r->garbage << " blobs, " << r->garbage_bytes << " bytes named nowhere\n";
   if (cmd.dry_run) {
@@ -304,6 +310,10 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
       << cmd.grace << " ago)\n";
   out << "condemned: " << r->condemned << " newly, " << r->waiting << " waiting out the grace period, "
       << r->pardoned << " named again and kept\n";
+  if (options.cache_bytes) {
+    out << "evicted: " << r->evicted.blobs << " blobs, " << r->evicted.bytes
+        << " bytes held by the bucket (this node's cache keeps at most " << *options.cache_bytes << " bytes)\n";
+  }
   out << "repacked: " << r->repacked.packs << " pack files, " << r->repacked.moved << " live records moved ("
       << r->repacked.moved_bytes << " bytes), " << r->repacked.freed_bytes << " bytes freed";
   if (r->repacked.busy > 0) {

@@ -319,6 +319,7 @@ public:
             {"bucket", {string(c.bucket)}},
             {"region", {string(c.region)}},
             {"path_style", {boolean(c.path_style)}},
+            {"cache_bytes", {integer(c.cache_bytes, 0, 1LL << 60)}},
             {"access_key_file", {[](const json&, const std::string&) {}}},
             {"access_key_env", {[](const json&, const std::string&) {}}},
             {"secret_key_file", {[](const json&, const std::string&) {}}},

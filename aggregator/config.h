@@ -50,6 +50,10 @@ struct Config {
     bool path_style = true;
     sync::SecretRef access_key{"", "AWS_ACCESS_KEY_ID"};
     sync::SecretRef secret_key{"", "AWS_SECRET_ACCESS_KEY"};
+    // With "s3", data_dir's blob store is this node's cache of the bucket:
+    // `tributary gc` removes copies the bucket holds past this many bytes
+    // (0: never).
+    uint64_t cache_bytes = 20ull << 30;
   } content;
   // What this process calls itself in the runs it records and in the
   // status API (which node runs which source); default "<host> pid <pid>".

@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
   auto* gc_sub = app.add_subcommand(
       "gc", "Garbage-collect the blob store: blobs no live resource and no change the change log keeps names are "
             "condemned, removed by a later gc once the grace period has passed if still named nowhere, and pack "
-            "files mostly dead are rewritten to give the disk back. Safe beside running daemons, syncs and "
-            "servers; run it daily (deploy/tributary-gc.timer). Prints what it found and did.");
+            "files mostly dead are rewritten to give the disk back; with the s3 store, this node's copies of "
+            "blobs the bucket holds are removed past content.cache_bytes. Safe beside running daemons, syncs "
+            "and servers; run it daily (deploy/tributary-gc.timer). Prints what it found and did.");
   gc_sub->add_option("--config", gc_cmd.config_path, "Configuration file (JSON)")->required();
   gc_sub->add_option("--grace", gc_cmd.grace,
                      "How long a blob stays condemned before it may be removed (default 24h); longer than any "

@@ -1214,6 +1214,14 @@ Result<uint64_t> BlobStore::pardon(const std::vector<BlobName>& names) {
 }
 
 Result<RemoveReport> BlobStore::remove_condemned(const std::vector<BlobName>& names) {
+  return remove(names, /*only_condemned=*/true);
+}
+
+Result<RemoveReport> BlobStore::evict(const std::vector<BlobName>& names) {
+  return remove(names, /*only_condemned=*/false);
+}
+
+Result<RemoveReport> BlobStore::remove(const std::vector<BlobName>& names, bool only_condemned) {
   RemoveReport out;
   std::set<fs::path> dirs;
   for (size_t from = 0; from < names.size(); from += 10000) {
@@ -1227,10 +1235,11 @@ Result<RemoveReport> BlobStore::remove_condemned(const std::vector<BlobName>& na
       MDB_val v{};
       rc = mdb_get(t.txn, m_state->condemned_dbi, &k, &v);
       if (rc == MDB_NOTFOUND) {
-        rc = 0; // lifted since: a writer reuses it
-        continue;
-      }
-      if (rc == 0) {
+        rc = 0;
+        if (only_condemned) {
+          continue; // lifted since: a writer reuses it
+        }
+      } else if (rc == 0) {
         rc = mdb_del(t.txn, m_state->condemned_dbi, &k, nullptr);
       }
       if (rc == 0) {

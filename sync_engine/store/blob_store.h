@@ -209,6 +209,10 @@ public:
   // Removes those of `names` still condemned (their index entry or file);
   // lifts their mark.
   Result<RemoveReport> remove_condemned(const std::vector<BlobName>& names);
+  // Removes these blobs' copies here, condemned or not: for blobs a shared
+  // bucket holds, when this store is a cache of it (a later locate() reads
+  // them from the bucket again). Lifts their mark.
+  Result<RemoveReport> evict(const std::vector<BlobName>& names);
   // Rewrites pack files whose live records (those the index names) fill
   // less than `live_below` of them: the live records are copied to a new
   // pack, the index moved to the copies, and the old pack removed. A pack
@@ -245,6 +249,7 @@ private:
   Result<BlobLocation> locate_here(const std::string& sha256) const;
   // Copies a blob the tier has into this store (locate() on a miss).
   Result<void> fetch_remote(RemoteTier& tier, const std::string& sha256) const;
+  Result<RemoveReport> remove(const std::vector<BlobName>& names, bool only_condemned);
   // Uploads what publish() named (results in `out`, in order); a failure
   // turns every one of them into that error.
   void upload_published(std::vector<Result<BlobInfo>>& out, std::vector<std::string>* deferred = nullptr) const;

@@ -69,6 +69,7 @@ Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions&
 
   // 4. Mark: every stored blob the database does not name.
   std::vector<BlobName> stored;
+  std::vector<std::pair<BlobName, uint64_t>> kept; // stored and named: what a cache may evict
   std::vector<BlobName> garbage;
   if (auto r = blobs.for_each_blob([&](const BlobName& name, uint64_t length) {
         stored.push_back(name);
@@ -80,15 +81,30 @@ Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions&
           if (!named(already, name) && !named(due, name)) {
             garbage.push_back(name);
           }
+        } else {
+          kept.emplace_back(name, length);
         }
       });
       !r) {
     return tl::unexpected(r.error());
   }
   std::sort(stored.begin(), stored.end());
+  // What the shared bucket holds (none without one).
+  std::vector<BlobName> placed;
+  if (options.cache_bytes) {
+    if (auto r = db.for_each_placed_blob([&](const std::string& hex) {
+          if (auto n = BlobStore::name_of(hex)) {
+            placed.push_back(*n);
+          }
+        });
+        !r) {
+      return tl::unexpected(r.error());
+    }
+    std::sort(placed.begin(), placed.end());
+  }
   for (const auto& n : referenced) {
     if (!std::binary_search(stored.begin(), stored.end(), n)) {
-      ++out.missing;
+      ++(named(placed, n) ? out.in_bucket : out.missing);
     }
   }
   out.waiting = already.size();
@@ -102,6 +118,30 @@ Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions&
   }
   out.condemned = *c;
   out.waiting += *c;
+  // A cache past its size gives back copies of what the bucket holds (the
+  // garbage goes by the grace period, as on one machine).
+  if (options.cache_bytes) {
+    // (What the sweep removed above is not in stored_bytes.)
+    uint64_t bytes = out.stored_bytes - std::min(out.stored_bytes, out.garbage_bytes);
+    if (bytes > *options.cache_bytes) {
+      const uint64_t target = *options.cache_bytes / 10 * 9;
+      std::vector<BlobName> evict;
+      for (const auto& [name, length] : kept) {
+        if (bytes <= target) {
+          break;
+        }
+        if (named(placed, name)) {
+          evict.push_back(name);
+          bytes -= std::min(bytes, length);
+        }
+      }
+      auto e = blobs.evict(evict);
+      if (!e) {
+        return tl::unexpected(e.error());
+      }
+      out.evicted = *e;
+    }
+  }
 
   // 5. Give disk space back.
   auto rp = blobs.repack(options.repack_below);

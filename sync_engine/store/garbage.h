@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 namespace tributary::store {
 
@@ -29,7 +30,9 @@ class PgStore;
 // what gives disk space back: the records of small blobs share packs.
 //
 // The blob store must belong to this database alone (several daemons on
-// one database may share it; several databases may not).
+// one database may share it; several databases may not). With content in a
+// shared bucket, dump packages we built are blobs too, named by the
+// database (schema 0010).
 struct GcOptions {
   // How long a blob stays condemned before it may go. It must outlast the
   // longest time a writer holds a blob before committing the row naming it
@@ -39,19 +42,26 @@ struct GcOptions {
   double repack_below = 0.5;
   // Report only: mark, remove and rewrite nothing.
   bool dry_run = false;
+  // With content in a shared bucket, this store is this node's cache of it:
+  // past this many bytes, blobs the bucket holds are removed here (in the
+  // order of their names, which is no order of age or use) until 90% of it
+  // is left. nullopt: not a cache (the local store).
+  std::optional<uint64_t> cache_bytes;
 };
 
 struct GcReport {
   uint64_t stored = 0;        // blobs in the store before
   uint64_t stored_bytes = 0;
   uint64_t referenced = 0;    // distinct blobs the database names
-  uint64_t missing = 0;       // ... of which the store lacks (reported; not collection's to mend)
+  uint64_t missing = 0;       // ... of which the store lacks, and no bucket has (reported; not collection's to mend)
+  uint64_t in_bucket = 0;     // ... of which the store lacks and the bucket holds (a cache: fine)
   uint64_t garbage = 0;       // blobs the database does not name
   uint64_t garbage_bytes = 0;
   uint64_t condemned = 0;     // newly marked by this collection
   uint64_t waiting = 0;       // marked, within the grace period
   uint64_t pardoned = 0;      // marked before, named again
   RemoveReport removed;
+  RemoveReport evicted;       // copies of what the bucket holds, past cache_bytes
   RepackReport repacked;
 };
 

@@ -76,11 +76,15 @@ public:
   // Garbage collection: every blob the database names, as of one snapshot:
   // the content of every live resource and of every change the change log
   // still holds (our Change Lists and Change Dump packages are rendered
-  // from it). Names may repeat; read through a cursor, in slices.
+  // from it), and of every dump package or manifest shared through the
+  // bucket (schema 0010). Names may repeat; read through a cursor, in
+  // slices.
   Result<void> for_each_referenced_blob(const std::function<void(const std::string& sha256)>& fn);
   // Every blob the database names (as above) that content_object (the S3
   // tier, schema 0008) does not place, each once.
   Result<void> for_each_unplaced_blob(const std::function<void(const std::string& sha256)>& fn);
+  // Every blob the shared bucket holds (content_object).
+  Result<void> for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn);
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`

@@ -691,3 +691,51 @@ TEST_CASE("S3 content: three `tributary run` nodes on one database and bucket fo
   CHECK(count(follower.db.conninfo(), "SELECT count(*) FROM sync_run WHERE status IN ('failed', 'partial')") == 0);
   CHECK(follower.log_text().find("unusable") == std::string::npos);
 }
+
+TEST_CASE("tributary gc with the s3 store: past content.cache_bytes, copies the bucket holds are removed from this "
+          "node, and every blob is then read back from the bucket") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(40, "/res/c", std::string(200, 'c'));
+  site.put("/big.bin", std::string(2u << 20, 'g')); // a file blob of its own
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TempDatabase db;
+  ScratchDir dir("cache");
+  const auto s3 = s3_config();
+  json content = s3_content(s3);
+  content["cache_bytes"] = 4096;
+  const std::string cfg = write_config(dir / "c.json", {{"database", db.conninfo()},
+                                                        {"data_dir", (dir / "data").string()},
+                                                        {"content", content},
+                                                        {"sources", {{{"name", "up"}, {"url", up.url("/")}}}}});
+  REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  REQUIRE(run_tributary("sync --config " + cfg + " --baseline").status == 0);
+  const auto stored_bytes = [&] {
+    auto blobs = store::BlobStore::open(dir / "data");
+    REQUIRE(blobs);
+    uint64_t n = 0;
+    REQUIRE((*blobs)->for_each_blob([&](const store::BlobName&, uint64_t length) { n += length; }));
+    return n;
+  };
+  CHECK(stored_bytes() > (2u << 20));
+  auto gc = run_tributary("gc --config " + cfg);
+  INFO(gc.out);
+  CHECK(gc.status == 0);
+  CHECK(gc.out.find("evicted: ") != std::string::npos);
+  CHECK(gc.out.find("this node's cache keeps at most 4096 bytes") != std::string::npos);
+  CHECK(stored_bytes() <= 4096 / 10 * 9);
+  auto again = run_tributary("gc --config " + cfg);
+  CHECK(again.out.find("in the bucket only") != std::string::npos);
+  CHECK(again.out.find("not in the store") == std::string::npos);
+  // Nothing is lost: every blob is read back from the bucket.
+  auto blobs = store::BlobStore::open(dir / "data");
+  REQUIRE(blobs);
+  auto tier = store::ObjectTier::open(s3, db.conninfo());
+  REQUIRE(tier);
+  (*blobs)->set_remote(*tier);
+  for (const auto& [path, bytes] : site.content) {
+    auto got = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, bytes));
+    REQUIRE_MESSAGE(got, (got ? std::string() : got.error().message));
+    CHECK(*got == bytes);
+  }
+}
