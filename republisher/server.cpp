@@ -819,8 +819,8 @@ struct Republisher::Impl {
   }
 
   // A file this node built, stored as a blob (with a remote tier, in the
-  // bucket before this returns), named as served under `url`.
-  Result<store::SharedDumps::File> share_file(const std::filesystem::path& file, const std::string& url) {
+  // bucket before this returns), named as served under `url_path`.
+  Result<store::SharedDumps::File> share_file(const std::filesystem::path& file, const std::string& url_path) {
     auto w = blobs->begin();
     if (!w) {
       return tl::unexpected(w.error());
@@ -842,7 +842,7 @@ struct Republisher::Impl {
     if (!info) {
       return tl::unexpected(info.error());
     }
-    return store::SharedDumps::File{urls.path_of(url), info->sha256, info->length};
+    return store::SharedDumps::File{url_path, info->sha256, info->length};
   }
 
   // Shared dumps: each set's Resource Dump is the one the database names,
@@ -927,7 +927,7 @@ struct Republisher::Impl {
     }
     std::vector<store::SharedDumps::File> files;
     for (const auto& [path, file] : built->files) {
-      auto f = share_file(file, urls.base() + path);
+      auto f = share_file(file, path);
       if (!f) {
         log::warn("", "Resource Dump of set '" + set.name + "' not stored: " + f.error().message);
         break;
@@ -964,8 +964,8 @@ struct Republisher::Impl {
       if (!pkg) {
         return tl::unexpected(pkg.error());
       }
-      auto zip_file = share_file(pkg->file, zip_url);
-      auto manifest_file = share_file(pkg->manifest_file, manifest_url);
+      auto zip_file = share_file(pkg->file, urls.path_of(zip_url));
+      auto manifest_file = share_file(pkg->manifest_file, urls.path_of(manifest_url));
       std::error_code ec;
       std::filesystem::remove(pkg->file, ec);
       std::filesystem::remove(pkg->manifest_file, ec);
@@ -1195,6 +1195,22 @@ struct Republisher::Impl {
     return http::Disposition::done;
   }
 
+  // Whether `path` (decoded) is under <prefix>/sets/<set>/resourcedump/ or
+  // .../changedump/: a dump package or manifest, never a resource (whose
+  // decoded original URI may hold those words too).
+  bool is_dump_file_path(const std::string& path) const {
+    const std::string sets = prefix + "/sets/";
+    if (path.compare(0, sets.size(), sets) != 0) {
+      return false;
+    }
+    const auto slash = path.find('/', sets.size());
+    if (slash == std::string::npos) {
+      return false;
+    }
+    const std::string_view rest = std::string_view(path).substr(slash);
+    return rest.rfind("/resourcedump/", 0) == 0 || rest.rfind("/changedump/", 0) == 0;
+  }
+
   // A dump package (or Change Dump manifest) another node may have built:
   // named in the database, its bytes in the blob store (fetched from the
   // bucket when this node lacks them).
@@ -1350,8 +1366,7 @@ struct Republisher::Impl {
       res.set_file(file, static_cast<size_t>(st.st_size), xml ? "application/xml" : "application/zip");
       return http::Disposition::done;
     }
-    if (options.shared_dumps && (path->find("/resourcedump/") != std::string::npos ||
-                                 path->find("/changedump/") != std::string::npos)) {
+    if (options.shared_dumps && is_dump_file_path(*path)) {
       return serve_shared_file(res, *path, can_block);
     }
     // Resource paths carry a percent-encoded URI: parse the raw path.

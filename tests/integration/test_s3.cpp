@@ -204,7 +204,10 @@ TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on ano
           "database and bucket) serves every resource and Resource Dump package, and a third syncs from its dump") {
   Upstream up;
   Site site(up);
-  site.put_numbered(30, "/res/r", "bytes ");
+  site.put_numbered(29, "/res/r", "bytes ");
+  // A resource whose URI, decoded in our URL of it, reads like a dump
+  // package path: served as the resource it is.
+  site.put("/changedump/1.zip", "bytes 29");
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   TempDatabase db;
   ScratchDir dir("s3");
