@@ -3,6 +3,7 @@
 #include "sync_engine/store/pg_store.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace tributary::store {
@@ -11,6 +12,24 @@ namespace {
 
 bool named(const std::vector<BlobName>& sorted, const BlobName& n) {
   return std::binary_search(sorted.begin(), sorted.end(), n);
+}
+
+// The names one of the store's walks gives (`walk` calls its argument with
+// each), sorted, each once.
+using Walk = std::function<Result<void>(const std::function<void(const std::string&)>&)>;
+Result<std::vector<BlobName>> sorted_names(const Walk& walk) {
+  std::vector<BlobName> out;
+  if (auto r = walk([&](const std::string& hex) {
+        if (auto n = BlobStore::name_of(hex)) {
+          out.push_back(*n);
+        }
+      });
+      !r) {
+    return tl::unexpected(r.error());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 } // namespace
@@ -25,17 +44,11 @@ Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions&
   }
   // 2. What the database names now: 32 bytes a name, sorted (a million
   //    resources and their changes: some tens of MB, for this process).
-  std::vector<BlobName> referenced;
-  if (auto r = db.for_each_referenced_blob([&](const std::string& hex) {
-        if (auto n = BlobStore::name_of(hex)) {
-          referenced.push_back(*n);
-        }
-      });
-      !r) {
-    return tl::unexpected(r.error());
+  auto named_now = sorted_names([&](const auto& fn) { return db.for_each_referenced_blob(fn); });
+  if (!named_now) {
+    return tl::unexpected(named_now.error());
   }
-  std::sort(referenced.begin(), referenced.end());
-  referenced.erase(std::unique(referenced.begin(), referenced.end()), referenced.end());
+  const std::vector<BlobName> referenced = std::move(*named_now);
   out.referenced = referenced.size();
 
   // 3. Sweep: marks named again are lifted; those due (marked longer ago
@@ -92,15 +105,11 @@ Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions&
   // What the shared bucket holds (none without one).
   std::vector<BlobName> placed;
   if (options.cache_bytes) {
-    if (auto r = db.for_each_placed_blob([&](const std::string& hex) {
-          if (auto n = BlobStore::name_of(hex)) {
-            placed.push_back(*n);
-          }
-        });
-        !r) {
-      return tl::unexpected(r.error());
+    auto in_bucket = sorted_names([&](const auto& fn) { return db.for_each_placed_blob(fn); });
+    if (!in_bucket) {
+      return tl::unexpected(in_bucket.error());
     }
-    std::sort(placed.begin(), placed.end());
+    placed = std::move(*in_bucket);
   }
   for (const auto& n : referenced) {
     if (!std::binary_search(stored.begin(), stored.end(), n)) {
