@@ -263,6 +263,39 @@ int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& 
   return r->problems.empty() ? 0 : 1;
 }
 
+namespace {
+// The bucket's part of `tributary gc` (content.store "s3").
+int collect_bucket(const Config& config, std::chrono::seconds grace, bool dry_run, std::ostream& out,
+                   std::ostream& err) {
+  auto tier = open_tier(config);
+  if (!tier) {
+    err << "tributary gc: " << tier.error().message << '\n';
+    return 1;
+  }
+  auto c = (*tier)->collect(grace, dry_run);
+  if (!c) {
+    err << "tributary gc: bucket: " << c.error().message << '\n';
+    return 1;
+  }
+  if (dry_run) {
+    out << "bucket: " << c->rows << " blobs placed; " << c->removed << " (" << c->removed_bytes
+        << " bytes) named nowhere past the grace period, " << c->condemned << " named nowhere and not yet marked\n";
+    return 0;
+  }
+  out << "bucket: " << c->rows << " blobs placed; " << c->condemned << " newly marked, " << c->waiting
+      << " waiting out the grace period, " << c->pardoned << " named again and kept; removed " << c->removed
+      << " (" << c->removed_bytes << " bytes); objects deleted: " << c->objects_deleted;
+  if (c->objects_kept > 0) {
+    out << " (" << c->objects_kept << " kept: named again)";
+  }
+  out << '\n';
+  for (const auto& p : c->problems) {
+    err << "problem: bucket: " << p << " (tried again next time)\n";
+  }
+  return c->problems.empty() ? 0 : 1;
+}
+} // namespace
+
 int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   // "0s" removes at once what an earlier run condemned (tests, an emptied store).
   auto grace = parse_duration(cmd.grace, /*allow_zero=*/true);
@@ -303,8 +336,9 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   out << '\n';
   out << "garbage: " << r->garbage << " blobs, " << r->garbage_bytes << " bytes named nowhere\n";
   if (cmd.dry_run) {
+    const int status = config->content.store == "s3" ? collect_bucket(*config, *grace, true, out, err) : 0;
     out << "dry run: nothing marked, removed or rewritten\n";
-    return 0;
+    return status;
   }
   out << "removed: " << r->removed.blobs << " blobs, " << r->removed.bytes << " bytes (condemned more than "
       << cmd.grace << " ago)\n";
@@ -323,7 +357,11 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   for (const auto& p : r->repacked.problems) {
     err << "problem: " << p << '\n';
   }
-  return r->repacked.problems.empty() ? 0 : 1;
+  int status = r->repacked.problems.empty() ? 0 : 1;
+  if (config->content.store == "s3") {
+    status = std::max(status, collect_bucket(*config, *grace, cmd.dry_run, out, err));
+  }
+  return status;
 }
 
 int run_migrate_blobs(const std::string& config_path, std::ostream& out, std::ostream& err) {

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       "gc", "Garbage-collect the blob store: blobs no live resource and no change the change log keeps names are "
             "condemned, removed by a later gc once the grace period has passed if still named nowhere, and pack "
             "files mostly dead are rewritten to give the disk back; with the s3 store, this node's copies of "
-            "blobs the bucket holds are removed past content.cache_bytes. Safe beside running daemons, syncs "
+            "blobs the bucket holds are removed past content.cache_bytes, and the bucket is collected the same "
+            "way (rows, then the objects left with none). Safe beside running daemons, syncs "
             "and servers; run it daily (deploy/tributary-gc.timer). Prints what it found and did.");
   gc_sub->add_option("--config", gc_cmd.config_path, "Configuration file (JSON)")->required();
   gc_sub->add_option("--grace", gc_cmd.grace,

@@ -1,6 +1,7 @@
 #include "sync_engine/store/object_tier.h"
 
 #include "resourcesync/hash.h"
+#include "sync_engine/store/pg_store.h"
 
 #include <pqxx/pqxx>
 
@@ -148,8 +149,21 @@ ObjectTier::Counters ObjectTier::counters() const {
   return m_counters;
 }
 
+namespace {
+// Session-less advisory locks on object keys, two-key form: this constant,
+// then the key's hash. An uploader holds its keys' locks shared from before
+// their PUTs until the rows naming them commit; the bucket's collection
+// takes one exclusively to delete an object no row names (see collect()).
+constexpr int k_object_lock_space = 0x7472626f; // "trbo"
+
+void lock_object(pqxx::work& tx, const std::string& key, bool exclusive) {
+  tx.exec_params(exclusive ? "SELECT pg_advisory_xact_lock($1, hashtext($2))"
+                           : "SELECT pg_advisory_xact_lock_shared($1, hashtext($2))",
+                 k_object_lock_space, key);
+}
+} // namespace
+
 Result<void> ObjectTier::upload(const std::vector<Upload>& blobs) {
-  // What the bucket already has (another node's, or an earlier run's).
   std::vector<std::string> names;
   std::set<std::string> unique;
   for (const auto& b : blobs) {
@@ -157,114 +171,127 @@ Result<void> ObjectTier::upload(const std::vector<Upload>& blobs) {
       names.push_back(b.info.sha256);
     }
   }
-  std::set<std::string> known;
-  auto r = m_db->with("lookup", [&](pqxx::work& tx) {
-    for (const auto& row : tx.exec_params("SELECT sha256 FROM content_object WHERE sha256 = ANY($1::text[])",
+  // One transaction from the lookup to the rows: it holds each object's
+  // lock (shared) from before its PUT until the rows naming it commit. A
+  // broken connection runs it all again (the PUTs are idempotent).
+  Result<void> failed;
+  Counters add;
+  auto r = m_db->with("upload", [&](pqxx::work& tx) {
+    failed = {};
+    add = Counters{};
+    // What the bucket already has (another node's, or an earlier run's);
+    // a row the collection marked counts as absent: the blob goes up again
+    // and the mark is cleared.
+    std::set<std::string> known;
+    for (const auto& row : tx.exec_params("SELECT sha256 FROM content_object WHERE sha256 = ANY($1::text[]) "
+                                          "AND condemned_at IS NULL",
                                           text_array(names))) {
       known.insert(row[0].as<std::string>());
+    }
+    add.blobs_known = known.size();
+    // The rest: small ones packed, large ones alone. Rows only after PUTs.
+    std::vector<std::string> row_sha, row_object;
+    std::vector<uint64_t> row_offset, row_length;
+    std::string pack;
+    std::vector<std::pair<std::string, uint64_t>> in_pack; // (sha, offset)
+    std::vector<uint64_t> in_pack_length;
+    auto put_pack = [&]() -> Result<void> {
+      if (in_pack.empty()) {
+        return {};
+      }
+      const std::string sha = rs::hash_hex(rs::HashAlgorithm::sha256, pack);
+      const std::string key = "packs/" + sha;
+      lock_object(tx, key, false);
+      if (auto p = m_client.put(key, pack, sha); !p) {
+        return p;
+      }
+      ++add.objects_put;
+      add.bytes_put += pack.size();
+      for (size_t k = 0; k < in_pack.size(); ++k) {
+        row_sha.push_back(in_pack[k].first);
+        row_object.push_back(key);
+        row_offset.push_back(in_pack[k].second);
+        row_length.push_back(in_pack_length[k]);
+      }
+      pack.clear();
+      in_pack.clear();
+      in_pack_length.clear();
+      return {};
+    };
+    std::set<std::string> done;
+    std::vector<const Upload*> large;
+    for (const auto& b : blobs) {
+      if (known.count(b.info.sha256) || !done.insert(b.info.sha256).second) {
+        continue;
+      }
+      ++add.blobs_uploaded;
+      if (b.where.length > BlobStore::k_pack_max) {
+        large.push_back(&b);
+        continue;
+      }
+      if (!pack.empty() && pack.size() + b.where.length > m_pack_object_bytes) {
+        if (failed = put_pack(); !failed) {
+          return;
+        }
+      }
+      in_pack.emplace_back(b.info.sha256, pack.size());
+      in_pack_length.push_back(b.where.length);
+      if (failed = read_range(b.where, pack); !failed) {
+        return;
+      }
+    }
+    if (failed = put_pack(); !failed) {
+      return;
+    }
+    // Larger blobs, an object each, four PUTs at a time (one at a time, a
+    // batch of 10 MB resources went up at about half the local rate).
+    if (!large.empty()) {
+      for (const Upload* b : large) {
+        lock_object(tx, "blobs/" + b->info.sha256, false);
+      }
+      std::vector<Result<void>> put(large.size());
+      std::atomic<size_t> next{0};
+      auto work = [&] {
+        for (size_t k = next++; k < large.size(); k = next++) {
+          const Upload& b = *large[k];
+          put[k] = m_client.put_file("blobs/" + b.info.sha256, b.where.file, b.where.offset, b.where.length,
+                                     b.info.sha256);
+        }
+      };
+      std::vector<std::thread> threads;
+      for (size_t t = 1; t < std::min<size_t>(4, large.size()); ++t) {
+        threads.emplace_back(work);
+      }
+      work();
+      for (auto& t : threads) {
+        t.join();
+      }
+      for (size_t k = 0; k < large.size(); ++k) {
+        if (failed = put[k]; !failed) {
+          return;
+        }
+        ++add.objects_put;
+        add.bytes_put += large[k]->where.length;
+        row_sha.push_back(large[k]->info.sha256);
+        row_object.push_back("blobs/" + large[k]->info.sha256);
+        row_offset.push_back(0);
+        row_length.push_back(large[k]->where.length);
+      }
+    }
+    if (!row_sha.empty()) {
+      tx.exec_params("INSERT INTO content_object (sha256, object, \"offset\", length) "
+                     "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
+                     "ON CONFLICT (sha256) DO UPDATE SET object = EXCLUDED.object, \"offset\" = EXCLUDED.\"offset\", "
+                     "length = EXCLUDED.length, condemned_at = NULL WHERE content_object.condemned_at IS NOT NULL",
+                     text_array(row_sha), text_array(row_object), bigint_array(row_offset),
+                     bigint_array(row_length));
     }
   });
   if (!r) {
     return r;
   }
-  // The rest: small ones packed, large ones alone. Rows only after PUTs.
-  std::vector<std::string> row_sha, row_object;
-  std::vector<uint64_t> row_offset, row_length;
-  Counters add;
-  add.blobs_known = known.size();
-  std::string pack;
-  std::vector<std::pair<std::string, uint64_t>> in_pack; // (sha, offset)
-  std::vector<uint64_t> in_pack_length;
-  auto put_pack = [&]() -> Result<void> {
-    if (in_pack.empty()) {
-      return {};
-    }
-    const std::string sha = rs::hash_hex(rs::HashAlgorithm::sha256, pack);
-    const std::string key = "packs/" + sha;
-    if (auto p = m_client.put(key, pack, sha); !p) {
-      return p;
-    }
-    ++add.objects_put;
-    add.bytes_put += pack.size();
-    for (size_t k = 0; k < in_pack.size(); ++k) {
-      row_sha.push_back(in_pack[k].first);
-      row_object.push_back(key);
-      row_offset.push_back(in_pack[k].second);
-      row_length.push_back(in_pack_length[k]);
-    }
-    pack.clear();
-    in_pack.clear();
-    in_pack_length.clear();
-    return {};
-  };
-  std::set<std::string> done;
-  std::vector<const Upload*> large;
-  for (const auto& b : blobs) {
-    if (known.count(b.info.sha256) || !done.insert(b.info.sha256).second) {
-      continue;
-    }
-    ++add.blobs_uploaded;
-    if (b.where.length > BlobStore::k_pack_max) {
-      large.push_back(&b);
-      continue;
-    }
-    if (!pack.empty() && pack.size() + b.where.length > m_pack_object_bytes) {
-      if (auto p = put_pack(); !p) {
-        return p;
-      }
-    }
-    in_pack.emplace_back(b.info.sha256, pack.size());
-    in_pack_length.push_back(b.where.length);
-    if (auto rd = read_range(b.where, pack); !rd) {
-      return rd;
-    }
-  }
-  if (auto p = put_pack(); !p) {
-    return p;
-  }
-  // Larger blobs, an object each, four PUTs at a time (one at a time, a
-  // batch of 10 MB resources went up at about half the local rate).
-  if (!large.empty()) {
-    std::vector<Result<void>> put(large.size());
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t k = next++; k < large.size(); k = next++) {
-        const Upload& b = *large[k];
-        put[k] = m_client.put_file("blobs/" + b.info.sha256, b.where.file, b.where.offset, b.where.length,
-                                   b.info.sha256);
-      }
-    };
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < std::min<size_t>(4, large.size()); ++t) {
-      threads.emplace_back(work);
-    }
-    work();
-    for (auto& t : threads) {
-      t.join();
-    }
-    for (size_t k = 0; k < large.size(); ++k) {
-      if (!put[k]) {
-        return put[k];
-      }
-      ++add.objects_put;
-      add.bytes_put += large[k]->where.length;
-      row_sha.push_back(large[k]->info.sha256);
-      row_object.push_back("blobs/" + large[k]->info.sha256);
-      row_offset.push_back(0);
-      row_length.push_back(large[k]->where.length);
-    }
-  }
-  if (!row_sha.empty()) {
-    r = m_db->with("insert", [&](pqxx::work& tx) {
-      tx.exec_params("INSERT INTO content_object (sha256, object, \"offset\", length) "
-                     "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) "
-                     "ON CONFLICT (sha256) DO NOTHING",
-                     text_array(row_sha), text_array(row_object), bigint_array(row_offset),
-                     bigint_array(row_length));
-    });
-    if (!r) {
-      return r;
-    }
+  if (!failed) {
+    return failed;
   }
   std::lock_guard lock(m_counters_mutex);
   m_counters.objects_put += add.objects_put;
@@ -272,6 +299,90 @@ Result<void> ObjectTier::upload(const std::vector<Upload>& blobs) {
   m_counters.blobs_uploaded += add.blobs_uploaded;
   m_counters.blobs_known += add.blobs_known;
   return {};
+}
+
+Result<ObjectTier::Collected> ObjectTier::collect(std::chrono::seconds grace, bool dry_run) {
+  Collected out;
+  const std::string unnamed = "NOT EXISTS (SELECT 1 FROM gc_named n WHERE n.sha = c.sha256)";
+  const std::string due = "c.condemned_at < now() - $1 * interval '1 second'";
+  const long long grace_s = grace.count();
+  // 1. The rows, in one transaction: what the database names now, read
+  //    once into a table of this transaction, joined as a whole.
+  auto r = m_db->with("collect", [&](pqxx::work& tx) {
+    out = Collected{};
+    tx.exec0(std::string("CREATE TEMP TABLE gc_named ON COMMIT DROP AS SELECT DISTINCT blob_sha256 AS sha FROM (") +
+             PgStore::referenced_blobs_sql() + ") x");
+    tx.exec0("ANALYZE gc_named");
+    out.rows = tx.exec1("SELECT count(*) FROM content_object")[0].as<uint64_t>();
+    if (dry_run) {
+      out.pardoned = tx.exec1("SELECT count(*) FROM content_object c WHERE c.condemned_at IS NOT NULL AND NOT " +
+                              unnamed)[0]
+                         .as<uint64_t>();
+      out.condemned =
+          tx.exec1("SELECT count(*) FROM content_object c WHERE c.condemned_at IS NULL AND " + unnamed)[0].as<uint64_t>();
+      auto removed = tx.exec_params1("SELECT count(*), coalesce(sum(length), 0) FROM content_object c WHERE " + due +
+                                         " AND " + unnamed,
+                                     grace_s);
+      out.removed = removed[0].as<uint64_t>();
+      out.removed_bytes = removed[1].as<uint64_t>();
+      return;
+    }
+    out.pardoned = tx.exec0("UPDATE content_object c SET condemned_at = NULL WHERE c.condemned_at IS NOT NULL AND "
+                            "NOT " + unnamed)
+                       .affected_rows();
+    // Deleted (with the objects they leave empty recorded) before the new
+    // marks, which are all younger than any grace.
+    std::set<std::string> emptied;
+    for (const auto& row : tx.exec_params("DELETE FROM content_object c WHERE " + due + " AND " + unnamed +
+                                              " RETURNING c.object, c.length",
+                                          grace_s)) {
+      ++out.removed;
+      out.removed_bytes += row[1].as<uint64_t>();
+      emptied.insert(row[0].as<std::string>());
+    }
+    tx.exec_params("INSERT INTO content_object_dead (object) SELECT o FROM unnest($1::text[]) o "
+                   "WHERE NOT EXISTS (SELECT 1 FROM content_object c WHERE c.object = o) ON CONFLICT DO NOTHING",
+                   text_array(std::vector<std::string>(emptied.begin(), emptied.end())));
+    out.condemned =
+        tx.exec0("UPDATE content_object c SET condemned_at = now() WHERE c.condemned_at IS NULL AND " + unnamed)
+            .affected_rows();
+    out.waiting = tx.exec1("SELECT count(*) FROM content_object WHERE condemned_at IS NOT NULL")[0].as<uint64_t>();
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (dry_run) {
+    return out;
+  }
+  // 2. The objects no row names: each under its key's lock, exclusive,
+  //    checked again; one whose DELETE fails stays listed for next time.
+  std::vector<std::string> dead;
+  r = m_db->with("list dead objects", [&](pqxx::work& tx) {
+    for (const auto& row : tx.exec("SELECT object FROM content_object_dead ORDER BY object")) {
+      dead.push_back(row[0].as<std::string>());
+    }
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  for (const auto& key : dead) {
+    Result<void> removed;
+    r = m_db->with("delete an object", [&](pqxx::work& tx) {
+      lock_object(tx, key, true);
+      if (!tx.exec_params("SELECT 1 FROM content_object WHERE object = $1 LIMIT 1", key).empty()) {
+        ++out.objects_kept; // an uploader put it again and named it
+      } else if (removed = m_client.remove(key); !removed) {
+        return;
+      } else {
+        ++out.objects_deleted;
+      }
+      tx.exec_params("DELETE FROM content_object_dead WHERE object = $1", key);
+    });
+    if (!r || !removed) {
+      out.problems.push_back(key + ": " + (!r ? r.error().message : removed.error().message));
+    }
+  }
+  return out;
 }
 
 Result<std::optional<ObjectTier::Place>> ObjectTier::find(const std::string& sha256) {

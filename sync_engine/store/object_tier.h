@@ -3,6 +3,7 @@
 #include "sync_engine/store/blob_store.h"
 #include "sync_engine/store/s3_client.h"
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,29 @@ public:
   Result<std::optional<Place>> find(const std::string& sha256);
 
   S3Client& client() { return m_client; }
+
+  // Garbage collection of the bucket (`tributary gc`; schema 0011). Rows of
+  // blobs the database names nowhere are marked, rows named again are
+  // unmarked, and rows marked more than `grace` ago and still named nowhere
+  // are deleted; then each object no row names any more is deleted from
+  // the bucket, under an exclusive lock on its key, after checking again
+  // that no row names it (an uploader holds the key's lock, shared, from
+  // before its PUT until its rows commit). An object whose DELETE failed is
+  // tried again by the next collection. `grace` must outlast the longest
+  // time a writer holds a blob before naming it (a batch). With `dry_run`,
+  // counts only.
+  struct Collected {
+    uint64_t rows = 0;         // content_object rows before
+    uint64_t pardoned = 0;     // marked before, named again
+    uint64_t condemned = 0;    // newly marked
+    uint64_t waiting = 0;      // marked, within the grace period (after this collection)
+    uint64_t removed = 0;      // rows deleted
+    uint64_t removed_bytes = 0;
+    uint64_t objects_deleted = 0;
+    uint64_t objects_kept = 0; // their rows went, but a row names them again
+    std::vector<std::string> problems; // objects not deleted (tried again next time)
+  };
+  Result<Collected> collect(std::chrono::seconds grace, bool dry_run);
 
   // What upload() did since the tier was opened (for tests and /metrics).
   struct Counters {

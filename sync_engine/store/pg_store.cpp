@@ -1015,6 +1015,10 @@ Result<void> PgStore::for_each_unplaced_blob(const std::function<void(const std:
                           fn);
 }
 
+const char* PgStore::referenced_blobs_sql() {
+  return k_referenced_blobs;
+}
+
 Result<void> PgStore::for_each_placed_blob(const std::function<void(const std::string&)>& fn) {
   return for_each_blob_of("SELECT sha256 FROM content_object", fn);
 }

@@ -83,6 +83,9 @@ public:
   // Every blob the database names (as above) that content_object (the S3
   // tier, schema 0008) does not place, each once.
   Result<void> for_each_unplaced_blob(const std::function<void(const std::string& sha256)>& fn);
+  // The query of every blob the database names (one column, blob_sha256;
+  // names may repeat), for collections that join against it.
+  static const char* referenced_blobs_sql();
   // Every blob the shared bucket holds (content_object).
   Result<void> for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn);
   Result<std::vector<Compaction>> compactions() override;

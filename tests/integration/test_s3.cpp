@@ -742,3 +742,91 @@ TEST_CASE("tributary gc with the s3 store: past content.cache_bytes, copies the 
     CHECK(*got == bytes);
   }
 }
+
+TEST_CASE("tributary gc with the s3 store: rows of blobs named nowhere go a grace period after they are marked, "
+          "then the objects they leave empty; a blob named again meanwhile is uploaded again and kept") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(20, "/res/g", "garbage ");
+  site.put("/big.bin", std::string(2u << 20, 'z'));
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TempDatabase db;
+  ScratchDir dir("bucket-gc");
+  const auto s3 = s3_config();
+  const std::string cfg = write_config(dir / "c.json", {{"database", db.conninfo()},
+                                                        {"data_dir", (dir / "data").string()},
+                                                        {"content", s3_content(s3)},
+                                                        {"sources", {{{"name", "up"}, {"url", up.url("/")}}}}});
+  REQUIRE(run_tributary("migrate --config " + cfg).status == 0);
+  REQUIRE(run_tributary("sync --config " + cfg + " --baseline").status == 0);
+  const std::string conninfo = db.conninfo();
+  const auto sql = [&](const std::string& statement) {
+    pqxx::connection c(conninfo);
+    pqxx::work tx(c);
+    tx.exec0(statement);
+    tx.commit();
+  };
+  const auto scalar = [&](const std::string& query) {
+    pqxx::connection c(conninfo);
+    pqxx::read_transaction tx(c);
+    return tx.exec1(query)[0].as<std::string>();
+  };
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object") == 21);
+  const std::string first_pack = scalar("SELECT min(object) FROM content_object WHERE object LIKE 'packs/%'");
+  const std::string big = "blobs/" + rs::hash_hex(rs::HashAlgorithm::sha256, std::string(2u << 20, 'z'));
+  store::S3Client client(s3);
+  REQUIRE(client.head(big).value().has_value());
+  // g10..g19 and the large one named nowhere any more (as if deleted
+  // upstream, and their changes gone with the change log's retention).
+  sql("DELETE FROM change_log");
+  sql("UPDATE resource SET state = 'deleted' WHERE uri ~ '/res/g1[0-9]\\.txt$' OR uri LIKE '%/big.bin'");
+  auto gc = run_tributary("gc --config " + cfg + " --grace 0s");
+  INFO(gc.out);
+  CHECK(gc.status == 0);
+  CHECK(gc.out.find("bucket: 21 blobs placed; 11 newly marked, 11 waiting out the grace period") !=
+        std::string::npos);
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object") == 21); // marked, not yet removed
+
+  // Meanwhile g10's bytes are stored again, by a writer: the marked row
+  // counts as absent, so they go up again (a pack of their own) and the
+  // mark is cleared; then a resource names them.
+  const std::string g10 = rs::hash_hex(rs::HashAlgorithm::sha256, "garbage 10");
+  {
+    auto blobs = store::BlobStore::open(dir / "other");
+    REQUIRE(blobs);
+    auto tier = store::ObjectTier::open(s3, conninfo);
+    REQUIRE(tier);
+    (*blobs)->set_remote(*tier);
+    REQUIRE((*blobs)->put("garbage 10"));
+    CHECK((*tier)->counters().blobs_uploaded == 1);
+  }
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object WHERE sha256 = '" + g10 + "' AND condemned_at IS NULL") ==
+        1);
+  CHECK(scalar("SELECT object FROM content_object WHERE sha256 = '" + g10 + "'") != first_pack);
+  sql("UPDATE resource SET state = 'live' WHERE uri LIKE '%/res/g10.txt'");
+
+  auto second = run_tributary("gc --config " + cfg + " --grace 0s");
+  INFO(second.out);
+  CHECK(second.out.find("removed 10 (2097242 bytes); objects deleted: 1") != std::string::npos);
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object") == 11);
+  CHECK_FALSE(client.head(big).value().has_value()); // its only blob went
+  CHECK(client.head(first_pack).value().has_value()); // g0..g9 are still in it
+
+  // Then g0..g9 too: two collections later their pack object is gone; g10
+  // is read from its own.
+  sql("UPDATE resource SET state = 'deleted' WHERE uri ~ '/res/g[0-9]\\.txt$'");
+  REQUIRE(run_tributary("gc --config " + cfg + " --grace 0s").status == 0);
+  auto third = run_tributary("gc --config " + cfg + " --grace 0s");
+  INFO(third.out);
+  CHECK(third.out.find("objects deleted: 1") != std::string::npos);
+  CHECK_FALSE(client.head(first_pack).value().has_value());
+  CHECK(count(conninfo, "SELECT count(*) FROM content_object") == 1);
+  auto tier = store::ObjectTier::open(s3, conninfo);
+  REQUIRE(tier);
+  std::string bytes;
+  REQUIRE((*tier)->download(g10, [&](const char* d, size_t n) {
+    bytes.append(d, n);
+    return true;
+  }));
+  CHECK(bytes == "garbage 10");
+}
