@@ -1,7 +1,8 @@
 #pragma once
 
 // One HTTP request to a whole URL, for tests that read what a server
-// publishes, and a wait for a document to say something.
+// publishes, a wait for a document to say something, and a test's own
+// server run in the background.
 #include "sync_engine/fetcher.h"
 
 #include <doctest/doctest.h>
@@ -41,5 +42,31 @@ inline bool eventually_says(const std::string& url, const std::string& needle, d
   }
   return false;
 }
+
+// Runs `server` (its routes set) on a loopback port of its own, in a thread
+// of its own, from construction until destruction.
+class ServerThread {
+public:
+  explicit ServerThread(httplib::Server& server) : m_server(server) {
+    m_port = m_server.bind_to_any_port("127.0.0.1");
+    REQUIRE(m_port > 0);
+    m_thread = std::thread([this] { m_server.listen_after_bind(); });
+    while (!m_server.is_running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ~ServerThread() {
+    m_server.stop();
+    m_thread.join();
+  }
+  ServerThread(const ServerThread&) = delete;
+  ServerThread& operator=(const ServerThread&) = delete;
+  std::string base() const { return "http://127.0.0.1:" + std::to_string(m_port); }
+
+private:
+  httplib::Server& m_server;
+  int m_port = 0;
+  std::thread m_thread;
+};
 
 } // namespace tributary::test

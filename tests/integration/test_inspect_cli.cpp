@@ -1,5 +1,6 @@
 // End to end: the built `tributary` executable run as a process against
 // files and a real HTTP server on 127.0.0.1.
+#include "http_get.h"
 #include "process.h"
 
 #include <httplib.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 namespace fs = std::filesystem;
@@ -59,23 +61,14 @@ public:
       res.set_redirect("/changelist.xml", 302);
     });
     m_server.Get("/loop", [](const httplib::Request&, httplib::Response& res) { res.set_redirect("/loop", 302); });
-    m_port = m_server.bind_to_any_port("127.0.0.1");
-    REQUIRE(m_port > 0);
-    m_thread = std::thread([this] { m_server.listen_after_bind(); });
-    while (!m_server.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    m_running = std::make_unique<tributary::test::ServerThread>(m_server);
   }
-  ~Source() {
-    m_server.stop();
-    m_thread.join();
-  }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(m_port) + path; }
+  ~Source() { m_running.reset(); } // stopped while what it serves is still here
+  std::string url(const std::string& path) const { return m_running->base() + path; }
 
 private:
   httplib::Server m_server;
-  std::thread m_thread;
-  int m_port = 0;
+  std::unique_ptr<tributary::test::ServerThread> m_running;
   std::string m_valid, m_invalid, m_gz;
 };
 

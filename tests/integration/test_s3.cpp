@@ -66,6 +66,22 @@ std::string write_config(const std::filesystem::path& path, const json& config) 
   return path.string();
 }
 
+// Reads each of `contents` through a blob store at `root` (empty or not)
+// with the test bucket's tier: what it lacks comes from the bucket.
+void read_back(const std::filesystem::path& root, const store::S3Config& s3, const std::string& conninfo,
+               const std::vector<std::string>& contents) {
+  auto blobs = store::BlobStore::open(root);
+  REQUIRE(blobs);
+  auto tier = store::ObjectTier::open(s3, conninfo);
+  REQUIRE(tier);
+  (*blobs)->set_remote(*tier);
+  for (const auto& bytes : contents) {
+    auto got = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, bytes));
+    REQUIRE_MESSAGE(got, (got ? std::string() : got.error().message));
+    CHECK(*got == bytes);
+  }
+}
+
 long count(const std::string& conninfo, const std::string& sql) {
   pqxx::connection c(conninfo);
   pqxx::read_transaction tx(c);
@@ -306,17 +322,11 @@ TEST_CASE("tributary migrate-blobs: a local store goes into the bucket, packed, 
   CHECK(again.out.find("not placed in the bucket: 0 blobs") != std::string::npos);
   CHECK(again.out.find("uploaded: 0 blobs") != std::string::npos);
 
-  auto blobs = store::BlobStore::open(dir / "other");
-  REQUIRE(blobs);
-  auto tier = store::ObjectTier::open(s3, db.conninfo());
-  REQUIRE(tier);
-  (*blobs)->set_remote(*tier);
+  std::vector<std::string> migrated;
   for (int i = 0; i < 25; ++i) {
-    const std::string bytes = "migrated " + std::to_string(i);
-    auto got = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, bytes));
-    REQUIRE_MESSAGE(got, (got ? std::string() : got.error().message));
-    CHECK(*got == bytes);
+    migrated.push_back("migrated " + std::to_string(i));
   }
+  read_back(dir / "other", s3, db.conninfo(), migrated);
 }
 
 TEST_CASE("S3 content: a blob left here by a batch whose upload failed, then named by a later change through "
@@ -396,18 +406,10 @@ class Rotator {
 public:
   explicit Rotator(std::vector<std::string> nodes) : m_nodes(std::move(nodes)) {
     m_server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { forward(req, res); });
-    m_port = m_server.bind_to_any_port("127.0.0.1");
-    REQUIRE(m_port > 0);
-    m_thread = std::thread([this] { m_server.listen_after_bind(); });
-    while (!m_server.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    m_running = std::make_unique<ServerThread>(m_server);
   }
-  ~Rotator() {
-    m_server.stop();
-    m_thread.join();
-  }
-  std::string base() const { return "http://127.0.0.1:" + std::to_string(m_port); }
+  ~Rotator() { m_running.reset(); } // stopped while what forward() uses is still here
+  std::string base() const { return m_running->base(); }
   // Requests each node answered.
   std::vector<size_t> answered() const {
     std::lock_guard lock(m_mutex);
@@ -452,8 +454,7 @@ private:
 
   std::vector<std::string> m_nodes;
   httplib::Server m_server;
-  int m_port = 0;
-  std::thread m_thread;
+  std::unique_ptr<ServerThread> m_running;
   std::atomic<size_t> m_next{0};
   mutable std::mutex m_mutex;
   std::vector<size_t> m_answered = std::vector<size_t>(m_nodes.size());
@@ -731,16 +732,11 @@ TEST_CASE("tributary gc with the s3 store: past content.cache_bytes, copies the 
   CHECK(again.out.find("in the bucket only") != std::string::npos);
   CHECK(again.out.find("not in the store") == std::string::npos);
   // Nothing is lost: every blob is read back from the bucket.
-  auto blobs = store::BlobStore::open(dir / "data");
-  REQUIRE(blobs);
-  auto tier = store::ObjectTier::open(s3, db.conninfo());
-  REQUIRE(tier);
-  (*blobs)->set_remote(*tier);
+  std::vector<std::string> contents;
   for (const auto& [path, bytes] : site.content) {
-    auto got = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, bytes));
-    REQUIRE_MESSAGE(got, (got ? std::string() : got.error().message));
-    CHECK(*got == bytes);
+    contents.push_back(bytes);
   }
+  read_back(dir / "data", s3, db.conninfo(), contents);
 }
 
 TEST_CASE("tributary gc with the s3 store: rows of blobs named nowhere go a grace period after they are marked, "
