@@ -981,13 +981,7 @@ struct Republisher::Impl {
         return make_error(ErrorKind::io, zip_url + ": recorded, then not found");
       }
     }
-    ChangePackage p;
-    p.n = n;
-    p.from = part.from;
-    p.until = part.until;
-    p.hash = rs::HashValue{"sha-256", (*zip)->sha256};
-    p.length = (*zip)->length;
-    return p;
+    return offered_package(n, part.from, part.until, **zip);
   }
 
   // This node's own Resource Dumps (no shared bucket): built for each set
@@ -1142,16 +1136,12 @@ struct Republisher::Impl {
   // nullopt: `path` is neither.
   std::optional<http::Disposition> serve_shared_dump_document(http::Response& res, const std::string& path,
                                                               bool can_block) {
-    const auto slash = path.rfind('/');
-    const auto sets = prefix + "/sets/";
-    if (slash == std::string::npos || path.compare(0, sets.size(), sets) != 0 || slash <= sets.size()) {
+    auto under = in_set(path);
+    if (!under || (under->second != "/resourcedump.xml" && under->second != "/changedump.xml")) {
       return std::nullopt;
     }
-    const std::string set = path.substr(sets.size(), slash - sets.size());
-    const bool resource = path == urls.path_of(urls.resource_dump(set));
-    if (!resource && path != urls.path_of(urls.change_dump(set))) {
-      return std::nullopt;
-    }
+    const std::string& set = under->first;
+    const bool resource = under->second == "/resourcedump.xml";
     if (!can_block) {
       return http::Disposition::blocking; // asks the database
     }
@@ -1176,13 +1166,7 @@ struct Republisher::Impl {
       if (!named->empty()) {
         std::vector<ChangePackage> packages;
         for (const auto& p : *named) {
-          ChangePackage c;
-          c.n = p.part;
-          c.from = p.from;
-          c.until = p.until;
-          c.hash = rs::HashValue{"sha-256", p.zip.sha256};
-          c.length = p.zip.length;
-          packages.push_back(std::move(c));
+          packages.push_back(offered_package(p.part, p.from, p.until, p.zip));
         }
         document = render_change_dump(urls, PublishedSet{set, {}}, packages);
       }
@@ -1195,20 +1179,50 @@ struct Republisher::Impl {
     return http::Disposition::done;
   }
 
+  // A decoded path under <prefix>/sets/<set>/: the set, and the rest from
+  // the slash after it (nullopt: not under a set).
+  std::optional<std::pair<std::string, std::string>> in_set(const std::string& path) const {
+    const std::string sets = prefix + "/sets/";
+    if (path.compare(0, sets.size(), sets) != 0) {
+      return std::nullopt;
+    }
+    const auto slash = path.find('/', sets.size());
+    if (slash == std::string::npos || slash == sets.size()) {
+      return std::nullopt;
+    }
+    return std::pair{path.substr(sets.size(), slash - sets.size()), path.substr(slash)};
+  }
+
   // Whether `path` (decoded) is under <prefix>/sets/<set>/resourcedump/ or
   // .../changedump/: a dump package or manifest, never a resource (whose
   // decoded original URI may hold those words too).
   bool is_dump_file_path(const std::string& path) const {
-    const std::string sets = prefix + "/sets/";
-    if (path.compare(0, sets.size(), sets) != 0) {
-      return false;
-    }
-    const auto slash = path.find('/', sets.size());
-    if (slash == std::string::npos) {
-      return false;
-    }
-    const std::string_view rest = std::string_view(path).substr(slash);
-    return rest.rfind("/resourcedump/", 0) == 0 || rest.rfind("/changedump/", 0) == 0;
+    auto under = in_set(path);
+    return under && (under->second.rfind("/resourcedump/", 0) == 0 || under->second.rfind("/changedump/", 0) == 0);
+  }
+
+  // A package as our Change Dump lists it, from its part and the blob
+  // holding its ZIP.
+  static ChangePackage offered_package(size_t n, rs::Timestamp from, rs::Timestamp until,
+                                       const store::SharedDumps::File& zip) {
+    ChangePackage p;
+    p.n = n;
+    p.from = from;
+    p.until = until;
+    p.hash = rs::HashValue{"sha-256", zip.sha256};
+    p.length = zip.length;
+    return p;
+  }
+
+  // Serves an open dump file (a package or a manifest; a region of it when
+  // it is a blob in a pack): immutable, with ranges.
+  static http::Disposition serve_dump_bytes(http::Response& res, int fd, size_t length, uint64_t offset,
+                                            bool xml) {
+    res.set_header("Cache-Control", "public, max-age=31536000, immutable");
+    res.ranges = true;
+    res.set_file(std::make_shared<const http::OpenFile>(fd), length, xml ? "application/xml" : "application/zip",
+                 offset);
+    return http::Disposition::done;
   }
 
   // A dump package (or Change Dump manifest) another node may have built:
@@ -1241,12 +1255,8 @@ struct Republisher::Impl {
       res.set_header("Retry-After", "1");
       return http::Disposition::done;
     }
-    res.set_header("Cache-Control", "public, max-age=31536000, immutable");
-    res.ranges = true;
     const bool xml = path.size() > 4 && path.compare(path.size() - 4, 4, ".xml") == 0;
-    res.set_file(std::make_shared<const http::OpenFile>(fd), where->length, xml ? "application/xml" : "application/zip",
-                 where->offset);
-    return http::Disposition::done;
+    return serve_dump_bytes(res, fd, where->length, where->offset, xml);
   }
 
   http::Disposition serve_resource(const http::Request& req, http::Response& res, const std::string& set,
@@ -1357,14 +1367,9 @@ struct Republisher::Impl {
         res.status = 404; // replaced by a newer generation meanwhile
         return http::Disposition::done;
       }
-      auto file = std::make_shared<const http::OpenFile>(fd);
       struct stat st{};
       ::fstat(fd, &st);
-      res.set_header("Cache-Control", "public, max-age=31536000, immutable");
-      res.ranges = true;
-      const bool xml = it->second.extension() == ".xml";
-      res.set_file(file, static_cast<size_t>(st.st_size), xml ? "application/xml" : "application/zip");
-      return http::Disposition::done;
+      return serve_dump_bytes(res, fd, static_cast<size_t>(st.st_size), 0, it->second.extension() == ".xml");
     }
     if (options.shared_dumps && is_dump_file_path(*path)) {
       return serve_shared_file(res, *path, can_block);

@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -43,13 +45,22 @@ inline bool eventually_says(const std::string& url, const std::string& needle, d
   return false;
 }
 
-// Runs `server` (its routes set) on a loopback port of its own, in a thread
-// of its own, from construction until destruction.
+// Runs `server` (its routes set) on a port of its own at `host`, in a
+// thread of its own, from construction until destruction.
 class ServerThread {
 public:
-  explicit ServerThread(httplib::Server& server) : m_server(server) {
-    m_port = m_server.bind_to_any_port("127.0.0.1");
+  explicit ServerThread(httplib::Server& server, const std::string& host = "127.0.0.1") : m_server(server) {
+    // cpp-httplib 0.11 listens with a backlog of 5; concurrent clients would
+    // lose SYNs and stall for a 1 s retransmit. Listen again, deeper.
+    int listen_fd = -1;
+    m_server.set_socket_options([&listen_fd](socket_t sock) {
+      int yes = 1;
+      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd = sock;
+    });
+    m_port = m_server.bind_to_any_port(host);
     REQUIRE(m_port > 0);
+    ::listen(listen_fd, 1024);
     m_thread = std::thread([this] { m_server.listen_after_bind(); });
     while (!m_server.is_running()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -61,6 +72,7 @@ public:
   }
   ServerThread(const ServerThread&) = delete;
   ServerThread& operator=(const ServerThread&) = delete;
+  int port() const { return m_port; }
   std::string base() const { return "http://127.0.0.1:" + std::to_string(m_port); }
 
 private:

@@ -3,6 +3,7 @@
 // A programmable upstream ResourceSync Source on a loopback address: a real
 // cpp-httplib server whose documents and resources tests set and change
 // between runs, with a request log and injectable failures.
+#include "http_get.h"
 #include "resourcesync/writer.h"
 
 #include <httplib.h>
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -37,30 +39,13 @@ public:
     // connections and see a slow Source. A real server has more workers.
     m_server.new_task_queue = [] { return new httplib::ThreadPool(48); };
     m_server.Get(".*", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res); });
-    // cpp-httplib 0.11 listens with a backlog of 5; concurrent clients would
-    // lose SYNs and stall for a 1 s retransmit. Listen again, deeper.
-    int listen_fd = -1;
-    m_server.set_socket_options([&listen_fd](socket_t sock) {
-      int yes = 1;
-      setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-      listen_fd = sock;
-    });
-    m_port = m_server.bind_to_any_port(host);
-    ::listen(listen_fd, 1024);
-    REQUIRE(m_port > 0);
-    m_thread = std::thread([this] { m_server.listen_after_bind(); });
-    while (!m_server.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    m_running = std::make_unique<ServerThread>(m_server, host);
   }
-  ~Upstream() {
-    m_server.stop();
-    m_thread.join();
-  }
+  ~Upstream() { m_running.reset(); } // stopped while what handle() uses is still here
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
-  std::string base() const { return "http://" + m_host + ":" + std::to_string(m_port); }
+  std::string base() const { return "http://" + m_host + ":" + std::to_string(m_running->port()); }
   std::string url(const std::string& path) const { return base() + path; }
 
   void set(const std::string& path, Served s) {
@@ -217,8 +202,7 @@ private:
 
   std::string m_host;
   httplib::Server m_server;
-  std::thread m_thread;
-  int m_port = 0;
+  std::unique_ptr<ServerThread> m_running;
   mutable std::mutex m_mutex;
   std::map<std::string, Served> m_paths;
   std::vector<Logged> m_log;
