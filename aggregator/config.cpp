@@ -392,6 +392,24 @@ public:
                }
              }}},
             {"content", {[this, &c](const json& v, const std::string& ptr) { content(v, ptr, c.content); }}},
+            {"push", {[this, &c](const json& v, const std::string& ptr) {
+               object(v, ptr,
+                      {{"hub", {boolean(c.push.hub)}},
+                       {"subscribe", {boolean(c.push.subscribe)}},
+                       {"sign", {boolean(c.push.sign)}},
+                       {"lease", {duration(c.push.lease, false)}},
+                       {"poll_interval", {duration(c.push.poll_interval, false)}},
+                       {"min_lease", {duration(c.push.min_lease, false)}},
+                       {"max_lease", {duration(c.push.max_lease, false)}},
+                       {"callback_allow_hosts",
+                        {array<std::string>(c.push.callback_allow_hosts,
+                                            [this](const json& n, const std::string& q, std::string& host) {
+                                              string(host)(n, q);
+                                            })}}});
+               if (c.push.min_lease > c.push.max_lease) {
+                 problem(ptr + "/min_lease", "must not be longer than max_lease");
+               }
+             }}},
             {"node_name", {string(c.node_name)}},
             {"log", {[this, &c](const json& v, const std::string& ptr) {
                object(v, ptr,

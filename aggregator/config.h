@@ -55,6 +55,28 @@ struct Config {
     // (0: never).
     uint64_t cache_bytes = 20ull << 30;
   } content;
+  // ResourceSync Change Notification over WebSub (docs/push.md).
+  struct Push {
+    // Our hub: each set's Capability List offers its channel.
+    bool hub = true;
+    // Subscribe to the channels upstream Capability Lists offer.
+    bool subscribe = true;
+    // Ask upstream hubs to sign notifications (hub.secret, HMAC-SHA256);
+    // unsigned ones are then ignored.
+    bool sign = false;
+    std::chrono::seconds lease{7 * 86400};        // what we ask upstream hubs for
+    // While a source's subscription is active, it is still polled (the
+    // safety net for a notification that never came), at least this long
+    // apart.
+    std::chrono::seconds poll_interval{3600};
+    // Our hub's leases: what subscribers ask for, kept within these.
+    std::chrono::seconds min_lease{300};
+    std::chrono::seconds max_lease{30 * 86400};
+    // Callback hosts our hub may reach although they resolve to private or
+    // loopback addresses (otherwise refused: a subscriber must not turn our
+    // hub against the local network).
+    std::vector<std::string> callback_allow_hosts;
+  } push;
   // What this process calls itself in the runs it records and in the
   // status API (which node runs which source); default "<host> pid <pid>".
   std::string node_name;

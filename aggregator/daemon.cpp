@@ -2,12 +2,14 @@
 
 #include "aggregator/content.h"
 #include "aggregator/daemon_state.h"
+#include "aggregator/push.h"
 #include "aggregator/serving.h"
 #include "aggregator/status_api.h"
 #include "common/http/router.h"
 #include "common/log.h"
 #include "common/version.h"
 #include "republisher/server.h"
+#include "sync_engine/store/pg_push_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/sync.h"
 
@@ -40,6 +42,7 @@ struct Daemon : DaemonState {
   std::shared_ptr<sync::Fetcher> fetcher = sync::make_default_fetcher();
   std::shared_ptr<sync::ValidatorCache> validators = std::make_shared<sync::ValidatorCache>();
   pub::Republisher* republisher = nullptr;
+  PushSubscriber* subscriber = nullptr;
 
   // ---- configuration -------------------------------------------------------
 
@@ -112,6 +115,14 @@ struct Daemon : DaemonState {
     apply_logging(next);
     load_admin_token(next);
     scheduler.configure(next.sources, Clock::now());
+    if (subscriber) {
+      std::set<std::string> names;
+      for (const auto& src : next.sources) {
+        names.insert(src.name);
+      }
+      subscriber->configured(names);
+    }
+    next.push = config.push; // takes effect after a restart
     next.listen = config.listen;
     next.database = config.database;
     next.data_dir = config.data_dir;
@@ -327,6 +338,9 @@ struct Daemon : DaemonState {
     // A baseline allocates and frees a lot; keep the daemon's footprint
     // what it holds, not its peak.
     malloc_trim(0);
+    if (subscriber && ok) {
+      subscriber->discovered(src.name, report.channels);
+    }
     const auto& c = report.counters;
     if (republisher && c.created + c.updated + c.deleted > 0) {
       republisher->refresh_soon(); // our Change List shows the changes now, not at the next check
@@ -382,6 +396,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     return 1;
   }
   d->status_store = std::move(*status_store);
+  auto push_status = store::PgPushStore::open(d->config.database);
+  if (!push_status) {
+    err << "tributary run: " << push_status.error().message << '\n';
+    return 1;
+  }
+  d->push_store = std::move(*push_status);
   auto lookups = store::PgReaderPool::open(d->config.database, k_lookup_connections);
   if (!lookups) {
     err << "tributary run: " << lookups.error().message << '\n';
@@ -403,6 +423,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     err << "tributary run: " << shared.error().message << '\n';
     return 1;
   }
+  auto hub = make_hub(d->config);
+  if (!hub) {
+    err << "tributary run: " << hub.error().message << '\n';
+    return 1;
+  }
+  publishing.hub = *hub;
   pub::Republisher republisher(d->store, d->blobs, publishing, *lookups);
   // Commits to the change log by other daemons on the database (and our
   // own) wake the documents at once.
@@ -412,10 +438,54 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     err << "tributary run: " << r.error().message << '\n';
     return 1;
   }
+  // Our subscriptions to upstream hubs.
+  std::unique_ptr<PushSubscriber> subscriber;
+  {
+    auto subs = store::PgPushStore::open(d->config.database);
+    auto marks = subs ? store::PgStore::open(d->config.database) : Result<std::unique_ptr<store::PgStore>>();
+    if (!subs || !marks) {
+      err << "tributary run: " << (!subs ? subs.error().message : marks.error().message) << '\n';
+      return 1;
+    }
+    PushOptions po;
+    po.subscribe = d->config.push.subscribe;
+    po.sign = d->config.push.sign;
+    po.lease = d->config.push.lease;
+    po.public_url = d->config.public_url;
+    PushSubscriber::Hooks hooks;
+    hooks.source = [dp](const std::string& name) -> std::optional<sync::SourceConfig> {
+      std::lock_guard lock(dp->mutex);
+      const sync::SourceConfig* c = dp->config.find_source(name);
+      return c ? std::optional<sync::SourceConfig>(*c) : std::nullopt;
+    };
+    hooks.notified = [dp](const std::string& name) {
+      {
+        std::lock_guard lock(dp->mutex);
+        dp->scheduler.request(name, store::RunMode::incremental);
+      }
+      dp->wake.notify_all();
+    };
+    hooks.active = [dp](const std::string& name, bool active) {
+      std::lock_guard lock(dp->mutex);
+      dp->scheduler.stretch(name, active ? dp->config.push.poll_interval : std::chrono::seconds(0));
+    };
+    subscriber = std::make_unique<PushSubscriber>(std::shared_ptr<store::PgPushStore>(std::move(*subs)),
+                                                  std::shared_ptr<store::PgStore>(std::move(*marks)), d->fetcher,
+                                                  std::move(po), std::move(hooks));
+    std::set<std::string> names;
+    for (const auto& src : d->config.sources) {
+      names.insert(src.name);
+    }
+    subscriber->configured(names);
+    d->subscriber = subscriber.get();
+  }
   // One server: the status API beside the republisher's routes.
   StatusApi status_api(*d);
   http::Router router;
   status_api.mount(router);
+  router.mount(subscriber->callback_path(), [&subscriber](const http::Request& req, http::Response& res, bool can_block) {
+    return subscriber->handle(req, res, can_block);
+  });
   router.fallback(republisher.handler());
   const http::ServerOptions listen = server_options(d->config);
   http::Server server(listen, [&router](const http::Request& req, http::Response& res, bool can_block) {
@@ -442,6 +512,10 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     dispatched.set_value();
   });
   std::thread pruner([dp] { dp->prune_runs(); });
+  if (*hub) {
+    (*hub)->start();
+  }
+  subscriber->start();
   for (;;) {
     int sig = 0;
     sigwait(&signals, &sig);
@@ -480,6 +554,11 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   dispatcher.join();
   pruner.join();
   server.stop();
+  subscriber->stop();
+  d->subscriber = nullptr;
+  if (*hub) {
+    (*hub)->stop();
+  }
   republisher.stop();
   log::info("", "stopped");
   return 0;

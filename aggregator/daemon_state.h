@@ -4,6 +4,7 @@
 #include "aggregator/scheduler.h"
 #include "common/result.h"
 #include "sync_engine/store/object_tier.h"
+#include "sync_engine/store/pg_push_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/host_throttle.h"
 #include "sync_engine/sync.h"
@@ -46,6 +47,13 @@ struct DaemonState {
   Cached ready_read;
   std::optional<std::string> not_ready; // why the last readiness check failed
 
+  // Push (WebSub) subscriptions both ways, as last read (under
+  // status_mutex, read at most once a second like the stats).
+  std::unique_ptr<store::PgPushStore> push_store;
+  Cached push_read;
+  std::vector<store::PushSubscription> push_ours;      // ours at upstream hubs
+  std::vector<store::HubSubscription> push_followers;  // subscribers of our hub
+
   std::optional<std::string> admin_token;
   // With content.store "s3": the tier, for its figures on /metrics.
   std::shared_ptr<store::ObjectTier> tier;
@@ -67,5 +75,8 @@ struct DaemonState {
 // The store's statistics of every source, by name (one query).
 using StatsByName = std::map<std::string, store::SourceStats>;
 Result<StatsByName> read_stats(DaemonState& state);
+// Refreshes push_ours and push_followers if older than a second (call
+// under status_mutex); false when the database could not be read.
+bool read_push(DaemonState& state);
 
 } // namespace tributary::agg

@@ -48,6 +48,16 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
   auto family = [&m](const char* name, const char* type, const char* help) {
     m << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
   };
+  std::vector<store::PushSubscription> ours;
+  std::vector<store::HubSubscription> followers;
+  bool push_known = false;
+  {
+    std::lock_guard lock(state.status_mutex);
+    if ((push_known = read_push(state))) {
+      ours = state.push_ours;
+      followers = state.push_followers;
+    }
+  }
   std::lock_guard lock(state.mutex);
   const auto views = state.scheduler.view();
   auto stat_of = [&stats](const std::string& name) -> const store::SourceStats* {
@@ -156,6 +166,54 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
       family(name, "counter", help);
       m << name << ' ' << value << '\n';
     }
+  }
+  if (push_known) {
+    family("tributary_push_subscription_active", "gauge",
+           "1 while our WebSub subscription to a source's Change Notification channel is active.");
+    for (const auto& p : ours) {
+      m << "tributary_push_subscription_active{source=\"" << p.source << "\",topic=\"" << label(p.topic) << "\"} "
+        << (p.state == "active" && p.expires_at && *p.expires_at > rs::Timestamp(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch())) ? 1 : 0) << '\n';
+    }
+    family("tributary_push_lease_expiry_timestamp_seconds", "gauge", "When our subscription's lease ends.");
+    for (const auto& p : ours) {
+      if (p.expires_at) {
+        m << "tributary_push_lease_expiry_timestamp_seconds{source=\"" << p.source << "\",topic=\""
+          << label(p.topic) << "\"} " << epoch_seconds(*p.expires_at) << '\n';
+      }
+    }
+    family("tributary_push_last_notification_timestamp_seconds", "gauge", "When the last notification was accepted.");
+    for (const auto& p : ours) {
+      if (p.last_notification_at) {
+        m << "tributary_push_last_notification_timestamp_seconds{source=\"" << p.source << "\",topic=\""
+          << label(p.topic) << "\"} " << epoch_seconds(*p.last_notification_at) << '\n';
+      }
+    }
+    family("tributary_push_notifications_total", "counter", "Notifications accepted (each syncs the source).");
+    for (const auto& p : ours) {
+      m << "tributary_push_notifications_total{source=\"" << p.source << "\",topic=\"" << label(p.topic) << "\"} "
+        << p.notifications << '\n';
+    }
+    family("tributary_push_notifications_ignored_total", "counter",
+           "Notifications ignored: bad signature, foreign topic, out of order, unreadable.");
+    for (const auto& p : ours) {
+      m << "tributary_push_notifications_ignored_total{source=\"" << p.source << "\",topic=\"" << label(p.topic)
+        << "\"} " << p.ignored << '\n';
+    }
+    uint64_t delivered = 0, failed = 0;
+    int64_t failing = 0;
+    for (const auto& f : followers) {
+      delivered += f.deliveries;
+      failed += f.failures_total;
+      failing += f.failures > 0 ? 1 : 0;
+    }
+    family("tributary_hub_subscribers", "gauge", "Subscriptions to our hub's topics.");
+    m << "tributary_hub_subscribers " << followers.size() << '\n';
+    family("tributary_hub_subscribers_failing", "gauge", "Subscribers whose last delivery failed.");
+    m << "tributary_hub_subscribers_failing " << failing << '\n';
+    family("tributary_hub_deliveries_total", "counter", "Notifications our hub delivered (acknowledged).");
+    m << "tributary_hub_deliveries_total " << delivered << '\n';
+    family("tributary_hub_deliveries_failed_total", "counter", "Notification deliveries that failed (retried).");
+    m << "tributary_hub_deliveries_failed_total " << failed << '\n';
   }
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';

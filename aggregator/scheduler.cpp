@@ -127,7 +127,7 @@ void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok
   e.busy = false;
   if (ok) {
     e.failures = 0;
-    e.next_run = now + jittered(e.config.interval);
+    e.next_run = now + jittered(std::max(e.config.interval, e.stretched));
     if (mode == store::RunMode::audit && e.config.audit_interval.count() > 0) {
       e.next_audit = now + e.config.audit_interval;
     }
@@ -161,6 +161,12 @@ Scheduler::Request Scheduler::request(const std::string& source, store::RunMode 
   }
   it->second.requested = mode;
   return Request::queued;
+}
+
+void Scheduler::stretch(const std::string& source, std::chrono::seconds at_least) {
+  if (auto it = m_entries.find(source); it != m_entries.end()) {
+    it->second.stretched = at_least;
+  }
 }
 
 std::optional<Time> Scheduler::next_due() const {

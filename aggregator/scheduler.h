@@ -53,6 +53,9 @@ public:
   enum class Request { queued, unknown, disabled };
   // Runs `mode` on the source as soon as a slot is free.
   Request request(const std::string& source, store::RunMode mode);
+  // While a source's notifications are pushed (an active subscription), it
+  // is polled no more often than `at_least` (0: its interval again).
+  void stretch(const std::string& source, std::chrono::seconds at_least);
   // The earliest time a job becomes due (nullopt: nothing scheduled).
   std::optional<Time> next_due() const;
 
@@ -83,6 +86,7 @@ private:
     std::optional<store::RunMode> requested;
     bool removed = false; // gone from the config, kept while its run lasts
     bool busy = false;    // its last job found another process running it
+    std::chrono::seconds stretched{0}; // see stretch()
   };
   std::chrono::seconds jittered(std::chrono::seconds d);
 

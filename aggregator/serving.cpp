@@ -1,6 +1,12 @@
 #include "aggregator/serving.h"
 
+#include "sync_engine/fetcher.h"
+#include "sync_engine/net_policy.h"
+#include "sync_engine/store/pg_push_store.h"
 #include "sync_engine/store/pg_store.h"
+
+#include <algorithm>
+#include <set>
 
 namespace tributary::agg {
 
@@ -25,6 +31,66 @@ pub::PublishOptions publish_options(const Config& config) {
     options.named_sets.push_back(pub::NamedSet{s.name, s.sources});
   }
   return options;
+}
+
+Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
+  if (!config.push.hub) {
+    return std::shared_ptr<pub::Hub>();
+  }
+  auto subs = store::PgPushStore::open(config.database);
+  if (!subs) {
+    return tl::unexpected(subs.error());
+  }
+  auto reader = store::PgStore::open(config.database);
+  if (!reader) {
+    return tl::unexpected(reader.error());
+  }
+  std::set<std::string> permitted;
+  for (const auto& host : config.push.callback_allow_hosts) {
+    for (auto& a : sync::resolve_host(host)) {
+      permitted.insert(std::move(a));
+    }
+  }
+  auto policy = std::make_shared<const sync::AddressPolicy>(std::move(permitted));
+  std::shared_ptr<sync::Fetcher> fetcher = sync::make_default_fetcher();
+  pub::HubTransport transport = [fetcher, policy](const pub::HubRequest& r) -> Result<pub::HubReply> {
+    sync::FetchOptions o;
+    o.connect_timeout = std::chrono::seconds(5);
+    o.read_timeout = std::chrono::seconds(10);
+    o.max_redirects = 0;
+    o.max_body_bytes = 64 * 1024;
+    o.addresses = policy;
+    o.allow_url = [](const sync::Url& u, std::string& why) {
+      if (u.scheme != "http" && u.scheme != "https") {
+        why = "a callback is http or https";
+        return false;
+      }
+      return true;
+    };
+    o.method = r.method;
+    o.body = r.body;
+    o.content_type = r.content_type;
+    for (const auto& [k, v] : r.headers) {
+      o.headers[k] = v;
+    }
+    pub::HubReply reply;
+    auto got = fetcher->fetch(r.url, o, [&](const char* d, size_t n) {
+      reply.body.append(d, std::min(n, size_t(4096) - std::min(reply.body.size(), size_t(4096))));
+      return true;
+    });
+    if (!got) {
+      return tl::unexpected(got.error());
+    }
+    reply.status = got->status;
+    return reply;
+  };
+  pub::HubOptions options;
+  options.min_lease = config.push.min_lease;
+  options.max_lease = config.push.max_lease;
+  options.default_lease = std::clamp(options.default_lease, options.min_lease, options.max_lease);
+  return std::make_shared<pub::Hub>(std::shared_ptr<store::PgPushStore>(std::move(*subs)),
+                                    std::shared_ptr<store::PgStore>(std::move(*reader)),
+                                    pub::UrlScheme(config.public_url), std::move(transport), options);
 }
 
 Result<void> share_dumps(pub::PublishOptions& options, const Config& config, const store::BlobStore& blobs) {

@@ -16,6 +16,11 @@ pub::PublishOptions publish_options(const Config& config);
 // packages and Resource Dumps are shared by every node through the
 // database, on a connection of their own; else nothing to do.
 Result<void> share_dumps(pub::PublishOptions& options, const Config& config, const store::BlobStore& blobs);
+// Our WebSub hub (config `push.hub`), on connections of its own, its
+// outbound requests under the callback policy: http(s) only, no redirects,
+// public addresses unless `push.callback_allow_hosts` names the host; null
+// when the hub is off.
+Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config);
 // Connections of their own for the republisher's content lookups (a 404
 // costs one index probe; four keep pace with the HTTP workers).
 inline constexpr size_t k_lookup_connections = 4;

@@ -66,9 +66,12 @@ rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const stor
                        std::optional<rs::Timestamp> previous, const std::function<bool(const std::string& uri)>& held);
 
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
-// `resource_dump`, `change_dump`: the set has them to offer.
+// `resource_dump`, `change_dump`: the set has them to offer;
+// `notifications`: our hub offers its Change Notification channel (spec:
+// Change Notification 1.0.1, section 5: the topic as an entry of capability
+// "changelist-notification", the hub in its rel="hub" link).
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false,
-                                   bool change_dump = false);
+                                   bool change_dump = false, bool notifications = false);
 
 // Every live resource of the set, in feed then URI order (stable, so parts do
 // not reshuffle needlessly); one document, or parts and an index past the

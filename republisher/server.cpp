@@ -398,7 +398,8 @@ struct Republisher::Impl {
           }
         }
         put(urls.capability_list(s.name),
-            render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value()));
+            render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value(),
+                                   options.hub != nullptr));
         if (dump_document) {
           put(urls.resource_dump(s.name), std::move(*dump_document));
         }
@@ -504,6 +505,16 @@ struct Republisher::Impl {
       cached_bytes = 0;
       ++cache_epoch;
       rendered_seq = *seq;
+    }
+    if (options.hub) {
+      // Subscribers get what the Change Lists now show (not a failed set's).
+      std::vector<PublishedSet> shown;
+      for (const auto& s : sets) {
+        if (!failed.count(s.name)) {
+          shown.push_back(s);
+        }
+      }
+      options.hub->published(shown, *seq);
     }
     failed_sets = std::move(failed);
     if (sets.size() < all_sets.size()) {
@@ -1330,6 +1341,11 @@ struct Republisher::Impl {
   }
 
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
+    // The hub and its topics (subscription requests are queued: nothing
+    // here waits).
+    if (options.hub && options.hub->handle(req, res)) {
+      return http::Disposition::done;
+    }
     if (req.method != "GET" && req.method != "HEAD") {
       res.status = 405;
       res.set_header("Allow", "GET, HEAD");

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "republisher/documents.h"
+#include "republisher/hub.h"
 #include "common/http/server.h"
 #include "republisher/url_scheme.h"
 #include "sync_engine/store/blob_store.h"
@@ -42,6 +43,10 @@ struct PublishOptions {
   // each set is the one named there, whichever node built it, so that every
   // node serves the same documents and packages (null: this node's own).
   std::shared_ptr<store::SharedDumps> shared_dumps;
+  // Our WebSub hub: each set's Capability List offers its Change
+  // Notification channel, and the hub hears what the Change Lists show
+  // (null: no notifications).
+  std::shared_ptr<Hub> hub;
   size_t dump_package_entries = 10000;
   uint64_t dump_package_bytes = 1ull << 30;
 };

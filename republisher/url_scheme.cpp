@@ -31,6 +31,26 @@ std::string UrlScheme::resource_list_part(std::string_view set, size_t n) const 
   return m_base + std::string(k_sets) + std::string(set) + "/resourcelist-" + std::to_string(n) + ".xml";
 }
 
+std::string UrlScheme::change_notification(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/notification/changelist";
+}
+
+std::string UrlScheme::hub() const { return m_base + "/hub"; }
+
+std::optional<std::string> UrlScheme::notification_set(std::string_view url) const {
+  constexpr std::string_view tail = "/notification/changelist";
+  const std::string head = m_base + std::string(k_sets);
+  if (url.size() <= head.size() + tail.size() || url.substr(0, head.size()) != head ||
+      url.substr(url.size() - tail.size()) != tail) {
+    return std::nullopt;
+  }
+  std::string set(url.substr(head.size(), url.size() - head.size() - tail.size()));
+  if (set.empty() || set.find('/') != std::string::npos) {
+    return std::nullopt;
+  }
+  return set;
+}
+
 std::string UrlScheme::change_list(std::string_view set) const {
   return m_base + std::string(k_sets) + std::string(set) + "/changelist.xml";
 }

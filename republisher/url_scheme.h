@@ -22,6 +22,9 @@ namespace tributary::pub {
 //   /sets/<set>/changedump.xml                     Change Dump: one package per closed
 //   /sets/<set>/changedump/<n>.zip, <n>-manifest.xml   Change List part, immutable
 //   /sets/<set>/resources/<percent-encoded original URI>
+//   /sets/<set>/notification/changelist             WebSub topic of the set's Change
+//                                                  Notification channel
+//   /hub                                           our WebSub hub
 class UrlScheme {
 public:
   // `public_url` like "https://agg.example.org/mirror" (a trailing slash is
@@ -42,6 +45,10 @@ public:
   std::string change_dump(std::string_view set) const;
   std::string change_dump_package(std::string_view set, size_t n) const;
   std::string change_dump_manifest(std::string_view set, size_t n) const;
+  std::string change_notification(std::string_view set) const;
+  std::string hub() const;
+  // The set whose Change Notification topic `url` is, if it is one.
+  std::optional<std::string> notification_set(std::string_view url) const;
 
   // The path part of our URLs (what the server sees), for routing.
   std::string path_of(const std::string& url) const;

@@ -70,6 +70,12 @@ struct FetchOptions {
   // server dripping a byte a minute holds nothing for long.
   uint64_t min_bytes_per_second = 1000;
   std::chrono::seconds rate_window{30};
+  // "GET" (the default) or "POST" with `body` as `content_type` (a WebSub
+  // request or notification). A POST is never redirected: a 3xx comes back
+  // as the response, and the file: scheme refuses it.
+  std::string method = "GET";
+  std::string body;
+  std::string content_type;
 };
 
 struct FetchResponse {

@@ -15,6 +15,9 @@ class FileFetcher : public Fetcher {
 public:
   Result<FetchResponse> fetch(const std::string& url, const FetchOptions& options,
                               const BodySink& sink) override {
+    if (options.method != "GET") {
+      return make_error(ErrorKind::usage, options.method + " " + url + ": a file: URL can only be read");
+    }
     auto parsed = parse_url(url);
     if (!parsed) {
       return tl::unexpected(parsed.error());

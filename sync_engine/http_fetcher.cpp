@@ -128,6 +128,7 @@ public:
                               const BodySink& sink) override {
     std::string current = url;
     FetchOptions o = options;
+    const std::string& m = o.method;
     std::string first_origin;
     for (int hop = 0; hop <= o.max_redirects; ++hop) {
       auto parsed = parse_url(current);
@@ -136,11 +137,11 @@ public:
       }
       const std::string via = hop == 0 ? std::string() : " (redirected from " + url + ")";
       if (parsed->scheme != "http" && parsed->scheme != "https") {
-        return make_error(ErrorKind::permanent, "GET " + current + via + ": refused: only http and https are followed");
+        return make_error(ErrorKind::permanent, m + " " + current + via + ": refused: only http and https are followed");
       }
       std::string why;
       if (o.allow_url && !o.allow_url(*parsed, why)) {
-        return make_error(ErrorKind::permanent, "GET " + current + via + ": refused: " + why);
+        return make_error(ErrorKind::permanent, m + " " + current + via + ": refused: " + why);
       }
       if (hop == 0) {
         first_origin = parsed->origin();
@@ -160,17 +161,17 @@ public:
         }
         return r;
       }
-      if (!redirected) {
+      if (!redirected || m != "GET") {
         r->final_url = current;
         return r;
       }
       if (location.empty()) {
         return make_error(ErrorKind::permanent,
-                          "GET " + current + ": HTTP " + std::to_string(r->status) + " without Location");
+                          m + " " + current + ": HTTP " + std::to_string(r->status) + " without Location");
       }
       current = resolve_redirect(*parsed, location);
     }
-    return make_error(ErrorKind::permanent, "GET " + url + ": more than " +
+    return make_error(ErrorKind::permanent, m + " " + url + ": more than " +
                                                 std::to_string(o.max_redirects) + " redirects");
   }
 
@@ -229,11 +230,12 @@ private:
 
   Result<FetchResponse> fetch_once(const Url& u, const FetchOptions& o, const BodySink& sink,
                                    bool& redirected, std::string& location) {
+    const std::string& m = o.method;
     std::string pinned;
     if (o.addresses) {
       PickedAddress a = address_for(u, *o.addresses);
       if (a.address.empty()) {
-        return make_error(a.resolved ? ErrorKind::permanent : ErrorKind::transient, "GET " + u.str() + ": " + a.error);
+        return make_error(a.resolved ? ErrorKind::permanent : ErrorKind::transient, m + " " + u.str() + ": " + a.error);
       }
       pinned = a.address;
     }
@@ -241,7 +243,7 @@ private:
     try {
       client = take(u, o);
     } catch (const std::exception& e) {
-      return make_error(ErrorKind::permanent, "GET " + u.str() + ": " + e.what());
+      return make_error(ErrorKind::permanent, m + " " + u.str() + ": " + e.what());
     }
     if (!pinned.empty()) {
       // Connect to the address just checked, whatever a second lookup
@@ -270,9 +272,7 @@ private:
     t.window = o.rate_window;
     t.cancel = o.cancel;
     m_watch.watch(t);
-    auto res = client->Get(
-        u.target, headers,
-        [&](const httplib::Response& r) {
+    auto on_head = [&](const httplib::Response& r) {
           t.head_done = true;
           resp.status = r.status;
           for (const auto& [k, v] : r.headers) {
@@ -289,8 +289,8 @@ private:
             return false;
           }
           return true;
-        },
-        [&](const char* data, size_t n) {
+        };
+    auto on_body = [&](const char* data, size_t n) {
           resp.body_bytes += n;
           t.bytes.fetch_add(n, std::memory_order_relaxed);
           if (resp.body_bytes > o.max_body_bytes) {
@@ -305,11 +305,21 @@ private:
             return false;
           }
           return true;
-        });
+        };
+    // A POST (WebSub: small bodies both ways) is answered whole, then
+    // handed over as a GET's answer would be.
+    auto res = m == "POST" ? client->Post(u.target, headers, o.body, o.content_type.c_str())
+                           : client->Get(u.target, headers, on_head, on_body);
+    if (m == "POST" && res) {
+      t.head_done = true;
+      if (on_head(*res) && !res->body.empty()) {
+        (void)on_body(res->body.data(), res->body.size());
+      }
+    }
     m_watch.unwatch(t);
     if (!t.cut_off.empty()) {
       // Cut off by the watch: the connection is shut down, not reusable.
-      return make_error(ErrorKind::transient, "GET " + u.str() + ": " + t.cut_off);
+      return make_error(ErrorKind::transient, m + " " + u.str() + ": " + t.cut_off);
     }
     if (!res && bodiless && res.error() == httplib::Error::Canceled) {
       return resp; // not given back: the library leaves a cancelled connection in an unknown state
@@ -317,12 +327,12 @@ private:
     if (!res) {
       const auto err = res.error();
       if (!failure.empty()) {
-        return make_error(ErrorKind::permanent, "GET " + u.str() + ": " + failure);
+        return make_error(ErrorKind::permanent, m + " " + u.str() + ": " + failure);
       }
       // The connection is in an unknown state: do not return it to the pool.
       ErrorKind kind = err == httplib::Error::SSLServerVerification ? ErrorKind::permanent
                                                                       : ErrorKind::transient;
-      return make_error(kind, "GET " + u.str() + ": " + httplib::to_string(err));
+      return make_error(kind, m + " " + u.str() + ": " + httplib::to_string(err));
     }
     if (resp.status == 0) {
       // The library calls no response handler for a 204 (it reads no body).

@@ -44,6 +44,16 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
       rd = *abs;
     } else if (cap == "changedump" && cd.empty()) {
       cd = *abs;
+    } else if (cap == "changelist-notification") {
+      NotificationChannel ch{caplist_url, *abs, {}};
+      for (const auto& l : e.links) {
+        if (l.rel == "hub") {
+          auto hub = resolve_reference(caplist_url, l.href);
+          ch.hub = hub ? *hub : std::string();
+          break;
+        }
+      }
+      ctx.report.channels.push_back(std::move(ch));
     }
   }
   auto need_rl = [&]() -> Result<void> {

@@ -54,6 +54,17 @@ struct AuditCounts {
   uint64_t changed = 0; // held, but hash (or lastmod/length) differs
 };
 
+// A Change Notification channel a Capability List offers (ResourceSync
+// Change Notification 1.0.1, section 5): the topic is the entry of
+// capability "changelist-notification", the hub its rel="hub" link (empty
+// when the entry has none: the topic's own Link header names it).
+struct NotificationChannel {
+  std::string capability_list;
+  std::string topic;
+  std::string hub;
+  bool operator==(const NotificationChannel&) const = default;
+};
+
 // What one run over one source did.
 struct SourceReport {
   std::string source;
@@ -68,6 +79,8 @@ struct SourceReport {
   std::vector<std::string> notes; // what the run decided ("re-baselined: ...")
   bool busy = false; // not run: another run held the source
   uint64_t deletions_held = 0; // unlisted resources the mass-deletion guard did not delete
+  // The channels its Capability Lists offered (every Capability List read).
+  std::vector<NotificationChannel> channels;
 };
 
 // Follows upstream Sources into the store: discovery, baseline from the

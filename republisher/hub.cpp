@@ -1,0 +1,470 @@
+#include "republisher/hub.h"
+
+#include "common/log.h"
+#include "resourcesync/websub.h"
+#include "resourcesync/writer.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <variant>
+
+namespace tributary::pub {
+
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+rs::Timestamp at(Clock::time_point t) { return std::chrono::time_point_cast<std::chrono::microseconds>(t); }
+
+bool http_url(const std::string& u) {
+  return (u.rfind("http://", 0) == 0 && u.size() > 7) || (u.rfind("https://", 0) == 0 && u.size() > 8);
+}
+
+void answer(http::Response& res, int status, const std::string& text) {
+  res.status = status;
+  res.set_body(text + "\n", "text/plain; charset=utf-8");
+}
+
+// What a subscription request asks for, checked.
+struct Intent {
+  std::string mode; // "subscribe" or "unsubscribe"
+  std::string topic;
+  std::string set;
+  std::string callback;
+  std::string secret;
+  std::chrono::seconds lease{0};
+};
+
+} // namespace
+
+struct Hub::Impl {
+  std::shared_ptr<store::PushStore> store;
+  std::shared_ptr<store::StoreReader> reader;
+  UrlScheme urls;
+  HubTransport transport;
+  HubOptions options;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool started = false;
+  std::map<std::string, PublishedSet> sets; // name -> set, as last published
+  std::map<std::string, int64_t> shown_seq; // name -> seq its Change List shows
+  std::deque<Intent> verifications;
+  std::set<std::pair<std::string, std::string>> in_flight; // (topic, callback)
+  std::deque<store::HubSubscription> due;
+  bool leading = false;
+  std::vector<std::thread> threads;
+
+  Impl(std::shared_ptr<store::PushStore> s, std::shared_ptr<store::StoreReader> r, UrlScheme u, HubTransport t,
+       HubOptions o)
+      : store(std::move(s)), reader(std::move(r)), urls(std::move(u)), transport(std::move(t)), options(o) {}
+
+  // ---- subscription requests -------------------------------------------------
+
+  // The request's intent, or the reason it is refused (a 4xx).
+  std::variant<Intent, std::string> parse(const http::Request& req) {
+    const std::string type = req.header_value("content-type");
+    if (type.rfind("application/x-www-form-urlencoded", 0) != 0) {
+      return std::string("a subscription request is application/x-www-form-urlencoded");
+    }
+    auto form = rs::websub::parse_form(req.body);
+    if (!form) {
+      return std::string("malformed form body");
+    }
+    auto get = [&](const char* k) {
+      auto it = form->find(k);
+      return it == form->end() ? std::string() : it->second;
+    };
+    Intent i;
+    i.mode = get("hub.mode");
+    if (i.mode != "subscribe" && i.mode != "unsubscribe") {
+      return "hub.mode must be subscribe or unsubscribe, not '" + i.mode.substr(0, 40) + "'";
+    }
+    i.callback = get("hub.callback");
+    if (!http_url(i.callback) || i.callback.size() > 2048 || i.callback.find('#') != std::string::npos) {
+      return std::string("hub.callback must be an absolute http(s) URL of at most 2048 characters");
+    }
+    i.topic = get("hub.topic");
+    auto set = urls.notification_set(i.topic);
+    {
+      std::lock_guard lock(mutex);
+      if (!set || !sets.count(*set)) {
+        return "hub.topic '" + i.topic.substr(0, 200) + "' is not a topic of this hub";
+      }
+    }
+    i.set = *set;
+    i.secret = get("hub.secret");
+    if (i.secret.size() > 199) {
+      return std::string("hub.secret must be shorter than 200 bytes");
+    }
+    const std::string lease = get("hub.lease_seconds");
+    i.lease = options.default_lease;
+    if (!lease.empty()) {
+      if (lease.size() > 10 || lease.find_first_not_of("0123456789") != std::string::npos) {
+        return std::string("hub.lease_seconds must be a number of seconds");
+      }
+      i.lease = std::clamp(std::chrono::seconds(std::stoll(lease)), options.min_lease, options.max_lease);
+    }
+    return i;
+  }
+
+  void subscription_request(const http::Request& req, http::Response& res) {
+    auto parsed = parse(req);
+    if (auto* why = std::get_if<std::string>(&parsed)) {
+      answer(res, 400, "subscription refused: " + *why);
+      return;
+    }
+    Intent i = std::get<Intent>(std::move(parsed));
+    {
+      std::lock_guard lock(mutex);
+      if (verifications.size() >= options.max_pending_verifications) {
+        res.set_header("Retry-After", "60");
+        answer(res, 503, "too many subscription requests waiting for verification; try again later");
+        return;
+      }
+      verifications.push_back(std::move(i));
+    }
+    wake.notify_all();
+    answer(res, 202, "accepted: the callback will be asked to confirm");
+  }
+
+  // WebSub 5.3: the hub asks the callback whether it meant it; only an
+  // answer of 2xx carrying the challenge, unchanged, confirms.
+  void verify(const Intent& i) {
+    const std::string challenge = rs::websub::random_hex(16);
+    std::map<std::string, std::string> q{{"hub.mode", i.mode}, {"hub.topic", i.topic}, {"hub.challenge", challenge}};
+    if (i.mode == "subscribe") {
+      q["hub.lease_seconds"] = std::to_string(i.lease.count());
+    }
+    HubRequest get;
+    get.method = "GET";
+    get.url = i.callback + (i.callback.find('?') == std::string::npos ? "?" : "&") + rs::websub::encode_form(q);
+    auto reply = transport(get);
+    const std::string who = "subscription of " + i.callback + " to " + i.topic;
+    if (!reply) {
+      log::warn("", "hub: " + i.mode + " not verified, " + who + ": " + reply.error().message);
+      return;
+    }
+    if (reply->status < 200 || reply->status > 299 || reply->body != challenge) {
+      log::warn("", "hub: " + i.mode + " not confirmed by the callback (HTTP " + std::to_string(reply->status) +
+                        (reply->status >= 200 && reply->status <= 299 ? ", challenge not echoed" : "") + "), " + who);
+      return;
+    }
+    if (i.mode == "unsubscribe") {
+      auto r = store->remove_hub_subscription(i.topic, i.callback);
+      if (!r) {
+        log::warn("", "hub: " + who + ": " + r.error().message);
+      } else {
+        log::info("", "hub: unsubscribed", {{"topic", i.topic}, {"callback", i.callback}});
+      }
+      return;
+    }
+    store::HubSubscription s;
+    s.topic = i.topic;
+    s.callback = i.callback;
+    s.secret = i.secret;
+    s.lease_seconds = static_cast<int>(i.lease.count());
+    s.expires_at = at(Clock::now() + i.lease);
+    {
+      std::lock_guard lock(mutex);
+      // A new subscriber gets the changes from now on.
+      auto it = shown_seq.find(i.set);
+      s.delivered_seq = it == shown_seq.end() ? 0 : it->second;
+    }
+    auto existing = store->hub_subscriptions();
+    if (existing && existing->size() >= options.max_subscriptions &&
+        std::none_of(existing->begin(), existing->end(),
+                     [&](const auto& e) { return e.topic == i.topic && e.callback == i.callback; })) {
+      log::warn("", "hub: refused, " + who + ": the hub holds its maximum of " +
+                        std::to_string(options.max_subscriptions) + " subscriptions");
+      return;
+    }
+    if (auto r = store->put_hub_subscription(s); !r) {
+      log::warn("", "hub: " + who + ": " + r.error().message);
+      return;
+    }
+    log::info("", "hub: subscribed", {{"topic", i.topic}, {"callback", i.callback},
+                                      {"lease_seconds", std::to_string(i.lease.count())},
+                                      {"signed", i.secret.empty() ? "no" : "yes"}});
+    wake.notify_all();
+  }
+
+  void verifier() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      if (verifications.empty()) {
+        wake.wait(lock);
+        continue;
+      }
+      Intent i = std::move(verifications.front());
+      verifications.pop_front();
+      lock.unlock();
+      try {
+        verify(i);
+      } catch (const std::exception& e) {
+        log::error("", std::string("hub: verification failed: ") + e.what());
+      }
+      lock.lock();
+    }
+  }
+
+  // ---- deliveries ---------------------------------------------------------
+
+  // The notification body: the changes as our Change List shows them.
+  std::string payload(const PublishedSet& set, const std::vector<store::LoggedChange>& changes) {
+    rs::Document d = capability_document("changelist-notification");
+    d.header.links.push_back(link("up", urls.capability_list(set.name)));
+    std::optional<rs::Timestamp> previous;
+    for (const auto& c : changes) {
+      rs::Entry e = change_entry(urls, set.name, c, previous, {});
+      previous = e.md && e.md->datetime ? e.md->datetime : previous;
+      d.entries.push_back(std::move(e));
+    }
+    return rs::write_document(d);
+  }
+
+  std::chrono::seconds backoff(int failures) {
+    return std::chrono::seconds(std::min<int64_t>(int64_t(1) << std::min(failures, 12), 3600));
+  }
+
+  void deliver(const store::HubSubscription& s) {
+    PublishedSet set;
+    int64_t upto = 0;
+    {
+      std::lock_guard lock(mutex);
+      auto name = urls.notification_set(s.topic);
+      auto it = name ? sets.find(*name) : sets.end();
+      if (it == sets.end()) {
+        return;
+      }
+      set = it->second;
+      upto = shown_seq[set.name];
+    }
+    auto changes = reader->changes(set.feeds, s.delivered_seq, options.changes_per_notification);
+    if (!changes) {
+      log::warn("", "hub: reading the change log for " + s.topic + ": " + changes.error().message);
+      return;
+    }
+    while (!changes->empty() && changes->back().seq > upto) {
+      changes->pop_back(); // not in the Change List yet
+    }
+    if (changes->empty()) {
+      // Nothing of this set between the cursor and what is shown.
+      (void)store->hub_delivered(s.topic, s.callback, upto, at(Clock::now()));
+      return;
+    }
+    const int64_t last = changes->back().seq;
+    HubRequest post;
+    post.method = "POST";
+    post.url = s.callback;
+    post.body = payload(set, *changes);
+    post.content_type = "application/xml";
+    post.headers.emplace_back("Link", rs::websub::link_header(urls.hub(), s.topic));
+    if (!s.secret.empty()) {
+      post.headers.emplace_back("X-Hub-Signature", rs::websub::signature(s.secret, post.body));
+    }
+    auto reply = transport(post);
+    const auto now = Clock::now();
+    if (reply && reply->status >= 200 && reply->status <= 299) {
+      if (auto r = store->hub_delivered(s.topic, s.callback, last, at(now)); !r) {
+        log::warn("", "hub: " + r.error().message);
+      }
+      if (changes->size() >= options.changes_per_notification) {
+        wake.notify_all(); // more to send
+      }
+      return;
+    }
+    if (reply && reply->status == 410) {
+      // WebSub: the subscriber wants no more.
+      (void)store->remove_hub_subscription(s.topic, s.callback);
+      log::info("", "hub: the callback answered 410 Gone: unsubscribed", {{"topic", s.topic}, {"callback", s.callback}});
+      return;
+    }
+    const std::string error = reply ? "HTTP " + std::to_string(reply->status) : reply.error().message;
+    const auto since = s.delivered_at ? *s.delivered_at : s.created_at;
+    if (s.failures >= 3 && at(now) - since > options.give_up) {
+      (void)store->remove_hub_subscription(s.topic, s.callback);
+      log::warn("", "hub: deliveries failed for over " + std::to_string(options.give_up.count()) +
+                        " s: subscription dropped (the subscriber catches up by polling)",
+                {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+      return;
+    }
+    const auto wait = backoff(s.failures);
+    (void)store->hub_delivery_failed(s.topic, s.callback, at(now + wait), error);
+    log::warn("", "hub: delivery failed, retried in " + std::to_string(wait.count()) + " s",
+              {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+  }
+
+  // Picks what is due; the workers deliver it.
+  void scheduler() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      wake.wait_for(lock, std::chrono::seconds(1));
+      if (stopping) {
+        break;
+      }
+      lock.unlock();
+      auto lead = store->lead_hub_delivery();
+      std::vector<store::HubSubscription> subs;
+      if (lead && *lead) {
+        auto got = store->hub_subscriptions();
+        if (got) {
+          subs = std::move(*got);
+        } else {
+          log::warn("", "hub: " + got.error().message);
+        }
+      }
+      const auto now = at(Clock::now());
+      std::vector<store::HubSubscription> expired;
+      lock.lock();
+      if (lead && *lead != leading) {
+        leading = *lead;
+        log::info("", leading ? "hub: this node delivers notifications" : "hub: another node delivers notifications");
+      }
+      for (auto& s : subs) {
+        if (s.expires_at < now) {
+          expired.push_back(std::move(s));
+          continue;
+        }
+        auto name = urls.notification_set(s.topic);
+        auto seq = name ? shown_seq.find(*name) : shown_seq.end();
+        const std::pair<std::string, std::string> key{s.topic, s.callback};
+        if (seq == shown_seq.end() || s.delivered_seq >= seq->second || (s.retry_at && *s.retry_at > now) ||
+            in_flight.count(key)) {
+          continue;
+        }
+        in_flight.insert(key);
+        due.push_back(std::move(s));
+      }
+      lock.unlock();
+      for (const auto& s : expired) {
+        (void)store->remove_hub_subscription(s.topic, s.callback);
+        log::info("", "hub: lease expired", {{"topic", s.topic}, {"callback", s.callback}});
+      }
+      lock.lock();
+      if (!due.empty()) {
+        wake.notify_all();
+      }
+    }
+  }
+
+  void worker() {
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      if (due.empty()) {
+        wake.wait(lock);
+        continue;
+      }
+      store::HubSubscription s = std::move(due.front());
+      due.pop_front();
+      lock.unlock();
+      try {
+        deliver(s);
+      } catch (const std::exception& e) {
+        log::error("", std::string("hub: delivery: ") + e.what());
+      }
+      lock.lock();
+      in_flight.erase({s.topic, s.callback});
+    }
+  }
+};
+
+Hub::Hub(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> reader, UrlScheme urls,
+         HubTransport transport, HubOptions options)
+    : m_impl(std::make_unique<Impl>(std::move(store), std::move(reader), std::move(urls), std::move(transport),
+                                    options)) {}
+
+Hub::~Hub() { stop(); }
+
+void Hub::start() {
+  std::lock_guard lock(m_impl->mutex);
+  if (m_impl->started) {
+    return;
+  }
+  m_impl->started = true;
+  Impl* impl = m_impl.get();
+  m_impl->threads.emplace_back([impl] { impl->verifier(); });
+  m_impl->threads.emplace_back([impl] { impl->scheduler(); });
+  for (unsigned i = 0; i < std::max(1u, m_impl->options.delivery_threads); ++i) {
+    m_impl->threads.emplace_back([impl] { impl->worker(); });
+  }
+}
+
+void Hub::stop() {
+  {
+    std::lock_guard lock(m_impl->mutex);
+    m_impl->stopping = true;
+  }
+  m_impl->wake.notify_all();
+  for (auto& t : m_impl->threads) {
+    if (t.joinable()) {
+      t.join();
+    }
+  }
+  m_impl->threads.clear();
+}
+
+bool Hub::handle(const http::Request& req, http::Response& res) {
+  const std::string hub_path = m_impl->urls.path_of(m_impl->urls.hub());
+  if (req.path == hub_path) {
+    if (req.method != "POST") {
+      res.set_header("Allow", "POST");
+      answer(res, 405, "the hub takes WebSub subscription requests: POST, application/x-www-form-urlencoded");
+      return true;
+    }
+    m_impl->subscription_request(req, res);
+    return true;
+  }
+  // "<base path>/sets/<set>/notification/changelist"
+  std::optional<std::string> set;
+  constexpr std::string_view tail = "/notification/changelist";
+  if (const size_t sets = req.path.rfind("/sets/");
+      sets != std::string::npos && req.path.size() > sets + 6 + tail.size() &&
+      req.path.compare(req.path.size() - tail.size(), tail.size(), tail) == 0) {
+    std::string name = req.path.substr(sets + 6, req.path.size() - tail.size() - sets - 6);
+    if (m_impl->urls.path_of(m_impl->urls.change_notification(name)) == req.path) {
+      set = std::move(name);
+    }
+  }
+  if (!set) {
+    return false;
+  }
+  {
+    std::lock_guard lock(m_impl->mutex);
+    if (!m_impl->sets.count(*set)) {
+      return false;
+    }
+  }
+  if (req.method != "GET" && req.method != "HEAD") {
+    res.set_header("Allow", "GET, HEAD");
+    answer(res, 405, "a topic is read with GET or HEAD; subscribe at " + m_impl->urls.hub());
+    return true;
+  }
+  // WebSub 4: discovery through the topic's Link header.
+  const std::string topic = m_impl->urls.change_notification(*set);
+  res.set_header("Link", rs::websub::link_header(m_impl->urls.hub(), topic));
+  answer(res, 200, "ResourceSync Change Notification channel of set '" + *set + "' (its Change List: " +
+                       m_impl->urls.change_list(*set) + "); subscribe through the WebSub hub " + m_impl->urls.hub());
+  return true;
+}
+
+void Hub::published(const std::vector<PublishedSet>& sets, int64_t seq) {
+  {
+    std::lock_guard lock(m_impl->mutex);
+    for (const auto& s : sets) {
+      m_impl->sets[s.name] = s;
+      m_impl->shown_seq[s.name] = seq;
+    }
+  }
+  m_impl->wake.notify_all();
+}
+
+Result<std::vector<store::HubSubscription>> Hub::subscriptions() { return m_impl->store->hub_subscriptions(); }
+
+} // namespace tributary::pub

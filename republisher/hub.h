@@ -1,0 +1,98 @@
+#pragma once
+
+#include "common/http/server.h"
+#include "republisher/documents.h"
+#include "republisher/url_scheme.h"
+#include "sync_engine/store/push_store.h"
+#include "sync_engine/store/store_reader.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+// Our WebSub hub (W3C WebSub, 2018) for ResourceSync Change Notification
+// 1.0.1: each published set has a Change Notification channel, whose topic
+// its Capability List names with the hub (render_capability_list). A
+// subscriber POSTs a subscription to the hub; the hub verifies its intent
+// at the callback (the challenge must come back) before it records
+// anything, then POSTs each change of the set, as our Change List shows it,
+// to the callback: signed with HMAC-SHA256 when the subscriber gave a
+// secret, retried with back-off, in order, each change once per subscriber.
+//
+// Deliveries follow the change log: a subscription is a cursor into it (the
+// last seq acknowledged), kept in PostgreSQL, so that neither a restart nor
+// a subscriber that is down for a day loses or duplicates a change, and a
+// backlog costs no memory (a notification carries up to
+// `changes_per_notification` changes). Only changes the set's Change List
+// already shows are sent, so that a subscriber that reads the Change List on
+// the notification finds them there. One node delivers at a time (a lease
+// in the database); any node takes subscriptions.
+namespace tributary::pub {
+
+// Outbound HTTP, given by whoever owns the process: the hub knows nothing of
+// the network's policy (the daemon refuses callbacks on private addresses
+// unless the operator allows their hosts).
+struct HubRequest {
+  std::string method; // "GET" or "POST"
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::string content_type;
+};
+struct HubReply {
+  int status = 0;
+  std::string body; // at most a few KiB are kept
+};
+using HubTransport = std::function<Result<HubReply>(const HubRequest&)>;
+
+struct HubOptions {
+  // Leases: what a subscriber asks for is kept within [min, max]; none
+  // asked: the default.
+  std::chrono::seconds default_lease{7 * 86400};
+  std::chrono::seconds min_lease{300};
+  std::chrono::seconds max_lease{30 * 86400};
+  size_t max_subscriptions = 10000;
+  // Verifications waiting (a flood of requests is refused with 503).
+  size_t max_pending_verifications = 1000;
+  size_t changes_per_notification = 1000;
+  // A subscriber whose deliveries failed for this long is dropped (it
+  // catches up by polling, and may subscribe again).
+  std::chrono::seconds give_up{86400};
+  unsigned delivery_threads = 4;
+};
+
+class Hub {
+public:
+  // `store` and `reader` are the hub's own (its threads use them).
+  Hub(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> reader, UrlScheme urls,
+      HubTransport transport, HubOptions options = {});
+  ~Hub();
+  Hub(const Hub&) = delete;
+  Hub& operator=(const Hub&) = delete;
+
+  // Starts verifying and delivering.
+  void start();
+  // Stops the threads (stop the server first).
+  void stop();
+
+  // Answers POST /hub (subscription requests) and GET/HEAD of a topic (its
+  // Link header names the hub and the topic, WebSub 4); false: not a hub
+  // URL. May block (the database).
+  bool handle(const http::Request& req, http::Response& res);
+
+  // The republisher rendered these sets' Change Lists up to change-log seq
+  // `seq`: their subscribers get the changes up to there.
+  void published(const std::vector<PublishedSet>& sets, int64_t seq);
+
+  // For the status API.
+  Result<std::vector<store::HubSubscription>> subscriptions();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace tributary::pub

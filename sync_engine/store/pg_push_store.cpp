@@ -1,0 +1,212 @@
+#include "sync_engine/store/pg_push_store.h"
+
+#include "sync_engine/store/migrations.h"
+#include "sync_engine/store/pg_guard.h"
+
+#include <mutex>
+
+namespace tributary::store {
+
+namespace {
+
+// Advisory lock space of the hub's delivery lease ("trhb").
+constexpr int k_hub_lock_space = 0x74726862;
+
+std::string us(const char* column) {
+  return std::string("(extract(epoch from ") + column + ") * 1000000)::bigint";
+}
+
+rs::Timestamp read_time(const pqxx::field& f) { return rs::Timestamp(std::chrono::microseconds(f.as<long long>())); }
+
+std::optional<rs::Timestamp> read_opt_time(const pqxx::field& f) {
+  return f.is_null() ? std::nullopt : std::optional<rs::Timestamp>(read_time(f));
+}
+
+std::string text(const pqxx::field& f) { return f.is_null() ? std::string() : f.as<std::string>(); }
+
+std::optional<std::string> nonempty(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+std::optional<std::string> opt_time(const std::optional<rs::Timestamp>& t) {
+  return t ? std::optional<std::string>(rs::format_w3c_datetime(*t)) : std::nullopt;
+}
+
+} // namespace
+
+struct PgPushStore::Impl {
+  explicit Impl(const std::string& conninfo) : conn(conninfo) {}
+  std::mutex mutex;
+  pqxx::connection conn;
+};
+
+PgPushStore::PgPushStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+PgPushStore::~PgPushStore() = default;
+
+Result<std::unique_ptr<PgPushStore>> PgPushStore::open(const std::string& conninfo) {
+  if (auto ok = check_schema(conninfo); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return guarded("open the subscription store", [&]() -> Result<std::unique_ptr<PgPushStore>> {
+    return std::unique_ptr<PgPushStore>(new PgPushStore(std::make_unique<Impl>(conninfo)));
+  });
+}
+
+Result<void> PgPushStore::put_hub_subscription(const HubSubscription& s) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record a hub subscription", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("INSERT INTO hub_subscription (topic, callback, secret, lease_seconds, expires_at, delivered_seq) "
+                   "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (topic, callback) DO UPDATE SET "
+                   "secret = EXCLUDED.secret, lease_seconds = EXCLUDED.lease_seconds, expires_at = EXCLUDED.expires_at",
+                   s.topic, s.callback, nonempty(s.secret), s.lease_seconds, rs::format_w3c_datetime(s.expires_at),
+                   static_cast<long long>(s.delivered_seq));
+    tx.commit();
+    return {};
+  });
+}
+
+Result<bool> PgPushStore::remove_hub_subscription(const std::string& topic, const std::string& callback) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("remove a hub subscription", [&]() -> Result<bool> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("DELETE FROM hub_subscription WHERE topic = $1 AND callback = $2", topic, callback);
+    tx.commit();
+    return r.affected_rows() > 0;
+  });
+}
+
+Result<std::vector<HubSubscription>> PgPushStore::hub_subscriptions() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read hub subscriptions", [&]() -> Result<std::vector<HubSubscription>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto rows = tx.exec("SELECT topic, callback, secret, lease_seconds, " + us("expires_at") + ", " +
+                        us("created_at") + ", delivered_seq, " + us("delivered_at") +
+                        ", deliveries, failures, failures_total, " + us("retry_at") +
+                        ", last_error FROM hub_subscription ORDER BY topic, callback");
+    std::vector<HubSubscription> out;
+    for (const auto& row : rows) {
+      HubSubscription s;
+      s.topic = row[0].as<std::string>();
+      s.callback = row[1].as<std::string>();
+      s.secret = text(row[2]);
+      s.lease_seconds = row[3].as<int>();
+      s.expires_at = read_time(row[4]);
+      s.created_at = read_time(row[5]);
+      s.delivered_seq = row[6].as<int64_t>();
+      s.delivered_at = read_opt_time(row[7]);
+      s.deliveries = row[8].as<uint64_t>();
+      s.failures = row[9].as<int>();
+      s.failures_total = row[10].as<uint64_t>();
+      s.retry_at = read_opt_time(row[11]);
+      s.last_error = text(row[12]);
+      out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
+Result<void> PgPushStore::hub_delivered(const std::string& topic, const std::string& callback, int64_t seq,
+                                        rs::Timestamp at) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record a hub delivery", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("UPDATE hub_subscription SET delivered_seq = greatest(delivered_seq, $3), delivered_at = $4, "
+                   "deliveries = deliveries + 1, failures = 0, retry_at = NULL WHERE topic = $1 AND callback = $2",
+                   topic, callback, static_cast<long long>(seq), rs::format_w3c_datetime(at));
+    tx.commit();
+    return {};
+  });
+}
+
+Result<void> PgPushStore::hub_delivery_failed(const std::string& topic, const std::string& callback,
+                                              rs::Timestamp retry_at, const std::string& error) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record a failed hub delivery", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("UPDATE hub_subscription SET failures = failures + 1, failures_total = failures_total + 1, "
+                   "retry_at = $3, last_error = $4 WHERE topic = $1 AND callback = $2",
+                   topic, callback, rs::format_w3c_datetime(retry_at), error);
+    tx.commit();
+    return {};
+  });
+}
+
+Result<bool> PgPushStore::lead_hub_delivery() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("take the hub's delivery lease", [&]() -> Result<bool> {
+    pqxx::nontransaction tx(m_impl->conn);
+    // Session-level: held until this connection closes (or is lost, when
+    // another node's next try takes it). Asked again only when not held,
+    // so that it is held once however often this is called.
+    const bool held = tx.exec_params1("SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND "
+                                      "pid = pg_backend_pid() AND classid = $1::bigint::oid AND objid = 1 AND granted",
+                                      k_hub_lock_space)[0].as<bool>();
+    const bool got = held || tx.exec_params1("SELECT pg_try_advisory_lock($1, 1)", k_hub_lock_space)[0].as<bool>();
+    return got;
+  });
+}
+
+Result<void> PgPushStore::put_push_subscription(const PushSubscription& s) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record a push subscription", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("INSERT INTO push_subscription (source, topic, hub, token, secret, state, lease_seconds, "
+                   "expires_at, requested_at, verified_at, last_notification_at, notifications, ignored, last_note) "
+                   "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+                   "ON CONFLICT (source, topic) DO UPDATE SET hub = EXCLUDED.hub, token = EXCLUDED.token, "
+                   "secret = EXCLUDED.secret, state = EXCLUDED.state, lease_seconds = EXCLUDED.lease_seconds, "
+                   "expires_at = EXCLUDED.expires_at, requested_at = EXCLUDED.requested_at, "
+                   "verified_at = EXCLUDED.verified_at, last_notification_at = EXCLUDED.last_notification_at, "
+                   "notifications = EXCLUDED.notifications, ignored = EXCLUDED.ignored, last_note = EXCLUDED.last_note",
+                   s.source, s.topic, s.hub, s.token, nonempty(s.secret), s.state, s.lease_seconds,
+                   opt_time(s.expires_at), rs::format_w3c_datetime(s.requested_at), opt_time(s.verified_at),
+                   opt_time(s.last_notification_at), static_cast<long long>(s.notifications),
+                   static_cast<long long>(s.ignored), nonempty(s.last_note));
+    tx.commit();
+    return {};
+  });
+}
+
+Result<bool> PgPushStore::remove_push_subscription(const std::string& source, const std::string& topic) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("remove a push subscription", [&]() -> Result<bool> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("DELETE FROM push_subscription WHERE source = $1 AND topic = $2", source, topic);
+    tx.commit();
+    return r.affected_rows() > 0;
+  });
+}
+
+Result<std::vector<PushSubscription>> PgPushStore::push_subscriptions() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read push subscriptions", [&]() -> Result<std::vector<PushSubscription>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto rows = tx.exec("SELECT source, topic, hub, token, secret, state, coalesce(lease_seconds, 0), " +
+                        us("expires_at") + ", " + us("requested_at") + ", " + us("verified_at") + ", " +
+                        us("last_notification_at") +
+                        ", notifications, ignored, last_note FROM push_subscription ORDER BY source, topic");
+    std::vector<PushSubscription> out;
+    for (const auto& row : rows) {
+      PushSubscription s;
+      s.source = row[0].as<std::string>();
+      s.topic = row[1].as<std::string>();
+      s.hub = row[2].as<std::string>();
+      s.token = row[3].as<std::string>();
+      s.secret = text(row[4]);
+      s.state = row[5].as<std::string>();
+      s.lease_seconds = row[6].as<int>();
+      s.expires_at = read_opt_time(row[7]);
+      s.requested_at = read_time(row[8]);
+      s.verified_at = read_opt_time(row[9]);
+      s.last_notification_at = read_opt_time(row[10]);
+      s.notifications = row[11].as<uint64_t>();
+      s.ignored = row[12].as<uint64_t>();
+      s.last_note = text(row[13]);
+      out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
+} // namespace tributary::store

@@ -1,0 +1,323 @@
+// Issue #16: ResourceSync Change Notification over WebSub, both ways, with
+// real daemons over real PostgreSQL and HTTP: an upstream Source, Tributary
+// A following it (polling), A's hub pushing to Tributary B, which polls only
+// hourly. Also the hub's defences (a forged subscription, a callback on a
+// private address) and the subscriber's (a bad signature, a foreign topic,
+// an old change), a restart of the hub, lease renewal, and a missed
+// notification caught by polling.
+#include "daemon_client.h"
+#include "http_get.h"
+#include "process.h"
+#include "sync_fixture.h"
+
+#include "resourcesync/websub.h"
+
+#include <fstream>
+
+using namespace tributary;
+using namespace tributary::test;
+
+namespace {
+
+void edit_config(TestDaemon& d, const std::function<void(json&)>& f) {
+  json j;
+  {
+    std::ifstream in(d.cfg);
+    j = json::parse(in);
+  }
+  f(j);
+  std::ofstream(d.cfg) << j.dump(2);
+}
+
+// One value of a query on the daemon's database ("" for none or NULL).
+std::string scalar(const TestDaemon& d, const std::string& sql) {
+  pqxx::connection c(d.db.conninfo());
+  pqxx::read_transaction tx(c);
+  auto r = tx.exec(sql);
+  return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
+}
+
+bool eventually(const std::function<bool()>& pred, double seconds) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// A upstream of `up`, polling every second, its hub allowed to call back
+// on 127.0.0.1 (where B listens).
+void configure_a(TestDaemon& a, const std::string& min_lease = "5m") {
+  edit_config(a, [&](json& j) {
+    j["push"] = {{"callback_allow_hosts", {"127.0.0.1"}}, {"min_lease", min_lease}};
+  });
+}
+
+// B following A's set "up", polling every `interval` (and, subscribed, no
+// more often than `poll`), asking for signed notifications.
+void configure_b(TestDaemon& b, const std::string& interval, const std::string& poll, const std::string& lease = "7d") {
+  edit_config(b, [&](json& j) {
+    j["sources"][0]["interval"] = interval;
+    j["push"] = {{"sign", true}, {"poll_interval", poll}, {"lease", lease}};
+  });
+}
+
+// The upstream publishes one more resource, created at `t`.
+void add_resource(Site& site, Upstream& up, std::vector<rs::Entry>& changes, const std::string& path,
+                  const std::string& body, rs::Timestamp t) {
+  site.put(path, body);
+  rs::Entry e = resource_entry(up.url(path), body);
+  e.md->change = rs::Change::created;
+  e.md->datetime = t;
+  changes.push_back(e);
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+}
+
+bool b_active(const TestDaemon& b) {
+  return scalar(b, "SELECT state FROM push_subscription WHERE source = 'a'") == "active";
+}
+
+} // namespace
+
+TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -> B within about a second while A "
+          "and B poll hourly, and a restart of A keeps both subscriptions") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/0.txt", "zero");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  std::vector<rs::Entry> changes;
+
+  // Z: a Source with a hub (a Tributary polling the upstream every second).
+  TestDaemon z({{"up", up.url("/")}});
+  configure_a(z);
+  z.start();
+  REQUIRE(wait_for(z.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  // Its Capability List offers the channel, the topic names the hub.
+  auto caps = http_get(z.base + "/sets/up/capabilitylist.xml");
+  CHECK(caps.body.find("changelist-notification") != std::string::npos);
+  CHECK(caps.body.find(z.base + "/hub") != std::string::npos);
+  auto topic = http_get(z.base + "/sets/up/notification/changelist");
+  CHECK(topic.status == 200);
+
+  // A follows Z, B follows A, both hourly: only pushes move changes fast.
+  TestDaemon a({{"z", z.base + "/.well-known/resourcesync"}});
+  configure_b(a, "1h", "1h");
+  edit_config(a, [](json& j) { j["push"]["callback_allow_hosts"] = {"127.0.0.1"}; });
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "z", 1); }));
+  TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
+  configure_b(b, "1h", "1h");
+  b.start();
+  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 1); }));
+  REQUIRE(eventually([&] { return scalar(a, "SELECT state FROM push_subscription") == "active"; }, 15));
+  REQUIRE(eventually([&] { return b_active(b); }, 15));
+  CHECK(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription WHERE secret IS NOT NULL") == "1"; }, 5));
+  CHECK(eventually([&] { return scalar(z, "SELECT count(*) FROM hub_subscription WHERE secret IS NOT NULL") == "1"; }, 5));
+
+  // Upstream -> Z by Z's polling (1 s), Z -> A -> B by push.
+  for (int i = 1; i <= 3; ++i) {
+    add_resource(site, up, changes, "/res/" + std::to_string(i) + ".txt", "body " + std::to_string(i),
+                 ts(("2026-01-02T00:00:0" + std::to_string(i) + "Z").c_str()));
+    REQUIRE(wait_for(z.base, [&](const json& st) { return in_sync(st, "up", 1 + i); }));
+    const auto held_by_z = std::chrono::steady_clock::now();
+    REQUIRE(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 1 + i); }, 10));
+    MESSAGE("Z held change " << i << "; B held it " << since(held_by_z) << " s later");
+    CHECK(since(held_by_z) < 5.0);
+    CHECK(status_of(a.base)["data"]["sources"][0]["resources"]["live"] == 1 + i);
+  }
+  CHECK(std::stoi(scalar(a, "SELECT notifications FROM push_subscription")) >= 3);
+  CHECK(std::stoi(scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'")) >= 3);
+  CHECK(b.log_text().find("push: notification accepted") != std::string::npos);
+  // Both ends in the status API and /metrics, without tokens or secrets.
+  Answer api = call(b.base, "GET", "/api/v1/push");
+  REQUIRE(api.status == 200);
+  auto pj = json::parse(api.body);
+  REQUIRE(pj["data"]["subscriptions"].size() == 1);
+  CHECK(pj["data"]["subscriptions"][0]["state"] == "active");
+  CHECK(pj["data"]["subscriptions"][0]["signed"] == true);
+  CHECK(pj["data"]["subscriptions"][0]["notifications"].get<int>() >= 3);
+  CHECK(api.body.find(scalar(b, "SELECT token FROM push_subscription")) == std::string::npos);
+  CHECK(api.body.find(scalar(b, "SELECT secret FROM push_subscription")) == std::string::npos);
+  auto hub_api = json::parse(call(a.base, "GET", "/api/v1/status").body);
+  REQUIRE(hub_api["data"]["push"]["subscribers"].size() == 1);
+  CHECK(hub_api["data"]["push"]["subscribers"][0]["deliveries"].get<int>() >= 3);
+  CHECK(call(b.base, "GET", "/metrics").body.find("tributary_push_subscription_active{source=\"a\"") !=
+        std::string::npos);
+  CHECK(call(a.base, "GET", "/metrics").body.find("tributary_hub_subscribers 1") != std::string::npos);
+
+  // A restarts: both its subscription (to Z) and its subscriber (B) are in
+  // its database, so the next change is pushed through without anyone
+  // subscribing again.
+  const std::string verified_a = scalar(a, "SELECT verified_at FROM push_subscription");
+  const std::string verified_b = scalar(b, "SELECT verified_at FROM push_subscription WHERE source = 'a'");
+  CHECK(a.stop().second == 0);
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "z", 4); }));
+  add_resource(site, up, changes, "/res/4.txt", "body 4", ts("2026-01-02T00:00:04Z"));
+  REQUIRE(wait_for(z.base, [&](const json& st) { return in_sync(st, "up", 5); }));
+  const auto held_by_z = std::chrono::steady_clock::now();
+  REQUIRE(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 5); }, 10));
+  CHECK(since(held_by_z) < 5.0);
+  CHECK(scalar(a, "SELECT verified_at FROM push_subscription") == verified_a);
+  CHECK(scalar(b, "SELECT verified_at FROM push_subscription WHERE source = 'a'") == verified_b);
+}
+
+TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and never calls private addresses "
+          "it was not allowed") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/0.txt", "zero");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon a({{"up", up.url("/")}});
+  configure_a(a);
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "up", 1); }));
+
+  // Two callbacks: one that echoes the challenge (it asked), one that does
+  // not (someone subscribed it without asking).
+  httplib::Server cb;
+  std::atomic<int> asked{0};
+  cb.Get("/willing", [&](const httplib::Request& req, httplib::Response& res) {
+    ++asked;
+    res.set_content(req.get_param_value("hub.challenge"), "text/plain");
+  });
+  cb.Get("/unwilling", [&](const httplib::Request&, httplib::Response& res) {
+    ++asked;
+    res.status = 404;
+  });
+  cb.Get("/wrong", [&](const httplib::Request&, httplib::Response& res) {
+    ++asked;
+    res.set_content("not the challenge", "text/plain");
+  });
+  ServerThread running(cb);
+  const std::string topic = a.base + "/sets/up/notification/changelist";
+  auto form_post = [&](const std::string& body) {
+    httplib::Client c(a.base);
+    auto r = c.Post("/hub", body, "application/x-www-form-urlencoded");
+    return r ? r->status : 0;
+  };
+  CHECK(form_post(rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                           {"hub.callback", running.base() + "/unwilling"}})) == 202);
+  CHECK(form_post(rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                           {"hub.callback", running.base() + "/wrong"}})) == 202);
+  CHECK(form_post(rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                           {"hub.callback", running.base() + "/willing"}})) == 202);
+  // Refused at once: a topic not ours, a callback that is no URL, no mode.
+  CHECK(form_post(rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", "http://elsewhere/t"},
+                                           {"hub.callback", running.base() + "/willing"}})) == 400);
+  CHECK(form_post(rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                           {"hub.callback", "javascript:alert(1)"}})) == 400);
+  CHECK(form_post("hub.topic=x") == 400);
+  REQUIRE(eventually([&] { return asked.load() >= 3; }, 10));
+  REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 5));
+  CHECK(scalar(a, "SELECT callback FROM hub_subscription") == running.base() + "/willing");
+
+  // A hub allowed no private callback host refuses to call 127.0.0.1 at all.
+  TestDaemon strict({{"up", up.url("/")}});
+  edit_config(strict, [](json& j) { j["push"] = {{"subscribe", false}}; });
+  strict.start();
+  REQUIRE(wait_for(strict.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  const int before = asked.load();
+  httplib::Client c(strict.base);
+  auto r = c.Post("/hub",
+                  rs::websub::encode_form({{"hub.mode", "subscribe"},
+                                           {"hub.topic", strict.base + "/sets/up/notification/changelist"},
+                                           {"hub.callback", running.base() + "/willing"}}),
+                  "application/x-www-form-urlencoded");
+  REQUIRE(r);
+  CHECK(r->status == 202);
+  CHECK(eventually([&] { return strict.log_text().find("not verified") != std::string::npos; }, 10));
+  CHECK(asked.load() == before);
+  CHECK(scalar(strict, "SELECT count(*) FROM hub_subscription") == "0");
+}
+
+TEST_CASE("Push: B ignores a notification with a bad signature, a foreign topic or only old changes, renews its "
+          "lease, and a notification that never came is caught by polling") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/0.txt", "zero");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  std::vector<rs::Entry> changes;
+  TestDaemon a({{"up", up.url("/")}});
+  configure_a(a, "1s");
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
+  // A lease of 4 s: renewed at four fifths of it, again and again.
+  configure_b(b, "2s", "6s", "4s");
+  b.start();
+  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 1); }));
+  REQUIRE(eventually([&] { return b_active(b); }, 15));
+  const std::string token = scalar(b, "SELECT token FROM push_subscription WHERE source = 'a'");
+  const std::string secret = scalar(b, "SELECT secret FROM push_subscription WHERE source = 'a'");
+  const std::string topic = scalar(b, "SELECT topic FROM push_subscription WHERE source = 'a'");
+  REQUIRE(!secret.empty());
+
+  // Forged notifications, each announcing a change from the future.
+  const std::string body =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+      "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"changelist-notification\"/>"
+      "<url><loc>" + a.base + "/sets/up/resources/x</loc><rs:md change=\"created\" datetime=\"2099-01-01T00:00:00Z\"/>"
+      "</url></urlset>";
+  auto notify = [&](const std::string& payload, const std::string& signature, const std::string& self) {
+    httplib::Client c(b.base);
+    httplib::Headers h{{"Link", rs::websub::link_header(a.base + "/hub", self)}};
+    if (!signature.empty()) {
+      h.emplace("X-Hub-Signature", signature);
+    }
+    auto r = c.Post(("/push/" + token).c_str(), h, payload, "application/xml");
+    return r ? r->status : 0;
+  };
+  const auto ignored = [&] { return std::stoi(scalar(b, "SELECT ignored FROM push_subscription WHERE source = 'a'")); };
+  CHECK(notify(body, "sha256=" + std::string(64, '0'), topic) == 202);
+  CHECK(ignored() == 1);
+  CHECK(notify(body, "", topic) == 202);
+  CHECK(ignored() == 2);
+  CHECK(notify(body, rs::websub::signature(secret, body), "http://elsewhere/topic") == 202);
+  CHECK(ignored() == 3);
+  const std::string old = std::string(body).replace(body.find("2099"), 4, "2001");
+  CHECK(notify(old, rs::websub::signature(secret, old), topic) == 202);
+  CHECK(ignored() == 4);
+  CHECK(b.log_text().find("X-Hub-Signature does not match") != std::string::npos);
+  CHECK(b.log_text().find("foreign topic") != std::string::npos);
+  CHECK(b.log_text().find("out of order") != std::string::npos);
+  CHECK(b.log_text().find("push: notification accepted") == std::string::npos);
+  // A request to a callback nobody made: the hub is told to go away.
+  httplib::Client c(b.base);
+  auto gone = c.Post("/push/0123456789abcdef0123456789abcdef", body, "application/xml");
+  REQUIRE(gone);
+  CHECK(gone->status == 410);
+  auto forged_verify = c.Get(("/push/" + token + "?hub.mode=subscribe&hub.topic=http%3A%2F%2Felsewhere%2Ft&hub.challenge=x")
+                                 .c_str());
+  REQUIRE(forged_verify);
+  CHECK(forged_verify->status == 404);
+
+  // Renewal: after three leases the subscription is still active, verified
+  // again, and A still holds it.
+  const std::string first = scalar(b, "SELECT verified_at FROM push_subscription WHERE source = 'a'");
+  std::this_thread::sleep_for(std::chrono::seconds(9));
+  CHECK(b_active(b));
+  CHECK(scalar(b, "SELECT verified_at FROM push_subscription WHERE source = 'a'") != first);
+  CHECK(scalar(a, "SELECT count(*) FROM hub_subscription WHERE expires_at > now()") == "1");
+
+  // A notification lost on the way (the hub believes it delivered it): the
+  // change still reaches B, by its polling every 6 s.
+  const std::string pushed = scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'");
+  {
+    pqxx::connection conn(a.db.conninfo());
+    pqxx::work tx(conn);
+    tx.exec("UPDATE hub_subscription SET delivered_seq = delivered_seq + 1000000");
+    tx.commit();
+  }
+  add_resource(site, up, changes, "/res/1.txt", "one", ts("2026-01-02T00:00:01Z"));
+  REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
+  CHECK(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 2); }, 20));
+  CHECK(scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'") == pushed);
+}
