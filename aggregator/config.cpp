@@ -401,6 +401,24 @@ public:
                        {"poll_interval", {duration(c.push.poll_interval, false)}},
                        {"min_lease", {duration(c.push.min_lease, false)}},
                        {"max_lease", {duration(c.push.max_lease, false)}},
+                       {"external_hub", {url(c.push.external_hub, false)}},
+                       {"external_hub_secret_file", {[this, &c](const json& e, const std::string& q) {
+                          std::string f;
+                          string(f)(e, q);
+                          if (!f.empty()) {
+                            if (access(f.c_str(), R_OK) != 0) {
+                              problem(q, "cannot read " + f);
+                            }
+                            c.push.external_hub_secret = sync::SecretRef{f, ""};
+                          }
+                        }}},
+                       {"external_hub_secret_env", {[this, &c](const json& e, const std::string& q) {
+                          std::string n;
+                          string(n)(e, q);
+                          if (!n.empty()) {
+                            c.push.external_hub_secret = sync::SecretRef{"", n};
+                          }
+                        }}},
                        {"callback_allow_hosts",
                         {array<std::string>(c.push.callback_allow_hosts,
                                             [this](const json& n, const std::string& q, std::string& host) {

@@ -76,6 +76,11 @@ struct Config {
     // loopback addresses (otherwise refused: a subscriber must not turn our
     // hub against the local network).
     std::vector<std::string> callback_allow_hosts;
+    // Publish through this external WebSub hub instead of our own: our
+    // Capability Lists name it, and every notification is POSTed to it
+    // (signed with external_hub_secret_file/_env when given).
+    std::string external_hub;
+    std::optional<sync::SecretRef> external_hub_secret;
   } push;
   // What this process calls itself in the runs it records and in the
   // status API (which node runs which source); default "<host> pid <pid>".

@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 50000));
   sim_cmd->add_option("--max-changes", sim.max_changes, "Stop changing after this many changes (default: never)");
   sim_cmd->add_flag("--mirror", sim.mirror, "Add rel=\"duplicate\" links to a mirror path on the same server");
+  sim_cmd->add_flag("--hub", sim.hub,
+                    "Offer a Change Notification channel with a WebSub hub of its own (/hub) that pushes every "
+                    "change to its subscribers at once (in memory; calls back any address)");
 
   try {
     app.parse(argc, argv);

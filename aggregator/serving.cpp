@@ -46,7 +46,13 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
     return tl::unexpected(reader.error());
   }
   std::set<std::string> permitted;
-  for (const auto& host : config.push.callback_allow_hosts) {
+  std::vector<std::string> trusted = config.push.callback_allow_hosts;
+  if (!config.push.external_hub.empty()) {
+    if (auto u = sync::parse_url(config.push.external_hub)) {
+      trusted.push_back(u->host); // the operator's own hub, wherever it is
+    }
+  }
+  for (const auto& host : trusted) {
     for (auto& a : sync::resolve_host(host)) {
       permitted.insert(std::move(a));
     }
@@ -88,6 +94,14 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   options.min_lease = config.push.min_lease;
   options.max_lease = config.push.max_lease;
   options.default_lease = std::clamp(options.default_lease, options.min_lease, options.max_lease);
+  options.external_hub = config.push.external_hub;
+  if (config.push.external_hub_secret) {
+    auto secret = sync::read_secret(*config.push.external_hub_secret, "push.external_hub secret");
+    if (!secret) {
+      return tl::unexpected(secret.error());
+    }
+    options.external_hub_secret = *secret;
+  }
   return std::make_shared<pub::Hub>(std::shared_ptr<store::PgPushStore>(std::move(*subs)),
                                     std::shared_ptr<store::PgStore>(std::move(*reader)),
                                     pub::UrlScheme(config.public_url), std::move(transport), options);

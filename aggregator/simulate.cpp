@@ -6,12 +6,16 @@
 #include "resourcesync/datetime.h"
 #include "resourcesync/hash.h"
 #include "resourcesync/reader.h"
+#include "resourcesync/websub.h"
 #include "resourcesync/writer.h"
+#include "sync_engine/fetcher.h"
 
 #include <csignal>
 #include <pthread.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <ostream>
@@ -79,6 +83,21 @@ struct Simulator::Impl {
   uint64_t resource_dump_stamp = k_none;
   std::map<size_t, std::shared_ptr<const std::string>> change_packages;       // part -> ZIP
   std::map<size_t, std::shared_ptr<const std::string>> change_manifests;      // part -> manifest
+
+  // The hub (options.hub): subscribers by callback, each with how far into
+  // the log it was sent; guarded by `mutex`, woken through `pushed`.
+  struct Subscriber {
+    std::string secret;
+    std::chrono::steady_clock::time_point expires;
+    size_t sent = 0;
+    std::chrono::steady_clock::time_point retry_at{};
+  };
+  std::map<std::string, Subscriber> subscribers;
+  std::condition_variable pushed;
+  std::deque<std::map<std::string, std::string>> intents; // subscription requests to verify
+  std::thread pusher;
+  std::atomic<bool> push_stop{false}; // not `stopping`: the ticker takes stop_mutex before `mutex`
+  std::shared_ptr<sync::Fetcher> client;
 
   std::thread ticker;
   std::mutex stop_mutex;
@@ -203,8 +222,18 @@ struct Simulator::Impl {
       e.md->capability = cap;
       d.entries.push_back(e);
     }
+    if (options.hub) {
+      rs::Entry e;
+      e.loc = topic();
+      e.md = rs::Metadata{};
+      e.md->capability = "changelist-notification";
+      e.links.push_back(rs::Link{.rel = "hub", .href = url("/hub")});
+      d.entries.push_back(e);
+    }
     return rs::write_document(d);
   }
+
+  std::string topic() const { return url("/notification/changelist"); }
 
   // The Resource List (an index of parts past 50,000 entries); caller locks.
   void render_resource_list() {
@@ -248,25 +277,166 @@ struct Simulator::Impl {
     rs::DocumentWriter w(out);
     w.begin(h);
     for (size_t i = first; i < last; ++i) {
-      const ChangeRecord& c = log[i];
-      rs::Entry e;
-      if (c.kind == rs::Change::deleted) {
-        e.loc = url("/res/" + std::to_string(c.id));
-        e.md = rs::Metadata{};
-      } else {
-        Resource r;
-        r.version = c.version;
-        r.lastmod = c.at;
-        r.md5 = rs::hash_hex(rs::HashAlgorithm::md5, content(c.id, c.version));
-        e = entry_of(c.id, r);
-      }
-      e.lastmod = c.at;
-      e.md->change = c.kind;
-      e.md->datetime = c.at;
-      w.entry(e);
+      w.entry(change_entry(log[i]));
     }
     w.end();
     return out;
+  }
+
+  // One change as the Change List (and a notification) shows it.
+  rs::Entry change_entry(const ChangeRecord& c) const {
+    rs::Entry e;
+    if (c.kind == rs::Change::deleted) {
+      e.loc = url("/res/" + std::to_string(c.id));
+      e.md = rs::Metadata{};
+    } else {
+      Resource r;
+      r.version = c.version;
+      r.lastmod = c.at;
+      r.md5 = rs::hash_hex(rs::HashAlgorithm::md5, content(c.id, c.version));
+      e = entry_of(c.id, r);
+    }
+    e.lastmod = c.at;
+    e.md->change = c.kind;
+    e.md->datetime = c.at;
+    return e;
+  }
+
+  // ---- the hub ------------------------------------------------------------
+
+  void hub_request(const http::Request& req, http::Response& res) {
+    auto form = rs::websub::parse_form(req.body);
+    auto get = [&](const char* k) {
+      auto it = form ? form->find(k) : form->end();
+      return form && it != form->end() ? it->second : std::string();
+    };
+    const std::string mode = get("hub.mode");
+    const std::string callback = get("hub.callback");
+    if (!form || (mode != "subscribe" && mode != "unsubscribe") || get("hub.topic") != topic() ||
+        (callback.rfind("http://", 0) != 0 && callback.rfind("https://", 0) != 0)) {
+      res.status = 400;
+      res.set_body("expected hub.mode, hub.topic " + topic() + " and an http(s) hub.callback\n", "text/plain");
+      return;
+    }
+    {
+      std::lock_guard lock(mutex);
+      intents.push_back(*form);
+    }
+    pushed.notify_all();
+    res.status = 202;
+  }
+
+  // Verifies intents and pushes changes, on a thread of its own.
+  void push_loop() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      if (push_stop) {
+        return;
+      }
+      if (!intents.empty()) {
+        auto form = std::move(intents.front());
+        intents.pop_front();
+        lock.unlock();
+        verify(form);
+        lock.lock();
+        continue;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      std::string callback;
+      Subscriber sub;
+      for (auto it = subscribers.begin(); it != subscribers.end();) {
+        if (it->second.expires < now) {
+          it = subscribers.erase(it);
+          continue;
+        }
+        if (callback.empty() && it->second.sent < log.size() && it->second.retry_at <= now) {
+          callback = it->first;
+          sub = it->second;
+        }
+        ++it;
+      }
+      if (callback.empty()) {
+        pushed.wait_for(lock, std::chrono::milliseconds(200));
+        continue;
+      }
+      rs::Document d;
+      d.header = header("changelist-notification");
+      d.header.links.push_back(rs::Link{.rel = "up", .href = url("/capabilitylist.xml")});
+      const size_t upto = std::min(log.size(), sub.sent + 1000);
+      for (size_t i = sub.sent; i < upto; ++i) {
+        d.entries.push_back(change_entry(log[i]));
+      }
+      lock.unlock();
+      const bool ok = post(callback, sub.secret, rs::write_document(d));
+      lock.lock();
+      if (auto it = subscribers.find(callback); it != subscribers.end()) {
+        if (ok) {
+          it->second.sent = std::max(it->second.sent, upto);
+        } else {
+          it->second.retry_at = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        }
+      }
+    }
+  }
+
+  void verify(const std::map<std::string, std::string>& form) {
+    auto get = [&](const char* k) {
+      auto it = form.find(k);
+      return it == form.end() ? std::string() : it->second;
+    };
+    const std::string callback = get("hub.callback");
+    const std::string challenge = rs::websub::random_hex(16);
+    const std::string lease = get("hub.lease_seconds").empty() ? "86400" : get("hub.lease_seconds");
+    std::string body;
+    sync::FetchOptions o;
+    o.connect_timeout = std::chrono::seconds(5);
+    o.read_timeout = std::chrono::seconds(10);
+    o.max_redirects = 0;
+    auto r = client->fetch(callback + (callback.find('?') == std::string::npos ? "?" : "&") +
+                               rs::websub::encode_form({{"hub.mode", get("hub.mode")},
+                                                        {"hub.topic", topic()},
+                                                        {"hub.challenge", challenge},
+                                                        {"hub.lease_seconds", lease}}),
+                           o, [&](const char* d, size_t n) {
+                             body.append(d, std::min<size_t>(n, 4096));
+                             return body.size() < 4096;
+                           });
+    if (!r || r->status < 200 || r->status > 299 || body != challenge) {
+      return;
+    }
+    std::lock_guard lock(mutex);
+    if (get("hub.mode") == "unsubscribe") {
+      subscribers.erase(callback);
+      return;
+    }
+    Subscriber& s = subscribers[callback];
+    const bool renewal = s.expires != std::chrono::steady_clock::time_point{};
+    s.secret = get("hub.secret");
+    long long seconds = 86400;
+    try {
+      seconds = std::stoll(lease);
+    } catch (const std::exception&) {
+    }
+    s.expires = std::chrono::steady_clock::now() + std::chrono::seconds(std::clamp(seconds, 1LL, 864000LL));
+    if (!renewal) {
+      s.sent = log.size(); // changes from now on
+    }
+  }
+
+  bool post(const std::string& callback, const std::string& secret, const std::string& body) {
+    sync::FetchOptions o;
+    o.connect_timeout = std::chrono::seconds(5);
+    o.read_timeout = std::chrono::seconds(10);
+    o.max_redirects = 0;
+    o.method = "POST";
+    o.content_type = "application/xml";
+    o.body = body;
+    o.headers["Link"] = rs::websub::link_header(url("/hub"), topic());
+    if (!secret.empty()) {
+      o.headers["X-Hub-Signature"] = rs::websub::signature(secret, body);
+    }
+    auto r = client->fetch(callback, o, [](const char*, size_t) { return true; });
+    return r && r->status >= 200 && r->status <= 299;
   }
 
   std::string change_index() const {
@@ -470,6 +640,15 @@ struct Simulator::Impl {
   }
 
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
+    if (options.hub && req.path == "/hub" && req.method == "POST") {
+      hub_request(req, res);
+      return http::Disposition::done;
+    }
+    if (options.hub && req.path == "/notification/changelist" && (req.method == "GET" || req.method == "HEAD")) {
+      res.set_header("Link", rs::websub::link_header(url("/hub"), topic()));
+      res.set_body("WebSub topic of this Source's Change Notification channel\n", "text/plain");
+      return http::Disposition::done;
+    }
     if (req.method != "GET" && req.method != "HEAD") {
       res.status = 405;
       res.set_header("Allow", "GET, HEAD");
@@ -537,10 +716,13 @@ struct Simulator::Impl {
         due = std::min(due, options.max_changes);
       }
       if (due > applied) {
-        std::lock_guard state(mutex);
-        for (; applied < due; ++applied) {
-          change_one();
+        {
+          std::lock_guard state(mutex);
+          for (; applied < due; ++applied) {
+            change_one();
+          }
         }
+        pushed.notify_all();
       }
     }
   }
@@ -580,6 +762,10 @@ Result<void> Simulator::start() {
     m.render_resource_list();
   }
   m.ticker = std::thread([&m] { m.tick(); });
+  if (m.options.hub) {
+    m.client = sync::make_default_fetcher();
+    m.pusher = std::thread([&m] { m.push_loop(); });
+  }
   return {};
 }
 
@@ -588,10 +774,13 @@ int Simulator::port() const { return m_impl->server ? m_impl->server->port() : 0
 std::string Simulator::base_url() const { return m_impl->base; }
 
 void Simulator::change(uint64_t n) {
-  std::lock_guard lock(m_impl->mutex);
-  for (uint64_t i = 0; i < n; ++i) {
-    m_impl->change_one();
+  {
+    std::lock_guard lock(m_impl->mutex);
+    for (uint64_t i = 0; i < n; ++i) {
+      m_impl->change_one();
+    }
   }
+  m_impl->pushed.notify_all();
 }
 
 uint64_t Simulator::changes() const {
@@ -614,8 +803,16 @@ void Simulator::stop() {
     m.stopping = true;
   }
   m.stop_cv.notify_all();
+  {
+    std::lock_guard lock(m.mutex);
+    m.push_stop = true;
+  }
+  m.pushed.notify_all();
   if (m.ticker.joinable()) {
     m.ticker.join();
+  }
+  if (m.pusher.joinable()) {
+    m.pusher.join();
   }
   if (m.server) {
     m.server->stop();
@@ -634,7 +831,8 @@ int run_simulate(const SimulateOptions& options, std::ostream& out, std::ostream
     return 1;
   }
   out << "simulating " << options.resources << " resources, " << options.change_rate
-      << " changes/s (seed " << options.seed << "): " << sim.base_url() << "/.well-known/resourcesync" << std::endl;
+      << " changes/s (seed " << options.seed << "): " << sim.base_url() << "/.well-known/resourcesync"
+      << (options.hub ? ", notifications through " + sim.base_url() + "/hub" : std::string()) << std::endl;
   int sig = 0;
   sigwait(&signals, &sig);
   out << "stopping after " << sim.changes() << " changes (" << sim.live() << " resources live)" << std::endl;

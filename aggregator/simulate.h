@@ -20,6 +20,11 @@ struct SimulateOptions {
   size_t part_size = 1000;     // changes per Change List part; full parts close
   bool mirror = false;         // `duplicate` links to /mirror/... on the same server
   uint64_t max_changes = 0;    // stop changing after this many (0: never stop)
+  // A WebSub hub of its own (/hub) for a Change Notification channel the
+  // Capability List offers: every change is pushed to the subscribers at
+  // once (subscriptions in memory, intent verified, signed when a secret
+  // is given). For tests and benchmarks: it calls back any address.
+  bool hub = false;
 };
 
 // A changing ResourceSync Source held in memory, for demos, tests and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, crash, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, push, crash, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
@@ -213,6 +213,12 @@ CFG
   for p in "${pids[@]}"; do kill "$p"; done
   wait 2>/dev/null || true
   rm -rf "$work"
+fi
+if [ "$which" = all ] || [ "$which" = push ]; then
+  echo "== bench/push (tributary simulate --hub -> A -> B: upstream change -> visible in B's Change List; push, then polling every 60 s)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/push.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = crash ]; then
   # The crash matrix (tests/crash/crash_matrix.py): trials of SIGKILLs

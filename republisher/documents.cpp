@@ -155,7 +155,7 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
 }
 
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump,
-                                   bool change_dump, bool notifications) {
+                                   bool change_dump, const std::string& hub) {
   rs::Document d = capability_document("capabilitylist");
   d.header.links.push_back(link("up", urls.source_description()));
   d.entries.push_back(capability_entry(urls.resource_list(set.name), "resourcelist"));
@@ -166,9 +166,9 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
   if (change_dump) {
     d.entries.push_back(capability_entry(urls.change_dump(set.name), "changedump"));
   }
-  if (notifications) {
+  if (!hub.empty()) {
     rs::Entry e = capability_entry(urls.change_notification(set.name), "changelist-notification");
-    e.links.push_back(link("hub", urls.hub()));
+    e.links.push_back(link("hub", hub));
     d.entries.push_back(std::move(e));
   }
   return rs::write_document(d);

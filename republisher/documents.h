@@ -67,11 +67,11 @@ rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const stor
 
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
 // `resource_dump`, `change_dump`: the set has them to offer;
-// `notifications`: our hub offers its Change Notification channel (spec:
+// `hub`: the WebSub hub of the set's Change Notification channel (spec:
 // Change Notification 1.0.1, section 5: the topic as an entry of capability
-// "changelist-notification", the hub in its rel="hub" link).
+// "changelist-notification", the hub in its rel="hub" link); empty: none.
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false,
-                                   bool change_dump = false, bool notifications = false);
+                                   bool change_dump = false, const std::string& hub = {});
 
 // Every live resource of the set, in feed then URI order (stable, so parts do
 // not reshuffle needlessly); one document, or parts and an index past the

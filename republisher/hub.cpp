@@ -60,6 +60,7 @@ struct Hub::Impl {
   std::deque<store::HubSubscription> due;
   bool leading = false;
   std::vector<std::thread> threads;
+  std::set<std::string> external_known; // sets whose topic the external hub follows (scheduler only)
 
   Impl(std::shared_ptr<store::PushStore> s, std::shared_ptr<store::StoreReader> r, UrlScheme u, HubTransport t,
        HubOptions o)
@@ -229,6 +230,37 @@ struct Hub::Impl {
     return rs::write_document(d);
   }
 
+  std::string hub_url() const { return options.external_hub.empty() ? urls.hub() : options.external_hub; }
+
+  // With an external hub: each published set's topic has it as a
+  // subscriber (added once; its cursor then moves like any other's).
+  void publish_to_external(const std::vector<std::pair<std::string, int64_t>>& missing) {
+    auto have = store->hub_subscriptions();
+    if (!have) {
+      return;
+    }
+    for (const auto& [name, seq] : missing) {
+      const std::string topic = urls.change_notification(name);
+      const bool there = std::any_of(have->begin(), have->end(), [&](const store::HubSubscription& h) {
+        return h.topic == topic && h.callback == options.external_hub;
+      });
+      if (!there) {
+        store::HubSubscription s;
+        s.topic = topic;
+        s.callback = options.external_hub;
+        s.secret = options.external_hub_secret;
+        s.lease_seconds = 0;
+        s.expires_at = at(Clock::now() + std::chrono::hours(24 * 365 * 100)); // the operator's: never expires
+        s.delivered_seq = seq;
+        if (!store->put_hub_subscription(s)) {
+          continue;
+        }
+        log::info("", "hub: publishing to the external hub", {{"topic", topic}, {"hub", options.external_hub}});
+      }
+      external_known.insert(name);
+    }
+  }
+
   std::chrono::seconds backoff(int failures) {
     return std::chrono::seconds(std::min<int64_t>(int64_t(1) << std::min(failures, 12), 3600));
   }
@@ -265,7 +297,7 @@ struct Hub::Impl {
     post.url = s.callback;
     post.body = payload(set, *changes);
     post.content_type = "application/xml";
-    post.headers.emplace_back("Link", rs::websub::link_header(urls.hub(), s.topic));
+    post.headers.emplace_back("Link", rs::websub::link_header(hub_url(), s.topic));
     if (!s.secret.empty()) {
       post.headers.emplace_back("X-Hub-Signature", rs::websub::signature(s.secret, post.body));
     }
@@ -309,8 +341,21 @@ struct Hub::Impl {
       if (stopping) {
         break;
       }
+      // With an external hub: the sets it does not follow yet, at the
+      // seq their Change Lists show now.
+      std::vector<std::pair<std::string, int64_t>> unfollowed;
+      if (!options.external_hub.empty()) {
+        for (const auto& [name, seq] : shown_seq) {
+          if (!external_known.count(name)) {
+            unfollowed.emplace_back(name, seq);
+          }
+        }
+      }
       lock.unlock();
       auto lead = store->lead_hub_delivery();
+      if (lead && *lead && !unfollowed.empty()) {
+        publish_to_external(unfollowed);
+      }
       std::vector<store::HubSubscription> subs;
       if (lead && *lead) {
         auto got = store->hub_subscriptions();
@@ -448,9 +493,9 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
   }
   // WebSub 4: discovery through the topic's Link header.
   const std::string topic = m_impl->urls.change_notification(*set);
-  res.set_header("Link", rs::websub::link_header(m_impl->urls.hub(), topic));
+  res.set_header("Link", rs::websub::link_header(m_impl->hub_url(), topic));
   answer(res, 200, "ResourceSync Change Notification channel of set '" + *set + "' (its Change List: " +
-                       m_impl->urls.change_list(*set) + "); subscribe through the WebSub hub " + m_impl->urls.hub());
+                       m_impl->urls.change_list(*set) + "); subscribe through the WebSub hub " + m_impl->hub_url());
   return true;
 }
 
@@ -464,6 +509,8 @@ void Hub::published(const std::vector<PublishedSet>& sets, int64_t seq) {
   }
   m_impl->wake.notify_all();
 }
+
+std::string Hub::advertised_hub() const { return m_impl->hub_url(); }
 
 Result<std::vector<store::HubSubscription>> Hub::subscriptions() { return m_impl->store->hub_subscriptions(); }
 

@@ -62,6 +62,13 @@ struct HubOptions {
   // catches up by polling, and may subscribe again).
   std::chrono::seconds give_up{86400};
   unsigned delivery_threads = 4;
+  // Publish to this hub instead (an external WebSub hub the operator runs):
+  // it is what our Capability Lists and topics name, and every set's
+  // notifications are POSTed to it, as to a subscriber of each topic that
+  // needs no verification (the operator named it), with the same cursor,
+  // retries and signature (`external_hub_secret`, when given).
+  std::string external_hub;
+  std::string external_hub_secret;
 };
 
 class Hub {
@@ -86,6 +93,9 @@ public:
   // The republisher rendered these sets' Change Lists up to change-log seq
   // `seq`: their subscribers get the changes up to there.
   void published(const std::vector<PublishedSet>& sets, int64_t seq);
+
+  // The hub subscribers are sent to: ours, or the external one.
+  std::string advertised_hub() const;
 
   // For the status API.
   Result<std::vector<store::HubSubscription>> subscriptions();

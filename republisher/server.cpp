@@ -399,7 +399,7 @@ struct Republisher::Impl {
         }
         put(urls.capability_list(s.name),
             render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value(),
-                                   options.hub != nullptr));
+                                   options.hub ? options.hub->advertised_hub() : std::string()));
         if (dump_document) {
           put(urls.resource_dump(s.name), std::move(*dump_document));
         }

@@ -10,6 +10,7 @@
 #include "process.h"
 #include "sync_fixture.h"
 
+#include "aggregator/simulate.h"
 #include "resourcesync/websub.h"
 
 #include <fstream>
@@ -320,4 +321,82 @@ TEST_CASE("Push: B ignores a notification with a bad signature, a foreign topic 
   REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
   CHECK(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 2); }, 20));
   CHECK(scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'") == pushed);
+}
+
+TEST_CASE("Push: tributary simulate --hub pushes every change to A, which polls hourly, and A holds them") {
+  agg::SimulateOptions o;
+  o.port = 0;
+  o.resources = 20;
+  o.change_rate = 0; // changes only when the test makes them
+  o.hub = true;
+  agg::Simulator sim(o);
+  REQUIRE(sim.start());
+  TestDaemon a({{"sim", sim.base_url() + "/"}});
+  configure_b(a, "1h", "1h"); // signed, hourly
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "sim", 20); }));
+  REQUIRE(eventually([&] { return scalar(a, "SELECT state FROM push_subscription") == "active"; }, 15));
+  for (int round = 0; round < 3; ++round) {
+    sim.change(5);
+    const auto made = std::chrono::steady_clock::now();
+    const uint64_t live = sim.live();
+    REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "sim", live); }, 10));
+    MESSAGE("round " << round << ": A held the changes " << since(made) << " s after they were made");
+    CHECK(since(made) < 5.0);
+  }
+  // Every change reached A's change log: the Source's 15 changes after the
+  // 20 baselined resources.
+  CHECK(std::stoi(scalar(a, "SELECT count(*) FROM change_log")) >= 20 + 15);
+  CHECK(std::stoi(scalar(a, "SELECT notifications FROM push_subscription")) >= 3);
+  sim.stop();
+}
+
+TEST_CASE("Push: with push.external_hub our Capability Lists name that hub and every notification is POSTed to "
+          "it, signed with its secret") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/0.txt", "zero");
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  std::vector<rs::Entry> changes;
+  // The external hub: records what it is sent.
+  httplib::Server hub;
+  std::mutex got_mutex;
+  std::vector<std::pair<std::string, std::string>> got; // (Link, body), signature checked below
+  std::vector<std::string> signatures;
+  hub.Post("/hub", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(got_mutex);
+    got.emplace_back(req.get_header_value("Link"), req.body);
+    signatures.push_back(req.get_header_value("X-Hub-Signature"));
+    res.status = 204;
+  });
+  ServerThread running(hub);
+  const std::string hub_url = running.base() + "/hub";
+
+  TestDaemon a({{"up", up.url("/")}});
+  {
+    std::ofstream(a.dir / "hub-secret") << "operator-secret\n";
+  }
+  edit_config(a, [&](json& j) {
+    j["push"] = {{"external_hub", hub_url}, {"external_hub_secret_file", (a.dir / "hub-secret").string()}};
+  });
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  auto caps = http_get(a.base + "/sets/up/capabilitylist.xml");
+  CHECK(caps.body.find("<rs:ln rel=\"hub\" href=\"" + hub_url + "\"/>") != std::string::npos);
+  CHECK(http_get(a.base + "/sets/up/notification/changelist").body.find(hub_url) != std::string::npos);
+  REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 10));
+
+  add_resource(site, up, changes, "/res/1.txt", "one", ts("2026-01-02T00:00:01Z"));
+  REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(got_mutex);
+    return !got.empty();
+  }, 10));
+  std::lock_guard lock(got_mutex);
+  const std::string topic = a.base + "/sets/up/notification/changelist";
+  CHECK(got[0].first == rs::websub::link_header(hub_url, topic));
+  CHECK(got[0].second.find("changelist-notification") != std::string::npos);
+  CHECK(got[0].second.find(up.url("/res/1.txt")) != std::string::npos);
+  CHECK(rs::websub::check_signature(&signatures[0], "operator-secret", got[0].second) ==
+        rs::websub::SignatureCheck::valid);
 }
