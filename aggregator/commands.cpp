@@ -199,6 +199,17 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
     err << "tributary serve: " << shared.error().message << '\n';
     return 1;
   }
+  if (auto archive = attach_archive(options, config); !archive) {
+    err << "tributary serve: " << archive.error().message << '\n';
+    return 1;
+  }
+  // A serve node takes subscriptions and, when no other node does, delivers.
+  auto hub = make_hub(config);
+  if (!hub) {
+    err << "tributary serve: " << hub.error().message << '\n';
+    return 1;
+  }
+  options.hub = *hub;
   // Signals are taken by this thread with sigwait, never by a worker.
   sigset_t signals;
   sigemptyset(&signals);
@@ -224,11 +235,17 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
     err << "tributary serve: " << r.error().message << '\n';
     return 1;
   }
+  if (*hub) {
+    (*hub)->start();
+  }
   out << "serving " << config.public_url << " on " << config.listen << std::endl;
   int sig = 0;
   sigwait(&signals, &sig);
   out << "stopping (signal " << sig << ")" << std::endl;
   server.stop();
+  if (*hub) {
+    (*hub)->stop();
+  }
   republisher.stop();
   return 0;
 }

@@ -392,6 +392,9 @@ public:
                }
              }}},
             {"content", {[this, &c](const json& v, const std::string& ptr) { content(v, ptr, c.content); }}},
+            {"archives", {boolean(c.archives)}},
+            {"archive_retention", {duration(c.archive_retention, true)}},
+            {"resource_list_archive_interval", {duration(c.resource_list_archive_interval, true)}},
             {"push", {[this, &c](const json& v, const std::string& ptr) {
                object(v, ptr,
                       {{"hub", {boolean(c.push.hub)}},

@@ -55,6 +55,14 @@ struct Config {
     // (0: never).
     uint64_t cache_bytes = 20ull << 30;
   } content;
+  // ResourceSync Archives of our own (docs/push.md): a Change List Archive
+  // keeping the closed parts that change_retention compacts, and a Resource
+  // List Archive of snapshots every resource_list_archive_interval
+  // ("never": none); archived documents older than archive_retention go
+  // ("never": kept).
+  bool archives = true;
+  std::chrono::seconds archive_retention{365 * 86400};
+  std::chrono::seconds resource_list_archive_interval{7 * 86400};
   // ResourceSync Change Notification over WebSub (docs/push.md).
   struct Push {
     // Our hub: each set's Capability List offers its channel.

@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "republisher/server.h"
-#include "sync_engine/store/pg_push_store.h"
+#include "sync_engine/store/pg_aux_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/sync.h"
 
@@ -174,6 +174,7 @@ struct Daemon : DaemonState {
         }
       }
       compact_change_log(conn);
+      expire_archive();
       lock.lock();
       // Hourly; a horizon shorter than ten hours is kept within a tenth of
       // itself (at least every 10 s).
@@ -213,6 +214,13 @@ struct Daemon : DaemonState {
     if (plan.compact.empty()) {
       return;
     }
+    // The parts go into the archive first: a part compacted without its
+    // archived copy would be history lost.
+    if (auto archived = republisher->archive(plan.compact); !archived) {
+      log::warn("", "change-log retention: not compacted, the parts could not be archived: " +
+                        archived.error().message);
+      return;
+    }
     auto n = conn->compact_change_log(plan.compact, plan.published);
     if (!n) {
       log::warn("", "change-log retention: " + n.error().message);
@@ -227,6 +235,28 @@ struct Daemon : DaemonState {
                       std::to_string(keep.count() / 86400) + " days ago",
               {{"changes", std::to_string(*n)}, {"sets", sets}});
     republisher->refresh_soon();
+  }
+
+  // Archive retention: documents archived longer ago than
+  // archive_retention go (their blobs with the next `tributary gc`).
+  void expire_archive() {
+    std::chrono::seconds keep;
+    {
+      std::lock_guard lock(mutex);
+      if (!config.archives || config.archive_retention.count() == 0 || !push_store) {
+        return;
+      }
+      keep = config.archive_retention;
+    }
+    auto n = push_store->expire_archived(
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()) - keep);
+    if (!n) {
+      log::warn("", "archive retention: " + n.error().message);
+    } else if (*n > 0) {
+      log::info("", "archive retention: removed archived documents older than " +
+                        std::to_string(keep.count() / 86400) + " days",
+                {{"documents", std::to_string(*n)}});
+    }
   }
 
   std::string config_database() {
@@ -396,7 +426,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     return 1;
   }
   d->status_store = std::move(*status_store);
-  auto push_status = store::PgPushStore::open(d->config.database);
+  auto push_status = store::PgAuxStore::open(d->config.database);
   if (!push_status) {
     err << "tributary run: " << push_status.error().message << '\n';
     return 1;
@@ -423,6 +453,10 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     err << "tributary run: " << shared.error().message << '\n';
     return 1;
   }
+  if (auto archive = attach_archive(publishing, d->config); !archive) {
+    err << "tributary run: " << archive.error().message << '\n';
+    return 1;
+  }
   auto hub = make_hub(d->config);
   if (!hub) {
     err << "tributary run: " << hub.error().message << '\n';
@@ -441,7 +475,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   // Our subscriptions to upstream hubs.
   std::unique_ptr<PushSubscriber> subscriber;
   {
-    auto subs = store::PgPushStore::open(d->config.database);
+    auto subs = store::PgAuxStore::open(d->config.database);
     auto marks = subs ? store::PgStore::open(d->config.database) : Result<std::unique_ptr<store::PgStore>>();
     if (!subs || !marks) {
       err << "tributary run: " << (!subs ? subs.error().message : marks.error().message) << '\n';
@@ -469,7 +503,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
       std::lock_guard lock(dp->mutex);
       dp->scheduler.stretch(name, active ? dp->config.push.poll_interval : std::chrono::seconds(0));
     };
-    subscriber = std::make_unique<PushSubscriber>(std::shared_ptr<store::PgPushStore>(std::move(*subs)),
+    subscriber = std::make_unique<PushSubscriber>(std::shared_ptr<store::PgAuxStore>(std::move(*subs)),
                                                   std::shared_ptr<store::PgStore>(std::move(*marks)), d->fetcher,
                                                   std::move(po), std::move(hooks));
     std::set<std::string> names;

@@ -4,7 +4,7 @@
 #include "aggregator/scheduler.h"
 #include "common/result.h"
 #include "sync_engine/store/object_tier.h"
-#include "sync_engine/store/pg_push_store.h"
+#include "sync_engine/store/pg_aux_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/host_throttle.h"
 #include "sync_engine/sync.h"
@@ -49,7 +49,7 @@ struct DaemonState {
 
   // Push (WebSub) subscriptions both ways, as last read (under
   // status_mutex, read at most once a second like the stats).
-  std::unique_ptr<store::PgPushStore> push_store;
+  std::unique_ptr<store::PgAuxStore> push_store;
   Cached push_read;
   std::vector<store::PushSubscription> push_ours;      // ours at upstream hubs
   std::vector<store::HubSubscription> push_followers;  // subscribers of our hub

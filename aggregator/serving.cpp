@@ -2,7 +2,7 @@
 
 #include "sync_engine/fetcher.h"
 #include "sync_engine/net_policy.h"
-#include "sync_engine/store/pg_push_store.h"
+#include "sync_engine/store/pg_aux_store.h"
 #include "sync_engine/store/pg_store.h"
 
 #include <algorithm>
@@ -33,11 +33,24 @@ pub::PublishOptions publish_options(const Config& config) {
   return options;
 }
 
+Result<void> attach_archive(pub::PublishOptions& options, const Config& config) {
+  if (!config.archives) {
+    return {};
+  }
+  auto store = store::PgAuxStore::open(config.database);
+  if (!store) {
+    return tl::unexpected(store.error());
+  }
+  options.archive = std::shared_ptr<store::PgAuxStore>(std::move(*store));
+  options.resource_list_archive_interval = config.resource_list_archive_interval;
+  return {};
+}
+
 Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   if (!config.push.hub) {
     return std::shared_ptr<pub::Hub>();
   }
-  auto subs = store::PgPushStore::open(config.database);
+  auto subs = store::PgAuxStore::open(config.database);
   if (!subs) {
     return tl::unexpected(subs.error());
   }
@@ -102,7 +115,7 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
     }
     options.external_hub_secret = *secret;
   }
-  return std::make_shared<pub::Hub>(std::shared_ptr<store::PgPushStore>(std::move(*subs)),
+  return std::make_shared<pub::Hub>(std::shared_ptr<store::PgAuxStore>(std::move(*subs)),
                                     std::shared_ptr<store::PgStore>(std::move(*reader)),
                                     pub::UrlScheme(config.public_url), std::move(transport), options);
 }

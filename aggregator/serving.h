@@ -16,6 +16,9 @@ pub::PublishOptions publish_options(const Config& config);
 // packages and Resource Dumps are shared by every node through the
 // database, on a connection of their own; else nothing to do.
 Result<void> share_dumps(pub::PublishOptions& options, const Config& config, const store::BlobStore& blobs);
+// Archives (config `archives`): the archive store on a connection of its
+// own, and the Resource List snapshot interval.
+Result<void> attach_archive(pub::PublishOptions& options, const Config& config);
 // Our WebSub hub (config `push.hub`), on connections of its own, its
 // outbound requests under the callback policy: http(s) only, no redirects,
 // public addresses unless `push.callback_allow_hosts` names the host; null

@@ -155,7 +155,7 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
 }
 
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump,
-                                   bool change_dump, const std::string& hub) {
+                                   bool change_dump, const std::string& hub, bool archives) {
   rs::Document d = capability_document("capabilitylist");
   d.header.links.push_back(link("up", urls.source_description()));
   d.entries.push_back(capability_entry(urls.resource_list(set.name), "resourcelist"));
@@ -166,9 +166,30 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
   if (change_dump) {
     d.entries.push_back(capability_entry(urls.change_dump(set.name), "changedump"));
   }
+  if (archives) {
+    d.entries.push_back(capability_entry(urls.resource_list_archive(set.name), "resourcelist-archive"));
+    d.entries.push_back(capability_entry(urls.change_list_archive(set.name), "changelist-archive"));
+  }
   if (!hub.empty()) {
     rs::Entry e = capability_entry(urls.change_notification(set.name), "changelist-notification");
     e.links.push_back(link("hub", hub));
+    d.entries.push_back(std::move(e));
+  }
+  return rs::write_document(d);
+}
+
+std::string render_archive(const UrlScheme& urls, const std::string& set, const char* capability,
+                           const std::vector<ArchivedList>& lists) {
+  rs::Document d = capability_document(capability);
+  d.header.links.push_back(link("up", urls.capability_list(set)));
+  for (const auto& l : lists) {
+    rs::Entry e;
+    e.loc = l.url;
+    e.md = rs::Metadata{};
+    e.md->from = l.from;
+    e.md->until = l.until;
+    e.md->at = l.at;
+    e.md->completed = l.completed;
     d.entries.push_back(std::move(e));
   }
   return rs::write_document(d);

@@ -70,8 +70,25 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
 // `hub`: the WebSub hub of the set's Change Notification channel (spec:
 // Change Notification 1.0.1, section 5: the topic as an entry of capability
 // "changelist-notification", the hub in its rel="hub" link); empty: none.
+// `archives`: the set's Change List Archive and Resource List Archive.
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false,
-                                   bool change_dump = false, const std::string& hub = {});
+                                   bool change_dump = false, const std::string& hub = {}, bool archives = false);
+
+// One list an archive names: its URL and span (Change Lists: from, until;
+// Resource Lists: at, completed).
+struct ArchivedList {
+  std::string url;
+  std::optional<rs::Timestamp> from;
+  std::optional<rs::Timestamp> until;
+  std::optional<rs::Timestamp> at;
+  std::optional<rs::Timestamp> completed;
+};
+// A Change List Archive or Resource List Archive (ResourceSync Archives,
+// sections 3 and 5): a urlset of capability "changelist-archive" or
+// "resourcelist-archive" pointing up to the set's Capability List, one
+// entry per list in the order given.
+std::string render_archive(const UrlScheme& urls, const std::string& set, const char* capability,
+                           const std::vector<ArchivedList>& lists);
 
 // Every live resource of the set, in feed then URI order (stable, so parts do
 // not reshuffle needlessly); one document, or parts and an index past the

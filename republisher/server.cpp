@@ -399,7 +399,8 @@ struct Republisher::Impl {
         }
         put(urls.capability_list(s.name),
             render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value(),
-                                   options.hub ? options.hub->advertised_hub() : std::string()));
+                                   options.hub ? options.hub->advertised_hub() : std::string(),
+                                   options.archive != nullptr));
         if (dump_document) {
           put(urls.resource_dump(s.name), std::move(*dump_document));
         }
@@ -629,6 +630,7 @@ struct Republisher::Impl {
           continue;
         }
         pass.rendered = true;
+        snapshot_if_due(s.name, list.files->documents(), at);
         if (publish_list(s.name, list.files->documents())) {
           {
             std::lock_guard lock(stop_mutex);
@@ -1253,9 +1255,14 @@ struct Republisher::Impl {
       res.status = 404;
       return http::Disposition::done;
     }
-    auto where = blobs->locate((*named)->sha256);
+    return serve_blob(res, path, (*named)->sha256);
+  }
+
+  // A document or package kept as a blob, under `path`.
+  http::Disposition serve_blob(http::Response& res, const std::string& path, const std::string& sha256) {
+    auto where = blobs->locate(sha256);
     if (!where) {
-      log::warn("", path + ": blob " + (*named)->sha256 + " not readable: " + where.error().message);
+      log::warn("", path + ": blob " + sha256 + " not readable: " + where.error().message);
       res.status = 503;
       res.set_header("Retry-After", "5");
       return http::Disposition::done;
@@ -1340,6 +1347,263 @@ struct Republisher::Impl {
     return http::Disposition::done;
   }
 
+  // ---- archives --------------------------------------------------------------
+
+  // The bytes of a document we serve.
+  static Result<std::string> bytes_of(const CachedDocument& doc) {
+    if (doc.file.empty()) {
+      return doc.body;
+    }
+    std::ifstream in(doc.file, std::ios::binary);
+    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      return make_error(ErrorKind::io, doc.file.string() + ": cannot be read");
+    }
+    return out;
+  }
+
+  // Stores a document's bytes as a blob (in the bucket too, with one).
+  Result<store::BlobInfo> keep(const std::string& bytes) {
+    auto info = blobs->put(bytes);
+    if (!info) {
+      return info;
+    }
+    if (auto r = blobs->upload({info->sha256}); !r) {
+      return tl::unexpected(r.error());
+    }
+    return info;
+  }
+
+  Result<void> archive_parts(const std::vector<store::Compaction>& plan) {
+    if (!options.archive) {
+      return {};
+    }
+    for (const auto& c : plan) {
+      ClosedParts meta;
+      std::shared_ptr<const DocumentMap> docs;
+      {
+        std::shared_lock lock(cache_mutex);
+        auto it = closed_meta.find(c.set_name);
+        if (it == closed_meta.end()) {
+          continue;
+        }
+        meta = it->second;
+        docs = documents;
+      }
+      auto have = options.archive->archived(c.set_name, "changelist");
+      if (!have) {
+        return tl::unexpected(have.error());
+      }
+      std::set<size_t> done;
+      for (const auto& d : *have) {
+        done.insert(d.part);
+      }
+      for (const auto& p : meta.parts) {
+        if (p.n > c.parts || done.count(p.n)) {
+          continue;
+        }
+        const std::string path = urls.path_of(p.url);
+        auto it = docs->find(path);
+        if (it == docs->end()) {
+          return make_error(ErrorKind::conflict, "closed Change List part " + p.url + " is not at hand to archive");
+        }
+        auto bytes = bytes_of(*it->second);
+        if (!bytes) {
+          return tl::unexpected(bytes.error());
+        }
+        auto blob = keep(*bytes);
+        if (!blob) {
+          return tl::unexpected(blob.error());
+        }
+        store::ArchivedDocument d;
+        d.url_path = path;
+        d.set_name = c.set_name;
+        d.kind = "changelist";
+        d.part = p.n;
+        d.from = p.from;
+        d.until = p.until;
+        d.sha256 = blob->sha256;
+        d.length = blob->length;
+        if (auto r = options.archive->put_archived({d}); !r) {
+          return tl::unexpected(r.error());
+        }
+      }
+    }
+    return {};
+  }
+
+  // The lister: a snapshot of the set's Resource List into the archive
+  // when the last one is older than the interval. The documents are those
+  // just published, their URLs moved under archive/<snapshot>/.
+  std::map<std::string, std::optional<rs::Timestamp>> last_snapshot; // lister only
+
+  void snapshot_if_due(const std::string& set,
+                       const std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>>& docs,
+                       rs::Timestamp at) {
+    if (!options.archive || options.resource_list_archive_interval.count() == 0 || docs.empty()) {
+      return;
+    }
+    auto known = last_snapshot.find(set);
+    if (known == last_snapshot.end()) {
+      auto have = options.archive->archived(set, "resourcelist");
+      if (!have) {
+        return; // asked again next pass
+      }
+      std::optional<rs::Timestamp> newest;
+      for (const auto& d : *have) {
+        if (d.is_index && d.at && (!newest || *d.at > *newest)) {
+          newest = d.at;
+        }
+      }
+      known = last_snapshot.emplace(set, newest).first;
+    }
+    if (known->second && at - *known->second < options.resource_list_archive_interval) {
+      return;
+    }
+    // Named after its time: two nodes taking one in the same second write
+    // the same names, and the second's is refused whole.
+    std::string name = rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::seconds>(at));
+    name.erase(std::remove_if(name.begin(), name.end(), [](char ch) { return ch == '-' || ch == ':'; }), name.end());
+    const std::string live_index = urls.resource_list(set);
+    const std::string live_part_stem = urls.resource_list_part(set, 0);
+    const std::string stem = live_part_stem.substr(0, live_part_stem.size() - 5); // ".../resourcelist-"
+    std::vector<store::ArchivedDocument> out;
+    for (const auto& [path, doc] : docs) {
+      auto bytes = bytes_of(*doc);
+      if (!bytes) {
+        return;
+      }
+      // Every URL of the live list in its documents (the index naming its
+      // parts, the parts their index) becomes the snapshot's.
+      std::string text = std::move(*bytes);
+      const std::string archived_stem = urls.archived_resource_list_part(set, name, 0);
+      const std::string new_stem = archived_stem.substr(0, archived_stem.size() - 5);
+      for (size_t pos = 0; (pos = text.find(stem, pos)) != std::string::npos;) {
+        text.replace(pos, stem.size(), new_stem);
+        pos += new_stem.size();
+      }
+      for (size_t pos = 0; (pos = text.find(live_index, pos)) != std::string::npos;) {
+        const std::string to = urls.archived_resource_list(set, name);
+        text.replace(pos, live_index.size(), to);
+        pos += to.size();
+      }
+      auto blob = keep(text);
+      if (!blob) {
+        log::warn("", "Resource List of set '" + set + "' not archived: " + blob.error().message);
+        return;
+      }
+      const bool index = path == urls.path_of(live_index);
+      std::string archived_path = urls.path_of(urls.archived_resource_list(set, name));
+      if (!index) {
+        const size_t n = std::strtoul(path.c_str() + path.rfind('-') + 1, nullptr, 10);
+        archived_path = urls.path_of(urls.archived_resource_list_part(set, name, n));
+      }
+      store::ArchivedDocument d;
+      d.url_path = archived_path;
+      d.set_name = set;
+      d.kind = "resourcelist";
+      d.snapshot = name;
+      d.at = at;
+      d.completed = now();
+      d.is_index = index;
+      d.sha256 = blob->sha256;
+      d.length = blob->length;
+      out.push_back(std::move(d));
+    }
+    // The list (or index) last: the archive names a snapshot only once
+    // all of it is there.
+    std::stable_partition(out.begin(), out.end(), [](const store::ArchivedDocument& d) { return !d.is_index; });
+    if (auto r = options.archive->put_archived(out); !r) {
+      log::warn("", "Resource List of set '" + set + "' not archived: " + r.error().message);
+      return;
+    }
+    known->second = at;
+    log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
+  }
+
+  // The set a path of ours is under ("/sets/<set>/..."), if any.
+  std::optional<std::string> set_of_path(const std::string& path) const {
+    const std::string head = prefix + "/sets/";
+    if (path.compare(0, head.size(), head) != 0) {
+      return std::nullopt;
+    }
+    const size_t slash = path.find('/', head.size());
+    if (slash == std::string::npos) {
+      return std::nullopt;
+    }
+    return path.substr(head.size(), slash - head.size());
+  }
+
+  // The archives of a set, and the documents they name: from the database
+  // (any node archived them), the bytes from the blob store.
+  std::optional<http::Disposition> serve_archive(const http::Request& req, http::Response& res,
+                                                 const std::string& path, bool can_block) {
+    auto set = set_of_path(path);
+    if (!options.archive || !set) {
+      return std::nullopt;
+    }
+    const bool cl_archive = path == urls.path_of(urls.change_list_archive(*set));
+    const bool rl_archive = path == urls.path_of(urls.resource_list_archive(*set));
+    const bool archived_doc = !cl_archive && !rl_archive &&
+                              (path.find("/changelist-") != std::string::npos || path.find("/archive/") != std::string::npos);
+    if (!cl_archive && !rl_archive && !archived_doc) {
+      return std::nullopt;
+    }
+    {
+      std::shared_lock lock(cache_mutex);
+      if (!set_feeds.count(*set)) {
+        return std::nullopt;
+      }
+    }
+    if (!can_block) {
+      return http::Disposition::blocking; // the database
+    }
+    if (archived_doc) {
+      auto d = options.archive->archived_document(path);
+      if (!d) {
+        res.status = 503;
+        res.set_header("Retry-After", "5");
+        return http::Disposition::done;
+      }
+      if (!*d) {
+        return std::nullopt;
+      }
+      return serve_blob(res, path, (*d)->sha256);
+    }
+    auto rows = options.archive->archived(*set, cl_archive ? "changelist" : "resourcelist");
+    if (!rows) {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      return http::Disposition::done;
+    }
+    std::vector<ArchivedList> lists;
+    if (cl_archive) {
+      // The compacted parts, then the closed ones still published.
+      size_t last = 0;
+      for (const auto& r : *rows) {
+        lists.push_back(ArchivedList{urls.change_list_part(*set, r.part), r.from, r.until, {}, {}});
+        last = std::max(last, r.part);
+      }
+      std::shared_lock lock(cache_mutex);
+      if (auto it = closed_meta.find(*set); it != closed_meta.end()) {
+        for (const auto& p : it->second.parts) {
+          if (p.n > last) {
+            lists.push_back(ArchivedList{p.url, p.from, p.until, {}, {}});
+          }
+        }
+      }
+    } else {
+      for (const auto& r : *rows) {
+        if (r.is_index) {
+          lists.push_back(ArchivedList{urls.archived_resource_list(*set, r.snapshot), {}, {}, r.at, r.completed});
+        }
+      }
+    }
+    auto doc = cached(render_archive(urls, *set, cl_archive ? "changelist-archive" : "resourcelist-archive", lists),
+                      "application/xml");
+    return serve_document(req, res, doc, can_block);
+  }
+
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block) {
     // The hub and its topics (subscription requests are queued: nothing
     // here waits).
@@ -1368,6 +1632,9 @@ struct Republisher::Impl {
       if (auto d = serve_shared_dump_document(res, *path, can_block)) {
         return *d;
       }
+    }
+    if (auto d = serve_archive(req, res, *path, can_block)) {
+      return *d;
     }
     std::shared_ptr<const std::map<std::string, std::filesystem::path>> files;
     {
@@ -1506,6 +1773,8 @@ http::Handler Republisher::handler() {
   Impl* m = m_impl.get();
   return [m](const http::Request& req, http::Response& res, bool can_block) { return m->handle(req, res, can_block); };
 }
+
+Result<void> Republisher::archive(const std::vector<store::Compaction>& plan) { return m_impl->archive_parts(plan); }
 
 Republisher::Compactable Republisher::compactable(rs::Timestamp cutoff) {
   return m_impl->compactable(cutoff);

@@ -4,6 +4,7 @@
 #include "republisher/hub.h"
 #include "common/http/server.h"
 #include "republisher/url_scheme.h"
+#include "sync_engine/store/archive_store.h"
 #include "sync_engine/store/blob_store.h"
 #include "sync_engine/store/shared_dumps.h"
 #include "sync_engine/store/store_reader.h"
@@ -43,6 +44,13 @@ struct PublishOptions {
   // each set is the one named there, whichever node built it, so that every
   // node serves the same documents and packages (null: this node's own).
   std::shared_ptr<store::SharedDumps> shared_dumps;
+  // Archives (ResourceSync Archives): each set's Capability List offers a
+  // Change List Archive (every closed part, those retention compacted kept
+  // here as blobs) and a Resource List Archive (a snapshot of the Resource
+  // List every `resource_list_archive_interval`, 0: none); null: no
+  // archives.
+  std::shared_ptr<store::ArchiveStore> archive;
+  std::chrono::seconds resource_list_archive_interval{7 * 86400};
   // Our WebSub hub: each set's Capability List offers its Change
   // Notification channel, and the hub hears what the Change Lists show
   // (null: no notifications).
@@ -85,6 +93,11 @@ public:
     std::map<std::string, std::vector<int64_t>> published;  // every set now published -> its feeds
   };
   Compactable compactable(rs::Timestamp cutoff);
+  // Before compaction: the parts `plan` compacts go into the archive (a
+  // blob each, named by the URL they keep), unless archived already. Fails
+  // when one cannot be: then nothing may be compacted (the history would be
+  // lost). Nothing to do without an archive.
+  Result<void> archive(const std::vector<store::Compaction>& plan);
   // Asks for the documents to be rendered again now if the store moved on
   // (the daemon calls it after a run), instead of at the next periodic check.
   void refresh_soon();

@@ -31,6 +31,23 @@ std::string UrlScheme::resource_list_part(std::string_view set, size_t n) const 
   return m_base + std::string(k_sets) + std::string(set) + "/resourcelist-" + std::to_string(n) + ".xml";
 }
 
+std::string UrlScheme::change_list_archive(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/changelist-archive.xml";
+}
+
+std::string UrlScheme::resource_list_archive(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/resourcelist-archive.xml";
+}
+
+std::string UrlScheme::archived_resource_list(std::string_view set, std::string_view snapshot) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/archive/" + std::string(snapshot) + "/resourcelist.xml";
+}
+
+std::string UrlScheme::archived_resource_list_part(std::string_view set, std::string_view snapshot, size_t n) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/archive/" + std::string(snapshot) + "/resourcelist-" +
+         std::to_string(n) + ".xml";
+}
+
 std::string UrlScheme::change_notification(std::string_view set) const {
   return m_base + std::string(k_sets) + std::string(set) + "/notification/changelist";
 }

@@ -22,6 +22,10 @@ namespace tributary::pub {
 //   /sets/<set>/changedump.xml                     Change Dump: one package per closed
 //   /sets/<set>/changedump/<n>.zip, <n>-manifest.xml   Change List part, immutable
 //   /sets/<set>/resources/<percent-encoded original URI>
+//   /sets/<set>/changelist-archive.xml             Change List Archive: every closed
+//                                                  part, those retention compacted too
+//   /sets/<set>/resourcelist-archive.xml           Resource List Archive: snapshots
+//   /sets/<set>/archive/<snapshot>/resourcelist.xml, resourcelist-<n>.xml
 //   /sets/<set>/notification/changelist             WebSub topic of the set's Change
 //                                                  Notification channel
 //   /hub                                           our WebSub hub
@@ -45,6 +49,12 @@ public:
   std::string change_dump(std::string_view set) const;
   std::string change_dump_package(std::string_view set, size_t n) const;
   std::string change_dump_manifest(std::string_view set, size_t n) const;
+  std::string change_list_archive(std::string_view set) const;
+  std::string resource_list_archive(std::string_view set) const;
+  // A snapshot of the Resource List as archived: its list (or index) and
+  // parts.
+  std::string archived_resource_list(std::string_view set, std::string_view snapshot) const;
+  std::string archived_resource_list_part(std::string_view set, std::string_view snapshot, size_t n) const;
   std::string change_notification(std::string_view set) const;
   std::string hub() const;
   // The set whose Change Notification topic `url` is, if it is one.

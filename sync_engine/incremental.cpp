@@ -4,6 +4,7 @@
 #include "resourcesync/datetime.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -126,9 +127,61 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
   return status;
 }
 
+// The lists of a Change List Archive (a urlset of lists, or an index of
+// such urlsets; ResourceSync Archives, section 5) that end after `since`,
+// ordered by `from`; only those whose span is given (an archived list
+// without `from` and `until` cannot be placed).
+Result<std::vector<ListRef>> archived_lists(RunContext& ctx, const std::string& cla_url, rs::Timestamp since) {
+  std::vector<ListRef> out;
+  std::vector<std::string> pending{cla_url};
+  for (size_t depth = 0; !pending.empty() && depth < 2; ++depth) {
+    std::vector<std::string> next;
+    for (const auto& url : pending) {
+      auto doc = ctx.spool(url, rs::Capability::changelist_archive, false);
+      if (!doc) {
+        return tl::unexpected(doc.error());
+      }
+      CollectingHandler h;
+      if (auto r = (*doc)->read(h); !r) {
+        return tl::unexpected(r.error());
+      }
+      for (const auto& e : h.document.entries) {
+        auto loc = resolve_reference(url, e.loc);
+        if (!loc) {
+          continue;
+        }
+        if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+          next.push_back(*loc);
+        } else if (e.md && e.md->from && e.md->until && *e.md->until >= since) {
+          out.push_back(ListRef{*loc, e.md->from, e.md->until});
+        }
+      }
+    }
+    pending = std::move(next);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ListRef& a, const ListRef& b) { return *a.from < *b.from; });
+  return out;
+}
+
+// Whether `archived` (ordered) reaches from `since` to `to` without a gap.
+bool bridges(const std::vector<ListRef>& archived, rs::Timestamp since, rs::Timestamp to) {
+  if (archived.empty() || *archived.front().from > since) {
+    return false;
+  }
+  rs::Timestamp reached = *archived.front().until;
+  for (const auto& l : archived) {
+    if (*l.from > reached) {
+      return false;
+    }
+    reached = std::max(reached, *l.until);
+  }
+  return reached >= to;
+}
+
 } // namespace
 
-Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url, const std::string& rl_url) {
+Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url, const std::string& rl_url,
+                                   const std::string& cla_url) {
   auto wm = ctx.settled_watermark(feed);
   if (!wm) {
     return tl::unexpected(wm.error());
@@ -204,6 +257,32 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
   std::optional<rs::Timestamp> earliest = lists.front().from;
   if (!earliest) {
     earliest = (*doc)->header().md->from;
+  }
+  if (earliest && w.last_time && *earliest > *w.last_time && !cla_url.empty()) {
+    // The Source's archive may still hold the lists in between.
+    auto archived = archived_lists(ctx, cla_url, *w.last_time);
+    if (!archived) {
+      ctx.note("the Change List Archive " + cla_url + " could not be read: " + archived.error().message);
+    } else if (!bridges(*archived, *w.last_time, *earliest)) {
+      ctx.note("the Change List Archive " + cla_url + " does not reach back to the last change applied (" +
+               rs::format_w3c_datetime(*w.last_time) + ")");
+    } else {
+      ctx.note("caught up through the Change List Archive " + cla_url + ": " + std::to_string(archived->size()) +
+               " archived list(s) from " + rs::format_w3c_datetime(*archived->front().from));
+      std::set<std::string> have;
+      for (const auto& l : lists) {
+        have.insert(l.url);
+      }
+      for (auto& l : *archived) {
+        if (!have.count(l.url)) {
+          lists.push_back(std::move(l));
+        }
+      }
+      if (auto r = order_lists(ctx, lists, cl_url); !r) {
+        return r;
+      }
+      earliest = lists.front().from;
+    }
   }
   if (earliest && w.last_time && *earliest > *w.last_time) {
     ctx.note("re-baselined: the Change List starts at " + rs::format_w3c_datetime(*earliest) +

@@ -214,9 +214,11 @@ Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string
 Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string& rd_url);
 
 // incremental.cpp: the Change List (or index), strictly after the watermark;
-// a gap in the history re-baselines from `rl_url`.
+// a gap in the history is bridged by the Change List Archive `cla_url`
+// when it still holds the lists in between, else re-baselines from
+// `rl_url`.
 Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url,
-                                   const std::string& rl_url);
+                                   const std::string& rl_url, const std::string& cla_url = {});
 
 // A change to apply, in order.
 struct PendingChange {

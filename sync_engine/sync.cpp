@@ -27,6 +27,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
   std::string cl;
   std::string rd;
   std::string cd;
+  std::string cla;
   for (const auto& e : h.document.entries) {
     if (!e.md || !e.md->capability) {
       continue;
@@ -44,6 +45,8 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
       rd = *abs;
     } else if (cap == "changedump" && cd.empty()) {
       cd = *abs;
+    } else if (cap == "changelist-archive" && cla.empty()) {
+      cla = *abs;
     } else if (cap == "changelist-notification") {
       NotificationChannel ch{caplist_url, *abs, {}};
       for (const auto& l : e.links) {
@@ -109,7 +112,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
     }
     if (cl.empty()) {
       ctx.note(cd.empty() ? "no Change List offered: nothing incremental to do" : "no Change List offered");
-    } else if (auto r = incremental_from_list(ctx, feed, cl, rl); !r) {
+    } else if (auto r = incremental_from_list(ctx, feed, cl, rl, cla); !r) {
       return r;
     }
     return retry_failed(ctx, feed);

@@ -1006,7 +1006,9 @@ const char* k_referenced_blobs =
     "UNION ALL "
     "SELECT blob_sha256 FROM change_log WHERE change <> 'deleted' AND blob_sha256 IS NOT NULL "
     "UNION ALL "
-    "SELECT sha256 FROM shared_dump_file";
+    "SELECT sha256 FROM shared_dump_file "
+    "UNION ALL "
+    "SELECT sha256 FROM archived_document";
 } // namespace
 
 Result<void> PgStore::for_each_unplaced_blob(const std::function<void(const std::string&)>& fn) {

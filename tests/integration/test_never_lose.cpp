@@ -407,9 +407,10 @@ TEST_CASE("Never lose: the daemon shows a source another process is syncing as b
   Site site(up);
   site.put_numbered(40);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
-  up.set_delay(std::chrono::milliseconds(100));
+  up.set_delay(std::chrono::milliseconds(300));
   TestDaemon d({{"up", up.url("/")}});
-  // A CLI baseline holds the source (40 resources, 100 ms each, 8 at a time).
+  // A CLI baseline holds the source (40 resources, 300 ms each, 8 at a
+  // time: 1.5 s at least, past the daemon's start and its busy run).
   pid_t cli = spawn_tributary({"sync", "--config", d.cfg, "--baseline", "--batch-size", "5"});
   ProcessGuard cli_guard(cli);
   for (int i = 0; i < 200 && up.requests("/res/0.txt") == 0; ++i) {

@@ -7,6 +7,7 @@
 #include "sync_fixture.h"
 
 #include "republisher/server.h"
+#include "sync_engine/store/pg_aux_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
@@ -64,7 +65,8 @@ struct Published {
   // `extra`: more resources (path -> bytes).
   explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000,
                      const std::map<std::string, std::string>& extra = {}, uint64_t package_bytes = 1ull << 30,
-                     std::chrono::milliseconds resource_list_min_interval = std::chrono::milliseconds(0)) {
+                     std::chrono::milliseconds resource_list_min_interval = std::chrono::milliseconds(0),
+                     bool archives = false) {
     for (const auto& [path, bytes] : extra) {
       site.put(path, bytes);
     }
@@ -87,6 +89,11 @@ struct Published {
       o.dump_dir = env.data / "dumps";
       o.dump_package_entries = package_entries;
       o.dump_package_bytes = package_bytes;
+    }
+    if (archives) {
+      auto aux = store::PgAuxStore::open(env.db.conninfo());
+      REQUIRE(aux);
+      o.archive = std::shared_ptr<store::PgAuxStore>(std::move(*aux));
     }
     server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
     REQUIRE(server->start());
@@ -585,6 +592,85 @@ TEST_CASE("Republisher: retention compacts whole Change List parts and their Cha
   CHECK(r.status == RunStatus::succeeded);
   CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const auto& n) { return n.rfind("re-baselined", 0) == 0; }));
   CHECK(b.live() == mirrored(a, urls));
+}
+
+TEST_CASE("Archives: compacted Change List parts stay in the Change List Archive, a follower behind catches up "
+          "through it instead of re-baselining, and the Resource List Archive holds a snapshot") {
+  Published a(/*dumps=*/false, 10000, /*change_list_part=*/1, {}, 1ull << 30, std::chrono::milliseconds(0),
+              /*archives=*/true);
+  pub::UrlScheme urls(a.base);
+  auto index = [&] { return rs::parse_document(get(urls.change_list_index("up")).body).document; };
+  auto wait_for = [](const std::function<bool()>& ok) {
+    for (int i = 0; i < 100; ++i) {
+      if (ok()) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  // The Capability List offers both archives.
+  const std::string caps = get(urls.capability_list("up")).body;
+  CHECK(caps.find("<loc>" + urls.change_list_archive("up") + "</loc><rs:md capability=\"changelist-archive\"/>") !=
+        std::string::npos);
+  CHECK(caps.find("<loc>" + urls.resource_list_archive("up") + "</loc><rs:md capability=\"resourcelist-archive\"/>") !=
+        std::string::npos);
+  // B follows A while A still publishes every change.
+  SyncEnv b;
+  auto src = SyncEnv::source(a.base + "/", "a");
+  REQUIRE(b.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  a.change_upstream(); // parts 5 to 7 close on A
+  REQUIRE(wait_for([&] { return index().entries.size() == 8; }));
+  const auto before = index();
+  std::vector<std::string> parts;
+  for (size_t n = 1; n <= 7; ++n) {
+    parts.push_back(get(urls.change_list_part("up", n)).body);
+  }
+
+  // Retention past part 6: the parts go into the archive, then out of the
+  // change log.
+  const rs::Timestamp cutoff = *before.entries[5].md->until + std::chrono::microseconds(1);
+  const auto plan = a.server->compactable(cutoff);
+  REQUIRE(plan.compact.size() == 1);
+  REQUIRE(a.server->archive(plan.compact));
+  REQUIRE(a.server->archive(plan.compact)); // again: nothing more to do
+  REQUIRE(*a.env.store->compact_change_log(plan.compact, plan.published) == 6);
+  a.server->refresh_soon();
+  REQUIRE(wait_for([&] { return index().entries.size() == 2; }));
+  // The archive names every closed part, compacted or not, with its span,
+  // and serves the compacted ones with the bytes they had.
+  const Got archive = get(urls.change_list_archive("up"));
+  REQUIRE(archive.status == 200);
+  auto listed = rs::parse_document(archive.body);
+  CHECK(listed.summary.valid());
+  CHECK(listed.document.header.capability() == rs::Capability::changelist_archive);
+  REQUIRE(listed.document.entries.size() == 7);
+  for (size_t n = 1; n <= 7; ++n) {
+    const auto& e = listed.document.entries[n - 1];
+    CHECK(e.loc == urls.change_list_part("up", n));
+    CHECK(e.md->until == before.entries[n - 1].md->until);
+    CHECK(get(urls.change_list_part("up", n)).body == parts[n - 1]);
+  }
+
+  // B is behind what the Change List still shows: it catches up through the
+  // archive, without a baseline, and holds what A holds.
+  auto r = b.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(std::none_of(r.notes.begin(), r.notes.end(), [](const auto& n) { return n.rfind("re-baselined", 0) == 0; }));
+  CHECK(std::any_of(r.notes.begin(), r.notes.end(),
+                    [](const auto& n) { return n.rfind("caught up through the Change List Archive", 0) == 0; }));
+  CHECK(b.live() == mirrored(a, urls));
+
+  // The Resource List Archive: the snapshot taken when the list was first
+  // published, its document served from the archive.
+  auto rl_archive = rs::parse_document(get(urls.resource_list_archive("up")).body);
+  CHECK(rl_archive.summary.valid());
+  REQUIRE(rl_archive.document.entries.size() == 1);
+  CHECK(rl_archive.document.entries[0].md->at.has_value());
+  auto snapshot = rs::parse_document(get(rl_archive.document.entries[0].loc).body);
+  CHECK(snapshot.summary.valid());
+  CHECK(snapshot.document.header.capability() == rs::Capability::resourcelist);
+  CHECK(snapshot.document.entries.size() == 2); // a.txt and b.txt, as when it was taken
 }
 
 TEST_CASE("Republisher: a large open Change List is served from a file, which goes when a newer one replaces it") {

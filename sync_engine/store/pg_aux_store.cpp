@@ -1,4 +1,4 @@
-#include "sync_engine/store/pg_push_store.h"
+#include "sync_engine/store/pg_aux_store.h"
 
 #include "sync_engine/store/migrations.h"
 #include "sync_engine/store/pg_guard.h"
@@ -34,25 +34,25 @@ std::optional<std::string> opt_time(const std::optional<rs::Timestamp>& t) {
 
 } // namespace
 
-struct PgPushStore::Impl {
+struct PgAuxStore::Impl {
   explicit Impl(const std::string& conninfo) : conn(conninfo) {}
   std::mutex mutex;
   pqxx::connection conn;
 };
 
-PgPushStore::PgPushStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
-PgPushStore::~PgPushStore() = default;
+PgAuxStore::PgAuxStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+PgAuxStore::~PgAuxStore() = default;
 
-Result<std::unique_ptr<PgPushStore>> PgPushStore::open(const std::string& conninfo) {
+Result<std::unique_ptr<PgAuxStore>> PgAuxStore::open(const std::string& conninfo) {
   if (auto ok = check_schema(conninfo); !ok) {
     return tl::unexpected(ok.error());
   }
-  return guarded("open the subscription store", [&]() -> Result<std::unique_ptr<PgPushStore>> {
-    return std::unique_ptr<PgPushStore>(new PgPushStore(std::make_unique<Impl>(conninfo)));
+  return guarded("open the subscription store", [&]() -> Result<std::unique_ptr<PgAuxStore>> {
+    return std::unique_ptr<PgAuxStore>(new PgAuxStore(std::make_unique<Impl>(conninfo)));
   });
 }
 
-Result<void> PgPushStore::put_hub_subscription(const HubSubscription& s) {
+Result<void> PgAuxStore::put_hub_subscription(const HubSubscription& s) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("record a hub subscription", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
@@ -66,7 +66,7 @@ Result<void> PgPushStore::put_hub_subscription(const HubSubscription& s) {
   });
 }
 
-Result<bool> PgPushStore::remove_hub_subscription(const std::string& topic, const std::string& callback) {
+Result<bool> PgAuxStore::remove_hub_subscription(const std::string& topic, const std::string& callback) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("remove a hub subscription", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
@@ -76,7 +76,7 @@ Result<bool> PgPushStore::remove_hub_subscription(const std::string& topic, cons
   });
 }
 
-Result<std::vector<HubSubscription>> PgPushStore::hub_subscriptions() {
+Result<std::vector<HubSubscription>> PgAuxStore::hub_subscriptions() {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read hub subscriptions", [&]() -> Result<std::vector<HubSubscription>> {
     pqxx::read_transaction tx(m_impl->conn);
@@ -106,7 +106,7 @@ Result<std::vector<HubSubscription>> PgPushStore::hub_subscriptions() {
   });
 }
 
-Result<void> PgPushStore::hub_delivered(const std::string& topic, const std::string& callback, int64_t seq,
+Result<void> PgAuxStore::hub_delivered(const std::string& topic, const std::string& callback, int64_t seq,
                                         rs::Timestamp at) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("record a hub delivery", [&]() -> Result<void> {
@@ -119,7 +119,7 @@ Result<void> PgPushStore::hub_delivered(const std::string& topic, const std::str
   });
 }
 
-Result<void> PgPushStore::hub_delivery_failed(const std::string& topic, const std::string& callback,
+Result<void> PgAuxStore::hub_delivery_failed(const std::string& topic, const std::string& callback,
                                               rs::Timestamp retry_at, const std::string& error) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("record a failed hub delivery", [&]() -> Result<void> {
@@ -132,7 +132,7 @@ Result<void> PgPushStore::hub_delivery_failed(const std::string& topic, const st
   });
 }
 
-Result<bool> PgPushStore::lead_hub_delivery() {
+Result<bool> PgAuxStore::lead_hub_delivery() {
   std::lock_guard lock(m_impl->mutex);
   return guarded("take the hub's delivery lease", [&]() -> Result<bool> {
     pqxx::nontransaction tx(m_impl->conn);
@@ -147,7 +147,7 @@ Result<bool> PgPushStore::lead_hub_delivery() {
   });
 }
 
-Result<void> PgPushStore::put_push_subscription(const PushSubscription& s) {
+Result<void> PgAuxStore::put_push_subscription(const PushSubscription& s) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("record a push subscription", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
@@ -168,7 +168,7 @@ Result<void> PgPushStore::put_push_subscription(const PushSubscription& s) {
   });
 }
 
-Result<bool> PgPushStore::remove_push_subscription(const std::string& source, const std::string& topic) {
+Result<bool> PgAuxStore::remove_push_subscription(const std::string& source, const std::string& topic) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("remove a push subscription", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
@@ -178,7 +178,7 @@ Result<bool> PgPushStore::remove_push_subscription(const std::string& source, co
   });
 }
 
-Result<std::vector<PushSubscription>> PgPushStore::push_subscriptions() {
+Result<std::vector<PushSubscription>> PgAuxStore::push_subscriptions() {
   std::lock_guard lock(m_impl->mutex);
   return guarded("read push subscriptions", [&]() -> Result<std::vector<PushSubscription>> {
     pqxx::read_transaction tx(m_impl->conn);
@@ -206,6 +206,97 @@ Result<std::vector<PushSubscription>> PgPushStore::push_subscriptions() {
       out.push_back(std::move(s));
     }
     return out;
+  });
+}
+
+namespace {
+
+const char* k_archived_columns = "url_path, set_name, kind, coalesce(part, 0), "
+                                 "(extract(epoch from part_from) * 1000000)::bigint, "
+                                 "(extract(epoch from part_until) * 1000000)::bigint, coalesce(snapshot, ''), "
+                                 "(extract(epoch from at) * 1000000)::bigint, "
+                                 "(extract(epoch from completed) * 1000000)::bigint, is_index, sha256, length, "
+                                 "(extract(epoch from archived_at) * 1000000)::bigint";
+
+ArchivedDocument read_archived(const pqxx::row& row) {
+  ArchivedDocument d;
+  d.url_path = row[0].as<std::string>();
+  d.set_name = row[1].as<std::string>();
+  d.kind = row[2].as<std::string>();
+  d.part = row[3].as<size_t>();
+  d.from = read_opt_time(row[4]);
+  d.until = read_opt_time(row[5]);
+  d.snapshot = row[6].as<std::string>();
+  d.at = read_opt_time(row[7]);
+  d.completed = read_opt_time(row[8]);
+  d.is_index = row[9].as<bool>();
+  d.sha256 = row[10].as<std::string>();
+  d.length = row[11].as<uint64_t>();
+  d.archived_at = read_time(row[12]);
+  return d;
+}
+
+} // namespace
+
+Result<void> PgAuxStore::put_archived(const std::vector<ArchivedDocument>& docs) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record archived documents", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    for (const auto& d : docs) {
+      tx.exec_params("INSERT INTO archived_document (url_path, set_name, kind, part, part_from, part_until, snapshot, "
+                     "at, completed, is_index, sha256, length) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                     "$12) ON CONFLICT (url_path) DO NOTHING",
+                     d.url_path, d.set_name, d.kind,
+                     d.part > 0 ? std::optional<long long>(static_cast<long long>(d.part)) : std::nullopt,
+                     opt_time(d.from), opt_time(d.until), nonempty(d.snapshot), opt_time(d.at), opt_time(d.completed),
+                     d.is_index, d.sha256, static_cast<long long>(d.length));
+    }
+    tx.commit();
+    return {};
+  });
+}
+
+Result<std::vector<ArchivedDocument>> PgAuxStore::archived(const std::string& set, const std::string& kind) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read archived documents", [&]() -> Result<std::vector<ArchivedDocument>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto rows = tx.exec_params(std::string("SELECT ") + k_archived_columns +
+                                   " FROM archived_document WHERE set_name = $1 AND kind = $2 "
+                                   "ORDER BY part NULLS LAST, at NULLS LAST, url_path",
+                               set, kind);
+    std::vector<ArchivedDocument> out;
+    for (const auto& row : rows) {
+      out.push_back(read_archived(row));
+    }
+    return out;
+  });
+}
+
+Result<std::optional<ArchivedDocument>> PgAuxStore::archived_document(const std::string& url_path) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read an archived document", [&]() -> Result<std::optional<ArchivedDocument>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto rows = tx.exec_params(std::string("SELECT ") + k_archived_columns +
+                                   " FROM archived_document WHERE url_path = $1",
+                               url_path);
+    if (rows.empty()) {
+      return std::optional<ArchivedDocument>();
+    }
+    return std::optional<ArchivedDocument>(read_archived(rows[0]));
+  });
+}
+
+Result<uint64_t> PgAuxStore::expire_archived(rs::Timestamp before) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("expire archived documents", [&]() -> Result<uint64_t> {
+    pqxx::work tx(m_impl->conn);
+    const std::string t = rs::format_w3c_datetime(before);
+    // A snapshot goes whole: every document of it, by its `at`.
+    auto r = tx.exec_params("DELETE FROM archived_document WHERE (kind = 'changelist' AND part_until < $1) "
+                            "OR (kind = 'resourcelist' AND at < $1)",
+                            t);
+    tx.commit();
+    return static_cast<uint64_t>(r.affected_rows());
   });
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "sync_engine/store/archive_store.h"
 #include "sync_engine/store/push_store.h"
 
 #include <memory>
@@ -7,13 +8,14 @@
 
 namespace tributary::store {
 
-// PushStore on a PostgreSQL connection of its own (schema 0012); safe to
-// share between threads (one statement at a time).
-class PgPushStore : public PushStore {
+// The tables beside the sync engine's, on a PostgreSQL connection of its
+// own: WebSub subscriptions both ways (schema 0012) and archived documents
+// (0013). Safe to share between threads (one statement at a time).
+class PgAuxStore : public PushStore, public ArchiveStore {
 public:
   // Connects and checks the schema version.
-  static Result<std::unique_ptr<PgPushStore>> open(const std::string& conninfo);
-  ~PgPushStore() override;
+  static Result<std::unique_ptr<PgAuxStore>> open(const std::string& conninfo);
+  ~PgAuxStore() override;
 
   Result<void> put_hub_subscription(const HubSubscription& s) override;
   Result<bool> remove_hub_subscription(const std::string& topic, const std::string& callback) override;
@@ -28,9 +30,14 @@ public:
   Result<bool> remove_push_subscription(const std::string& source, const std::string& topic) override;
   Result<std::vector<PushSubscription>> push_subscriptions() override;
 
+  Result<void> put_archived(const std::vector<ArchivedDocument>& docs) override;
+  Result<std::vector<ArchivedDocument>> archived(const std::string& set, const std::string& kind) override;
+  Result<std::optional<ArchivedDocument>> archived_document(const std::string& url_path) override;
+  Result<uint64_t> expire_archived(rs::Timestamp before) override;
+
 private:
   struct Impl;
-  explicit PgPushStore(std::unique_ptr<Impl> impl);
+  explicit PgAuxStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> m_impl;
 };
 
