@@ -53,7 +53,8 @@ struct PushSubscriber::Impl {
   std::map<std::string, std::vector<sync::NotificationChannel>> offered;
   std::optional<std::set<std::string>> configured;
   // (source, topic) -> when to ask the hub again, and how often it failed.
-  std::mutex tries_mutex; // guards next_try (the callback touches it too)
+  std::mutex tries_mutex; // guards next_try (the callback touches it too) and last_config
+  std::map<std::string, sync::SourceConfig> last_config;
   std::map<std::pair<std::string, std::string>, std::pair<Clock::time_point, int>> next_try;
   std::set<std::string> active_sources; // as last told through hooks.active (reconcile only)
 
@@ -64,8 +65,22 @@ struct PushSubscriber::Impl {
   // POSTs a (un)subscription to the hub through the source's own fetcher
   // (its hosts and allow_hosts only: an upstream document cannot make us
   // POST anywhere else).
+  // The source's configuration, or, for a source removed since, the last
+  // one seen (its subscriptions are still to be ended at its hub, with its
+  // rules).
+  std::optional<sync::SourceConfig> config_of(const std::string& source) {
+    auto cfg = hooks.source(source);
+    std::lock_guard lock(tries_mutex);
+    if (cfg) {
+      last_config[source] = *cfg;
+      return cfg;
+    }
+    auto it = last_config.find(source);
+    return it == last_config.end() ? std::nullopt : std::optional<sync::SourceConfig>(it->second);
+  }
+
   Result<void> ask_hub(const store::PushSubscription& s, const std::string& mode) {
-    auto cfg = hooks.source(s.source);
+    auto cfg = config_of(s.source);
     if (!cfg) {
       return make_error(ErrorKind::permanent, "source '" + s.source + "' is no longer configured");
     }
@@ -108,7 +123,7 @@ struct PushSubscriber::Impl {
   // The hub of a channel whose Capability List entry named none: the
   // topic's Link header (WebSub 4).
   std::string discover_hub(const std::string& source, const std::string& topic) {
-    auto cfg = hooks.source(source);
+    auto cfg = config_of(source);
     if (!cfg) {
       return {};
     }
@@ -253,15 +268,15 @@ struct PushSubscriber::Impl {
       if (wanted.count(key) || !known || !due(s)) {
         continue;
       }
-      if (s.state == "unsubscribing") {
-        if (now_ts() - s.requested_at > std::chrono::hours(24)) {
-          (void)store->remove_push_subscription(s.source, s.topic); // the hub never confirmed: forget it
-        }
+      if (s.state == "unsubscribing" && now_ts() - s.requested_at > std::chrono::hours(24)) {
+        (void)store->remove_push_subscription(s.source, s.topic); // the hub never confirmed: forget it
         continue;
       }
-      s.state = "unsubscribing";
-      s.requested_at = now_ts();
-      (void)store->put_push_subscription(s);
+      if (s.state != "unsubscribing") {
+        s.state = "unsubscribing";
+        s.requested_at = now_ts(); // asked again, with back-off, for a day
+        (void)store->put_push_subscription(s);
+      }
       if (auto r = ask_hub(s, "unsubscribe"); !r) {
         backoff(s, "unsubscribe failed: " + r.error().message);
       } else {

@@ -27,6 +27,8 @@ std::string_view status_page_html() {
   .error { color: #8f1a1a; max-width: 30em; overflow-wrap: anywhere; }
   .held { color: #6b4a00; font-weight: bold; margin-top: 0.3em; }
   #problem { color: #8f1a1a; }
+  h2 { font-size: 1.1em; margin: 1.5em 0 .4em; }
+  #push table { margin-bottom: 1em; }
 </style>
 </head>
 <body>
@@ -38,6 +40,19 @@ std::string_view status_page_html() {
   <th>Last success</th><th>Progress</th><th>Last error</th></tr></thead>
   <tbody id="sources"></tbody>
 </table>
+<div id="push" hidden>
+<h2>Push (WebSub)</h2>
+<table>
+  <thead><tr><th>Subscribed to</th><th>Topic</th><th>State</th><th>Lease until</th><th>Last notification</th>
+  <th>Accepted</th><th>Ignored</th><th>Note</th></tr></thead>
+  <tbody id="subscriptions"></tbody>
+</table>
+<table>
+  <thead><tr><th>Our subscriber</th><th>Topic</th><th>Lease until</th><th>Delivered</th><th>Last delivery</th>
+  <th>Failed</th><th>Last error</th></tr></thead>
+  <tbody id="subscribers"></tbody>
+</table>
+</div>
 <script>
 "use strict";
 function text(tag, value, cls) {
@@ -97,6 +112,31 @@ function row(s) {
   tr.appendChild(problems);
   return tr;
 }
+function cells(values, cls) {
+  const tr = document.createElement("tr");
+  if (cls) tr.className = cls;
+  for (const v of values) tr.appendChild(text("td", v));
+  return tr;
+}
+function push(p) {
+  const box = document.getElementById("push");
+  if (!p || (!p.subscriptions.length && !p.subscribers.length)) { box.hidden = true; return; }
+  box.hidden = false;
+  document.getElementById("subscriptions").replaceChildren(...p.subscriptions.map(s => {
+    const tr = cells([s.source, s.topic, "", s.expires_at || "–", s.last_notification_at || "never",
+                      s.notifications, s.ignored, s.last_note]);
+    tr.dataset.subscription = s.source;
+    tr.children[2].appendChild(text("span", s.state, "state " + (s.state === "active" ? "idle" : "syncing")));
+    return tr;
+  }));
+  document.getElementById("subscribers").replaceChildren(...p.subscribers.map(s => {
+    const tr = cells([s.callback, s.topic, s.expires_at, s.deliveries, s.delivered_at || "never",
+                      s.deliveries_failed + (s.consecutive_failures ? " (" + s.consecutive_failures + " in a row)" : ""),
+                      s.last_error]);
+    tr.dataset.subscriber = s.callback;
+    return tr;
+  }));
+}
 async function refresh() {
   try {
     const response = await fetch("api/v1/status", {cache: "no-store"});
@@ -107,6 +147,7 @@ async function refresh() {
         "version " + d.version + " · up " + duration(d.uptime_seconds) + " · " + d.sources.length + " sources · " + d.now;
     const tbody = document.getElementById("sources");
     tbody.replaceChildren(...d.sources.map(row));
+    push(d.push);
     document.getElementById("problem").textContent = "";
   } catch (e) {
     document.getElementById("problem").textContent = "status unavailable: " + e.message;

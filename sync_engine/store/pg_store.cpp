@@ -301,10 +301,43 @@ struct PgStore::Impl {
   std::string conninfo;
   std::mutex mutex;
   pqxx::connection conn;
+  // Sessions (open_session) go back to their root store's pool when done:
+  // a connection with its temporary tables costs 15-20 ms to set up, as
+  // much as a whole incremental run of one change (measured for #16's
+  // push, where every notification is a run).
+  struct Pool {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<Impl>> idle;
+    std::vector<std::unique_ptr<pqxx::connection>> idle_leases; // unlocked, ready for the next run
+  };
+  std::shared_ptr<Pool> pool; // a session's, while it is in use
+  bool session = false;
 };
 
+namespace {
+// Idle sessions kept per root store.
+constexpr size_t k_idle_sessions = 8;
+} // namespace
+
 PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
-PgStore::~PgStore() = default;
+
+PgStore::~PgStore() {
+  if (!m_impl || !m_impl->session || !m_impl->pool) {
+    return;
+  }
+  auto pool = std::move(m_impl->pool); // an idle connection holds no pool (no cycle)
+  bool healthy = false;
+  try {
+    healthy = m_impl->conn.is_open();
+  } catch (const std::exception&) {
+  }
+  if (healthy) {
+    std::lock_guard lock(pool->mutex);
+    if (pool->idle.size() < k_idle_sessions) {
+      pool->idle.push_back(std::move(m_impl));
+    }
+  }
+}
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo) {
   if (auto ok = check_schema(conninfo); !ok) {
@@ -668,7 +701,28 @@ Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp
 
 Result<std::unique_ptr<Store>> PgStore::open_session() {
   return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
-    return std::unique_ptr<Store>(new PgStore(std::make_unique<Impl>(m_impl->conninfo)));
+    std::shared_ptr<Impl::Pool> pool;
+    {
+      std::lock_guard lock(m_impl->mutex);
+      if (!m_impl->pool) {
+        m_impl->pool = std::make_shared<Impl::Pool>();
+      }
+      pool = m_impl->pool;
+    }
+    std::unique_ptr<Impl> impl;
+    {
+      std::lock_guard lock(pool->mutex);
+      if (!pool->idle.empty()) {
+        impl = std::move(pool->idle.back());
+        pool->idle.pop_back();
+      }
+    }
+    if (!impl) {
+      impl = std::make_unique<Impl>(m_impl->conninfo);
+    }
+    impl->pool = std::move(pool);
+    impl->session = true;
+    return std::unique_ptr<Store>(new PgStore(std::move(impl)));
   });
 }
 
@@ -676,13 +730,57 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
   // A session advisory lock on a connection of the lease's own: held while
   // the run lasts, whatever its transactions do, and released by
   // PostgreSQL when the connection ends (the process exiting or killed).
+  // A lease given back unlocks and leaves its connection for the next run
+  // (a connection costs as much as a short run).
   struct Lease : SourceLease {
-    explicit Lease(const std::string& info) : conn(info) {}
-    pqxx::connection conn;
+    Lease(std::unique_ptr<pqxx::connection> c, std::shared_ptr<Impl::Pool> p, int id)
+        : conn(std::move(c)), pool(std::move(p)), source(id) {}
+    ~Lease() override {
+      if (!pool || !conn) {
+        return;
+      }
+      try {
+        pqxx::nontransaction tx(*conn);
+        if (locked &&
+            !tx.exec_params1("SELECT pg_advisory_unlock($1, $2)", k_source_lock_class, source)[0].as<bool>()) {
+          return; // not held any more: this connection is not to be trusted
+        }
+        tx.exec("SELECT set_config('application_name', 'tributary (idle)', false)");
+      } catch (const std::exception&) {
+        return; // closed with the connection
+      }
+      std::lock_guard lock(pool->mutex);
+      if (pool->idle_leases.size() < k_idle_sessions) {
+        pool->idle_leases.push_back(std::move(conn));
+      }
+    }
+    std::unique_ptr<pqxx::connection> conn;
+    std::shared_ptr<Impl::Pool> pool;
+    int source = 0;
+    bool locked = false;
   };
   return guarded("lock source", [&]() -> Result<LockAttempt> {
-    auto lease = std::make_unique<Lease>(m_impl->conninfo);
-    pqxx::nontransaction tx(lease->conn);
+    std::shared_ptr<Impl::Pool> pool;
+    {
+      std::lock_guard lock(m_impl->mutex);
+      if (!m_impl->pool) {
+        m_impl->pool = std::make_shared<Impl::Pool>();
+      }
+      pool = m_impl->pool;
+    }
+    std::unique_ptr<pqxx::connection> conn;
+    {
+      std::lock_guard lock(pool->mutex);
+      if (!pool->idle_leases.empty()) {
+        conn = std::move(pool->idle_leases.back());
+        pool->idle_leases.pop_back();
+      }
+    }
+    if (!conn || !conn->is_open()) {
+      conn = std::make_unique<pqxx::connection>(m_impl->conninfo);
+    }
+    auto lease = std::make_unique<Lease>(std::move(conn), pool, static_cast<int>(source_id));
+    pqxx::nontransaction tx(*lease->conn);
     tx.exec_params("SELECT set_config('application_name', $1, false)", who.substr(0, 60));
     // A daemon whose host died (no FIN reaches the server) holds its lease
     // until the server notices: keepalive probes bound that to about 25 s
@@ -710,6 +808,7 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
       }
       return out;
     }
+    lease->locked = true;
     // Runs left "running" by a process that died: none can be under way now.
     tx.exec_params("UPDATE sync_run SET status = 'failed', finished_at = now(), "
                    "message = coalesce(message || '; ', '') || 'interrupted: its process ended' "

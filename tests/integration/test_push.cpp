@@ -152,6 +152,22 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
   CHECK(call(b.base, "GET", "/metrics").body.find("tributary_push_subscription_active{source=\"a\"") !=
         std::string::npos);
   CHECK(call(a.base, "GET", "/metrics").body.find("tributary_hub_subscribers 1") != std::string::npos);
+  // And on A's status page, rendered by headless Chromium: its subscription
+  // to Z, active, and its subscriber B.
+  {
+    const std::string dom_path = (a.dir / "dom.html").string();
+    const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                            "--virtual-time-budget=4000 --dump-dom " +
+                            a.base + "/status > " + dom_path + " 2>/dev/null";
+    REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
+    std::ifstream in(dom_path);
+    const std::string dom((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(dom);
+    CHECK(dom.find("<tr data-subscription=\"z\"><td>z</td><td>" + z.base + "/sets/up/notification/changelist</td>"
+                   "<td><span class=\"state idle\">active</span></td>") != std::string::npos);
+    CHECK(dom.find("<tr data-subscriber=\"" + b.base + "/push/") != std::string::npos);
+    CHECK(dom.find("<div id=\"push\">") != std::string::npos); // shown
+  }
 
   // A restarts: both its subscription (to Z) and its subscriber (B) are in
   // its database, so the next change is pushed through without anyone
@@ -189,6 +205,14 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
     ++asked;
     res.set_content(req.get_param_value("hub.challenge"), "text/plain");
   });
+  // Deliveries to the willing one: the first two fail (503), then it takes them.
+  std::mutex posts_mutex;
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> posts;
+  cb.Post("/willing", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(posts_mutex);
+    posts.emplace_back(std::chrono::steady_clock::now(), req.body);
+    res.status = posts.size() <= 2 ? 503 : 204;
+  });
   cb.Get("/unwilling", [&](const httplib::Request&, httplib::Response& res) {
     ++asked;
     res.status = 404;
@@ -220,11 +244,35 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
   REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 5));
   CHECK(scalar(a, "SELECT callback FROM hub_subscription") == running.base() + "/willing");
 
+  // A change: delivered, refused twice, retried after 1 s and 2 s with the
+  // same content, then taken; nothing more is sent.
+  std::vector<rs::Entry> changes;
+  add_resource(site, up, changes, "/res/1.txt", "one", ts("2026-01-02T00:00:01Z"));
+  REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(posts_mutex);
+    return posts.size() >= 3;
+  }, 15));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  {
+    std::lock_guard lock(posts_mutex);
+    REQUIRE(posts.size() == 3);
+    for (const auto& [at, body] : posts) {
+      CHECK(body == posts[0].second);
+      CHECK(body.find(up.url("/res/1.txt")) != std::string::npos);
+    }
+    CHECK(std::chrono::duration<double>(posts[1].first - posts[0].first).count() >= 0.9);
+    CHECK(std::chrono::duration<double>(posts[2].first - posts[1].first).count() >= 1.9);
+  }
+  CHECK(scalar(a, "SELECT failures_total FROM hub_subscription") == "2");
+  CHECK(scalar(a, "SELECT failures FROM hub_subscription") == "0");
+  CHECK(scalar(a, "SELECT deliveries FROM hub_subscription") == "1");
+
   // A hub allowed no private callback host refuses to call 127.0.0.1 at all.
   TestDaemon strict({{"up", up.url("/")}});
   edit_config(strict, [](json& j) { j["push"] = {{"subscribe", false}}; });
   strict.start();
-  REQUIRE(wait_for(strict.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  REQUIRE(wait_for(strict.base, [](const json& st) { return in_sync(st, "up", 2); }));
   const int before = asked.load();
   httplib::Client c(strict.base);
   auto r = c.Post("/hub",
@@ -321,6 +369,14 @@ TEST_CASE("Push: B ignores a notification with a bad signature, a foreign topic 
   REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
   CHECK(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 2); }, 20));
   CHECK(scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'") == pushed);
+
+  // The source goes from B's config: B unsubscribes, the hub confirms with
+  // B (intent verified again) and drops it.
+  edit_config(b, [](json& j) { j["sources"] = json::array(); });
+  kill(b.pid, SIGHUP);
+  CHECK(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "0"; }, 15));
+  CHECK(eventually([&] { return scalar(b, "SELECT count(*) FROM push_subscription") == "0"; }, 5));
+  CHECK(b.log_text().find("push: unsubscribed") != std::string::npos);
 }
 
 TEST_CASE("Push: tributary simulate --hub pushes every change to A, which polls hourly, and A holds them") {
