@@ -178,19 +178,28 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
   return rs::write_document(d);
 }
 
+namespace {
+
+// An index's or archive's entry for one list: its URL and span.
+rs::Entry list_entry(const ArchivedList& l) {
+  rs::Entry e;
+  e.loc = l.url;
+  e.md = rs::Metadata{};
+  e.md->from = l.from;
+  e.md->until = l.until;
+  e.md->at = l.at;
+  e.md->completed = l.completed;
+  return e;
+}
+
+} // namespace
+
 std::string render_archive(const UrlScheme& urls, const std::string& set, const char* capability,
                            const std::vector<ArchivedList>& lists) {
   rs::Document d = capability_document(capability);
   d.header.links.push_back(link("up", urls.capability_list(set)));
   for (const auto& l : lists) {
-    rs::Entry e;
-    e.loc = l.url;
-    e.md = rs::Metadata{};
-    e.md->from = l.from;
-    e.md->until = l.until;
-    e.md->at = l.at;
-    e.md->completed = l.completed;
-    d.entries.push_back(std::move(e));
+    d.entries.push_back(list_entry(l));
   }
   return rs::write_document(d);
 }
@@ -360,12 +369,7 @@ Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& read
   index.header.md->from = ranges.front().from;
   index.header.links.push_back(link("up", urls.capability_list(set.name)));
   for (const auto& r : ranges) {
-    rs::Entry e;
-    e.loc = r.url;
-    e.md = rs::Metadata{};
-    e.md->from = r.from;
-    e.md->until = r.until;
-    index.entries.push_back(std::move(e));
+    index.entries.push_back(list_entry(ArchivedList{r.url, r.from, r.until, {}, {}}));
   }
   out.push_back(
       rs::WrittenPart{urls.change_list_index(set.name), rs::write_document(index), index.entries.size(), true});

@@ -326,9 +326,15 @@ PgStore::~PgStore() {
     return;
   }
   auto pool = std::move(m_impl->pool); // an idle connection holds no pool (no cycle)
+  // Only a connection that still has its session (its temporary tables:
+  // a server restart, or a connection re-established underneath, would
+  // have lost them) goes back.
   bool healthy = false;
   try {
-    healthy = m_impl->conn.is_open();
+    if (m_impl->conn.is_open()) {
+      pqxx::nontransaction tx(m_impl->conn);
+      healthy = tx.exec1("SELECT to_regclass('pg_temp.stage_resource') IS NOT NULL")[0].as<bool>();
+    }
   } catch (const std::exception&) {
   }
   if (healthy) {

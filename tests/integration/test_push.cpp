@@ -81,6 +81,26 @@ void add_resource(Site& site, Upstream& up, std::vector<rs::Entry>& changes, con
   site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
 }
 
+// An upstream Source holding one resource, to which changes are added.
+struct OneResource {
+  Upstream up;
+  Site site{up};
+  std::vector<rs::Entry> changes;
+  OneResource() {
+    site.put("/res/0.txt", "zero");
+    site.publish_start(ts("2026-01-01T00:00:00Z"));
+  }
+  void add(const std::string& path, const std::string& body, const char* when) {
+    add_resource(site, up, changes, path, body, ts(when));
+  }
+};
+
+// Starts the daemon and waits until its source holds `live` resources.
+void start_in_sync(TestDaemon& d, const std::string& source, uint64_t live) {
+  d.start();
+  REQUIRE(wait_for(d.base, [&](const json& st) { return in_sync(st, source, live); }));
+}
+
 bool b_active(const TestDaemon& b) {
   return scalar(b, "SELECT state FROM push_subscription WHERE source = 'a'") == "active";
 }
@@ -89,17 +109,13 @@ bool b_active(const TestDaemon& b) {
 
 TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -> B within about a second while A "
           "and B poll hourly, and a restart of A keeps both subscriptions") {
-  Upstream up;
-  Site site(up);
-  site.put("/res/0.txt", "zero");
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
-  std::vector<rs::Entry> changes;
+  OneResource source;
+  Upstream& up = source.up;
 
   // Z: a Source with a hub (a Tributary polling the upstream every second).
   TestDaemon z({{"up", up.url("/")}});
   configure_a(z);
-  z.start();
-  REQUIRE(wait_for(z.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  start_in_sync(z, "up", 1);
   // Its Capability List offers the channel, the topic names the hub.
   auto caps = http_get(z.base + "/sets/up/capabilitylist.xml");
   CHECK(caps.body.find("changelist-notification") != std::string::npos);
@@ -111,12 +127,10 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
   TestDaemon a({{"z", z.base + "/.well-known/resourcesync"}});
   configure_b(a, "1h", "1h");
   edit_config(a, [](json& j) { j["push"]["callback_allow_hosts"] = {"127.0.0.1"}; });
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "z", 1); }));
+  start_in_sync(a, "z", 1);
   TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
   configure_b(b, "1h", "1h");
-  b.start();
-  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 1); }));
+  start_in_sync(b, "a", 1);
   REQUIRE(eventually([&] { return scalar(a, "SELECT state FROM push_subscription") == "active"; }, 15));
   REQUIRE(eventually([&] { return b_active(b); }, 15));
   CHECK(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription WHERE secret IS NOT NULL") == "1"; }, 5));
@@ -124,8 +138,8 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
 
   // Upstream -> Z by Z's polling (1 s), Z -> A -> B by push.
   for (int i = 1; i <= 3; ++i) {
-    add_resource(site, up, changes, "/res/" + std::to_string(i) + ".txt", "body " + std::to_string(i),
-                 ts(("2026-01-02T00:00:0" + std::to_string(i) + "Z").c_str()));
+    source.add("/res/" + std::to_string(i) + ".txt", "body " + std::to_string(i),
+                 ("2026-01-02T00:00:0" + std::to_string(i) + "Z").c_str());
     REQUIRE(wait_for(z.base, [&](const json& st) { return in_sync(st, "up", 1 + i); }));
     const auto held_by_z = std::chrono::steady_clock::now();
     REQUIRE(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 1 + i); }, 10));
@@ -175,9 +189,8 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
   const std::string verified_a = scalar(a, "SELECT verified_at FROM push_subscription");
   const std::string verified_b = scalar(b, "SELECT verified_at FROM push_subscription WHERE source = 'a'");
   CHECK(a.stop().second == 0);
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "z", 4); }));
-  add_resource(site, up, changes, "/res/4.txt", "body 4", ts("2026-01-02T00:00:04Z"));
+  start_in_sync(a, "z", 4);
+  source.add("/res/4.txt", "body 4", "2026-01-02T00:00:04Z");
   REQUIRE(wait_for(z.base, [&](const json& st) { return in_sync(st, "up", 5); }));
   const auto held_by_z = std::chrono::steady_clock::now();
   REQUIRE(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 5); }, 10));
@@ -188,14 +201,11 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
 
 TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and never calls private addresses "
           "it was not allowed") {
-  Upstream up;
-  Site site(up);
-  site.put("/res/0.txt", "zero");
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  OneResource source;
+  Upstream& up = source.up;
   TestDaemon a({{"up", up.url("/")}});
   configure_a(a);
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  start_in_sync(a, "up", 1);
 
   // Two callbacks: one that echoes the challenge (it asked), one that does
   // not (someone subscribed it without asking).
@@ -246,8 +256,7 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
 
   // A change: delivered, refused twice, retried after 1 s and 2 s with the
   // same content, then taken; nothing more is sent.
-  std::vector<rs::Entry> changes;
-  add_resource(site, up, changes, "/res/1.txt", "one", ts("2026-01-02T00:00:01Z"));
+  source.add("/res/1.txt", "one", "2026-01-02T00:00:01Z");
   REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
   REQUIRE(eventually([&] {
     std::lock_guard lock(posts_mutex);
@@ -271,8 +280,7 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
   // A hub allowed no private callback host refuses to call 127.0.0.1 at all.
   TestDaemon strict({{"up", up.url("/")}});
   edit_config(strict, [](json& j) { j["push"] = {{"subscribe", false}}; });
-  strict.start();
-  REQUIRE(wait_for(strict.base, [](const json& st) { return in_sync(st, "up", 2); }));
+  start_in_sync(strict, "up", 2);
   const int before = asked.load();
   httplib::Client c(strict.base);
   auto r = c.Post("/hub",
@@ -289,20 +297,15 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
 
 TEST_CASE("Push: B ignores a notification with a bad signature, a foreign topic or only old changes, renews its "
           "lease, and a notification that never came is caught by polling") {
-  Upstream up;
-  Site site(up);
-  site.put("/res/0.txt", "zero");
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
-  std::vector<rs::Entry> changes;
+  OneResource source;
+  Upstream& up = source.up;
   TestDaemon a({{"up", up.url("/")}});
   configure_a(a, "1s");
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  start_in_sync(a, "up", 1);
   TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
   // A lease of 4 s: renewed at four fifths of it, again and again.
   configure_b(b, "2s", "6s", "4s");
-  b.start();
-  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 1); }));
+  start_in_sync(b, "a", 1);
   REQUIRE(eventually([&] { return b_active(b); }, 15));
   const std::string token = scalar(b, "SELECT token FROM push_subscription WHERE source = 'a'");
   const std::string secret = scalar(b, "SELECT secret FROM push_subscription WHERE source = 'a'");
@@ -365,7 +368,7 @@ TEST_CASE("Push: B ignores a notification with a bad signature, a foreign topic 
     tx.exec("UPDATE hub_subscription SET delivered_seq = delivered_seq + 1000000");
     tx.commit();
   }
-  add_resource(site, up, changes, "/res/1.txt", "one", ts("2026-01-02T00:00:01Z"));
+  source.add("/res/1.txt", "one", "2026-01-02T00:00:01Z");
   REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
   CHECK(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 2); }, 20));
   CHECK(scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'") == pushed);
@@ -389,8 +392,7 @@ TEST_CASE("Push: tributary simulate --hub pushes every change to A, which polls 
   REQUIRE(sim.start());
   TestDaemon a({{"sim", sim.base_url() + "/"}});
   configure_b(a, "1h", "1h"); // signed, hourly
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "sim", 20); }));
+  start_in_sync(a, "sim", 20);
   REQUIRE(eventually([&] { return scalar(a, "SELECT state FROM push_subscription") == "active"; }, 15));
   for (int round = 0; round < 3; ++round) {
     sim.change(5);
@@ -409,11 +411,8 @@ TEST_CASE("Push: tributary simulate --hub pushes every change to A, which polls 
 
 TEST_CASE("Push: with push.external_hub our Capability Lists name that hub and every notification is POSTed to "
           "it, signed with its secret") {
-  Upstream up;
-  Site site(up);
-  site.put("/res/0.txt", "zero");
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
-  std::vector<rs::Entry> changes;
+  OneResource source;
+  Upstream& up = source.up;
   // The external hub: records what it is sent.
   httplib::Server hub;
   std::mutex got_mutex;
@@ -435,14 +434,13 @@ TEST_CASE("Push: with push.external_hub our Capability Lists name that hub and e
   edit_config(a, [&](json& j) {
     j["push"] = {{"external_hub", hub_url}, {"external_hub_secret_file", (a.dir / "hub-secret").string()}};
   });
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "up", 1); }));
+  start_in_sync(a, "up", 1);
   auto caps = http_get(a.base + "/sets/up/capabilitylist.xml");
   CHECK(caps.body.find("<rs:ln rel=\"hub\" href=\"" + hub_url + "\"/>") != std::string::npos);
   CHECK(http_get(a.base + "/sets/up/notification/changelist").body.find(hub_url) != std::string::npos);
   REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 10));
 
-  add_resource(site, up, changes, "/res/1.txt", "one", ts("2026-01-02T00:00:01Z"));
+  source.add("/res/1.txt", "one", "2026-01-02T00:00:01Z");
   REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "up", 2); }));
   REQUIRE(eventually([&] {
     std::lock_guard lock(got_mutex);
