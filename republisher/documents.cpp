@@ -174,6 +174,9 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
     rs::Entry e = capability_entry(urls.change_notification(set.name), "changelist-notification");
     e.links.push_back(link("hub", hub));
     d.entries.push_back(std::move(e));
+    rs::Entry f = capability_entry(urls.framework_notification(set.name), "framework-notification");
+    f.links.push_back(link("hub", hub));
+    d.entries.push_back(std::move(f));
   }
   return rs::write_document(d);
 }

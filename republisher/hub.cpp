@@ -61,6 +61,9 @@ struct Hub::Impl {
   bool leading = false;
   std::vector<std::thread> threads;
   std::set<std::string> external_known; // sets whose topic the external hub follows (scheduler only)
+  std::vector<store::FrameworkEvent> framework_pending; // under mutex: for the scheduler to record
+  int64_t framework_seq = 0;                           // under mutex: the newest recorded
+  std::chrono::steady_clock::time_point framework_expired{};
 
   Impl(std::shared_ptr<store::PushStore> s, std::shared_ptr<store::StoreReader> r, UrlScheme u, HubTransport t,
        HubOptions o)
@@ -172,7 +175,12 @@ struct Hub::Impl {
     s.secret = i.secret;
     s.lease_seconds = static_cast<int>(i.lease.count());
     s.expires_at = at(Clock::now() + i.lease);
-    {
+    bool framework = false;
+    (void)urls.notification_set(i.topic, &framework);
+    if (framework) {
+      auto last = store->last_framework_seq();
+      s.delivered_seq = last ? *last : 0;
+    } else {
       std::lock_guard lock(mutex);
       // A new subscriber gets the changes from now on.
       auto it = shown_seq.find(i.set);
@@ -265,7 +273,94 @@ struct Hub::Impl {
     return std::chrono::seconds(std::min<int64_t>(int64_t(1) << std::min(failures, 12), 3600));
   }
 
+  // POSTs a notification; records what came of it. True when delivered.
+  void post_notification(const store::HubSubscription& s, std::string body, int64_t last, bool full) {
+    HubRequest post;
+    post.method = "POST";
+    post.url = s.callback;
+    post.body = std::move(body);
+    post.content_type = "application/xml";
+    post.headers.emplace_back("Link", rs::websub::link_header(hub_url(), s.topic));
+    if (!s.secret.empty()) {
+      post.headers.emplace_back("X-Hub-Signature", rs::websub::signature(s.secret, post.body));
+    }
+    auto reply = transport(post);
+    const auto now = Clock::now();
+    if (reply && reply->status >= 200 && reply->status <= 299) {
+      if (auto r = store->hub_delivered(s.topic, s.callback, last, at(now)); !r) {
+        log::warn("", "hub: " + r.error().message);
+      }
+      if (full) {
+        wake.notify_all(); // more to send
+      }
+      return;
+    }
+    if (reply && reply->status == 410) {
+      // WebSub: the subscriber wants no more.
+      (void)store->remove_hub_subscription(s.topic, s.callback);
+      log::info("", "hub: the callback answered 410 Gone: unsubscribed", {{"topic", s.topic}, {"callback", s.callback}});
+      return;
+    }
+    const std::string error = reply ? "HTTP " + std::to_string(reply->status) : reply.error().message;
+    const auto since = s.delivered_at ? *s.delivered_at : s.created_at;
+    if (s.failures >= 3 && at(now) - since > options.give_up) {
+      (void)store->remove_hub_subscription(s.topic, s.callback);
+      log::warn("", "hub: deliveries failed for over " + std::to_string(options.give_up.count()) +
+                        " s: subscription dropped (the subscriber catches up by polling)",
+                {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+      return;
+    }
+    const auto wait = backoff(s.failures);
+    (void)store->hub_delivery_failed(s.topic, s.callback, at(now + wait), error);
+    log::warn("", "hub: delivery failed, retried in " + std::to_string(wait.count()) + " s",
+              {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+  }
+
+  // A framework channel's events after the cursor, as one notification.
+  void deliver_framework(const store::HubSubscription& s, const std::string& set, int64_t upto) {
+    auto events = store->framework_events(set, s.delivered_seq, options.changes_per_notification);
+    if (!events) {
+      log::warn("", "hub: reading framework events for " + s.topic + ": " + events.error().message);
+      return;
+    }
+    while (!events->empty() && events->back().seq > upto) {
+      events->pop_back();
+    }
+    if (events->empty()) {
+      (void)store->hub_delivered(s.topic, s.callback, upto, at(Clock::now()));
+      return;
+    }
+    rs::Document d = capability_document("framework-notification");
+    d.header.links.push_back(link("up", urls.capability_list(set)));
+    for (const auto& e : *events) {
+      rs::Entry entry;
+      entry.loc = e.loc;
+      entry.md = rs::Metadata{};
+      entry.md->capability = e.capability;
+      entry.md->change = e.change == "created" ? rs::Change::created
+                         : e.change == "deleted" ? rs::Change::deleted
+                                                 : rs::Change::updated;
+      entry.md->datetime = e.at;
+      d.entries.push_back(std::move(entry));
+    }
+    const int64_t last = events->back().seq;
+    post_notification(s, rs::write_document(d), last, events->size() >= options.changes_per_notification);
+  }
+
   void deliver(const store::HubSubscription& s) {
+    bool framework = false;
+    if (auto name = urls.notification_set(s.topic, &framework); name && framework) {
+      int64_t upto = 0;
+      {
+        std::lock_guard lock(mutex);
+        if (!sets.count(*name)) {
+          return;
+        }
+        upto = framework_seq;
+      }
+      deliver_framework(s, *name, upto);
+      return;
+    }
     PublishedSet set;
     int64_t upto = 0;
     {
@@ -292,45 +387,7 @@ struct Hub::Impl {
       return;
     }
     const int64_t last = changes->back().seq;
-    HubRequest post;
-    post.method = "POST";
-    post.url = s.callback;
-    post.body = payload(set, *changes);
-    post.content_type = "application/xml";
-    post.headers.emplace_back("Link", rs::websub::link_header(hub_url(), s.topic));
-    if (!s.secret.empty()) {
-      post.headers.emplace_back("X-Hub-Signature", rs::websub::signature(s.secret, post.body));
-    }
-    auto reply = transport(post);
-    const auto now = Clock::now();
-    if (reply && reply->status >= 200 && reply->status <= 299) {
-      if (auto r = store->hub_delivered(s.topic, s.callback, last, at(now)); !r) {
-        log::warn("", "hub: " + r.error().message);
-      }
-      if (changes->size() >= options.changes_per_notification) {
-        wake.notify_all(); // more to send
-      }
-      return;
-    }
-    if (reply && reply->status == 410) {
-      // WebSub: the subscriber wants no more.
-      (void)store->remove_hub_subscription(s.topic, s.callback);
-      log::info("", "hub: the callback answered 410 Gone: unsubscribed", {{"topic", s.topic}, {"callback", s.callback}});
-      return;
-    }
-    const std::string error = reply ? "HTTP " + std::to_string(reply->status) : reply.error().message;
-    const auto since = s.delivered_at ? *s.delivered_at : s.created_at;
-    if (s.failures >= 3 && at(now) - since > options.give_up) {
-      (void)store->remove_hub_subscription(s.topic, s.callback);
-      log::warn("", "hub: deliveries failed for over " + std::to_string(options.give_up.count()) +
-                        " s: subscription dropped (the subscriber catches up by polling)",
-                {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
-      return;
-    }
-    const auto wait = backoff(s.failures);
-    (void)store->hub_delivery_failed(s.topic, s.callback, at(now + wait), error);
-    log::warn("", "hub: delivery failed, retried in " + std::to_string(wait.count()) + " s",
-              {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+    post_notification(s, payload(set, *changes), last, changes->size() >= options.changes_per_notification);
   }
 
   // Picks what is due; the workers deliver it.
@@ -351,10 +408,27 @@ struct Hub::Impl {
           }
         }
       }
+      std::vector<store::FrameworkEvent> events = std::move(framework_pending);
+      framework_pending.clear();
       lock.unlock();
       auto lead = store->lead_hub_delivery();
       if (lead && *lead && !unfollowed.empty()) {
         publish_to_external(unfollowed);
+      }
+      int64_t newest_framework = -1;
+      if (lead && *lead) {
+        if (!events.empty()) {
+          if (auto r = store->add_framework_events(events); !r) {
+            log::warn("", "hub: framework events not recorded: " + r.error().message);
+          }
+        }
+        if (auto last = store->last_framework_seq()) {
+          newest_framework = *last;
+        }
+        if (std::chrono::steady_clock::now() - framework_expired > std::chrono::hours(1)) {
+          framework_expired = std::chrono::steady_clock::now();
+          (void)store->expire_framework_events(at(Clock::now() - std::chrono::hours(24 * 7)));
+        }
       }
       std::vector<store::HubSubscription> subs;
       if (lead && *lead) {
@@ -368,6 +442,9 @@ struct Hub::Impl {
       const auto now = at(Clock::now());
       std::vector<store::HubSubscription> expired;
       lock.lock();
+      if (newest_framework >= 0) {
+        framework_seq = newest_framework;
+      }
       if (lead && *lead != leading) {
         leading = *lead;
         log::info("", leading ? "hub: this node delivers notifications" : "hub: another node delivers notifications");
@@ -377,10 +454,12 @@ struct Hub::Impl {
           expired.push_back(std::move(s));
           continue;
         }
-        auto name = urls.notification_set(s.topic);
+        bool framework = false;
+        auto name = urls.notification_set(s.topic, &framework);
         auto seq = name ? shown_seq.find(*name) : shown_seq.end();
         const std::pair<std::string, std::string> key{s.topic, s.callback};
-        if (seq == shown_seq.end() || s.delivered_seq >= seq->second || (s.retry_at && *s.retry_at > now) ||
+        const int64_t upto = framework ? framework_seq : (seq == shown_seq.end() ? 0 : seq->second);
+        if (seq == shown_seq.end() || s.delivered_seq >= upto || (s.retry_at && *s.retry_at > now) ||
             in_flight.count(key)) {
           continue;
         }
@@ -466,15 +545,21 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
     m_impl->subscription_request(req, res);
     return true;
   }
-  // "<base path>/sets/<set>/notification/changelist"
+  // "<base path>/sets/<set>/notification/changelist" (or /framework)
   std::optional<std::string> set;
-  constexpr std::string_view tail = "/notification/changelist";
-  if (const size_t sets = req.path.rfind("/sets/");
-      sets != std::string::npos && req.path.size() > sets + 6 + tail.size() &&
-      req.path.compare(req.path.size() - tail.size(), tail.size(), tail) == 0) {
-    std::string name = req.path.substr(sets + 6, req.path.size() - tail.size() - sets - 6);
-    if (m_impl->urls.path_of(m_impl->urls.change_notification(name)) == req.path) {
-      set = std::move(name);
+  bool framework = false;
+  for (const bool fw : {false, true}) {
+    const std::string_view tail = fw ? "/notification/framework" : "/notification/changelist";
+    if (const size_t sets = req.path.rfind("/sets/");
+        !set && sets != std::string::npos && req.path.size() > sets + 6 + tail.size() &&
+        req.path.compare(req.path.size() - tail.size(), tail.size(), tail) == 0) {
+      std::string name = req.path.substr(sets + 6, req.path.size() - tail.size() - sets - 6);
+      const std::string topic_url =
+          fw ? m_impl->urls.framework_notification(name) : m_impl->urls.change_notification(name);
+      if (m_impl->urls.path_of(topic_url) == req.path) {
+        set = std::move(name);
+        framework = fw;
+      }
     }
   }
   if (!set) {
@@ -492,10 +577,13 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
     return true;
   }
   // WebSub 4: discovery through the topic's Link header.
-  const std::string topic = m_impl->urls.change_notification(*set);
+  const std::string topic =
+      framework ? m_impl->urls.framework_notification(*set) : m_impl->urls.change_notification(*set);
   res.set_header("Link", rs::websub::link_header(m_impl->hub_url(), topic));
-  answer(res, 200, "ResourceSync Change Notification channel of set '" + *set + "' (its Change List: " +
-                       m_impl->urls.change_list(*set) + "); subscribe through the WebSub hub " + m_impl->hub_url());
+  answer(res, 200,
+         std::string("ResourceSync ") + (framework ? "Framework" : "Change") + " Notification channel of set '" + *set +
+             "' (its Capability List: " + m_impl->urls.capability_list(*set) +
+             "); subscribe through the WebSub hub " + m_impl->hub_url());
   return true;
 }
 
@@ -505,6 +593,17 @@ void Hub::published(const std::vector<PublishedSet>& sets, int64_t seq) {
     for (const auto& s : sets) {
       m_impl->sets[s.name] = s;
       m_impl->shown_seq[s.name] = seq;
+    }
+  }
+  m_impl->wake.notify_all();
+}
+
+void Hub::framework(const std::string& set, const std::string& loc, const std::string& capability,
+                    const std::string& change) {
+  {
+    std::lock_guard lock(m_impl->mutex);
+    if (m_impl->framework_pending.size() < 10000) {
+      m_impl->framework_pending.push_back(store::FrameworkEvent{0, set, loc, capability, change, at(Clock::now())});
     }
   }
   m_impl->wake.notify_all();

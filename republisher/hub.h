@@ -14,7 +14,9 @@
 #include <vector>
 
 // Our WebSub hub (W3C WebSub, 2018) for ResourceSync Change Notification
-// 1.0.1: each published set has a Change Notification channel, whose topic
+// and Framework Notification 1.0.1: each published set has a Change
+// Notification channel (its changes) and a Framework Notification channel
+// (changes of its documents), whose topics
 // its Capability List names with the hub (render_capability_list). A
 // subscriber POSTs a subscription to the hub; the hub verifies its intent
 // at the callback (the challenge must come back) before it records
@@ -93,6 +95,14 @@ public:
   // The republisher rendered these sets' Change Lists up to change-log seq
   // `seq`: their subscribers get the changes up to there.
   void published(const std::vector<PublishedSet>& sets, int64_t seq);
+
+  // Framework Notification: one of our documents of `set` changed (a
+  // Resource List published again, a Change List part closed, a dump or an
+  // archive grown). The delivering node records it for the set's framework
+  // channel; other nodes' events are dropped (the same documents change
+  // on every node).
+  void framework(const std::string& set, const std::string& loc, const std::string& capability,
+                 const std::string& change);
 
   // The hub subscribers are sent to: ours, or the external one.
   std::string advertised_hub() const;

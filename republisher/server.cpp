@@ -426,6 +426,7 @@ struct Republisher::Impl {
                                                ? cached(std::move(part.xml), "application/xml", true)
                                                : cached_on_disk(std::move(part.xml), options.document_dir / s.name,
                                                                 std::filesystem::path(path).filename().string());
+                                       framework(s.name, part.url, "changelist", "created");
                                        ++closed_now;
                                        const auto t = std::chrono::steady_clock::now();
                                        closing_time += t - mark; // this part's reading, rendering and writing
@@ -631,7 +632,9 @@ struct Republisher::Impl {
         }
         pass.rendered = true;
         snapshot_if_due(s.name, list.files->documents(), at);
-        if (publish_list(s.name, list.files->documents())) {
+        const bool first = publish_list(s.name, list.files->documents());
+        framework(s.name, urls.resource_list(s.name), "resourcelist", first ? "created" : "updated");
+        if (first) {
           {
             std::lock_guard lock(stop_mutex);
             sets_listed = true;
@@ -1044,6 +1047,7 @@ struct Republisher::Impl {
         publish_dump_files();
       }
       remove_old_generations(o, set.name, keep);
+      framework(set.name, urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
       changed = true;
     }
     return changed;
@@ -1347,6 +1351,13 @@ struct Republisher::Impl {
     return http::Disposition::done;
   }
 
+  // Framework Notification: one of our documents changed.
+  void framework(const std::string& set, const std::string& loc, const char* capability, const char* change) {
+    if (options.hub) {
+      options.hub->framework(set, loc, capability, change);
+    }
+  }
+
   // ---- archives --------------------------------------------------------------
 
   // The bytes of a document we serve.
@@ -1427,6 +1438,7 @@ struct Republisher::Impl {
         if (auto r = options.archive->put_archived({d}); !r) {
           return tl::unexpected(r.error());
         }
+        framework(c.set_name, urls.change_list_archive(c.set_name), "changelist-archive", "updated");
       }
     }
     return {};
@@ -1518,6 +1530,7 @@ struct Republisher::Impl {
       return;
     }
     known->second = at;
+    framework(set, urls.resource_list_archive(set), "resourcelist-archive", "updated");
     log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
   }
 

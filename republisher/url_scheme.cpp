@@ -54,18 +54,28 @@ std::string UrlScheme::change_notification(std::string_view set) const {
 
 std::string UrlScheme::hub() const { return m_base + "/hub"; }
 
-std::optional<std::string> UrlScheme::notification_set(std::string_view url) const {
-  constexpr std::string_view tail = "/notification/changelist";
+std::string UrlScheme::framework_notification(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/notification/framework";
+}
+
+std::optional<std::string> UrlScheme::notification_set(std::string_view url, bool* framework) const {
   const std::string head = m_base + std::string(k_sets);
-  if (url.size() <= head.size() + tail.size() || url.substr(0, head.size()) != head ||
-      url.substr(url.size() - tail.size()) != tail) {
-    return std::nullopt;
+  for (const bool fw : {false, true}) {
+    const std::string_view tail = fw ? "/notification/framework" : "/notification/changelist";
+    if (url.size() <= head.size() + tail.size() || url.substr(0, head.size()) != head ||
+        url.substr(url.size() - tail.size()) != tail) {
+      continue;
+    }
+    std::string set(url.substr(head.size(), url.size() - head.size() - tail.size()));
+    if (set.empty() || set.find('/') != std::string::npos) {
+      return std::nullopt;
+    }
+    if (framework) {
+      *framework = fw;
+    }
+    return set;
   }
-  std::string set(url.substr(head.size(), url.size() - head.size() - tail.size()));
-  if (set.empty() || set.find('/') != std::string::npos) {
-    return std::nullopt;
-  }
-  return set;
+  return std::nullopt;
 }
 
 std::string UrlScheme::change_list(std::string_view set) const {

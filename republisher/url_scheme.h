@@ -28,6 +28,8 @@ namespace tributary::pub {
 //   /sets/<set>/archive/<snapshot>/resourcelist.xml, resourcelist-<n>.xml
 //   /sets/<set>/notification/changelist             WebSub topic of the set's Change
 //                                                  Notification channel
+//   /sets/<set>/notification/framework              WebSub topic of its Framework
+//                                                  Notification channel
 //   /hub                                           our WebSub hub
 class UrlScheme {
 public:
@@ -56,9 +58,11 @@ public:
   std::string archived_resource_list(std::string_view set, std::string_view snapshot) const;
   std::string archived_resource_list_part(std::string_view set, std::string_view snapshot, size_t n) const;
   std::string change_notification(std::string_view set) const;
+  std::string framework_notification(std::string_view set) const;
   std::string hub() const;
-  // The set whose Change Notification topic `url` is, if it is one.
-  std::optional<std::string> notification_set(std::string_view url) const;
+  // The set whose Change or Framework Notification topic `url` is, if it
+  // is one (`framework` says which).
+  std::optional<std::string> notification_set(std::string_view url, bool* framework = nullptr) const;
 
   // The path part of our URLs (what the server sees), for routing.
   std::string path_of(const std::string& url) const;

@@ -147,6 +147,54 @@ Result<bool> PgAuxStore::lead_hub_delivery() {
   });
 }
 
+Result<void> PgAuxStore::add_framework_events(const std::vector<FrameworkEvent>& events) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record framework events", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    for (const auto& e : events) {
+      tx.exec_params("INSERT INTO framework_event (set_name, loc, capability, change, at) VALUES ($1, $2, $3, $4, $5)",
+                     e.set_name, e.loc, e.capability, e.change, rs::format_w3c_datetime(e.at));
+    }
+    tx.commit();
+    return {};
+  });
+}
+
+Result<std::vector<FrameworkEvent>> PgAuxStore::framework_events(const std::string& set, int64_t after_seq,
+                                                                size_t limit) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read framework events", [&]() -> Result<std::vector<FrameworkEvent>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto rows = tx.exec_params("SELECT seq, set_name, loc, capability, change, " + us("at") +
+                                   " FROM framework_event WHERE set_name = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                               set, static_cast<long long>(after_seq), static_cast<long long>(limit));
+    std::vector<FrameworkEvent> out;
+    for (const auto& row : rows) {
+      out.push_back(FrameworkEvent{row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<std::string>(),
+                                   row[3].as<std::string>(), row[4].as<std::string>(), read_time(row[5])});
+    }
+    return out;
+  });
+}
+
+Result<int64_t> PgAuxStore::last_framework_seq() {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("read the last framework event", [&]() -> Result<int64_t> {
+    pqxx::read_transaction tx(m_impl->conn);
+    return tx.exec1("SELECT coalesce(max(seq), 0) FROM framework_event")[0].as<int64_t>();
+  });
+}
+
+Result<uint64_t> PgAuxStore::expire_framework_events(rs::Timestamp before) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("expire framework events", [&]() -> Result<uint64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("DELETE FROM framework_event WHERE at < $1", rs::format_w3c_datetime(before));
+    tx.commit();
+    return static_cast<uint64_t>(r.affected_rows());
+  });
+}
+
 Result<void> PgAuxStore::put_push_subscription(const PushSubscription& s) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("record a push subscription", [&]() -> Result<void> {

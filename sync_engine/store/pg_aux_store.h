@@ -25,6 +25,11 @@ public:
   Result<void> hub_delivery_failed(const std::string& topic, const std::string& callback, rs::Timestamp retry_at,
                                    const std::string& error) override;
   Result<bool> lead_hub_delivery() override;
+  Result<void> add_framework_events(const std::vector<FrameworkEvent>& events) override;
+  Result<std::vector<FrameworkEvent>> framework_events(const std::string& set, int64_t after_seq,
+                                                       size_t limit) override;
+  Result<int64_t> last_framework_seq() override;
+  Result<uint64_t> expire_framework_events(rs::Timestamp before) override;
 
   Result<void> put_push_subscription(const PushSubscription& s) override;
   Result<bool> remove_push_subscription(const std::string& source, const std::string& topic) override;

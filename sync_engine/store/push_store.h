@@ -51,6 +51,16 @@ struct PushSubscription {
   std::string last_note;
 };
 
+// A change of one of our own documents, for Framework Notification.
+struct FrameworkEvent {
+  int64_t seq = 0;
+  std::string set_name;
+  std::string loc;
+  std::string capability; // of the document: "resourcelist", "changelist", ...
+  std::string change;     // "created", "updated", "deleted"
+  rs::Timestamp at;
+};
+
 class PushStore {
 public:
   virtual ~PushStore() = default;
@@ -73,6 +83,13 @@ public:
   // true while this connection holds the delivery lease. Held until the
   // connection closes.
   virtual Result<bool> lead_hub_delivery() = 0;
+  // Framework events: recorded by the delivering node, read per set after
+  // a cursor; the newest seq (0: none); those older than `before` go.
+  virtual Result<void> add_framework_events(const std::vector<FrameworkEvent>& events) = 0;
+  virtual Result<std::vector<FrameworkEvent>> framework_events(const std::string& set, int64_t after_seq,
+                                                               size_t limit) = 0;
+  virtual Result<int64_t> last_framework_seq() = 0;
+  virtual Result<uint64_t> expire_framework_events(rs::Timestamp before) = 0;
 
   // ---- our subscriptions ----------------------------------------------------
   // Adds or replaces (by source and topic).

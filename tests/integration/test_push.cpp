@@ -223,6 +223,16 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
     posts.emplace_back(std::chrono::steady_clock::now(), req.body);
     res.status = posts.size() <= 2 ? 503 : 204;
   });
+  // A subscriber of the framework channel: what it was sent.
+  std::vector<std::string> framework_posts;
+  cb.Get("/framework", [&](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(req.get_param_value("hub.challenge"), "text/plain");
+  });
+  cb.Post("/framework", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard lock(posts_mutex);
+    framework_posts.push_back(req.get_header_value("Link") + "\n" + req.body);
+    res.status = 204;
+  });
   cb.Get("/unwilling", [&](const httplib::Request&, httplib::Response& res) {
     ++asked;
     res.status = 404;
@@ -253,6 +263,14 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
   REQUIRE(eventually([&] { return asked.load() >= 3; }, 10));
   REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 5));
   CHECK(scalar(a, "SELECT callback FROM hub_subscription") == running.base() + "/willing");
+  // The framework channel, as the Capability List names it.
+  const std::string framework_topic = a.base + "/sets/up/notification/framework";
+  CHECK(http_get(a.base + "/sets/up/capabilitylist.xml").body.find("<loc>" + framework_topic +
+                                                                  "</loc><rs:md capability=\"framework-notification\"/>") !=
+        std::string::npos);
+  CHECK(form_post(rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", framework_topic},
+                                           {"hub.callback", running.base() + "/framework"}})) == 202);
+  REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "2"; }, 10));
 
   // A change: delivered, refused twice, retried after 1 s and 2 s with the
   // same content, then taken; nothing more is sent.
@@ -273,9 +291,27 @@ TEST_CASE("Push: the hub verifies intent (a forged subscription is refused) and 
     CHECK(std::chrono::duration<double>(posts[1].first - posts[0].first).count() >= 0.9);
     CHECK(std::chrono::duration<double>(posts[2].first - posts[1].first).count() >= 1.9);
   }
-  CHECK(scalar(a, "SELECT failures_total FROM hub_subscription") == "2");
-  CHECK(scalar(a, "SELECT failures FROM hub_subscription") == "0");
-  CHECK(scalar(a, "SELECT deliveries FROM hub_subscription") == "1");
+  const std::string willing = "WHERE callback LIKE '%/willing'";
+  CHECK(scalar(a, "SELECT failures_total FROM hub_subscription " + willing) == "2");
+  CHECK(scalar(a, "SELECT failures FROM hub_subscription " + willing) == "0");
+  CHECK(scalar(a, "SELECT deliveries FROM hub_subscription " + willing) == "1");
+  // The framework subscriber heard that A's Resource List was published
+  // again, as a framework-notification naming it.
+  REQUIRE(eventually([&] {
+    std::lock_guard lock(posts_mutex);
+    for (const auto& p : framework_posts) {
+      if (p.find("<loc>" + a.base + "/sets/up/resourcelist.xml</loc><rs:md capability=\"resourcelist\" "
+                 "change=\"updated\"") != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }, 10));
+  {
+    std::lock_guard lock(posts_mutex);
+    CHECK(framework_posts[0].rfind(rs::websub::link_header(a.base + "/hub", framework_topic), 0) == 0);
+    CHECK(framework_posts[0].find("<rs:md capability=\"framework-notification\"/>") != std::string::npos);
+  }
 
   // A hub allowed no private callback host refuses to call 127.0.0.1 at all.
   TestDaemon strict({{"up", up.url("/")}});
