@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -33,16 +34,22 @@ inline Got http_get(const std::string& url, const httplib::Headers& headers = {}
   return r ? Got{r->status, r->body, r->headers} : Got{};
 }
 
-// Polls `url` until its body holds `needle` (true) or `seconds` pass.
-inline bool eventually_says(const std::string& url, const std::string& needle, double seconds = 10) {
+// Asks `pred` every 50 ms until it holds (true) or `seconds` pass (then it
+// is asked a last time).
+inline bool eventually(const std::function<bool()>& pred, double seconds = 10) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {
-    if (http_get(url).body.find(needle) != std::string::npos) {
+    if (pred()) {
       return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return false;
+  return pred();
+}
+
+// Polls `url` until its body holds `needle` (true) or `seconds` pass.
+inline bool eventually_says(const std::string& url, const std::string& needle, double seconds = 10) {
+  return eventually([&] { return http_get(url).body.find(needle) != std::string::npos; }, seconds);
 }
 
 // Runs `server` (its routes set) on a port of its own at `host`, in a

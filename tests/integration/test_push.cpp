@@ -38,17 +38,6 @@ std::string scalar(const TestDaemon& d, const std::string& sql) {
   return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
 }
 
-bool eventually(const std::function<bool()>& pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return pred();
-}
-
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }

@@ -529,15 +529,7 @@ TEST_CASE("Republisher: retention compacts whole Change List parts and their Cha
     }
     return out;
   };
-  auto wait_for = [](const std::function<bool()>& ok) {
-    for (int i = 0; i < 100; ++i) {
-      if (ok()) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  };
+  auto wait_for = [](const std::function<bool()>& ok) { return eventually(ok, 10); };
   // B follows A while A still publishes every change.
   SyncEnv b;
   auto src = SyncEnv::source(a.base + "/", "a");
@@ -600,15 +592,7 @@ TEST_CASE("Archives: compacted Change List parts stay in the Change List Archive
               /*archives=*/true);
   pub::UrlScheme urls(a.base);
   auto index = [&] { return rs::parse_document(get(urls.change_list_index("up")).body).document; };
-  auto wait_for = [](const std::function<bool()>& ok) {
-    for (int i = 0; i < 100; ++i) {
-      if (ok()) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  };
+  auto wait_for = [](const std::function<bool()>& ok) { return eventually(ok, 10); };
   // The Capability List offers both archives.
   const std::string caps = get(urls.capability_list("up")).body;
   CHECK(caps.find("<loc>" + urls.change_list_archive("up") + "</loc><rs:md capability=\"changelist-archive\"/>") !=
