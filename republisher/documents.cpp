@@ -155,7 +155,8 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
 }
 
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump,
-                                   bool change_dump, const std::string& hub, bool archives) {
+                                   bool change_dump, const std::string& hub, bool archives,
+                                   bool change_dump_archive) {
   rs::Document d = capability_document("capabilitylist");
   d.header.links.push_back(link("up", urls.source_description()));
   d.entries.push_back(capability_entry(urls.resource_list(set.name), "resourcelist"));
@@ -169,6 +170,9 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
   if (archives) {
     d.entries.push_back(capability_entry(urls.resource_list_archive(set.name), "resourcelist-archive"));
     d.entries.push_back(capability_entry(urls.change_list_archive(set.name), "changelist-archive"));
+    if (change_dump_archive) {
+      d.entries.push_back(capability_entry(urls.change_dump_archive(set.name), "changedump-archive"));
+    }
   }
   if (!hub.empty()) {
     rs::Entry e = capability_entry(urls.change_notification(set.name), "changelist-notification");

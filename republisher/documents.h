@@ -70,9 +70,11 @@ std::string render_source_description(const UrlScheme& urls, const std::vector<P
 // `hub`: the WebSub hub of the set's Change Notification channel (spec:
 // Change Notification 1.0.1, section 5: the topic as an entry of capability
 // "changelist-notification", the hub in its rel="hub" link); empty: none.
-// `archives`: the set's Change List Archive and Resource List Archive.
+// `archives`: the set's Change List Archive and Resource List Archive, and
+// with `change_dump_archive` (Change Dumps are built) its Change Dump Archive.
 std::string render_capability_list(const UrlScheme& urls, const PublishedSet& set, bool resource_dump = false,
-                                   bool change_dump = false, const std::string& hub = {}, bool archives = false);
+                                   bool change_dump = false, const std::string& hub = {}, bool archives = false,
+                                   bool change_dump_archive = false);
 
 // One list an archive names: its URL and span (Change Lists: from, until;
 // Resource Lists: at, completed).

@@ -202,11 +202,12 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
 }
 
 std::string render_change_dump(const UrlScheme& urls, const PublishedSet& set,
-                               const std::vector<ChangePackage>& packages) {
+                               const std::vector<ChangePackage>& packages, std::optional<rs::Timestamp> until) {
   rs::Document d;
   d.header.md = rs::Metadata{};
   d.header.md->capability = "changedump";
   d.header.md->from = packages.empty() ? rs::Timestamp{} : packages.front().from;
+  d.header.md->until = until;
   d.header.links.push_back(rs::Link{.rel = "up", .href = urls.capability_list(set.name)});
   for (const auto& p : packages) {
     rs::Entry e;

@@ -56,9 +56,11 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
                                            size_t part_size);
 
 // The Change Dump listing `packages` (forward chronological), each with
-// from/until, hash, length and a rel="contents" link to its manifest.
+// from/until, hash, length and a rel="contents" link to its manifest;
+// `until` for one that is closed (an archived Change Dump).
 std::string render_change_dump(const UrlScheme& urls, const PublishedSet& set,
-                               const std::vector<ChangePackage>& packages);
+                               const std::vector<ChangePackage>& packages,
+                               std::optional<rs::Timestamp> until = std::nullopt);
 
 // Removes the set's generations under <dir>/<set> except `keep`.
 void remove_old_generations(const DumpOptions& options, const std::string& set, const std::vector<std::string>& keep);

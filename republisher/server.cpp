@@ -400,7 +400,7 @@ struct Republisher::Impl {
         put(urls.capability_list(s.name),
             render_capability_list(urls, s, dump_document.has_value(), change_dump_document.has_value(),
                                    options.hub ? options.hub->advertised_hub() : std::string(),
-                                   options.archive != nullptr));
+                                   options.archive != nullptr, !options.dump_dir.empty()));
         if (dump_document) {
           put(urls.resource_dump(s.name), std::move(*dump_document));
         }
@@ -1440,6 +1440,107 @@ struct Republisher::Impl {
         }
         framework(c.set_name, urls.change_list_archive(c.set_name), "changelist-archive", "updated");
       }
+      if (auto r = archive_change_packages(c, meta); !r) {
+        return r;
+      }
+    }
+    return {};
+  }
+
+  // The blob holding a Change Dump file (package or manifest) of ours:
+  // named in the database with shared dumps, else this node's file, kept.
+  Result<store::SharedDumps::File> dump_file_blob(const std::string& url, const std::filesystem::path& local) {
+    if (options.shared_dumps) {
+      auto named = options.shared_dumps->file(urls.path_of(url));
+      if (!named) {
+        return tl::unexpected(named.error());
+      }
+      if (!*named) {
+        return make_error(ErrorKind::conflict, url + " is not built yet: nothing archived, nothing compacted");
+      }
+      return **named;
+    }
+    std::ifstream in(local, std::ios::binary);
+    if (local.empty() || !in) {
+      return make_error(ErrorKind::conflict, url + " is not built yet: nothing archived, nothing compacted");
+    }
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto blob = keep(bytes);
+    if (!blob) {
+      return tl::unexpected(blob.error());
+    }
+    return store::SharedDumps::File{urls.path_of(url), blob->sha256, blob->length};
+  }
+
+  // With Change Dumps: the package of each part about to be compacted
+  // stays at its URL, kept as a blob with its manifest, and an archived
+  // Change Dump of that one package (archive/changedump-<n>.xml) is listed
+  // by the set's Change Dump Archive. A package not yet built holds the
+  // compaction back (the dumper builds it within seconds).
+  Result<void> archive_change_packages(const store::Compaction& c, const ClosedParts& meta) {
+    if (options.dump_dir.empty()) {
+      return {};
+    }
+    auto have = options.archive->archived(c.set_name, "changedump");
+    if (!have) {
+      return tl::unexpected(have.error());
+    }
+    std::set<size_t> done;
+    for (const auto& d : *have) {
+      done.insert(d.part);
+    }
+    std::map<size_t, ChangePackage> built;
+    {
+      std::shared_lock lock(cache_mutex);
+      if (auto it = change_packages.find(c.set_name); it != change_packages.end()) {
+        for (const auto& p : it->second) {
+          built[p.n] = p;
+        }
+      }
+    }
+    for (const auto& p : meta.parts) {
+      if (p.n > c.parts || done.count(p.n)) {
+        continue;
+      }
+      const std::string zip_url = urls.change_dump_package(c.set_name, p.n);
+      const std::string manifest_url = urls.change_dump_manifest(c.set_name, p.n);
+      const auto local = built.find(p.n);
+      auto zip = dump_file_blob(zip_url, local == built.end() ? std::filesystem::path() : local->second.file);
+      if (!zip) {
+        return tl::unexpected(zip.error());
+      }
+      auto manifest =
+          dump_file_blob(manifest_url, local == built.end() ? std::filesystem::path() : local->second.manifest_file);
+      if (!manifest) {
+        return tl::unexpected(manifest.error());
+      }
+      auto doc = keep(render_change_dump(urls, PublishedSet{c.set_name, {}}, {offered_package(p.n, p.from, p.until, *zip)},
+                                         p.until));
+      if (!doc) {
+        return tl::unexpected(doc.error());
+      }
+      auto row = [&](const std::string& path, const char* kind, const std::string& sha256, uint64_t length) {
+        store::ArchivedDocument d;
+        d.url_path = path;
+        d.set_name = c.set_name;
+        d.kind = kind;
+        d.part = p.n;
+        d.from = p.from;
+        d.until = p.until;
+        d.sha256 = sha256;
+        d.length = length;
+        return d;
+      };
+      // The archived Change Dump last: the archive lists it only once its
+      // package is there.
+      if (auto r = options.archive->put_archived(
+              {row(urls.path_of(zip_url), "changedump-package", zip->sha256, zip->length),
+               row(urls.path_of(manifest_url), "changedump-package", manifest->sha256, manifest->length),
+               row(urls.path_of(urls.archived_change_dump(c.set_name, p.n)), "changedump", doc->sha256, doc->length)});
+          !r) {
+        return tl::unexpected(r.error());
+      }
+      framework(c.set_name, urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
     }
     return {};
   }
@@ -1557,15 +1658,28 @@ struct Republisher::Impl {
     }
     const bool cl_archive = path == urls.path_of(urls.change_list_archive(*set));
     const bool rl_archive = path == urls.path_of(urls.resource_list_archive(*set));
-    const bool archived_doc = !cl_archive && !rl_archive &&
-                              (path.find("/changelist-") != std::string::npos || path.find("/archive/") != std::string::npos);
-    if (!cl_archive && !rl_archive && !archived_doc) {
+    const bool cd_archive = path == urls.path_of(urls.change_dump_archive(*set));
+    const bool any_archive = cl_archive || rl_archive || cd_archive;
+    const bool maybe_package = !any_archive && is_dump_file_path(path) && path.find("/changedump/") != std::string::npos;
+    const bool archived_doc = !any_archive && (path.find("/changelist-") != std::string::npos ||
+                                               path.find("/archive/") != std::string::npos || maybe_package);
+    if (!any_archive && !archived_doc) {
       return std::nullopt;
     }
     {
       std::shared_lock lock(cache_mutex);
       if (!set_feeds.count(*set)) {
         return std::nullopt;
+      }
+      if (maybe_package) {
+        // Only the packages of compacted parts are archived; the others are
+        // this node's files or the shared dumps'.
+        auto it = closed_meta.find(*set);
+        size_t n = 0;
+        if (it == closed_meta.end() ||
+            std::sscanf(path.c_str() + path.rfind('/') + 1, "%zu", &n) != 1 || n > it->second.compacted) {
+          return std::nullopt;
+        }
       }
     }
     if (!can_block) {
@@ -1583,14 +1697,30 @@ struct Republisher::Impl {
       }
       return serve_blob(res, path, (*d)->sha256);
     }
-    auto rows = options.archive->archived(*set, cl_archive ? "changelist" : "resourcelist");
+    auto rows = options.archive->archived(*set, cl_archive ? "changelist" : cd_archive ? "changedump" : "resourcelist");
     if (!rows) {
       res.status = 503;
       res.set_header("Retry-After", "5");
       return http::Disposition::done;
     }
     std::vector<ArchivedList> lists;
-    if (cl_archive) {
+    if (cd_archive) {
+      if (options.dump_dir.empty()) {
+        return std::nullopt;
+      }
+      // An archived Change Dump per compacted part, then the live Change
+      // Dump over the packages still published.
+      for (const auto& r : *rows) {
+        lists.push_back(ArchivedList{urls.archived_change_dump(*set, r.part), r.from, r.until, {}, {}});
+      }
+      std::shared_lock lock(cache_mutex);
+      if (auto it = closed_meta.find(*set); it != closed_meta.end()) {
+        const auto& parts = it->second.parts;
+        if (!parts.empty()) {
+          lists.push_back(ArchivedList{urls.change_dump(*set), parts.front().from, parts.back().until, {}, {}});
+        }
+      }
+    } else if (cl_archive) {
       // The compacted parts, then the closed ones still published.
       size_t last = 0;
       for (const auto& r : *rows) {
@@ -1612,8 +1742,8 @@ struct Republisher::Impl {
         }
       }
     }
-    auto doc = cached(render_archive(urls, *set, cl_archive ? "changelist-archive" : "resourcelist-archive", lists),
-                      "application/xml");
+    const char* capability = cl_archive ? "changelist-archive" : cd_archive ? "changedump-archive" : "resourcelist-archive";
+    auto doc = cached(render_archive(urls, *set, capability, lists), "application/xml");
     return serve_document(req, res, doc, can_block);
   }
 

@@ -39,6 +39,14 @@ std::string UrlScheme::resource_list_archive(std::string_view set) const {
   return m_base + std::string(k_sets) + std::string(set) + "/resourcelist-archive.xml";
 }
 
+std::string UrlScheme::change_dump_archive(std::string_view set) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/changedump-archive.xml";
+}
+
+std::string UrlScheme::archived_change_dump(std::string_view set, size_t n) const {
+  return m_base + std::string(k_sets) + std::string(set) + "/archive/changedump-" + std::to_string(n) + ".xml";
+}
+
 std::string UrlScheme::archived_resource_list(std::string_view set, std::string_view snapshot) const {
   return m_base + std::string(k_sets) + std::string(set) + "/archive/" + std::string(snapshot) + "/resourcelist.xml";
 }

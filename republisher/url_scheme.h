@@ -26,6 +26,10 @@ namespace tributary::pub {
 //                                                  part, those retention compacted too
 //   /sets/<set>/resourcelist-archive.xml           Resource List Archive: snapshots
 //   /sets/<set>/archive/<snapshot>/resourcelist.xml, resourcelist-<n>.xml
+//   /sets/<set>/changedump-archive.xml             Change Dump Archive: a Change Dump
+//                                                  per compacted part, then the live one
+//   /sets/<set>/archive/changedump-<n>.xml         archived Change Dump of part n's
+//                                                  package (which keeps its URL)
 //   /sets/<set>/notification/changelist             WebSub topic of the set's Change
 //                                                  Notification channel
 //   /sets/<set>/notification/framework              WebSub topic of its Framework
@@ -53,6 +57,8 @@ public:
   std::string change_dump_manifest(std::string_view set, size_t n) const;
   std::string change_list_archive(std::string_view set) const;
   std::string resource_list_archive(std::string_view set) const;
+  std::string change_dump_archive(std::string_view set) const;
+  std::string archived_change_dump(std::string_view set, size_t n) const;
   // A snapshot of the Resource List as archived: its list (or index) and
   // parts.
   std::string archived_resource_list(std::string_view set, std::string_view snapshot) const;

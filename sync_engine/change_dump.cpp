@@ -3,6 +3,7 @@
 #include "sync_engine/url_resolve.h"
 
 #include <algorithm>
+#include <set>
 #include <unordered_map>
 
 // Catch-up from a Change Dump (or index): packages of changes, each applied
@@ -191,7 +192,8 @@ Result<void> apply_package(RunContext& ctx, int64_t feed, const rs::Entry& pkg, 
 // when it covers the watermark and at least one whole package of changes
 // is waiting; "dumps" whenever it covers the watermark. Otherwise the
 // Change List does the work.
-Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::string& cd_url) {
+Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::string& cd_url,
+                                   const std::string& cda_url) {
   auto wm = ctx.settled_watermark(feed);
   if (!wm) {
     return tl::unexpected(wm.error());
@@ -209,47 +211,93 @@ Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::str
   // again.
   std::vector<std::pair<rs::Entry, std::optional<ManifestSpan>>> dated;
   size_t dated_by_manifest = 0;
-  for (auto& p : packages) {
-    std::optional<ManifestSpan> span;
-    if ((!p.md || !p.md->from || !p.md->until) && w.last_time) {
-      span = manifest_copy_span(ctx, p, w);
-    }
-    if (span) {
-      ++dated_by_manifest;
-      if (!p.md) {
-        p.md = rs::Metadata{};
+  auto date = [&](std::vector<rs::Entry>& more) {
+    for (auto& p : more) {
+      std::optional<ManifestSpan> span;
+      if ((!p.md || !p.md->from || !p.md->until) && w.last_time) {
+        span = manifest_copy_span(ctx, p, w);
       }
-      p.md->from = p.md->from ? p.md->from : span->first;
+      if (span) {
+        ++dated_by_manifest;
+        if (!p.md) {
+          p.md = rs::Metadata{};
+        }
+        p.md->from = p.md->from ? p.md->from : span->first;
+      }
+      dated.emplace_back(std::move(p), span);
     }
-    dated.emplace_back(std::move(p), span);
-  }
-  // Forward chronological order, by each package's `from`.
-  std::stable_sort(dated.begin(), dated.end(), [](const auto& a, const auto& b) {
-    const auto fa = a.first.md ? a.first.md->from : std::nullopt;
-    const auto fb = b.first.md ? b.first.md->from : std::nullopt;
-    return fa && fb && *fa < *fb;
-  });
+    // Forward chronological order, by each package's `from`.
+    std::stable_sort(dated.begin(), dated.end(), [](const auto& a, const auto& b) {
+      const auto fa = a.first.md ? a.first.md->from : std::nullopt;
+      const auto fb = b.first.md ? b.first.md->from : std::nullopt;
+      return fa && fb && *fa < *fb;
+    });
+  };
+  date(packages);
   std::vector<const rs::Entry*> todo;
-  bool covers = !w.last_time;
+  bool covers = false;
   size_t whole = 0;
-  for (const auto& [p, span] : dated) {
-    // Plain values, not optionals: GCC 12 warns of optional<time_point>
-    // read uninitialised here (it is not).
-    const bool has_from = p.md && p.md->from && w.last_time;
-    const bool has_until = p.md && p.md->until && w.last_time;
-    const rs::Timestamp last = w.last_time.value_or(rs::Timestamp{});
-    const rs::Timestamp from = has_from ? *p.md->from : rs::Timestamp{};
-    const rs::Timestamp until = has_until ? *p.md->until : rs::Timestamp{};
-    if (span ? span->after == 0 : (has_until && until < last)) {
-      continue; // already applied
+  auto plan = [&] {
+    todo.clear();
+    covers = !w.last_time;
+    whole = 0;
+    for (const auto& [p, span] : dated) {
+      // Plain values, not optionals: GCC 12 warns of optional<time_point>
+      // read uninitialised here (it is not).
+      const bool has_from = p.md && p.md->from && w.last_time;
+      const bool has_until = p.md && p.md->until && w.last_time;
+      const rs::Timestamp last = w.last_time.value_or(rs::Timestamp{});
+      const rs::Timestamp from = has_from ? *p.md->from : rs::Timestamp{};
+      const rs::Timestamp until = has_until ? *p.md->until : rs::Timestamp{};
+      if (span ? span->after == 0 : (has_until && until < last)) {
+        continue; // already applied
+      }
+      if (todo.empty() && has_from && from <= last) {
+        covers = true;
+      }
+      if (span ? span->after == span->entries : (has_from && has_until && from >= last)) {
+        ++whole;
+      }
+      todo.push_back(&p);
     }
-    if (todo.empty() && has_from && from <= last) {
-      covers = true;
+  };
+  plan();
+  if (!todo.empty() && !covers && !cda_url.empty() && todo.front()->md && todo.front()->md->from) {
+    // The Source's Change Dump Archive may still hold the packages in
+    // between (ResourceSync Archives, section 7).
+    const rs::Timestamp earliest = *todo.front()->md->from;
+    auto archived = archived_spans(ctx, cda_url, rs::Capability::changedump_archive, *w.last_time);
+    if (!archived) {
+      ctx.note("the Change Dump Archive " + cda_url + " could not be read: " + archived.error().message);
+    } else if (!bridges(*archived, *w.last_time, earliest)) {
+      ctx.note("the Change Dump Archive " + cda_url + " does not reach back to the last change applied (" +
+               rs::format_w3c_datetime(*w.last_time) + ")");
+    } else {
+      std::set<std::string> have;
+      for (const auto& d : dated) {
+        have.insert(d.first.loc);
+      }
+      std::vector<rs::Entry> more;
+      for (const auto& a : *archived) {
+        if (a.url == cd_url) {
+          continue; // the live one, read above
+        }
+        auto from_archive = dump_packages(ctx, a.url, rs::Capability::changedump, unused_at, w.last_time);
+        if (!from_archive) {
+          return tl::unexpected(from_archive.error());
+        }
+        for (auto& p : *from_archive) {
+          if (have.insert(p.loc).second) {
+            more.push_back(std::move(p));
+          }
+        }
+      }
+      const size_t found = more.size();
+      date(more);
+      plan();
+      ctx.note("caught up through the Change Dump Archive " + cda_url + ": " + std::to_string(found) +
+               " archived package(s) from " + rs::format_w3c_datetime(archived->front().from));
     }
-    if (span ? span->after == span->entries : (has_from && has_until && from >= last)) {
-      ++whole;
-    }
-    todo.push_back(&p);
   }
   if (dated_by_manifest > 0) {
     ctx.note(std::to_string(dated_by_manifest) + " Change Dump package" + (dated_by_manifest == 1 ? "" : "s") +

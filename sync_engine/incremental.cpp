@@ -127,17 +127,20 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
   return status;
 }
 
-// The lists of a Change List Archive (a urlset of lists, or an index of
-// such urlsets; ResourceSync Archives, section 5) that end after `since`,
-// ordered by `from`; only those whose span is given (an archived list
-// without `from` and `until` cannot be placed).
-Result<std::vector<ListRef>> archived_lists(RunContext& ctx, const std::string& cla_url, rs::Timestamp since) {
-  std::vector<ListRef> out;
-  std::vector<std::string> pending{cla_url};
+} // namespace
+
+// The documents an archive lists (a urlset of them, or an index of such
+// urlsets; ResourceSync Archives, sections 5 and 7) that end after `since`,
+// ordered by `from`; only those whose span is given (an archived list or
+// dump without `from` and `until` cannot be placed).
+Result<std::vector<ArchivedSpan>> archived_spans(RunContext& ctx, const std::string& archive_url,
+                                                 rs::Capability kind, rs::Timestamp since) {
+  std::vector<ArchivedSpan> out;
+  std::vector<std::string> pending{archive_url};
   for (size_t depth = 0; !pending.empty() && depth < 2; ++depth) {
     std::vector<std::string> next;
     for (const auto& url : pending) {
-      auto doc = ctx.spool(url, rs::Capability::changelist_archive, false);
+      auto doc = ctx.spool(url, kind, false);
       if (!doc) {
         return tl::unexpected(doc.error());
       }
@@ -153,32 +156,29 @@ Result<std::vector<ListRef>> archived_lists(RunContext& ctx, const std::string& 
         if ((*doc)->header().root == rs::RootElement::sitemapindex) {
           next.push_back(*loc);
         } else if (e.md && e.md->from && e.md->until && *e.md->until >= since) {
-          out.push_back(ListRef{*loc, e.md->from, e.md->until});
+          out.push_back(ArchivedSpan{*loc, *e.md->from, *e.md->until});
         }
       }
     }
     pending = std::move(next);
   }
-  std::stable_sort(out.begin(), out.end(), [](const ListRef& a, const ListRef& b) { return *a.from < *b.from; });
+  std::stable_sort(out.begin(), out.end(), [](const ArchivedSpan& a, const ArchivedSpan& b) { return a.from < b.from; });
   return out;
 }
 
-// Whether `archived` (ordered) reaches from `since` to `to` without a gap.
-bool bridges(const std::vector<ListRef>& archived, rs::Timestamp since, rs::Timestamp to) {
-  if (archived.empty() || *archived.front().from > since) {
+bool bridges(const std::vector<ArchivedSpan>& archived, rs::Timestamp since, rs::Timestamp to) {
+  if (archived.empty() || archived.front().from > since) {
     return false;
   }
-  rs::Timestamp reached = *archived.front().until;
+  rs::Timestamp reached = archived.front().until;
   for (const auto& l : archived) {
-    if (*l.from > reached) {
+    if (l.from > reached) {
       return false;
     }
-    reached = std::max(reached, *l.until);
+    reached = std::max(reached, l.until);
   }
   return reached >= to;
 }
-
-} // namespace
 
 Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url, const std::string& rl_url,
                                    const std::string& cla_url) {
@@ -260,7 +260,7 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
   }
   if (earliest && w.last_time && *earliest > *w.last_time && !cla_url.empty()) {
     // The Source's archive may still hold the lists in between.
-    auto archived = archived_lists(ctx, cla_url, *w.last_time);
+    auto archived = archived_spans(ctx, cla_url, rs::Capability::changelist_archive, *w.last_time);
     if (!archived) {
       ctx.note("the Change List Archive " + cla_url + " could not be read: " + archived.error().message);
     } else if (!bridges(*archived, *w.last_time, *earliest)) {
@@ -268,14 +268,14 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
                rs::format_w3c_datetime(*w.last_time) + ")");
     } else {
       ctx.note("caught up through the Change List Archive " + cla_url + ": " + std::to_string(archived->size()) +
-               " archived list(s) from " + rs::format_w3c_datetime(*archived->front().from));
+               " archived list(s) from " + rs::format_w3c_datetime(archived->front().from));
       std::set<std::string> have;
       for (const auto& l : lists) {
         have.insert(l.url);
       }
       for (auto& l : *archived) {
         if (!have.count(l.url)) {
-          lists.push_back(std::move(l));
+          lists.push_back(ListRef{l.url, l.from, l.until, nullptr, false});
         }
       }
       if (auto r = order_lists(ctx, lists, cl_url); !r) {

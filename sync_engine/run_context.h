@@ -233,7 +233,23 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
                           std::vector<PendingChange>& changes, Watermark& w, const ContentSource& source = {});
 
 // change_dump.cpp: catch-up from the Change Dump (or index).
-Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::string& cd_url);
+// `cda_url`: the Source's Change Dump Archive, read when the Change Dump
+// starts after the last change applied.
+Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::string& cd_url,
+                                   const std::string& cda_url = {});
+
+// A list or dump an archive names, with its span.
+struct ArchivedSpan {
+  std::string url;
+  rs::Timestamp from;
+  rs::Timestamp until;
+};
+// incremental.cpp: the documents of the archive at `archive_url` (of
+// capability `kind`) that end at or after `since`, ordered by `from`.
+Result<std::vector<ArchivedSpan>> archived_spans(RunContext& ctx, const std::string& archive_url,
+                                                 rs::Capability kind, rs::Timestamp since);
+// Whether `archived` (ordered) reaches from `since` to `to` without a gap.
+bool bridges(const std::vector<ArchivedSpan>& archived, rs::Timestamp since, rs::Timestamp to);
 
 // dump_source.cpp: what the two dump ways share.
 // The package entries of a Resource or Change Dump (or of every part of its

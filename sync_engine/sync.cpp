@@ -28,6 +28,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
   std::string rd;
   std::string cd;
   std::string cla;
+  std::string cda;
   for (const auto& e : h.document.entries) {
     if (!e.md || !e.md->capability) {
       continue;
@@ -47,6 +48,8 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
       cd = *abs;
     } else if (cap == "changelist-archive" && cla.empty()) {
       cla = *abs;
+    } else if (cap == "changedump-archive" && cda.empty()) {
+      cda = *abs;
     } else if (cap == "changelist-notification") {
       NotificationChannel ch{caplist_url, *abs, {}};
       for (const auto& l : e.links) {
@@ -103,7 +106,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
       }
     }
     if (ctx.src.strategy != "lists" && !cd.empty()) {
-      if (auto r = incremental_from_dump(ctx, feed, cd); !r) {
+      if (auto r = incremental_from_dump(ctx, feed, cd, cda); !r) {
         if (ctx.src.strategy == "dumps" || cl.empty()) {
           return r;
         }

@@ -17,7 +17,9 @@ namespace tributary::store {
 struct ArchivedDocument {
   std::string url_path;
   std::string set_name;
-  std::string kind; // "changelist" or "resourcelist"
+  // "changelist", "resourcelist", "changedump" (an archived Change Dump of
+  // one package) or "changedump-package" (its ZIP, or the ZIP's manifest)
+  std::string kind;
   // A Change List part: its number and span.
   size_t part = 0;
   std::optional<rs::Timestamp> from;

@@ -340,8 +340,9 @@ Result<uint64_t> PgAuxStore::expire_archived(rs::Timestamp before) {
     pqxx::work tx(m_impl->conn);
     const std::string t = rs::format_w3c_datetime(before);
     // A snapshot goes whole: every document of it, by its `at`.
-    auto r = tx.exec_params("DELETE FROM archived_document WHERE (kind = 'changelist' AND part_until < $1) "
-                            "OR (kind = 'resourcelist' AND at < $1)",
+    // A Change List part, and the Change Dump package of it, by its end.
+    auto r = tx.exec_params("DELETE FROM archived_document WHERE (kind IN ('changelist', 'changedump', "
+                            "'changedump-package') AND part_until < $1) OR (kind = 'resourcelist' AND at < $1)",
                             t);
     tx.commit();
     return static_cast<uint64_t>(r.affected_rows());

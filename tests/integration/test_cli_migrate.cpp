@@ -28,13 +28,14 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
   auto first = run_tributary("migrate --config " + cfg.string());
   INFO(first.out);
   CHECK(first.status == 0);
-  CHECK(first.out == "schema migrated from version 0 to 14: 0001_initial.sql 0002_retry.sql 0003_feed_stats.sql "
+  CHECK(first.out == "schema migrated from version 0 to 15: 0001_initial.sql 0002_retry.sql 0003_feed_stats.sql "
                    "0004_feed_stats_recount.sql 0005_deletion_hold.sql 0006_uri_byte_order.sql "
                    "0007_change_log_retention.sql 0008_content_object.sql 0009_run_node.sql 0010_shared_dumps.sql "
-                     "0011_content_object_gc.sql 0012_websub.sql 0013_archives.sql 0014_framework_events.sql\n");
+                     "0011_content_object_gc.sql 0012_websub.sql 0013_archives.sql 0014_framework_events.sql "
+                     "0015_change_dump_archive.sql\n");
   auto second = run_tributary("migrate --config " + cfg.string());
   CHECK(second.status == 0);
-  CHECK(second.out == "schema is current (version 14)\n");
+  CHECK(second.out == "schema is current (version 15)\n");
   // A database of the first release (version 1, holding resources) takes
   // only the new steps, and its counts are taken from what it holds.
   {
@@ -63,10 +64,11 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
   }
   auto upgrade = run_tributary("migrate --config " + cfg.string());
   CHECK(upgrade.status == 0);
-  CHECK(upgrade.out == "schema migrated from version 1 to 14: 0002_retry.sql 0003_feed_stats.sql "
+  CHECK(upgrade.out == "schema migrated from version 1 to 15: 0002_retry.sql 0003_feed_stats.sql "
                      "0004_feed_stats_recount.sql 0005_deletion_hold.sql 0006_uri_byte_order.sql "
                      "0007_change_log_retention.sql 0008_content_object.sql 0009_run_node.sql 0010_shared_dumps.sql "
-                     "0011_content_object_gc.sql 0012_websub.sql 0013_archives.sql 0014_framework_events.sql\n");
+                     "0011_content_object_gc.sql 0012_websub.sql 0013_archives.sql 0014_framework_events.sql "
+                     "0015_change_dump_archive.sql\n");
   {
     pqxx::connection c(db.conninfo());
     pqxx::read_transaction tx(c);

@@ -657,6 +657,79 @@ TEST_CASE("Archives: compacted Change List parts stay in the Change List Archive
   CHECK(snapshot.document.entries.size() == 2); // a.txt and b.txt, as when it was taken
 }
 
+TEST_CASE("Archives: compacted parts' Change Dump packages stay at their URLs in the Change Dump Archive, and a "
+          "follower behind the live Change Dump catches up from archived packages instead of re-baselining") {
+  Published a(/*dumps=*/true, 10000, /*change_list_part=*/1, {}, 1ull << 30, std::chrono::milliseconds(0),
+              /*archives=*/true);
+  pub::UrlScheme urls(a.base);
+  auto wait_for = [](const std::function<bool()>& ok) { return eventually(ok, 10); };
+  auto change_dump = [&] { return rs::parse_document(get(urls.change_dump("up")).body).document; };
+  REQUIRE(get(urls.capability_list("up")).body.find("<loc>" + urls.change_dump_archive("up") +
+                                                    "</loc><rs:md capability=\"changedump-archive\"/>") !=
+          std::string::npos);
+  // B baselines from A's Resource Dump and follows A's Change Dump.
+  REQUIRE(eventually_says(urls.capability_list("up"), "resourcedump.xml"));
+  SyncEnv b;
+  auto src = SyncEnv::source(a.base + "/", "a");
+  src.strategy = "dumps";
+  REQUIRE(b.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  a.change_upstream(); // parts 5 to 7 close on A, and are packed
+  REQUIRE(wait_for([&] { return change_dump().entries.size() == 7; }));
+  const auto live = change_dump();
+  std::vector<std::string> zips;
+  std::vector<std::string> manifests;
+  for (const auto& e : live.entries) {
+    zips.push_back(get(e.loc).body);
+    manifests.push_back(get(e.find_link("contents")->href).body);
+  }
+
+  // Retention past part 6: parts and packages go into the archives, then
+  // out of the change log and the live Change Dump.
+  const rs::Timestamp cutoff = *live.entries[5].md->until + std::chrono::microseconds(1);
+  const auto plan = a.server->compactable(cutoff);
+  REQUIRE(plan.compact.size() == 1);
+  REQUIRE(a.server->archive(plan.compact));
+  REQUIRE(a.server->archive(plan.compact)); // again: nothing more to do
+  REQUIRE(*a.env.store->compact_change_log(plan.compact, plan.published) == 6);
+  a.server->refresh_soon();
+  REQUIRE(wait_for([&] { return change_dump().entries.size() == 1; }));
+
+  // The archive: an archived Change Dump per compacted part, with its span,
+  // then the live Change Dump; the packages keep their URLs and bytes.
+  const Got archive = get(urls.change_dump_archive("up"));
+  REQUIRE(archive.status == 200);
+  auto listed = rs::parse_document(archive.body);
+  CHECK(listed.summary.valid());
+  CHECK(listed.document.header.capability() == rs::Capability::changedump_archive);
+  REQUIRE(listed.document.entries.size() == 7);
+  for (size_t n = 1; n <= 6; ++n) {
+    const auto& e = listed.document.entries[n - 1];
+    CHECK(e.loc == urls.archived_change_dump("up", n));
+    CHECK(e.md->until == live.entries[n - 1].md->until);
+    auto archived = rs::parse_document(get(e.loc).body);
+    CHECK(archived.summary.valid());
+    CHECK(archived.document.header.capability() == rs::Capability::changedump);
+    CHECK(archived.document.header.md->until == live.entries[n - 1].md->until);
+    REQUIRE(archived.document.entries.size() == 1);
+    CHECK(archived.document.entries[0].loc == live.entries[n - 1].loc);
+    CHECK(archived.document.entries[0].md->hash == live.entries[n - 1].md->hash);
+    CHECK(get(live.entries[n - 1].loc).body == zips[n - 1]);
+    CHECK(get(live.entries[n - 1].find_link("contents")->href).body == manifests[n - 1]);
+  }
+  CHECK(listed.document.entries[6].loc == urls.change_dump("up"));
+  CHECK(get(urls.change_dump_package("up", 8)).status == 404); // never was
+
+  // B is behind the live Change Dump: it applies the archived packages,
+  // without a baseline, and holds what A holds.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // A's Change List shows the open part too
+  auto r = b.run(src, RunMode::incremental);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK_FALSE(has_note(r, "re-baselined"));
+  CHECK(has_note(r, "caught up through the Change Dump Archive"));
+  CHECK(has_note(r, "caught up from the Change Dump"));
+  CHECK(b.live() == mirrored(a, urls));
+}
+
 TEST_CASE("Republisher: a large open Change List is served from a file, which goes when a newer one replaces it") {
   std::map<std::string, std::string> many;
   for (int i = 0; i < 200; ++i) {
