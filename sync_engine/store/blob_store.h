@@ -102,6 +102,22 @@ public:
   // lacks it.
   virtual Result<void> download(const std::string& sha256,
                                 const std::function<bool(const char*, size_t)>& sink) = 0;
+  // The blobs stored together with `sha256` in the tier (it among them),
+  // read with one request and handed to `keep` as (sha-256, bytes): a node
+  // that lacks one blob of a batch usually lacks the rest. False when the
+  // tier reads blobs one at a time (the default) or this one is not in a
+  // group; true also when another thread was reading the same group (this
+  // call returns once that one's `keep` ended).
+  struct Neighbour {
+    std::string sha256;
+    std::string bytes;
+  };
+  using KeepGroup = std::function<Result<void>(std::vector<Neighbour>&)>;
+  virtual Result<bool> download_group(const std::string& sha256, const KeepGroup& keep) {
+    (void)sha256;
+    (void)keep;
+    return false;
+  }
 };
 
 class BlobStore {

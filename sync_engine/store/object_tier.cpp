@@ -414,4 +414,77 @@ Result<void> ObjectTier::download(const std::string& sha256, const std::function
   return m_client.get((*place)->object, (*place)->offset, (*place)->length, sink);
 }
 
+Result<bool> ObjectTier::download_group(const std::string& sha256, const KeepGroup& keep) {
+  auto place = find(sha256);
+  if (!place) {
+    return tl::unexpected(place.error());
+  }
+  if (!*place || (*place)->object.rfind("packs/", 0) != 0) {
+    return false; // missing (download() says so), or a large blob's own object
+  }
+  const std::string object = (*place)->object;
+  std::vector<Neighbour> group;
+  std::vector<Place> members;
+  uint64_t end = 0;
+  auto r = m_db->with("group lookup", [&](pqxx::work& tx) {
+    auto rows = tx.exec_params("SELECT sha256, \"offset\", length FROM content_object WHERE object = $1 "
+                               "ORDER BY \"offset\"",
+                               object);
+    for (const auto& row : rows) {
+      group.push_back(Neighbour{row[0].as<std::string>(), {}});
+      members.push_back(Place{object, row[1].as<uint64_t>(), row[2].as<uint64_t>()});
+      end = std::max(end, members.back().offset + members.back().length);
+    }
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (group.size() < 2 || end > k_group_read_max) {
+    return false;
+  }
+  {
+    std::unique_lock lock(m_group_mutex);
+    if (m_group_reads.count(object)) {
+      // Another thread reads and keeps this object's blobs.
+      m_group_cv.wait(lock, [&] { return m_group_reads.count(object) == 0; });
+      return true;
+    }
+    m_group_reads.insert(object);
+  }
+  auto done = [&] {
+    {
+      std::lock_guard lock(m_group_mutex);
+      m_group_reads.erase(object);
+    }
+    m_group_cv.notify_all();
+  };
+  std::string bytes;
+  auto got = m_client.get(object, 0, end, [&](const char* d, size_t n) {
+    bytes.append(d, n);
+    return bytes.size() <= end;
+  });
+  if (!got || bytes.size() != end) {
+    done();
+    if (!got) {
+      return tl::unexpected(got.error());
+    }
+    return make_error(ErrorKind::io, object + ": read " + std::to_string(bytes.size()) + " bytes, expected " +
+                                         std::to_string(end));
+  }
+  {
+    std::lock_guard lock(m_counters_mutex);
+    ++m_counters.ranges_read;
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    group[i].bytes = bytes.substr(members[i].offset, members[i].length);
+  }
+  std::string().swap(bytes);
+  auto kept = keep(group);
+  done();
+  if (!kept) {
+    return tl::unexpected(kept.error());
+  }
+  return true;
+}
+
 } // namespace tributary::store

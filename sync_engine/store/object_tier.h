@@ -4,8 +4,10 @@
 #include "sync_engine/store/s3_client.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 // Content on S3-compatible object storage, shared by every node of one
@@ -33,6 +35,13 @@ public:
 
   Result<void> upload(const std::vector<Upload>& blobs) override;
   Result<void> download(const std::string& sha256, const std::function<bool(const char*, size_t)>& sink) override;
+  // A pack object up to k_group_read_max is read whole, with one GET, and
+  // every blob in it handed back: a cold node then stores a batch's blobs
+  // for one request instead of one Range GET each (measured: a cold pass
+  // over 10,000 small resources at 0.23x the local store's rate, Ceph's CPU
+  // per request being most of it). One read per object at a time.
+  static constexpr uint64_t k_group_read_max = 16ull << 20;
+  Result<bool> download_group(const std::string& sha256, const KeepGroup& keep) override;
 
   // Where a blob is in the bucket; nullopt when the tier lacks it.
   struct Place {
@@ -86,6 +95,9 @@ private:
   std::unique_ptr<Db> m_db;
   mutable std::mutex m_counters_mutex;
   Counters m_counters;
+  std::mutex m_group_mutex;
+  std::condition_variable m_group_cv;
+  std::set<std::string> m_group_reads; // objects being read whole
 };
 
 } // namespace tributary::store

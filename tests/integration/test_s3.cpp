@@ -170,10 +170,13 @@ TEST_CASE("S3 content: a sync puts its blobs in the bucket in pack objects befor
   CHECK(read.size() == 121);
   CHECK(read[up.url("/res/7.txt")] == "resource 7");
   CHECK(read[up.url("/big.bin")] == std::string(3u << 20, 'b'));
-  CHECK((*tier2)->counters().ranges_read == 121);
+  // One GET per pack object (the first miss reads and keeps all of its
+  // blobs), one for the large blob: not one per blob.
+  const long objects = count(conninfo, "SELECT count(DISTINCT object) FROM content_object");
+  CHECK((*tier2)->counters().ranges_read == static_cast<uint64_t>(objects));
   // Kept as a cache: read again, nothing is fetched.
   CHECK((*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, "resource 7")).value() == "resource 7");
-  CHECK((*tier2)->counters().ranges_read == 121);
+  CHECK((*tier2)->counters().ranges_read == static_cast<uint64_t>(objects));
   // A name the bucket lacks is not found, on either node.
   auto none = (*blobs)->read(rs::hash_hex(rs::HashAlgorithm::sha256, "never stored"));
   REQUIRE_FALSE(none);
