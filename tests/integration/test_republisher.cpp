@@ -104,6 +104,17 @@ struct Published {
     base = "http://127.0.0.1:" + std::to_string(port);
   }
 
+  // Retention past `until`: the `parts` closed Change List parts up to it
+  // go into the archives, then out of the change log.
+  void compact_through(rs::Timestamp until, long parts) {
+    const auto plan = server->compactable(until + std::chrono::microseconds(1));
+    REQUIRE(plan.compact.size() == 1);
+    REQUIRE(server->archive(plan.compact));
+    REQUIRE(server->archive(plan.compact)); // again: nothing more to do
+    REQUIRE(*env.store->compact_change_log(plan.compact, plan.published) == parts);
+    server->refresh_soon();
+  }
+
   // The upstream updates a.txt, creates d.txt and deletes b.txt; this
   // Tributary applies them.
   void change_upstream() {
@@ -586,6 +597,21 @@ TEST_CASE("Republisher: retention compacts whole Change List parts and their Cha
   CHECK(b.live() == mirrored(a, urls));
 }
 
+namespace {
+
+// An archive as we serve it: a valid document of `capability` listing `n`.
+rs::ParsedDocument archive_listing(const std::string& url, rs::Capability capability, size_t n) {
+  const Got archive = get(url);
+  REQUIRE(archive.status == 200);
+  auto listed = rs::parse_document(archive.body);
+  CHECK(listed.summary.valid());
+  CHECK(listed.document.header.capability() == capability);
+  REQUIRE(listed.document.entries.size() == n);
+  return listed;
+}
+
+} // namespace
+
 TEST_CASE("Archives: compacted Change List parts stay in the Change List Archive, a follower behind catches up "
           "through it instead of re-baselining, and the Resource List Archive holds a snapshot") {
   Published a(/*dumps=*/false, 10000, /*change_list_part=*/1, {}, 1ull << 30, std::chrono::milliseconds(0),
@@ -613,22 +639,11 @@ TEST_CASE("Archives: compacted Change List parts stay in the Change List Archive
 
   // Retention past part 6: the parts go into the archive, then out of the
   // change log.
-  const rs::Timestamp cutoff = *before.entries[5].md->until + std::chrono::microseconds(1);
-  const auto plan = a.server->compactable(cutoff);
-  REQUIRE(plan.compact.size() == 1);
-  REQUIRE(a.server->archive(plan.compact));
-  REQUIRE(a.server->archive(plan.compact)); // again: nothing more to do
-  REQUIRE(*a.env.store->compact_change_log(plan.compact, plan.published) == 6);
-  a.server->refresh_soon();
+  a.compact_through(*before.entries[5].md->until, 6);
   REQUIRE(wait_for([&] { return index().entries.size() == 2; }));
   // The archive names every closed part, compacted or not, with its span,
   // and serves the compacted ones with the bytes they had.
-  const Got archive = get(urls.change_list_archive("up"));
-  REQUIRE(archive.status == 200);
-  auto listed = rs::parse_document(archive.body);
-  CHECK(listed.summary.valid());
-  CHECK(listed.document.header.capability() == rs::Capability::changelist_archive);
-  REQUIRE(listed.document.entries.size() == 7);
+  const auto listed = archive_listing(urls.change_list_archive("up"), rs::Capability::changelist_archive, 7);
   for (size_t n = 1; n <= 7; ++n) {
     const auto& e = listed.document.entries[n - 1];
     CHECK(e.loc == urls.change_list_part("up", n));
@@ -685,23 +700,12 @@ TEST_CASE("Archives: compacted parts' Change Dump packages stay at their URLs in
 
   // Retention past part 6: parts and packages go into the archives, then
   // out of the change log and the live Change Dump.
-  const rs::Timestamp cutoff = *live.entries[5].md->until + std::chrono::microseconds(1);
-  const auto plan = a.server->compactable(cutoff);
-  REQUIRE(plan.compact.size() == 1);
-  REQUIRE(a.server->archive(plan.compact));
-  REQUIRE(a.server->archive(plan.compact)); // again: nothing more to do
-  REQUIRE(*a.env.store->compact_change_log(plan.compact, plan.published) == 6);
-  a.server->refresh_soon();
+  a.compact_through(*live.entries[5].md->until, 6);
   REQUIRE(wait_for([&] { return change_dump().entries.size() == 1; }));
 
   // The archive: an archived Change Dump per compacted part, with its span,
   // then the live Change Dump; the packages keep their URLs and bytes.
-  const Got archive = get(urls.change_dump_archive("up"));
-  REQUIRE(archive.status == 200);
-  auto listed = rs::parse_document(archive.body);
-  CHECK(listed.summary.valid());
-  CHECK(listed.document.header.capability() == rs::Capability::changedump_archive);
-  REQUIRE(listed.document.entries.size() == 7);
+  const auto listed = archive_listing(urls.change_dump_archive("up"), rs::Capability::changedump_archive, 7);
   for (size_t n = 1; n <= 6; ++n) {
     const auto& e = listed.document.entries[n - 1];
     CHECK(e.loc == urls.archived_change_dump("up", n));
