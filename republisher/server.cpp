@@ -1385,6 +1385,19 @@ struct Republisher::Impl {
     return info;
   }
 
+  // The parts of a set already archived as `kind`.
+  Result<std::set<size_t>> archived_parts(const std::string& set, const char* kind) {
+    auto have = options.archive->archived(set, kind);
+    if (!have) {
+      return tl::unexpected(have.error());
+    }
+    std::set<size_t> done;
+    for (const auto& d : *have) {
+      done.insert(d.part);
+    }
+    return done;
+  }
+
   Result<void> archive_parts(const std::vector<store::Compaction>& plan) {
     if (!options.archive) {
       return {};
@@ -1401,16 +1414,12 @@ struct Republisher::Impl {
         meta = it->second;
         docs = documents;
       }
-      auto have = options.archive->archived(c.set_name, "changelist");
-      if (!have) {
-        return tl::unexpected(have.error());
-      }
-      std::set<size_t> done;
-      for (const auto& d : *have) {
-        done.insert(d.part);
+      auto done = archived_parts(c.set_name, "changelist");
+      if (!done) {
+        return tl::unexpected(done.error());
       }
       for (const auto& p : meta.parts) {
-        if (p.n > c.parts || done.count(p.n)) {
+        if (p.n > c.parts || done->count(p.n)) {
           continue;
         }
         const std::string path = urls.path_of(p.url);
@@ -1481,13 +1490,9 @@ struct Republisher::Impl {
     if (options.dump_dir.empty()) {
       return {};
     }
-    auto have = options.archive->archived(c.set_name, "changedump");
-    if (!have) {
-      return tl::unexpected(have.error());
-    }
-    std::set<size_t> done;
-    for (const auto& d : *have) {
-      done.insert(d.part);
+    auto done = archived_parts(c.set_name, "changedump");
+    if (!done) {
+      return tl::unexpected(done.error());
     }
     std::map<size_t, ChangePackage> built;
     {
@@ -1499,7 +1504,7 @@ struct Republisher::Impl {
       }
     }
     for (const auto& p : meta.parts) {
-      if (p.n > c.parts || done.count(p.n)) {
+      if (p.n > c.parts || done->count(p.n)) {
         continue;
       }
       const std::string zip_url = urls.change_dump_package(c.set_name, p.n);
