@@ -7,7 +7,7 @@ namespace tributary::rs {
 
 namespace {
 
-constexpr std::array<std::pair<Capability, std::string_view>, 14> k_capabilities{{
+constexpr std::array<std::pair<Capability, std::string_view>, 15> k_capabilities{{
     {Capability::description, "description"},
     {Capability::capabilitylist, "capabilitylist"},
     {Capability::resourcelist, "resourcelist"},
@@ -22,6 +22,7 @@ constexpr std::array<std::pair<Capability, std::string_view>, 14> k_capabilities
     {Capability::changedump_archive, "changedump-archive"},
     {Capability::changelist_notification, "changelist-notification"},
     {Capability::changedump_notification, "changedump-notification"},
+    {Capability::framework_notification, "framework-notification"},
 }};
 
 } // namespace
@@ -56,7 +57,7 @@ bool is_snapshot_capability(Capability c) {
 bool is_change_capability(Capability c) {
   return c == Capability::changelist || c == Capability::changedump ||
          c == Capability::changedump_manifest || c == Capability::changelist_notification ||
-         c == Capability::changedump_notification;
+         c == Capability::changedump_notification || c == Capability::framework_notification;
 }
 
 bool is_manifest_capability(Capability c) {

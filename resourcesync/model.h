@@ -45,6 +45,7 @@ enum class Capability {
   changedump_archive,
   changelist_notification,
   changedump_notification,
+  framework_notification, // ResourceSync Framework Notification 1.0.1
 };
 // The attribute value, e.g. "resourcedump-manifest".
 std::string_view to_string(Capability c);

@@ -45,6 +45,7 @@ std::optional<RootElement> required_root(Capability c) {
   case Capability::changedump_manifest:
   case Capability::changelist_notification:
   case Capability::changedump_notification:
+  case Capability::framework_notification:
     return RootElement::urlset;
   default:
     return std::nullopt;

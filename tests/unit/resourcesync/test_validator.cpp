@@ -41,6 +41,20 @@ TEST_CASE("Validator: root element against capability") {
   CHECK(ok.valid());
 }
 
+TEST_CASE("Validator: a Capability List may offer notification channels, Framework Notification's too") {
+  // Shaped as Change Notification 1.0.1 and Framework Notification 1.0.1
+  // advertise their channels: a topic entry with the hub as rel="hub".
+  auto s = read("<rs:ln rel=\"up\" href=\"http://example.com/.well-known/resourcesync\"/>\n"
+                "<rs:md capability=\"capabilitylist\"/>\n"
+                "<url><loc>http://example.com/rl.xml</loc><rs:md capability=\"resourcelist\"/></url>\n"
+                "<url><loc>http://example.com/notify/cl</loc><rs:md capability=\"changelist-notification\"/>"
+                "<rs:ln rel=\"hub\" href=\"http://example.com/hub\"/></url>\n"
+                "<url><loc>http://example.com/notify/fw</loc><rs:md capability=\"framework-notification\"/>"
+                "<rs:ln rel=\"hub\" href=\"http://example.com/hub\"/></url>\n");
+  CHECK(s.valid());
+  CHECK(s.warnings == 0);
+}
+
 TEST_CASE("Validator: Appendix A time attributes") {
   SUBCASE("at is mandatory on snapshots, but its absence is a warning: real Sources omit it") {
     for (const char* cap : {"resourcelist", "resourcedump", "resourcedump-manifest"}) {
