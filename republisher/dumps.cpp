@@ -162,6 +162,12 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
       previous = part.from; // the entry before this part closed the last one
     }
     for (const auto& c : *changes) {
+      if (c.change != rs::Change::deleted && !c.resource.blob_sha256) {
+        // A change whose bytes we never had (logged once a later change of
+        // its URI came, which carries the resource): a manifest entry must
+        // name a bitstream, so the package leaves it to the later change.
+        continue;
+      }
       rs::Entry e = change_entry(urls, set.name, c, previous, held);
       previous = e.md->datetime;
       if (c.change != rs::Change::deleted && c.resource.blob_sha256) {

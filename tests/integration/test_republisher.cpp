@@ -1014,6 +1014,29 @@ TEST_CASE("Republisher: Change Dump packages per closed part, and a second Tribu
   check_second_level(a, b, urls, "/res/d.txt");
 }
 
+TEST_CASE("Republisher: a change whose bytes were never had (logged when a later change of its URI came) is left "
+          "out of its Change Dump package, whose manifest stays valid") {
+  Published a(/*dumps=*/true, /*package_entries=*/10000, /*change_list_part=*/2);
+  pub::UrlScheme urls(a.base);
+  const std::string y = a.up.url("/res/y.txt");
+  a.site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                             {change_entry(a.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
+                              change_entry(y, rs::Change::updated, ts("2026-01-03T00:00:00Z"), "v1"), // 404
+                              change_entry(y, rs::Change::deleted, ts("2026-01-03T00:00:01Z"))});
+  REQUIRE(a.env.run(SyncEnv::source(a.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  auto log = a.env.log();
+  REQUIRE(std::count(log.begin(), log.end(), "updated " + y) == 1); // logged, without content
+  // Six changes: three parts, the third with y's two.
+  REQUIRE(eventually([&] { return rs::parse_document(get(urls.change_dump("up")).body).document.entries.size() == 3; }));
+  const auto dump = rs::parse_document(get(urls.change_dump("up")).body).document;
+  const Got manifest = get(dump.entries[2].find_link("contents")->href);
+  auto parsed = rs::parse_document(manifest.body);
+  INFO(manifest.body);
+  CHECK(parsed.summary.valid());
+  REQUIRE(parsed.document.entries.size() == 1);
+  CHECK(parsed.document.entries[0].change() == rs::Change::deleted);
+}
+
 TEST_CASE("Republisher: two processes serving one data_dir build and serve their dumps without touching each other's") {
   Upstream up;
   Site site(up);
