@@ -2,6 +2,7 @@
 #include "aggregator/commands.h"
 #include "aggregator/daemon.h"
 #include "aggregator/simulate.h"
+#include "aggregator/explore.h"
 #include "aggregator/inspect.h"
 #include "common/version.h"
 
@@ -27,6 +28,22 @@ int main(int argc, char** argv) {
                  "summary. Exit 0 valid, 1 invalid, 2 usage or I/O error.");
   inspect_cmd->add_option("target", inspect.target, "Path, file:// URL or http(s):// URL")->required();
   inspect_cmd->add_flag("--json", inspect.json, "Print the whole document as JSON");
+
+  agg::ExploreOptions explore;
+  std::vector<std::string> explore_map;
+  auto* explore_cmd = app.add_subcommand(
+      "explore", "Walk a Source's whole tree from any entry point (Source Description, Capability Lists, "
+                 "indexes, lists, dumps' manifests, archives; notification channels are shown, not followed), "
+                 "validate every document reached and print a tree with counts, time ranges, warnings and "
+                 "errors. A bare http(s) origin starts at /.well-known/resourcesync. Exit 0 when every "
+                 "document was reached and valid, 1 otherwise, 2 when the entry point cannot be read.");
+  explore_cmd->add_option("target", explore.target, "Source URL, document URL, path or file:// URL")->required();
+  explore_cmd->add_flag("--json", explore.json, "Print the tree as one JSON object");
+  explore_cmd->add_option("--max-documents", explore.max_documents, "Stop after reading this many documents")
+      ->capture_default_str();
+  explore_cmd->add_option("--map", explore_map,
+                          "PREFIX=TARGET: read URLs starting with PREFIX from TARGET (a path or URL) instead, "
+                          "e.g. http://localhost/=./mirror/ (repeatable)");
 
   std::string check_path;
   auto* check_cmd = app.add_subcommand(
@@ -141,6 +158,18 @@ int main(int argc, char** argv) {
     if (inspect_cmd->parsed()) {
       auto fetcher = sync::make_default_fetcher();
       return agg::run_inspect(inspect, *fetcher, std::cout, std::cerr);
+    }
+    if (explore_cmd->parsed()) {
+      for (const auto& m : explore_map) {
+        const auto eq = m.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          std::cerr << "tributary explore: --map expects PREFIX=TARGET, got '" << m << "'\n";
+          return agg::k_exit_usage;
+        }
+        explore.map.emplace_back(m.substr(0, eq), m.substr(eq + 1));
+      }
+      auto fetcher = sync::make_default_fetcher();
+      return agg::run_explore(explore, *fetcher, std::cout, std::cerr);
     }
     if (check_cmd->parsed()) {
       return agg::run_check_config(check_path, std::cout, std::cerr);

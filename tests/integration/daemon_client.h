@@ -161,4 +161,15 @@ struct TestDaemon {
   }
 };
 
+// Rewrites a daemon's config (before it starts, or then SIGHUP).
+inline void edit_config(TestDaemon& d, const std::function<void(json&)>& f) {
+  json j;
+  {
+    std::ifstream in(d.cfg);
+    j = json::parse(in);
+  }
+  f(j);
+  std::ofstream(d.cfg) << j.dump(2);
+}
+
 } // namespace tributary::test

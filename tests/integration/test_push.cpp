@@ -20,16 +20,6 @@ using namespace tributary::test;
 
 namespace {
 
-void edit_config(TestDaemon& d, const std::function<void(json&)>& f) {
-  json j;
-  {
-    std::ifstream in(d.cfg);
-    j = json::parse(in);
-  }
-  f(j);
-  std::ofstream(d.cfg) << j.dump(2);
-}
-
 // One value of a query on the daemon's database ("" for none or NULL).
 std::string scalar(const TestDaemon& d, const std::string& sql) {
   pqxx::connection c(d.db.conninfo());

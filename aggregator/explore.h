@@ -1,0 +1,33 @@
+#pragma once
+
+#include "sync_engine/fetcher.h"
+
+#include <iosfwd>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tributary::agg {
+
+struct ExploreOptions {
+  std::string target; // a Source's base URL, any document's URL, a path or file:// URL
+  bool json = false;
+  size_t max_documents = 1000; // documents read at most (a walk is bounded)
+  // URL prefix -> replacement (a path or URL): reads a Source's documents
+  // from a copy, e.g. "http://localhost/=/srv/mirror/".
+  std::vector<std::pair<std::string, std::string>> map;
+};
+
+// `tributary explore`: walks a Source's tree from any entry point (Source
+// Description, Capability Lists, indexes, lists, dumps and their manifests,
+// archives; notification channels are shown, not followed), validating every
+// document reached, and prints a tree with counts, time ranges, warnings and
+// errors (or, with `json`, the same as one JSON object). An http(s) URL with
+// no path starts at /.well-known/resourcesync. Links are followed only from
+// http(s) to http(s) and from files to files: a remote document never makes
+// us read a local file. Returns 0 when every document was reached and valid,
+// 1 when any was unreachable, invalid or not what its parent said, 2 when the
+// entry point could not be read.
+int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostream& out, std::ostream& err);
+
+} // namespace tributary::agg
