@@ -2,6 +2,7 @@
 
 #include "sync_engine/store/store.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -214,6 +215,15 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     m << "tributary_hub_deliveries_total " << delivered << '\n';
     family("tributary_hub_deliveries_failed_total", "counter", "Notification deliveries that failed (retried).");
     m << "tributary_hub_deliveries_failed_total " << failed << '\n';
+  }
+  // The file system of data_dir (blobs, documents, dumps, spooled
+  // downloads): what an operator's "disk near full" alert watches.
+  if (struct statvfs fs{}; ::statvfs(state.config.data_dir.c_str(), &fs) == 0) {
+    const auto unit = static_cast<uint64_t>(fs.f_frsize);
+    family("tributary_data_dir_size_bytes", "gauge", "Size of the file system holding data_dir.");
+    m << "tributary_data_dir_size_bytes " << static_cast<uint64_t>(fs.f_blocks) * unit << '\n';
+    family("tributary_data_dir_free_bytes", "gauge", "Bytes free to us on the file system holding data_dir.");
+    m << "tributary_data_dir_free_bytes " << static_cast<uint64_t>(fs.f_bavail) * unit << '\n';
   }
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';

@@ -39,6 +39,10 @@ packages=(
   python3-requests python3-dateutil python3-defusedxml
   # the status page's end-to-end test renders it in headless Chromium
   chromium
+  # promtool (Prometheus's own checker) lints /metrics and checks and
+  # unit-tests deploy/monitoring's alert rules in the tests; Debian ships it
+  # in the prometheus package, whose service policy-rc.d may leave stopped
+  prometheus
   # used by the benchmarks (bench/run.sh serve)
   wrk nginx-light curl
 )
