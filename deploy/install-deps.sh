@@ -37,6 +37,9 @@ packages=(
   # modules py-resync's client needs, for the crash matrix's --py-resync
   procps iproute2 ca-certificates openssl python3
   python3-requests python3-dateutil python3-defusedxml
+  # JSON Schema validation: the tests check docs/config.schema.json and the
+  # status API's answers against docs/openapi.json with it
+  python3-jsonschema
   # the status page's end-to-end test renders it in headless Chromium
   chromium
   # promtool (Prometheus's own checker) lints /metrics and checks and
