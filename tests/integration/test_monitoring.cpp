@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <memory>
 #include <set>
 
 #include <sys/wait.h>
@@ -61,28 +62,45 @@ int sh(const std::string& cmd) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// A Source with a hub (a Tributary, Z), and a Tributary (A) subscribed to
+// it: source, host, push and hub series and answers all present.
+struct Subscribed {
+  Upstream up;
+  Site site{up};
+  std::unique_ptr<TestDaemon> z_owner;
+  std::unique_ptr<TestDaemon> a_owner;
+  TestDaemon& z;
+  TestDaemon& a;
+  Subscribed() : z_owner(start_z()), a_owner(std::make_unique<TestDaemon>(std::vector<std::pair<std::string, std::string>>{
+                                         {"z", z_owner->base + "/.well-known/resourcesync"}})),
+                 z(*z_owner), a(*a_owner) {
+    a.start();
+    REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "z", 1); }));
+    REQUIRE(eventually([&] {
+      return http_get(a.base + "/metrics").body.find("tributary_push_subscription_active{source=\"z\"") !=
+             std::string::npos;
+    }, 20));
+  }
+
+private:
+  std::unique_ptr<TestDaemon> start_z() {
+    site.put("/res/0.txt", "zero");
+    site.publish_start(ts("2026-01-01T00:00:00Z"));
+    auto d = std::make_unique<TestDaemon>(std::vector<std::pair<std::string, std::string>>{{"up", up.url("/")}});
+    edit_config(*d, [](json& j) { j["push"] = {{"callback_allow_hosts", {"127.0.0.1"}}}; });
+    d->start();
+    REQUIRE(wait_for(d->base, [](const json& st) { return in_sync(st, "up", 1); }));
+    return d;
+  }
+};
+
 } // namespace
 
 TEST_CASE("Monitoring: every metric the alert rules and the Grafana dashboard use is on a live daemon's /metrics, "
           "and promtool accepts /metrics, the rules and their unit tests") {
-  // A Source with a hub (a Tributary), and a Tributary subscribed to it:
-  // source, host, push and hub series all present.
-  Upstream up;
-  Site site(up);
-  site.put("/res/0.txt", "zero");
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
-  TestDaemon z({{"up", up.url("/")}});
-  edit_config(z, [](json& j) { j["push"] = {{"callback_allow_hosts", {"127.0.0.1"}}}; });
-  z.start();
-  REQUIRE(wait_for(z.base, [](const json& st) { return in_sync(st, "up", 1); }));
-  TestDaemon a({{"z", z.base + "/.well-known/resourcesync"}});
-  a.start();
-  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "z", 1); }));
-  Got metrics;
-  REQUIRE(eventually([&] {
-    metrics = http_get(a.base + "/metrics");
-    return metrics.body.find("tributary_push_subscription_active{source=\"z\"") != std::string::npos;
-  }, 20));
+  Subscribed pair;
+  TestDaemon& a = pair.a;
+  const Got metrics = http_get(a.base + "/metrics");
 
   std::set<std::string> used;
   const std::string rules = slurp(k_monitoring / "tributary-alerts.yml");
@@ -111,4 +129,62 @@ TEST_CASE("Monitoring: every metric the alert rules and the Grafana dashboard us
   CHECK(sh("promtool check metrics < " + (dir / "metrics.txt").string()) == 0);
   CHECK(sh("promtool check rules " + (k_monitoring / "tributary-alerts.yml").string()) == 0);
   CHECK(sh("cd " + k_monitoring.string() + " && promtool test rules tributary-alerts.test.yml") == 0);
+}
+
+TEST_CASE("OpenAPI: every answer of the status API, success and error, matches docs/openapi.json, and every "
+          "documented operation is exercised") {
+  Subscribed pair;
+  const std::string base = pair.a.base;
+  const httplib::Headers admin{{"Authorization", "Bearer token"}};
+  struct Ask {
+    const char* method;
+    std::string path;
+    httplib::Headers headers;
+    std::string body;
+    int expect;
+  };
+  const std::vector<Ask> asks = {
+      {"GET", "/api/v1/status", {}, "", 200},
+      {"GET", "/api/v1/sources/z", {}, "", 200},
+      {"GET", "/api/v1/sources/z/runs", {}, "", 200},
+      {"GET", "/api/v1/sources/nope", {}, "", 404},
+      {"GET", "/api/v1/push", {}, "", 200},
+      {"GET", "/api/v1/hosts", {}, "", 200},
+      {"GET", "/healthz", {}, "", 200},
+      {"GET", "/readyz", {}, "", 200},
+      {"GET", "/metrics", {}, "", 200},
+      {"GET", "/status", {}, "", 200},
+      {"POST", "/api/v1/sources/z/sync", {}, "", 401},
+      {"POST", "/api/v1/sources/z/sync", admin, R"({"mode": "sideways"})", 400},
+      {"POST", "/api/v1/sources/z/sync", admin, R"({"mode": "audit"})", 202},
+      {"POST", "/api/v1/sources/z/confirm-deletions", admin, "", 409},
+  };
+  ScratchDir dir("openapi");
+  {
+    std::ofstream out(dir / "answers.jsonl");
+    for (const auto& q : asks) {
+      const Answer a = call(base, q.method, q.path, q.headers, q.body);
+      INFO(q.method, " ", q.path, " -> ", a.status, " ", a.body);
+      CHECK(a.status == q.expect);
+      out << json{{"method", q.method}, {"path", q.path}, {"status", a.status}, {"body", a.body}}.dump() << "\n";
+    }
+    // Z's hub has A as a subscriber: its push answer fills the other list.
+    const Answer z = call(pair.z.base, "GET", "/api/v1/push");
+    out << json{{"method", "GET"}, {"path", "/api/v1/push"}, {"status", z.status}, {"body", z.body}}.dump() << "\n";
+  }
+  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string cmd = python + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/check_openapi.py").string() +
+                          " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "docs/openapi.json").string() + " " +
+                          (dir / "answers.jsonl").string() + " > " + (dir / "check.out").string() + " 2>&1";
+  const int rc = sh(cmd);
+  INFO(slurp(dir / "check.out"));
+  CHECK(rc == 0);
+  // The sources' answers held a run, a host and a subscription each, so
+  // their item schemas were used, not only empty arrays.
+  const json st = json::parse(call(base, "GET", "/api/v1/status").body);
+  CHECK_FALSE(st["data"]["sources"][0]["last_success"].is_null());
+  CHECK(st["data"]["hosts"].size() >= 1);
+  CHECK(st["data"]["push"]["subscriptions"].size() == 1);
+  const json zst = json::parse(call(pair.z.base, "GET", "/api/v1/push").body);
+  CHECK(zst["data"]["subscribers"].size() >= 1);
 }
