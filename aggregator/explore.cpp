@@ -1,6 +1,7 @@
 #include "aggregator/explore.h"
 
 #include "aggregator/document_json.h"
+#include "aggregator/inspect.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/url_resolve.h"
 
@@ -125,15 +126,6 @@ private:
   Node& m_node;
 };
 
-std::string to_url(const std::string& target) {
-  if (target.find("://") != std::string::npos) {
-    return target;
-  }
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(target, ec);
-  return "file://" + (ec ? target : abs.string());
-}
-
 bool is_file(const std::string& url) { return url.rfind("file:", 0) == 0; }
 
 class Explorer {
@@ -178,7 +170,7 @@ private:
   std::string mapped(const std::string& url) const {
     for (const auto& [prefix, to] : m_options.map) {
       if (url.compare(0, prefix.size(), prefix) == 0) {
-        return to_url(to) + url.substr(prefix.size());
+        return target_url(to) + url.substr(prefix.size());
       }
     }
     return url;
@@ -193,7 +185,7 @@ private:
                   " links to " + (is_file(from) ? "a local file" : "a remote URL");
       return;
     }
-    rs::Reader reader(m_handler_for(n));
+    rs::Reader reader(handler_for(n));
     auto fetched = m_fetcher.fetch(from, sync::FetchOptions{}, [&](const char* data, size_t size) {
       return reader.feed(data, size);
     });
@@ -216,7 +208,7 @@ private:
     }
   }
 
-  rs::DocumentHandler& m_handler_for(Node& n) {
+  rs::DocumentHandler& handler_for(Node& n) {
     m_handler = std::make_unique<ExploreHandler>(n);
     return *m_handler;
   }
@@ -362,7 +354,7 @@ nlohmann::json to_json_tree(const Explorer& x, const Totals& t) {
 
 // An http(s) URL naming no document: the Source's well-known description.
 std::string entry_point(const std::string& target) {
-  std::string url = to_url(target);
+  std::string url = target_url(target);
   const auto scheme_end = url.find("://");
   if (is_file(url) || scheme_end == std::string::npos) {
     return url;

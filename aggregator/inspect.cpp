@@ -43,15 +43,6 @@ private:
   bool m_keep;
 };
 
-std::string to_url(const std::string& target) {
-  if (target.find("://") != std::string::npos) {
-    return target;
-  }
-  std::error_code ec;
-  auto abs = std::filesystem::absolute(target, ec);
-  return "file://" + (ec ? target : abs.string());
-}
-
 // Sizes under 1 KiB read "766 bytes" in the summary.
 std::string size_text(uint64_t n) { return n < 1024 ? std::to_string(n) + " bytes" : human_bytes(n); }
 
@@ -134,9 +125,18 @@ void print_json(std::ostream& out, const rs::ReadSummary& s, InspectHandler& h) 
 
 } // namespace
 
+std::string target_url(const std::string& target) {
+  if (target.find("://") != std::string::npos) {
+    return target;
+  }
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(target, ec);
+  return "file://" + (ec ? target : abs.string());
+}
+
 int run_inspect(const InspectOptions& options, sync::Fetcher& fetcher, std::ostream& out,
                 std::ostream& err) {
-  const std::string url = to_url(options.target);
+  const std::string url = target_url(options.target);
   InspectHandler handler(options.json);
   rs::Reader reader(handler);
   auto fetched = fetcher.fetch(url, sync::FetchOptions{}, [&](const char* data, size_t n) {

@@ -12,6 +12,10 @@ struct InspectOptions {
   bool json = false;  // print the whole document as JSON instead of a summary
 };
 
+// A command-line target as a URL: a URL as it is, a path as an absolute
+// file:// URL (inspect, explore).
+std::string target_url(const std::string& target);
+
 // Exit codes of `tributary inspect`.
 inline constexpr int k_exit_valid = 0;
 inline constexpr int k_exit_invalid = 1;
