@@ -1385,6 +1385,37 @@ struct Republisher::Impl {
     return info;
   }
 
+  // Stores a file's bytes as a blob, streamed (a Change Dump package may be
+  // as large as dump_package_bytes), and in the bucket too, with one.
+  Result<store::BlobInfo> keep_file(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+      return make_error(ErrorKind::io, file.string() + ": cannot be read");
+    }
+    auto w = blobs->begin();
+    if (!w) {
+      return tl::unexpected(w.error());
+    }
+    std::vector<char> chunk(1 << 20);
+    while (in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      if (auto r = w->write(chunk.data(), static_cast<size_t>(in.gcount())); !r) {
+        return tl::unexpected(r.error());
+      }
+    }
+    if (in.bad()) {
+      return make_error(ErrorKind::io, file.string() + ": cannot be read");
+    }
+    auto info = w->commit();
+    if (!info) {
+      return info;
+    }
+    if (auto r = blobs->upload({info->sha256}); !r) {
+      return tl::unexpected(r.error());
+    }
+    return info;
+  }
+
   // The parts of a set already archived as `kind`.
   Result<std::set<size_t>> archived_parts(const std::string& set, const char* kind) {
     auto have = options.archive->archived(set, kind);
@@ -1469,12 +1500,11 @@ struct Republisher::Impl {
       }
       return **named;
     }
-    std::ifstream in(local, std::ios::binary);
-    if (local.empty() || !in) {
+    std::error_code ec;
+    if (local.empty() || !std::filesystem::exists(local, ec)) {
       return make_error(ErrorKind::conflict, url + " is not built yet: nothing archived, nothing compacted");
     }
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto blob = keep(bytes);
+    auto blob = keep_file(local);
     if (!blob) {
       return tl::unexpected(blob.error());
     }
