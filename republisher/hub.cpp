@@ -546,22 +546,8 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
     return true;
   }
   // "<base path>/sets/<set>/notification/changelist" (or /framework)
-  std::optional<std::string> set;
   bool framework = false;
-  for (const bool fw : {false, true}) {
-    const std::string_view tail = fw ? "/notification/framework" : "/notification/changelist";
-    if (const size_t sets = req.path.rfind("/sets/");
-        !set && sets != std::string::npos && req.path.size() > sets + 6 + tail.size() &&
-        req.path.compare(req.path.size() - tail.size(), tail.size(), tail) == 0) {
-      std::string name = req.path.substr(sets + 6, req.path.size() - tail.size() - sets - 6);
-      const std::string topic_url =
-          fw ? m_impl->urls.framework_notification(name) : m_impl->urls.change_notification(name);
-      if (m_impl->urls.path_of(topic_url) == req.path) {
-        set = std::move(name);
-        framework = fw;
-      }
-    }
-  }
+  const std::optional<std::string> set = m_impl->urls.notification_set(m_impl->urls.url_of(req.path), &framework);
   if (!set) {
     return false;
   }

@@ -132,6 +132,12 @@ std::string UrlScheme::path_of(const std::string& url) const {
   return slash == std::string::npos ? "/" : url.substr(slash);
 }
 
+std::string UrlScheme::url_of(std::string_view path) const {
+  const size_t scheme = m_base.find("://");
+  const size_t slash = scheme == std::string::npos ? std::string::npos : m_base.find('/', scheme + 3);
+  return (slash == std::string::npos ? m_base : m_base.substr(0, slash)) + std::string(path);
+}
+
 std::optional<std::pair<std::string, std::string>> UrlScheme::parse_resource_path(std::string_view path) {
   size_t sets = path.find(k_sets);
   if (sets == std::string_view::npos) {

@@ -72,6 +72,8 @@ public:
 
   // The path part of our URLs (what the server sees), for routing.
   std::string path_of(const std::string& url) const;
+  // The URL of ours whose path the server saw (path_of's inverse).
+  std::string url_of(std::string_view path) const;
   // (set, original URI) for a resource path, nullopt for anything else.
   static std::optional<std::pair<std::string, std::string>> parse_resource_path(std::string_view path);
 
