@@ -80,6 +80,12 @@ struct Subscribed {
       return http_get(a.base + "/metrics").body.find("tributary_push_subscription_active{source=\"z\"") !=
              std::string::npos;
     }, 20));
+    // A counts its subscription active when Z's hub asks it to confirm; Z
+    // records the subscriber only after that answer.
+    REQUIRE(eventually([&] {
+      const json p = json::parse(http_get(z.base + "/api/v1/push").body, nullptr, false);
+      return p.is_object() && p["data"]["subscribers"].size() >= 1;
+    }, 20));
   }
 
 private:
