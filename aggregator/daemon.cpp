@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "republisher/server.h"
+#include "aggregator/status_json.h"
 #include "sync_engine/store/pg_aux_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/sync.h"
@@ -259,6 +260,47 @@ struct Daemon : DaemonState {
     }
   }
 
+  // The status page's rolling history: every source's lag and the changes
+  // recorded, once a minute and soon after a run ends (at most every 5 s),
+  // on a connection of its own. Buckets older than k_history_retention go.
+  void sample_history() {
+    constexpr auto k_period = std::chrono::seconds(60);
+    constexpr auto k_min_gap = std::chrono::seconds(5);
+    constexpr auto k_history_retention = std::chrono::hours(24 * 7);
+    std::unique_ptr<store::PgStatusStore> conn;
+    auto last = std::chrono::steady_clock::now() - k_period;
+    std::unique_lock lock(mutex);
+    while (!stopping) {
+      const auto since = std::chrono::steady_clock::now() - last;
+      if (since < k_min_gap) {
+        wake.wait_for(lock, k_min_gap - since, [this] { return stopping.load(); });
+        continue;
+      }
+      if (!sample_soon && since < k_period) {
+        wake.wait_for(lock, k_period - since, [this] { return stopping || sample_soon; });
+        continue;
+      }
+      sample_soon = false;
+      last = std::chrono::steady_clock::now();
+      lock.unlock();
+      if (!conn) {
+        auto opened = store::PgStatusStore::open(config_database());
+        if (opened) {
+          conn = std::move(*opened);
+        } else {
+          log::warn("", "status history: " + opened.error().message);
+        }
+      }
+      if (conn) {
+        if (auto r = conn->sample(history_samples(*this), k_history_retention); !r) {
+          log::warn("", "status history: " + r.error().message);
+          conn.reset(); // opened again next time
+        }
+      }
+      lock.lock();
+    }
+  }
+
   std::string config_database() {
     std::lock_guard lock(mutex);
     return config.database;
@@ -386,6 +428,7 @@ struct Daemon : DaemonState {
     if (auto it = running.find(src.name); it != running.end()) {
       it->second.done = true;
     }
+    sample_soon = true;
     wake.notify_all();
   }
 };
@@ -426,6 +469,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     return 1;
   }
   d->status_store = std::move(*status_store);
+  auto history_store = store::PgStatusStore::open(d->config.database);
+  if (!history_store) {
+    err << "tributary run: " << history_store.error().message << '\n';
+    return 1;
+  }
+  d->history_store = std::move(*history_store);
   auto push_status = store::PgAuxStore::open(d->config.database);
   if (!push_status) {
     err << "tributary run: " << push_status.error().message << '\n';
@@ -546,6 +595,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     dispatched.set_value();
   });
   std::thread pruner([dp] { dp->prune_runs(); });
+  std::thread sampler([dp] { dp->sample_history(); });
   if (*hub) {
     (*hub)->start();
   }
@@ -587,6 +637,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   }
   dispatcher.join();
   pruner.join();
+  sampler.join();
   server.stop();
   subscriber->stop();
   d->subscriber = nullptr;

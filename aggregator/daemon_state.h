@@ -5,6 +5,7 @@
 #include "common/result.h"
 #include "sync_engine/store/object_tier.h"
 #include "sync_engine/store/pg_aux_store.h"
+#include "sync_engine/store/pg_status_store.h"
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/host_throttle.h"
 #include "sync_engine/sync.h"
@@ -53,6 +54,11 @@ struct DaemonState {
   Cached push_read;
   std::vector<store::PushSubscription> push_ours;      // ours at upstream hubs
   std::vector<store::HubSubscription> push_followers;  // subscribers of our hub
+
+  // The status page's history and a source's detail (schema 0016); safe
+  // to share. The sampler writes through a connection of its own.
+  std::unique_ptr<store::PgStatusStore> history_store;
+  std::atomic<bool> sample_soon{false}; // a run ended: sample the history soon
 
   std::optional<std::string> admin_token;
   // With content.store "s3": the tier, for its figures on /metrics.

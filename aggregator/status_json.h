@@ -1,0 +1,51 @@
+#pragma once
+
+// The status API's JSON, shared by its files: status_api.cpp (status,
+// sources, runs, push, hosts) and status_views.cpp (history, a source's
+// detail, the history sampler).
+
+#include "aggregator/daemon_state.h"
+#include "common/http/server.h"
+#include "sync_engine/store/pg_status_store.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tributary::agg {
+
+namespace api {
+
+std::string iso(Time t);
+std::string iso(rs::Timestamp t);
+// Every answer of the API has one shape: {"ok": true, "data": …} or
+// {"ok": false, "error": {"code": …, "message": …}}.
+void answer(http::Response& res, int status, const nlohmann::json& data);
+void fail(http::Response& res, int status, const std::string& code, const std::string& message);
+
+} // namespace api
+
+// One object per configured source (or just `only`): the scheduler's view,
+// the running job's progress, and the store's counts and runs.
+Result<nlohmann::json> sources_json(DaemonState& state, const std::string& only);
+nlohmann::json run_json(const store::RunInfo& r);
+// Our subscription at an upstream hub, without its token or secret.
+nlohmann::json subscription_json(const store::PushSubscription& s);
+
+// The kind of a run's error, from its reason, for grouping: "HTTP 404",
+// "hash mismatch", "timeout", "connection", "too large", "refused",
+// "rejected entry", "invalid document", "busy" or "other".
+std::string error_kind(std::string_view reason);
+
+// GET /api/v1/history[?hours=H&step=S&source=NAME]: each source's lag and
+// changes in buckets of S seconds over the last H hours.
+void history_route(DaemonState& state, const http::Request& req, http::Response& res);
+// GET /api/v1/sources/{name}/detail: the source, its feeds and watermarks,
+// recent runs, errors grouped by kind, retrying resources and subscription.
+void detail_route(DaemonState& state, const std::string& name, http::Response& res);
+// Every source's lag and state now, for the history sampler.
+std::vector<store::HistorySample> history_samples(DaemonState& state);
+
+} // namespace tributary::agg

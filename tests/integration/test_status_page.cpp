@@ -1,0 +1,275 @@
+// Issue #17: the status page for an operator following 200 sources, in
+// headless Chromium. 184 sources follow four `tributary simulate` Sources
+// (one with a hub, which pushes), 6 follow a Source whose resources 404 or
+// do not match their hashes, 10 point at a port where nothing listens. The
+// test asserts on the rendered DOM (summary, rows, sparklines, host rates,
+// filters, sort, a source's own page) and keeps screenshots as artefacts.
+#include "../common/scratch_dir.h"
+#include "aggregator/simulate.h"
+#include "daemon_client.h"
+#include "http_get.h"
+#include "sync_fixture.h"
+
+#include <doctest/doctest.h>
+
+#include <pqxx/pqxx>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+
+using namespace tributary;
+using namespace tributary::test;
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// The DOM headless Chromium renders for `url` once its scripts have run.
+std::string dom_of(const std::string& url, const std::filesystem::path& dir, const std::string& name) {
+  const auto out = dir / (name + ".html");
+  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                          "--virtual-time-budget=8000 --dump-dom '" + url + "' > " + out.string() + " 2>/dev/null";
+  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
+  return slurp(out);
+}
+
+// A screenshot of `url`, kept with the build's test artefacts.
+std::filesystem::path screenshot(const std::string& url, const std::string& name, int height) {
+  const std::filesystem::path dir = TRIBUTARY_ARTEFACT_DIR;
+  std::filesystem::create_directories(dir);
+  const auto png = dir / (name + ".png");
+  std::filesystem::remove(png);
+  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars "
+                          "--virtual-time-budget=8000 --window-size=1600," + std::to_string(height) +
+                          " --screenshot=" + png.string() + " '" + url + "' >/dev/null 2>&1";
+  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
+  return png;
+}
+
+// The names of the rows in a rendered table, in order.
+std::vector<std::string> row_names(const std::string& dom) {
+  static const std::regex k_row(R"re(<tr data-source="([^"]+)")re");
+  std::vector<std::string> out;
+  for (std::sregex_iterator it(dom.begin(), dom.end(), k_row), end; it != end; ++it) {
+    out.push_back((*it)[1]);
+  }
+  return out;
+}
+
+std::string scalar(const TestDaemon& d, const std::string& sql) {
+  pqxx::connection c(d.db.conninfo());
+  pqxx::read_transaction tx(c);
+  auto r = tx.exec(sql);
+  return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
+}
+
+void exec(const TestDaemon& d, const std::string& sql) {
+  pqxx::connection c(d.db.conninfo());
+  pqxx::work tx(c);
+  tx.exec(sql);
+  tx.commit();
+}
+
+} // namespace
+
+TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, host rates, filters, sort, and a "
+          "source's own page with feeds, runs, errors by kind, retrying resources and its subscription") {
+  // Four simulated Sources, one with a hub.
+  std::vector<std::unique_ptr<agg::Simulator>> sims;
+  for (int i = 0; i < 4; ++i) {
+    agg::SimulateOptions o;
+    o.port = 0;
+    o.resources = 10;
+    o.size = 64;
+    o.change_rate = 0; // the test makes its changes
+    o.seed = static_cast<uint64_t>(i + 1);
+    o.hub = i == 0;
+    sims.push_back(std::make_unique<agg::Simulator>(o));
+    REQUIRE(sims.back()->start());
+  }
+  // A Source whose resources fail: two answer 404, one does not match its
+  // hash, one is longer than its listed length.
+  Upstream up;
+  Site site{up};
+  site.put_numbered(5);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  up.remove("/res/0.txt");
+  up.remove("/res/1.txt");
+  up.set("/res/2.txt", "resourceX2", "text/plain");             // as long as listed, other bytes
+  up.set("/res/3.txt", "resource 3 and more", "text/plain"); // longer than listed
+
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (int i = 0; i < 184; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "sim-%d-%03d", i % 4, i);
+    sources.emplace_back(name, sims[static_cast<size_t>(i % 4)]->base_url() + "/");
+  }
+  for (int i = 0; i < 6; ++i) {
+    sources.emplace_back("broken-" + std::to_string(i), up.url("/"));
+  }
+  const int dead_port = free_port();
+  for (int i = 0; i < 10; ++i) {
+    sources.emplace_back("dead-" + std::to_string(i), "http://127.0.0.1:" + std::to_string(dead_port) + "/");
+  }
+  REQUIRE(sources.size() == 200);
+  TestDaemon d(sources);
+  edit_config(d, [](json& j) {
+    j["max_concurrent_syncs"] = 8;
+    for (auto& s : j["sources"]) {
+      s["interval"] = "20s";
+    }
+    j["push"] = {{"callback_allow_hosts", {"127.0.0.1"}}};
+  });
+  d.start();
+  // Every source has run: the 190 reachable ones succeeded (partly, for the
+  // broken), the 10 dead ones failed.
+  REQUIRE(wait_for(d.base, [](const json& st) {
+    if (!st.is_object()) {
+      return false;
+    }
+    int done = 0;
+    for (const auto& s : st["data"]["sources"]) {
+      done += !s["last_success"].is_null() || !s["last_failure"].is_null();
+    }
+    return done == 200;
+  }, 120));
+  REQUIRE(eventually(
+      [&] { return scalar(d, "SELECT state FROM push_subscription WHERE source = 'sim-0-000'") == "active"; }, 20));
+  for (auto& s : sims) {
+    s->change(3);
+  }
+  // The sampler counted the baselines' changes in the current bucket.
+  REQUIRE(eventually([&] {
+    const json h = json::parse(http_get(d.base + "/api/v1/history?source=sim-1-001").body, nullptr, false);
+    uint64_t sum = 0;
+    for (const auto& c : h.is_object() ? h["data"]["sources"][0]["changes"] : json::array()) {
+      sum += c.get<uint64_t>();
+    }
+    return sum >= 10;
+  }, 30));
+  // 24 hours of past history, seeded for the sparklines (the sampler has
+  // had seconds, not a day): lag and changes that rise and fall.
+  exec(d, "INSERT INTO source_history (source_id, bucket, lag_seconds, changes) "
+          "SELECT s.id, date_bin('5 minutes', now(), timestamptz '2000-01-01') - k * interval '5 minutes', "
+          "       30 + 20 * sin(k / 12.0 + s.id), (10 + 8 * cos(k / 20.0 + s.id))::bigint "
+          "FROM source s, generate_series(1, 287) k ON CONFLICT DO NOTHING");
+
+  const json st = status_of(d.base);
+  std::map<std::string, int> states;
+  for (const auto& s : st["data"]["sources"]) {
+    ++states[s["sync_state"].get<std::string>()];
+  }
+  MESSAGE("sync states: " << json(states).dump());
+  CHECK(states["failing"] == 10);
+  CHECK(states["lagging"] >= 6); // the broken ones: resources wait for a retry
+  CHECK(states["in_sync"] + states["lagging"] == 190);
+
+  ScratchDir dir("status-page");
+  // ---- every source ----
+  const std::string page = dom_of(d.base + "/status", dir.path, "all");
+  {
+    INFO(page.substr(0, 4000));
+    CHECK(row_names(page).size() == 200);
+    CHECK(page.find("<b>200</b> sources: ") != std::string::npos);
+    CHECK(page.find("<button data-count=\"failing\" class=\"sync failing\"><b>10</b> failing</button>") !=
+          std::string::npos);
+    CHECK(page.find("<b>" + std::to_string(states["in_sync"]) + "</b> in sync</button>") != std::string::npos);
+    CHECK(page.find(" changes/min (last hour)") != std::string::npos);
+    CHECK(page.find("<span id=\"shown\">showing all 200</span>") != std::string::npos);
+    // Two sparklines a row, drawn from the seeded day.
+    CHECK(count(page, "<svg class=\"spark lag\"") == 200);
+    CHECK(count(page, "<svg class=\"spark changes\"") == 200);
+    CHECK(count(page, "<polyline class=\"line\"") >= 400);
+    // The host each source is fetched from, with its rate; failing sources
+    // first (the default sort), naming why.
+    CHECK(page.find(sims[0]->base_url().substr(7) + "<div class=\"sub\">") != std::string::npos);
+    CHECK(page.find(" req/s, window ") != std::string::npos);
+    CHECK(row_names(page).front().rfind("dead-", 0) == 0);
+    CHECK(page.find("failed run(s) in a row") != std::string::npos);
+    // A link to each source's page.
+    CHECK(page.find("<a href=\"/status/sources/broken-0\">broken-0</a>") != std::string::npos);
+    CHECK(page.find("<div id=\"problem\"></div>") != std::string::npos);
+  }
+  // Filters and sort, from the page's own query (what its controls write).
+  {
+    const std::string failing = dom_of(d.base + "/status?state=failing", dir.path, "failing");
+    const auto names = row_names(failing);
+    CHECK(names.size() == 10);
+    for (const auto& n : names) {
+      CHECK(n.rfind("dead-", 0) == 0);
+    }
+    CHECK(failing.find("showing 10 of 200") != std::string::npos);
+    const std::string by_name = dom_of(d.base + "/status?q=SIM-1-&sort=name&dir=desc", dir.path, "search");
+    const auto sorted = row_names(by_name);
+    CHECK(sorted.size() == 46);
+    CHECK(std::is_sorted(sorted.rbegin(), sorted.rend()));
+    CHECK(sorted.front() == "sim-1-181");
+    CHECK(by_name.find("<th data-key=\"name\" aria-sort=\"descending\">") != std::string::npos);
+    const std::string host = sims[2]->base_url();
+    const std::string one_host = dom_of(d.base + "/status?host=" + host, dir.path, "host");
+    const auto on_host = row_names(one_host);
+    CHECK(on_host.size() == 46);
+    for (const auto& n : on_host) {
+      CHECK(n.rfind("sim-2-", 0) == 0);
+    }
+  }
+  // ---- one source: a broken one ----
+  {
+    const std::string broken = dom_of(d.base + "/status/sources/broken-0", dir.path, "broken");
+    INFO(broken);
+    CHECK(broken.find("<h2 id=\"source-title\"><span>broken-0 </span><span class=\"sync lagging\" "
+                      "title=\"4 resource(s) wait for a retry of their content\">lagging</span>") != std::string::npos);
+    CHECK(broken.find("<tr data-feed=\"" + up.url("/caps.xml") + "\"") != std::string::npos);
+    CHECK(broken.find("2026-01-01T00:00:00Z") != std::string::npos); // the baseline's time
+    CHECK(broken.find("<tr data-run=\"") != std::string::npos);
+    // Errors grouped by kind, with example URLs.
+    CHECK(broken.find("<tr data-kind=\"HTTP 404\"><td>HTTP 404</td>") != std::string::npos);
+    CHECK(broken.find("<div>" + up.url("/res/0.txt") + "</div>") != std::string::npos);
+    CHECK(broken.find("<tr data-kind=\"hash mismatch\"><td>hash mismatch</td>") != std::string::npos);
+    CHECK(broken.find("<div>" + up.url("/res/2.txt") + "</div>") != std::string::npos);
+    CHECK(broken.find("<tr data-kind=\"too large\"><td>too large</td>") != std::string::npos);
+    CHECK(broken.find("<div>" + up.url("/res/3.txt") + "</div>") != std::string::npos);
+    // The four resources waiting for a retry.
+    CHECK(broken.find("Retrying resources (4)") != std::string::npos);
+    CHECK(broken.find("<tr class=\"wrap\" data-uri=\"" + up.url("/res/1.txt") + "\"") != std::string::npos);
+    CHECK(broken.find("none: the source offers no notification channel") != std::string::npos);
+    CHECK(count(broken, "<svg class=\"spark ") == 2);
+  }
+  // ---- one source: pushed to ----
+  {
+    const std::string pushed = dom_of(d.base + "/status/sources/sim-0-000", dir.path, "pushed");
+    INFO(pushed.substr(0, 6000));
+    CHECK(pushed.find("<div id=\"subscription\" data-state=\"active\">") != std::string::npos);
+    CHECK(pushed.find(sims[0]->base_url() + "/hub") != std::string::npos);
+    CHECK(pushed.find("Errors by kind") != std::string::npos);
+    CHECK(pushed.find("no errors recorded") != std::string::npos);
+  }
+  // Screenshots for the eye (kept under the build's artefacts/).
+  using Shot = std::tuple<std::string, std::string, int>;
+  for (const auto& [url, name, height] : {Shot{d.base + "/status", "status-200-sources", 2400},
+                                          Shot{d.base + "/status/sources/broken-0", "status-source-broken", 1600},
+                                          Shot{d.base + "/status/sources/sim-0-000", "status-source-pushed", 1600}}) {
+    const auto png = screenshot(url, name, height);
+    CHECK(std::filesystem::exists(png));
+    CHECK(std::filesystem::file_size(png) > 20000);
+    MESSAGE("screenshot: " << png.string());
+  }
+  for (auto& s : sims) {
+    s->stop();
+  }
+}
