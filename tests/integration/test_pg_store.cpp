@@ -1,7 +1,11 @@
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/store/garbage.h"
+#include "sync_engine/store/pg_status_store.h"
 
 #include "pg_fixture.h"
+
+#include <atomic>
+#include <thread>
 
 using namespace tributary;
 using namespace tributary::store;
@@ -358,4 +362,70 @@ TEST_CASE("Garbage collection: blobs named nowhere go a grace period after they 
   }
   CHECK(blobs.check(false)->problems.empty());
   std::filesystem::remove_all(root);
+}
+
+TEST_CASE("Status history: two daemons sampling one database count each change once, in the bucket it was "
+          "recorded in, keep the lag last sampled, and drop buckets past the retention") {
+  test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  auto a = PgStatusStore::open(db.conninfo());
+  auto b = PgStatusStore::open(db.conninfo());
+  REQUIRE(a);
+  REQUIRE(b);
+  pqxx::connection c(db.conninfo());
+  auto sql = [&](const std::string& q) {
+    pqxx::work tx(c);
+    tx.exec0(q);
+    tx.commit();
+  };
+  sql("INSERT INTO source (name, url) VALUES ('one', 'http://one.example/'), ('two', 'http://two.example/')");
+  sql("INSERT INTO feed (source_id, capability_list_url) SELECT id, url || 'caps' FROM source");
+  auto add_changes = [&](const std::string& source, int n) {
+    sql("INSERT INTO change_log (feed_id, uri, change) SELECT f.id, 'u' || k, 'created' FROM feed f "
+        "JOIN source s ON s.id = f.source_id, generate_series(1, " + std::to_string(n) + ") k WHERE s.name = '" +
+        source + "'");
+  };
+  // Both sample while changes keep arriving, from two threads at once.
+  std::atomic<bool> done{false};
+  auto sampler = [&](PgStatusStore& s, double lag) {
+    while (!done) {
+      CHECK(s.sample({{"one", lag, false}, {"two", std::nullopt, true}}, std::chrono::hours(24)));
+    }
+  };
+  std::thread ta(sampler, std::ref(**a), 10.0);
+  std::thread tb(sampler, std::ref(**b), 10.0);
+  for (int i = 0; i < 20; ++i) {
+    add_changes("one", 50);
+    add_changes("two", 7);
+  }
+  done = true;
+  ta.join();
+  tb.join();
+  REQUIRE((*a)->sample({{"one", 42.0, false}}, std::chrono::hours(24)));
+  auto h = (*a)->history(rs::Timestamp(std::chrono::microseconds(0)), "");
+  REQUIRE(h);
+  REQUIRE(h->size() == 2);
+  uint64_t one = 0;
+  uint64_t two = 0;
+  for (const auto& p : (*h)[0].points) {
+    one += p.changes;
+  }
+  for (const auto& p : (*h)[1].points) {
+    two += p.changes;
+  }
+  CHECK((*h)[0].source == "one");
+  CHECK(one == 1000);
+  CHECK(two == 140);
+  CHECK((*h)[0].points.back().lag_seconds == 42.0);
+  CHECK((*h)[1].points.back().failing);
+  // Only one source's history when asked.
+  auto only = (*a)->history(rs::Timestamp(std::chrono::microseconds(0)), "two");
+  REQUIRE(only);
+  REQUIRE(only->size() == 1);
+  CHECK(only->front().source == "two");
+  // A bucket older than the retention goes at the next sample.
+  sql("INSERT INTO source_history (source_id, bucket, changes) SELECT id, now() - interval '3 days', 5 FROM source");
+  REQUIRE((*a)->sample({}, std::chrono::hours(48)));
+  pqxx::read_transaction tx(c);
+  CHECK(tx.exec1("SELECT count(*) FROM source_history WHERE bucket < now() - interval '2 days'")[0].as<int>() == 0);
 }
