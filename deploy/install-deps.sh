@@ -46,6 +46,8 @@ packages=(
   # unit-tests deploy/monitoring's alert rules in the tests; Debian ships it
   # in the prometheus package, whose service policy-rc.d may leave stopped
   prometheus
+  # groff renders the man page (docs/man/tributary.1) in its test
+  groff-base
   # used by the benchmarks (bench/run.sh serve)
   wrk nginx-light curl
 )

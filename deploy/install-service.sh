@@ -15,6 +15,8 @@ cmake --build "$root/build/release" -j "$(nproc)"
 install -m 0755 "$root/build/release/aggregator/tributary" /usr/local/bin/tributary
 install -d -m 0755 /usr/local/share/doc/tributary
 install -m 0644 "$root/README.md" "$root/docs/api.md" /usr/local/share/doc/tributary/
+install -d -m 0755 /usr/local/share/man/man1
+install -m 0644 "$root/docs/man/tributary.1" /usr/local/share/man/man1/tributary.1
 id tributary >/dev/null 2>&1 || useradd --system --home-dir /var/lib/tributary --shell /usr/sbin/nologin tributary
 install -d -o tributary -g tributary -m 0750 /var/lib/tributary
 install -d -o root -g tributary -m 0750 /etc/tributary
