@@ -26,9 +26,9 @@ std::string iso(rs::Timestamp t) { return rs::format_w3c_datetime(t); }
 
 // Every answer of the API has one shape: {"ok": true, "data": …} or
 // {"ok": false, "error": {"code": …, "message": …}}.
-void answer(http::Response& res, int status, const json& data) {
+void answer(http::Response& res, int status, const json& data, int indent) {
   res.status = status;
-  res.set_body(json{{"ok", true}, {"data", data}}.dump(2) + "\n", "application/json");
+  res.set_body(json{{"ok", true}, {"data", data}}.dump(indent) + "\n", "application/json");
   res.set_header("Cache-Control", "no-store");
 }
 
@@ -112,14 +112,14 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
   if (v.consecutive_failures > 0) {
     return {"failing", std::to_string(v.consecutive_failures) + " failed run(s) in a row"};
   }
+  if (st && st->retrying > 0) {
+    return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
+  }
   if (!st || !st->last_success) {
     return {"lagging", "no successful run yet"};
   }
   if (unapplied > 0) {
     return {"lagging", std::to_string(unapplied) + " change(s) left to apply in the running job"};
-  }
-  if (st->retrying > 0) {
-    return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
   }
   // Overdue: due for longer than its interval (every slot busy).
   const auto grace = std::max<std::chrono::seconds>(cfg.interval, std::chrono::seconds(60));

@@ -22,7 +22,8 @@ std::string iso(Time t);
 std::string iso(rs::Timestamp t);
 // Every answer of the API has one shape: {"ok": true, "data": …} or
 // {"ok": false, "error": {"code": …, "message": …}}.
-void answer(http::Response& res, int status, const nlohmann::json& data);
+// `indent` -1: compact (the history's long arrays).
+void answer(http::Response& res, int status, const nlohmann::json& data, int indent = 2);
 void fail(http::Response& res, int status, const std::string& code, const std::string& message);
 
 } // namespace api

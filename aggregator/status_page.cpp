@@ -152,6 +152,8 @@ function bytes(n) {
 }
 function num(n) { return n === null || n === undefined ? "–" : Number(n).toLocaleString("en"); }
 function ago(iso, now) { return iso ? duration((Date.parse(now) - Date.parse(iso)) / 1000) + " ago" : "never"; }
+// A run's message leads with its counts; the list shows its first error.
+function firstError(m) { const at = m ? m.indexOf("first error: ") : -1; return at < 0 ? m : m.slice(at + 13); }
 function clip(t, n) { return t && t.length > n ? t.slice(0, n) + "…" : t; }
 function hostLabel(h) { return h ? h.replace(/^https?:\/\//, "") : "–"; }
 // A sparkline of `values` (nulls leave gaps) as inline SVG.
@@ -294,7 +296,7 @@ function sourceRow(s, now) {
   if (s.queued) next.appendChild(el("div", s.queued + " queued", "sub"));
   tr.appendChild(next);
   tr.appendChild(el("td", s.last_success ? ago(s.last_success.finished_at, now) : "never"));
-  const problems = el("td", s.last_failure ? ago(s.last_failure.finished_at, now) + ": " + clip(s.last_failure.error, 160) : "", "error");
+  const problems = el("td", s.last_failure ? ago(s.last_failure.finished_at, now) + ": " + clip(firstError(s.last_failure.error), 160) : "", "error");
   if (s.last_failure) problems.title = s.last_failure.error;
   for (const hd of s.deletions_held || []) {
     problems.appendChild(el("div", "deletions held (" + hd.capability_list + "): " + hd.reason + " (" + hd.confirm +

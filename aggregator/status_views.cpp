@@ -156,7 +156,8 @@ void history_route(DaemonState& state, const http::Request& req, http::Response&
          {{"from", iso(from)},
           {"step_seconds", *step},
           {"points", n},
-          {"sources", sources}});
+          {"sources", sources}},
+         -1);
 }
 
 void detail_route(DaemonState& state, const std::string& name, http::Response& res) {
