@@ -9,7 +9,8 @@
 #     the daemon's CPU (scheduler and runs), its PostgreSQL connections
 #     (sampled every second), its RSS;
 #   - how long the status API takes with that many sources (/api/v1/status,
-#     /metrics, /status, one source), median and slowest of 20 each;
+#     /metrics, /status, one source, the page's history and a source's
+#     detail), median and slowest of 20 each;
 #   - how late upstream changes reached our change log (recorded_at -
 #     upstream datetime; the target is the interval plus a run).
 #   bench/many.sh ROOT PG_CONNINFO
@@ -71,10 +72,11 @@ c0=$(cpu)
 sampler=$!
 # The status API with this many sources, while the daemon follows them.
 sleep $((secs / 3))
-for path in /api/v1/status /metrics /status /api/v1/sources/sim7; do
+for path in /api/v1/status /metrics /status /api/v1/sources/sim7 "/api/v1/history?hours=24&step=900" \
+    /api/v1/sources/sim7/detail /status/sources/sim7; do
   for _ in $(seq 20); do curl -s -o /dev/null -w "%{time_total} %{http_code}\n" "$base$path"; done >"$work/api.times"
   sort -n "$work/api.times" | awk -v p="$path" '{ t[NR] = $1; if ($2 != 200) bad++ }
-    END { printf "status API %-24s median %.1f ms, slowest %.1f ms over %d requests%s\n", p, t[int((NR + 1) / 2)] * 1000,
+    END { printf "status API %-34s median %.1f ms, slowest %.1f ms over %d requests%s\n", p, t[int((NR + 1) / 2)] * 1000,
           t[NR] * 1000, NR, (bad ? ", " bad " not 200" : "") }'
 done
 wait "$sampler"
