@@ -1,5 +1,7 @@
 #include "sync_engine/content_fetch.h"
 
+#include "sync_engine/retry.h"
+
 #include <algorithm>
 
 namespace tributary::sync {
@@ -45,6 +47,11 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
   std::vector<std::string> reasons;
   bool all_missing = true;
   bool any_mismatch = false;
+  // Whether another try soon could succeed: only a location that failed for
+  // a passing reason (the network, 408, 429, 5xx) makes the whole a
+  // transient failure, retried within the run. A body longer than listed,
+  // a refused host or scheme, a 403 fail for now and go to the retry table.
+  bool any_transient = false;
   for (const auto& url : candidate_locations(loc, links)) {
     auto parsed = parse_url(url);
     if (!parsed || (parsed->scheme != "http" && parsed->scheme != "https" && parsed->scheme != "file")) {
@@ -104,6 +111,7 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
     if (!r) {
       reasons.push_back(r.error().message);
       all_missing = false;
+      any_transient = any_transient || r.error().kind == ErrorKind::transient;
       continue;
     }
     if (r->status < 200 || r->status > 299) {
@@ -111,6 +119,7 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
       if (r->status != 404 && r->status != 410) {
         all_missing = false;
       }
+      any_transient = any_transient || is_retryable_status(r->status);
       continue;
     }
     all_missing = false;
@@ -149,8 +158,10 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
   for (const auto& r : reasons) {
     joined += (joined.empty() ? "" : "; ") + r;
   }
-  ErrorKind kind = all_missing ? ErrorKind::not_found : any_mismatch ? ErrorKind::invalid_document
-                                                                     : ErrorKind::transient;
+  ErrorKind kind = all_missing     ? ErrorKind::not_found
+                   : any_mismatch  ? ErrorKind::invalid_document
+                   : any_transient ? ErrorKind::transient
+                                   : ErrorKind::permanent;
   return make_error(kind, joined.empty() ? "no location to fetch " + loc + " from" : joined);
 }
 

@@ -18,6 +18,10 @@ namespace tributary::sync {
 
 namespace {
 
+// How much of an error response's body is read (and discarded) before the
+// request ends with its status.
+constexpr uint64_t k_max_error_body = 64 * 1024;
+
 bool is_redirect(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
@@ -290,15 +294,24 @@ private:
           }
           return true;
         };
+    bool error_body_cut = false;
     auto on_body = [&](const char* data, size_t n) {
           resp.body_bytes += n;
           t.bytes.fetch_add(n, std::memory_order_relaxed);
+          if (!stream_body) {
+            // An error's body is drained and discarded, up to a limit of
+            // its own: the status is the answer, whatever the size of the
+            // content asked for (a 503 page longer than the resource is
+            // still a 503).
+            if (resp.body_bytes > k_max_error_body) {
+              error_body_cut = true;
+              return false;
+            }
+            return true;
+          }
           if (resp.body_bytes > o.max_body_bytes) {
             failure = "body larger than the limit of " + std::to_string(o.max_body_bytes) + " bytes";
             return false;
-          }
-          if (!stream_body) {
-            return true; // drain and discard error bodies
           }
           if (!sink(data, n)) {
             failure = "aborted by the receiver";
@@ -321,7 +334,7 @@ private:
       // Cut off by the watch: the connection is shut down, not reusable.
       return make_error(ErrorKind::transient, m + " " + u.str() + ": " + t.cut_off);
     }
-    if (!res && bodiless && res.error() == httplib::Error::Canceled) {
+    if (!res && (bodiless || error_body_cut) && res.error() == httplib::Error::Canceled) {
       return resp; // not given back: the library leaves a cancelled connection in an unknown state
     }
     if (!res) {

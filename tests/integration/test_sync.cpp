@@ -579,3 +579,27 @@ TEST_CASE("Sync: a configured file:// source is read from disk") {
   CHECK(r.status == RunStatus::succeeded);
   CHECK(env.live() == std::map<std::string, std::string>{{base + "/res/a.txt", "local a"}});
 }
+
+TEST_CASE("Sync: content that fails for a lasting reason (longer than listed, a 403) is asked for once in a run, "
+          "not again after a back-off; a 503 is tried again") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/good.txt", "good");
+  site.put("/res/long.txt", "short");
+  site.put("/res/forbidden.txt", "secret");
+  site.put("/res/busy.txt", "busy");
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  up.set("/res/long.txt", "much longer than listed", "text/plain");
+  up.set("/res/forbidden.txt", Served{403, "no", "text/plain", {}});
+  up.set("/res/busy.txt", Served{503, "later", "text/plain", {}});
+  SyncEnv env;
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(r.status == RunStatus::partial);
+  CHECK(r.counters.created == 1);
+  CHECK(r.counters.failed == 3);
+  CHECK(up.requests("/res/long.txt") == 1);
+  CHECK(up.requests("/res/forbidden.txt") == 1);
+  CHECK(up.requests("/res/busy.txt") > 1); // a passing reason: tried again within the run
+  // All three wait in the retry table for a later run.
+  CHECK(env.retries().size() == 3);
+}
