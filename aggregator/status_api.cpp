@@ -103,7 +103,9 @@ json hold_json(const store::DeletionHold& h) {
           {"confirmed", h.confirmed}};
 }
 
-// "in_sync", "lagging", "failing" or "disabled", and why when not in sync.
+
+} // namespace
+
 std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
                                                   const store::SourceStats* st, uint64_t unapplied, Time now) {
   if (v.state == SourceState::disabled) {
@@ -129,8 +131,6 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
   }
   return {"in_sync", ""};
 }
-
-} // namespace
 
 Result<json> sources_json(DaemonState& state, const std::string& only) {
   auto stats = read_stats(state);

@@ -12,6 +12,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tributary::agg {
@@ -34,6 +35,12 @@ Result<nlohmann::json> sources_json(DaemonState& state, const std::string& only)
 nlohmann::json run_json(const store::RunInfo& r);
 // Our subscription at an upstream hub, without its token or secret.
 nlohmann::json subscription_json(const store::PushSubscription& s);
+
+// What the status page counts a source as: "in_sync", "lagging",
+// "failing" or "disabled", and why when not in sync. `st` may be null (no
+// run yet); `unapplied`: changes left in its running job.
+std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
+                                                  const store::SourceStats* st, uint64_t unapplied, Time now);
 
 // The kind of a run's error, from its reason, for grouping: "HTTP 404",
 // "hash mismatch", "timeout", "connection", "too large", "refused",
