@@ -6,6 +6,7 @@
 #include "common/text.h"
 
 #include <algorithm>
+#include <regex>
 #include <set>
 
 namespace tributary::sync {
@@ -65,11 +66,15 @@ public:
     if (depth > 5 || m_fetches >= 16 || !m_visited.insert(url).second) {
       return false;
     }
+    if (skip_down(url)) {
+      return false;
+    }
     ++m_fetches;
     DiscoveryHandler h;
     auto got = fetch_document(m_fetcher, url, m_options, h, [&] { h.reset(); });
     if (!got) {
       note(url + ": " + got.error().message);
+      mark_if_down(url, got.error());
       return false;
     }
     const std::string& final_url = got->response.final_url.empty() ? url : got->response.final_url;
@@ -164,6 +169,9 @@ public:
       }
     }
     const std::string robots_url = u->origin() + "/robots.txt";
+    if (skip_down(robots_url)) {
+      return false;
+    }
     ++m_fetches;
     std::string robots;
     auto r = m_fetcher.fetch(robots_url, m_options, [&](const char* d, size_t n) {
@@ -185,6 +193,26 @@ public:
   }
 
   void note(std::string s) { m_result.trail.push_back(std::move(s)); }
+
+  // A host that gave no HTTP answer at all (refused, unreachable, timed out,
+  // each already retried) is not asked for the other places discovery
+  // looks: each would cost the same retries again (45 s a run for a closed
+  // port before). A host that answered, even 5xx, is asked everywhere.
+  void mark_if_down(const std::string& url, const Error& e) {
+    static const std::regex k_http_status(": HTTP [0-9]{3}");
+    auto u = parse_url(url);
+    if (u && e.kind == ErrorKind::transient && !std::regex_search(e.message, k_http_status)) {
+      m_down.insert(u->origin());
+    }
+  }
+  bool skip_down(const std::string& url) {
+    auto u = parse_url(url);
+    if (u && m_down.count(u->origin()) > 0) {
+      note(url + ": not tried, " + u->origin() + " did not answer");
+      return true;
+    }
+    return false;
+  }
   DiscoveryResult& result() { return m_result; }
 
 private:
@@ -192,6 +220,7 @@ private:
   FetchOptions m_options;
   DiscoveryResult m_result;
   std::set<std::string> m_visited;
+  std::set<std::string> m_down; // origins that gave no answer
   int m_fetches = 0;
 };
 

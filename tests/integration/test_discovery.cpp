@@ -1,5 +1,6 @@
 // Discovery over real HTTP: every way a Source can point at its
 // Capability Lists.
+#include "process.h"
 #include "sync_fixture.h"
 
 #include "sync_engine/discovery.h"
@@ -89,4 +90,19 @@ TEST_CASE("Discovery: nothing to find gives the trail of what was tried") {
   CHECK(r.error().message.find(up.url("/.well-known/resourcesync") + ": GET " + up.url("/.well-known/resourcesync") +
                                ": HTTP 404") != std::string::npos);
   CHECK(r.error().message.find(up.url("/robots.txt") + ": HTTP 404") != std::string::npos);
+}
+
+TEST_CASE("Discovery: a host that does not answer is not asked again for the well-known URI and robots.txt") {
+  const int port = free_port(); // nothing listens
+  const std::string base = "http://127.0.0.1:" + std::to_string(port);
+  auto f = sync::make_default_fetcher();
+  auto r = sync::discover(*f, base + "/oai/", {});
+  REQUIRE_FALSE(r);
+  INFO(r.error().message);
+  CHECK(r.error().message.find(base + "/oai/: GET " + base + "/oai/: ") != std::string::npos);
+  CHECK(r.error().message.find(base + "/oai/.well-known/resourcesync: not tried, " + base + " did not answer") !=
+        std::string::npos);
+  CHECK(r.error().message.find(base + "/.well-known/resourcesync: not tried, " + base + " did not answer") !=
+        std::string::npos);
+  CHECK(r.error().message.find(base + "/robots.txt: not tried, " + base + " did not answer") != std::string::npos);
 }
