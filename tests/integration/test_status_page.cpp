@@ -123,7 +123,7 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
     sources.emplace_back("broken-" + std::to_string(i), up.url("/"));
   }
   // Failing: ten whose Source is gone (every path 404). A port where
-  // nothing listens fails too, after its retries (45 s): the hostile tests
+  // nothing listens fails too, after its retries (about 15 s): the hostile tests
   // have that.
   Upstream gone;
   for (int i = 0; i < 10; ++i) {
