@@ -753,7 +753,7 @@ TEST_CASE("tributary gc with the s3 store: past content.cache_bytes, copies the 
 }
 
 TEST_CASE("tributary gc with the s3 store: rows of blobs named nowhere go a grace period after they are marked, "
-          "then the objects they leave empty; a blob named again meanwhile is uploaded again and kept") {
+          "then the objects they leave empty, and a blob named again meanwhile is uploaded again and kept") {
   Upstream up;
   Site site(up);
   site.put_numbered(20, "/res/g", "garbage ");

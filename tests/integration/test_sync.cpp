@@ -581,7 +581,7 @@ TEST_CASE("Sync: a configured file:// source is read from disk") {
 }
 
 TEST_CASE("Sync: content that fails for a lasting reason (longer than listed, a 403) is asked for once in a run, "
-          "not again after a back-off; a 503 is tried again") {
+          "not again after a back-off, while a 503 is tried again") {
   Upstream up;
   Site site(up);
   site.put("/res/good.txt", "good");
