@@ -1,7 +1,7 @@
 #include "sync_engine/store/pg_aux_store.h"
 
 #include "sync_engine/store/migrations.h"
-#include "sync_engine/store/pg_guard.h"
+#include "sync_engine/store/pg_fields.h"
 
 #include <mutex>
 
@@ -11,18 +11,6 @@ namespace {
 
 // Advisory lock space of the hub's delivery lease ("trhb").
 constexpr int k_hub_lock_space = 0x74726862;
-
-std::string us(const char* column) {
-  return std::string("(extract(epoch from ") + column + ") * 1000000)::bigint";
-}
-
-rs::Timestamp read_time(const pqxx::field& f) { return rs::Timestamp(std::chrono::microseconds(f.as<long long>())); }
-
-std::optional<rs::Timestamp> read_opt_time(const pqxx::field& f) {
-  return f.is_null() ? std::nullopt : std::optional<rs::Timestamp>(read_time(f));
-}
-
-std::string text(const pqxx::field& f) { return f.is_null() ? std::string() : f.as<std::string>(); }
 
 std::optional<std::string> nonempty(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
@@ -89,7 +77,7 @@ Result<std::vector<HubSubscription>> PgAuxStore::hub_subscriptions() {
       HubSubscription s;
       s.topic = row[0].as<std::string>();
       s.callback = row[1].as<std::string>();
-      s.secret = text(row[2]);
+      s.secret = text_or_empty(row[2]);
       s.lease_seconds = row[3].as<int>();
       s.expires_at = read_time(row[4]);
       s.created_at = read_time(row[5]);
@@ -99,7 +87,7 @@ Result<std::vector<HubSubscription>> PgAuxStore::hub_subscriptions() {
       s.failures = row[9].as<int>();
       s.failures_total = row[10].as<uint64_t>();
       s.retry_at = read_opt_time(row[11]);
-      s.last_error = text(row[12]);
+      s.last_error = text_or_empty(row[12]);
       out.push_back(std::move(s));
     }
     return out;
@@ -241,7 +229,7 @@ Result<std::vector<PushSubscription>> PgAuxStore::push_subscriptions() {
       s.topic = row[1].as<std::string>();
       s.hub = row[2].as<std::string>();
       s.token = row[3].as<std::string>();
-      s.secret = text(row[4]);
+      s.secret = text_or_empty(row[4]);
       s.state = row[5].as<std::string>();
       s.lease_seconds = row[6].as<int>();
       s.expires_at = read_opt_time(row[7]);
@@ -250,7 +238,7 @@ Result<std::vector<PushSubscription>> PgAuxStore::push_subscriptions() {
       s.last_notification_at = read_opt_time(row[10]);
       s.notifications = row[11].as<uint64_t>();
       s.ignored = row[12].as<uint64_t>();
-      s.last_note = text(row[13]);
+      s.last_note = text_or_empty(row[13]);
       out.push_back(std::move(s));
     }
     return out;

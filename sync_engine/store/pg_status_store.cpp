@@ -1,25 +1,13 @@
 #include "sync_engine/store/pg_status_store.h"
 
 #include "sync_engine/store/migrations.h"
-#include "sync_engine/store/pg_guard.h"
+#include "sync_engine/store/pg_fields.h"
 
 #include <mutex>
 
 namespace tributary::store {
 
 namespace {
-
-std::string us(const std::string& column) {
-  return "(extract(epoch from " + column + ") * 1000000)::bigint";
-}
-
-rs::Timestamp read_time(const pqxx::field& f) { return rs::Timestamp(std::chrono::microseconds(f.as<long long>())); }
-
-std::optional<rs::Timestamp> read_opt_time(const pqxx::field& f) {
-  return f.is_null() ? std::nullopt : std::optional<rs::Timestamp>(read_time(f));
-}
-
-std::string text(const pqxx::field& f) { return f.is_null() ? std::string() : f.as<std::string>(); }
 
 // The bucket a time falls in, in SQL.
 std::string bucket_of(const std::string& expr) {
@@ -126,9 +114,9 @@ Result<std::vector<FeedStatus>> PgStatusStore::feeds(const std::string& source) 
       f.bytes = row[4].as<uint64_t>();
       f.retrying = row[5].as<uint64_t>();
       f.baseline_at = read_opt_time(row[6]);
-      f.change_list_url = text(row[7]);
+      f.change_list_url = text_or_empty(row[7]);
       f.last_time = read_opt_time(row[8]);
-      f.last_uri = text(row[9]);
+      f.last_uri = text_or_empty(row[9]);
       f.last_position = row[10].as<std::optional<int>>();
       f.updated_at = read_opt_time(row[11]);
       out.push_back(std::move(f));

@@ -1,7 +1,7 @@
 #include "sync_engine/store/pg_store.h"
 
 #include "sync_engine/store/migrations.h"
-#include "sync_engine/store/pg_guard.h"
+#include "sync_engine/store/pg_fields.h"
 
 #include "common/log.h"
 
@@ -22,12 +22,6 @@ std::optional<std::string> ts(const std::optional<Timestamp>& t) {
   return t ? std::optional<std::string>(rs::format_w3c_datetime(*t)) : std::nullopt;
 }
 
-// Timestamps are read as microseconds since the epoch: exact, and cheaper
-// than parsing PostgreSQL's text form.
-std::string us(const char* column) {
-  return std::string("(extract(epoch from ") + column + ") * 1000000)::bigint";
-}
-
 // A length column as the model holds it. Rows written before lengths were
 // capped at 2^63 - 1 may hold a negative one: read as unknown, never thrown
 // on (a throw here once froze every set's documents).
@@ -37,13 +31,6 @@ std::optional<uint64_t> read_length(const pqxx::field& f) {
   }
   const long long n = f.as<long long>();
   return n < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(n));
-}
-
-std::optional<Timestamp> read_ts(const pqxx::field& f) {
-  if (f.is_null()) {
-    return std::nullopt;
-  }
-  return Timestamp(std::chrono::microseconds(f.as<long long>()));
 }
 
 std::optional<std::string> read_str(const pqxx::field& f) {
@@ -229,8 +216,8 @@ ResourceRecord read_resource(const pqxx::row& r) {
   ResourceRecord rec;
   rec.uri = r[0].as<std::string>();
   rec.state = r[1].as<std::string>() == "live" ? ResourceState::live : ResourceState::deleted;
-  rec.lastmod = read_ts(r[2]);
-  rec.change_datetime = read_ts(r[3]);
+  rec.lastmod = read_opt_time(r[2]);
+  rec.change_datetime = read_opt_time(r[3]);
   rec.length = read_length(r[4]);
   if (!r[5].is_null()) {
     rec.hashes.push_back({"md5", r[5].as<std::string>()});
@@ -245,7 +232,7 @@ ResourceRecord read_resource(const pqxx::row& r) {
   rec.encoding = read_str(r[9]);
   rec.links = links_from_json(r[10].as<std::string>());
   rec.blob_sha256 = read_str(r[11]);
-  rec.fetched_at = read_ts(r[12]);
+  rec.fetched_at = read_opt_time(r[12]);
   rec.fetched_from = read_str(r[13]);
   return rec;
 }
@@ -390,9 +377,9 @@ Result<Watermark> PgStore::watermark(int64_t feed_id) {
     if (r.empty()) {
       return w;
     }
-    w.baseline_at = read_ts(r[0][0]);
+    w.baseline_at = read_opt_time(r[0][0]);
     w.change_list_url = read_str(r[0][1]);
-    w.last_time = read_ts(r[0][2]);
+    w.last_time = read_opt_time(r[0][2]);
     w.last_uri = r[0][3].is_null() ? "" : r[0][3].as<std::string>();
     w.last_position = r[0][4].is_null() ? -1 : r[0][4].as<int64_t>();
     return w;
@@ -623,7 +610,7 @@ DeletionHold read_hold(const pqxx::row& row) {
   h.capability_list_url = row[1].as<std::string>();
   h.unseen = row[2].as<unsigned long long>();
   h.live = row[3].as<unsigned long long>();
-  h.since = *read_ts(row[4]);
+  h.since = *read_opt_time(row[4]);
   h.run_id = row[5].as<int64_t>();
   h.confirmed = row[6].as<bool>();
   return h;
@@ -660,10 +647,10 @@ RetryRecord read_retry(const pqxx::row& row) {
   if (!row[2].is_null()) {
     r.change = rs::change_from_string(row[2].as<std::string>());
   }
-  r.change_datetime = read_ts(row[3]);
+  r.change_datetime = read_opt_time(row[3]);
   r.reason = row[4].as<std::string>();
   r.attempts = row[5].as<int>();
-  r.next_attempt_at = *read_ts(row[6]);
+  r.next_attempt_at = *read_opt_time(row[6]);
   return r;
 }
 
@@ -808,7 +795,7 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
         out.holder = "another run (just ended)";
       } else {
         out.holder = r[0][0].as<std::string>();
-        if (auto since = read_ts(r[0][1])) {
+        if (auto since = read_opt_time(r[0][1])) {
           out.holder += ", connected since " + rs::format_w3c_datetime(*since);
         }
       }
@@ -875,8 +862,8 @@ RunInfo read_run(const pqxx::row& row) {
                 : st == "succeeded" ? RunStatus::succeeded
                 : st == "partial"   ? RunStatus::partial
                                     : RunStatus::failed;
-  info.started_at = *read_ts(row[4]);
-  info.finished_at = read_ts(row[5]);
+  info.started_at = *read_opt_time(row[4]);
+  info.finished_at = read_opt_time(row[5]);
   info.counters.created = row[6].as<unsigned long long>();
   info.counters.updated = row[7].as<unsigned long long>();
   info.counters.deleted = row[8].as<unsigned long long>();
@@ -982,12 +969,12 @@ Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& f
       LoggedChange c;
       c.seq = row[0].as<int64_t>();
       c.change = *rs::change_from_string(row[1].as<std::string>());
-      c.recorded_at = *read_ts(row[2]);
-      c.upstream_datetime = read_ts(row[3]);
+      c.recorded_at = *read_opt_time(row[2]);
+      c.upstream_datetime = read_opt_time(row[3]);
       ResourceRecord rec;
       rec.uri = row[4].as<std::string>();
       rec.state = c.change == rs::Change::deleted ? ResourceState::deleted : ResourceState::live;
-      rec.lastmod = read_ts(row[5]);
+      rec.lastmod = read_opt_time(row[5]);
       rec.change_datetime = c.upstream_datetime;
       rec.length = read_length(row[6]);
       const std::pair<int, const char*> digests[] = {{7, "md5"}, {8, "sha-1"}, {9, "sha-256"}};
@@ -1040,8 +1027,8 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
     for (const auto& row : tx.exec("SELECT f.source_id, " + us("max(w.last_time)") + ", " + us("max(w.baseline_at)") +
                                    " FROM watermark w JOIN feed f ON f.id = w.feed_id GROUP BY f.source_id")) {
       if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
-        out[it->second].newest_change = read_ts(row[1]);
-        out[it->second].baseline_at = read_ts(row[2]);
+        out[it->second].newest_change = read_opt_time(row[1]);
+        out[it->second].baseline_at = read_opt_time(row[2]);
       }
     }
     for (const auto& row : tx.exec("SELECT " + k_hold_columns +
@@ -1177,7 +1164,7 @@ std::vector<Compaction> read_compactions(pqxx::transaction_base& tx) {
     c.part_size = row[2].as<size_t>();
     c.parts = row[3].as<size_t>();
     c.last_seq = row[4].as<int64_t>();
-    c.until = *read_ts(row[5]);
+    c.until = *read_opt_time(row[5]);
     out.push_back(std::move(c));
   }
   return out;
