@@ -2,6 +2,7 @@
 
 // Talking to a `tributary run` started by a test: HTTP calls, the status
 // API, a config for it, and the process itself.
+#include "../common/files.h"
 #include "pg_fixture.h"
 #include "process.h"
 
@@ -145,10 +146,7 @@ struct TestDaemon {
     std::filesystem::remove_all(dir);
   }
   void start() { pid = spawn_tributary({"run", "--config", cfg}, log); }
-  std::string log_text() const {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string log_text() const { return slurp(log); }
   // SIGTERM; the seconds until the process was gone, and its exit status.
   std::pair<double, int> stop() {
     const auto at = std::chrono::steady_clock::now();
@@ -160,6 +158,14 @@ struct TestDaemon {
             WIFEXITED(status) ? WEXITSTATUS(status) : -1};
   }
 };
+
+// One value of a query on the daemon's database ("" for none or NULL).
+inline std::string scalar(const TestDaemon& d, const std::string& sql) {
+  pqxx::connection c(d.db.conninfo());
+  pqxx::read_transaction tx(c);
+  auto r = tx.exec(sql);
+  return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
+}
 
 // Rewrites a daemon's config (before it starts, or then SIGHUP).
 inline void edit_config(TestDaemon& d, const std::function<void(json&)>& f) {

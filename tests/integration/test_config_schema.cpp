@@ -2,6 +2,7 @@
 // check-config` agree: on the shipped configs and on each kind of mistake,
 // both accept or both refuse. The schema is checked by python3-jsonschema
 // (a validator this project did not write), the config by the built binary.
+#include "../common/files.h"
 #include "../common/scratch_dir.h"
 #include "process.h"
 
@@ -21,14 +22,6 @@ using nlohmann::json;
 namespace {
 
 const std::filesystem::path k_root(TRIBUTARY_SOURCE_DIR);
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Debian's python3 (where python3-jsonschema is installed), else any.
-std::string python() { return std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
 struct Verdicts {
   bool schema = false;
@@ -50,7 +43,7 @@ Verdicts judge(const ScratchDir& dir, const json& config) {
                              "for e in errors: print('schema:', '/' + '/'.join(map(str, e.path)), e.message)\n"
                              "sys.exit(1 if errors else 0)\n";
   }
-  const std::string cmd = python() + " " + script + " " + (k_root / "docs" / "config.schema.json").string() + " " +
+  const std::string cmd = python3() + " " + script + " " + (k_root / "docs" / "config.schema.json").string() + " " +
                           file.string() + " > " + file.string() + ".out 2>&1";
   const int rc = std::system(cmd.c_str());
   v.schema = WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
@@ -74,7 +67,7 @@ json with_source(const json& fields) {
 
 TEST_CASE("Config schema: docs/config.schema.json and check-config accept the same configs and refuse the same "
           "mistakes") {
-  REQUIRE(std::system((python() + " -c 'import jsonschema' 2>/dev/null").c_str()) == 0);
+  REQUIRE(std::system((python3() + " -c 'import jsonschema' 2>/dev/null").c_str()) == 0);
   ScratchDir dir("config-schema");
 
   SUBCASE("accepted by both") {

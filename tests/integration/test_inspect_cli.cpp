@@ -1,5 +1,6 @@
 // End to end: the built `tributary` executable run as a process against
 // files and a real HTTP server on 127.0.0.1.
+#include "../common/files.h"
 #include "http_get.h"
 #include "process.h"
 
@@ -22,11 +23,7 @@ namespace {
 
 using tributary::test::Run;
 using tributary::test::run_tributary;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using tributary::test::slurp;
 
 std::string gzip_cli(const std::string& data) {
   // Use the system gzip to build a .gz the way a Source would publish it.

@@ -2,6 +2,7 @@
 // docs/man/make-man.py, says what this build does, and groff renders it
 // without a warning.
 #include "../common/scratch_dir.h"
+#include "../common/files.h"
 
 #include <doctest/doctest.h>
 
@@ -13,22 +14,12 @@
 
 using namespace tributary::test;
 
-namespace {
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-} // namespace
-
 TEST_CASE("Man page: docs/man/tributary.1 is what make-man.py writes from this build's --help, names every "
           "command, and groff renders it without a warning") {
   const std::filesystem::path src = TRIBUTARY_SOURCE_DIR;
   const auto page = src / "docs/man/tributary.1";
   ScratchDir dir("man");
-  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  REQUIRE(std::system((python + " " + (src / "docs/man/make-man.py").string() + " " + TRIBUTARY_BIN + " > " +
+  REQUIRE(std::system((python3() + " " + (src / "docs/man/make-man.py").string() + " " + TRIBUTARY_BIN + " > " +
                        (dir / "tributary.1").string())
                           .c_str()) == 0);
   const std::string fresh = slurp(dir / "tributary.1");

@@ -3,6 +3,7 @@
 // daemon exposes; promtool (Prometheus's own tool, when installed) accepts
 // our /metrics, the rules, and the rules' unit tests.
 #include "../common/scratch_dir.h"
+#include "../common/files.h"
 #include "daemon_client.h"
 #include "http_get.h"
 #include "process.h"
@@ -25,11 +26,6 @@ using namespace tributary::test;
 namespace {
 
 const std::filesystem::path k_monitoring = std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "deploy" / "monitoring";
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The metric names an expression (or any text) uses.
 void metric_names(const std::string& text, std::set<std::string>& out) {
@@ -186,8 +182,7 @@ TEST_CASE("OpenAPI: every answer of the status API, success and error, matches d
     const Answer z = call(pair.z.base, "GET", "/api/v1/push");
     out << json{{"method", "GET"}, {"path", "/api/v1/push"}, {"status", z.status}, {"body", z.body}}.dump() << "\n";
   }
-  const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  const std::string cmd = python + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/check_openapi.py").string() +
+  const std::string cmd = python3() + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/check_openapi.py").string() +
                           " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "docs/openapi.json").string() + " " +
                           (dir / "answers.jsonl").string() + " > " + (dir / "check.out").string() + " 2>&1";
   const int rc = sh(cmd);

@@ -5,6 +5,7 @@
 // private address) and the subscriber's (a bad signature, a foreign topic,
 // an old change), a restart of the hub, lease renewal, and a missed
 // notification caught by polling.
+#include "chromium.h"
 #include "daemon_client.h"
 #include "http_get.h"
 #include "process.h"
@@ -19,14 +20,6 @@ using namespace tributary;
 using namespace tributary::test;
 
 namespace {
-
-// One value of a query on the daemon's database ("" for none or NULL).
-std::string scalar(const TestDaemon& d, const std::string& sql) {
-  pqxx::connection c(d.db.conninfo());
-  pqxx::read_transaction tx(c);
-  auto r = tx.exec(sql);
-  return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
-}
 
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -148,13 +141,7 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
   // And on A's status page, rendered by headless Chromium: its subscription
   // to Z, active, and its subscriber B.
   {
-    const std::string dom_path = (a.dir / "dom.html").string();
-    const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-                            "--virtual-time-budget=4000 --dump-dom " +
-                            a.base + "/status > " + dom_path + " 2>/dev/null";
-    REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
-    std::ifstream in(dom_path);
-    const std::string dom((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string dom = chromium_dom(a.base + "/status", a.dir / "dom.html", 4000);
     INFO(dom);
     CHECK(dom.find("<tr data-subscription=\"z\"><td>z</td><td>" + z.base + "/sets/up/notification/changelist</td>"
                    "<td><span class=\"state idle\">active</span></td>") != std::string::npos);

@@ -3,6 +3,7 @@
 // Change List parts, hashes that match, determinism per seed); `tributary
 // run` survives kill -9 mid-baseline and ends equal to the simulated Source
 // with no change logged twice; the status page renders in headless Chromium.
+#include "chromium.h"
 #include "http_get.h"
 #include "process.h"
 #include "sync_fixture.h"
@@ -60,11 +61,6 @@ std::vector<std::string> change_sequence(const std::string& base) {
                   (e.md->hash.empty() ? "-" : e.md->hash[0].hex));
   }
   return out;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 } // namespace
@@ -269,12 +265,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
                "GROUP BY 1, 2, 3 HAVING count(*) > 1) d") == 0);
 
   // The status page, rendered by headless Chromium against the running daemon.
-  const std::string dom_path = (dir / "dom.html").string();
-  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-                          "--virtual-time-budget=4000 --dump-dom " +
-                          base + "/status > " + dom_path + " 2>/dev/null";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
-  const std::string dom = slurp(dom_path);
+  const std::string dom = chromium_dom(base + "/status", dir / "dom.html", 4000);
   INFO(dom);
   CHECK(dom.find("data-source=\"sim\"") != std::string::npos);
   // Healthy: idle, or in one of its runs (every second; slow under ASan).

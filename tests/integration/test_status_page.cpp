@@ -6,6 +6,7 @@
 // filters, sort, a source's own page) and keeps screenshots as artefacts.
 #include "../common/scratch_dir.h"
 #include "aggregator/simulate.h"
+#include "chromium.h"
 #include "daemon_client.h"
 #include "http_get.h"
 #include "sync_fixture.h"
@@ -26,11 +27,6 @@ using namespace tributary::test;
 
 namespace {
 
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
   for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + needle.size())) {
@@ -41,11 +37,7 @@ size_t count(const std::string& hay, const std::string& needle) {
 
 // The DOM headless Chromium renders for `url` once its scripts have run.
 std::string dom_of(const std::string& url, const std::filesystem::path& dir, const std::string& name) {
-  const auto out = dir / (name + ".html");
-  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-                          "--virtual-time-budget=8000 --dump-dom '" + url + "' > " + out.string() + " 2>/dev/null";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
-  return slurp(out);
+  return chromium_dom(url, dir / (name + ".html"), 8000);
 }
 
 // A screenshot of `url`, kept with the build's test artefacts.
@@ -54,10 +46,7 @@ std::filesystem::path screenshot(const std::string& url, const std::string& name
   std::filesystem::create_directories(dir);
   const auto png = dir / (name + ".png");
   std::filesystem::remove(png);
-  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars "
-                          "--virtual-time-budget=8000 --window-size=1600," + std::to_string(height) +
-                          " --screenshot=" + png.string() + " '" + url + "' >/dev/null 2>&1";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "chromium failed: is Debian's chromium installed?");
+  chromium_screenshot(url, png, 1600, height, 8000);
   return png;
 }
 
@@ -69,13 +58,6 @@ std::vector<std::string> row_names(const std::string& dom) {
     out.push_back((*it)[1]);
   }
   return out;
-}
-
-std::string scalar(const TestDaemon& d, const std::string& sql) {
-  pqxx::connection c(d.db.conninfo());
-  pqxx::read_transaction tx(c);
-  auto r = tx.exec(sql);
-  return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].as<std::string>();
 }
 
 void exec(const TestDaemon& d, const std::string& sql) {

@@ -3,6 +3,7 @@
 // of it: capability, entry count, valid or invalid and why. The table is
 // tests/data/reference_expectations.tsv; where our verdict differs from the
 // 2013 XSD check recorded in corpus/MANIFEST.tsv the table says why.
+#include "../../common/files.h"
 #include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
 
@@ -17,6 +18,7 @@
 
 using namespace tributary;
 using namespace tributary::rs;
+using tributary::test::slurp;
 namespace fs = std::filesystem;
 
 namespace {
@@ -90,11 +92,6 @@ std::vector<std::string> reference_documents(const fs::path& ref) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 } // namespace
