@@ -246,12 +246,16 @@ function sortValue(s, key) {
   }
   return 0;
 }
+// A host's throttle in a few words: "12.5 req/s, window 8[, limited to 2.0/s]".
+function hostRate(h) {
+  return h.measured_rate.toFixed(1) + " req/s, window " + h.window +
+      (h.rate_limit !== null ? ", limited to " + h.rate_limit.toFixed(1) + "/s" : "");
+}
 function hostCell(s) {
   const td = el("td", hostLabel(s.host));
   const h = view.hosts.get(s.host);
   if (h) {
-    const limit = h.rate_limit !== null ? ", limited to " + h.rate_limit.toFixed(1) + "/s" : "";
-    td.appendChild(el("div", h.measured_rate.toFixed(1) + " req/s, window " + h.window + limit, "sub"));
+    td.appendChild(el("div", hostRate(h), "sub"));
     if (h.paused_until) td.appendChild(el("div", "paused until " + h.paused_until, "throttled"));
     if (h.throttled || h.rate_limit !== null) td.appendChild(el("div", h.reason, "throttled"));
   }
@@ -480,8 +484,7 @@ function renderDetail(d, now) {
   fact(dl, "Consecutive failures", s.consecutive_failures);
   if (s.last_failure) fact(dl, "Last failure", s.last_failure.finished_at + ": " + s.last_failure.error).className = "error";
   const h = view.hosts.get(s.host);
-  fact(dl, "Host", hostLabel(s.host) + (h ? " · " + h.measured_rate.toFixed(1) + " req/s, window " + h.window +
-       (h.rate_limit !== null ? ", limited to " + h.rate_limit.toFixed(1) + "/s" : "") + (h.reason ? " · " + h.reason : "") : ""));
+  fact(dl, "Host", hostLabel(s.host) + (h ? " · " + hostRate(h) + (h.reason ? " · " + h.reason : "") : ""));
   if (s.job) fact(dl, "Running", s.job.mode + " " + s.job.done + "/" + s.job.total + " (" + s.job.document + ")");
   for (const hd of s.deletions_held) fact(dl, "Deletions held", hd.capability_list + ": " + hd.reason + " (" + hd.confirm + ")").className = "held";
 
