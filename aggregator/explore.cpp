@@ -3,7 +3,7 @@
 #include "aggregator/document_json.h"
 #include "aggregator/inspect.h"
 #include "resourcesync/reader.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include <filesystem>
 #include <map>
@@ -154,7 +154,7 @@ public:
       return;
     }
     for (const auto& c : children) {
-      auto abs = sync::resolve_reference(url, c.url);
+      auto abs = resolve_reference(url, c.url);
       if (!abs) {
         m_nodes[i].problem = "entry " + c.url + " is not a URL";
         continue;
@@ -185,7 +185,9 @@ private:
                   " links to " + (is_file(from) ? "a local file" : "a remote URL");
       return;
     }
-    rs::Reader reader(handler_for(n));
+    rs::ReaderOptions ro;
+    ro.base_url = n.url; // relative references stay in the document's own space (then --map applies)
+    rs::Reader reader(handler_for(n), ro);
     auto fetched = m_fetcher.fetch(from, sync::FetchOptions{}, [&](const char* data, size_t size) {
       return reader.feed(data, size);
     });

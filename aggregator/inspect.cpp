@@ -59,7 +59,8 @@ void print_summary(std::ostream& out, const std::string& url, const rs::ReadSumm
   if (s.header) {
     const auto& hd = *s.header;
     line("root:", std::string(rs::to_string(hd.root)));
-    line("capability:", hd.md && hd.md->capability ? *hd.md->capability : "(none)");
+    line("capability:", (hd.md && hd.md->capability ? *hd.md->capability : "(none)") +
+                            (hd.plain_sitemap ? std::string(" (a plain Sitemap, read as a Resource List)") : ""));
     if (hd.md) {
       const std::pair<const char*, const std::optional<rs::Timestamp>*> times[] = {
           {"at:", &hd.md->at}, {"completed:", &hd.md->completed}, {"from:", &hd.md->from},
@@ -84,6 +85,13 @@ void print_summary(std::ostream& out, const std::string& url, const rs::ReadSumm
       line("link:", l.rel + " -> " + l.href);
     }
   }
+  if (s.dropped_values > 0) {
+    line("dropped:", std::to_string(s.dropped_values) + " unusable value(s), each costing only itself");
+  }
+  if (s.rejected_entries > 0) {
+    line("rejected:", std::to_string(s.rejected_entries) + " entr" + (s.rejected_entries == 1 ? "y" : "ies") +
+                          " whose <loc> cannot be used");
+  }
   line("warnings:", std::to_string(s.warnings));
   line("errors:", std::to_string(s.errors));
   line("valid:", s.valid() ? "yes" : "no");
@@ -102,6 +110,7 @@ void print_json(std::ostream& out, const rs::ReadSummary& s, InspectHandler& h) 
     const auto& hd = *s.header;
     j["root"] = std::string(rs::to_string(hd.root));
     j["capability"] = hd.md && hd.md->capability ? nlohmann::json(*hd.md->capability) : nlohmann::json();
+    j["plain_sitemap"] = hd.plain_sitemap;
     j["md"] = hd.md ? to_json(*hd.md) : nlohmann::json::object();
     j["links"] = nlohmann::json::array();
     for (const auto& l : hd.links) {
@@ -119,6 +128,8 @@ void print_json(std::ostream& out, const rs::ReadSummary& s, InspectHandler& h) 
   for (const auto& d : s.diagnostics) {
     j[d.severity == rs::Severity::error ? "errors" : "warnings"].push_back(to_json(d));
   }
+  j["dropped_values"] = s.dropped_values;
+  j["rejected_entries"] = s.rejected_entries;
   j["valid"] = s.valid();
   out << j.dump(2) << '\n';
 }
@@ -138,7 +149,9 @@ int run_inspect(const InspectOptions& options, sync::Fetcher& fetcher, std::ostr
                 std::ostream& err) {
   const std::string url = target_url(options.target);
   InspectHandler handler(options.json);
-  rs::Reader reader(handler);
+  rs::ReaderOptions ro;
+  ro.base_url = url; // a relative <loc> resolves against the document's own URL
+  rs::Reader reader(handler, ro);
   auto fetched = fetcher.fetch(url, sync::FetchOptions{}, [&](const char* data, size_t n) {
     return reader.feed(data, n);
   });

@@ -1,6 +1,8 @@
 #include "resourcesync/datetime.h"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace tributary::rs {
 
@@ -208,6 +210,56 @@ std::string format_w3c_datetime(Timestamp t) {
   std::string out;
   append_w3c_datetime(out, t);
   return out;
+}
+
+std::optional<Timestamp> parse_datetime_lenient(std::string_view text, std::string* why, std::string* how) {
+  if (auto t = parse_w3c_datetime(text, why)) {
+    return t;
+  }
+  if (text.size() < 16 || text.size() > 40) {
+    return std::nullopt;
+  }
+  std::string s(text);
+  std::vector<std::string> assumed;
+  if (s[10] == ' ' || s[10] == 't') {
+    s[10] = 'T';
+    assumed.emplace_back("'T' between date and time");
+  }
+  if (s.back() == 'z') {
+    s.back() = 'Z';
+    assumed.emplace_back("'Z' for 'z'");
+  }
+  // The zone: `Z`, `+hh:mm`, `+hhmm`, ` +hh:mm`, or none.
+  const size_t zone = s.find_first_of("Z+-", 11);
+  if (zone == std::string::npos) {
+    s += 'Z';
+    assumed.emplace_back("UTC for a time without a zone");
+  } else if (s[zone] != 'Z' && s.size() - zone == 5) {
+    s.insert(zone + 3, ":");
+    assumed.emplace_back("'hh:mm' for a zone without its colon");
+  }
+  if (zone != std::string::npos && zone > 0 && s[zone - 1] == ' ') {
+    s.erase(zone - 1, 1);
+    assumed.emplace_back("no space before the zone");
+  }
+  if (assumed.empty()) {
+    return std::nullopt;
+  }
+  auto t = parse_w3c_datetime(s);
+  if (t && how) {
+    how->clear();
+    for (const auto& a : assumed) {
+      *how += (how->empty() ? "" : ", ") + a;
+    }
+  }
+  return t;
+}
+
+bool is_date_only(std::string_view text) {
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  return !text.empty() && text.size() <= 10 && text.find('T') == std::string_view::npos;
 }
 
 } // namespace tributary::rs

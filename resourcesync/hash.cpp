@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <stdexcept>
@@ -71,8 +72,73 @@ const EVP_MD* evp_for(HashAlgorithm a) {
 
 } // namespace
 
-Result<HashParse> parse_hash_list(std::string_view text) {
+namespace {
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') {
+    return c - 'A';
+  }
+  if (c >= 'a' && c <= 'z') {
+    return c - 'a' + 26;
+  }
+  if (c >= '0' && c <= '9') {
+    return c - '0' + 52;
+  }
+  if (c == '+' || c == '-') {
+    return 62;
+  }
+  if (c == '/' || c == '_') {
+    return 63;
+  }
+  return -1;
+}
+
+// Decodes base64 (RFC 4648 section 4) or base64url (section 5), padded or
+// not, into lower-case hex; nullopt when it is neither.
+std::optional<std::string> base64_to_hex(std::string_view s) {
+  while (!s.empty() && s.back() == '=') {
+    s.remove_suffix(1);
+  }
+  if (s.empty() || s.size() % 4 == 1) {
+    return std::nullopt;
+  }
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : s) {
+    int v = base64_value(c);
+    if (v < 0) {
+      return std::nullopt;
+    }
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      const auto byte = static_cast<unsigned>((acc >> bits) & 0xff);
+      out.push_back(k_hex[byte >> 4]);
+      out.push_back(k_hex[byte & 0xf]);
+    }
+  }
+  return out;
+}
+
+// Tokens real writers use for the three algorithms, beyond the spec's own.
+std::optional<HashAlgorithm> algorithm_alias(std::string_view lowered) {
+  if (lowered == "sha1") {
+    return HashAlgorithm::sha1;
+  }
+  if (lowered == "sha256") {
+    return HashAlgorithm::sha256;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+HashParse parse_hash_list(std::string_view text) {
   HashParse out;
+  std::vector<std::string> conflicting;
   size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && is_space(text[i])) {
@@ -86,50 +152,77 @@ Result<HashParse> parse_hash_list(std::string_view text) {
       ++i;
     }
     std::string_view item = text.substr(start, i - start);
+    // Messages quote at most 100 bytes of a value: an attribute may be a
+    // megabyte long.
+    const std::string quoted = "'" + std::string(item.substr(0, 100)) + (item.size() > 100 ? "...'" : "'");
     size_t colon = item.find(':');
     if (colon == std::string_view::npos || colon == 0) {
-      return make_error(ErrorKind::invalid_document,
-                        "hash value '" + std::string(item) + "' lacks an algorithm token such as 'md5:'");
+      out.errors.push_back("hash value " + quoted + " lacks an algorithm token such as 'md5:' (dropped)");
+      continue;
     }
-    HashValue v;
-    v.algorithm.reserve(colon);
+    std::string token;
     for (char c : item.substr(0, colon)) {
-      v.algorithm.push_back(lower(c));
+      token.push_back(lower(c));
     }
     std::string_view digest = item.substr(colon + 1);
-    v.hex.reserve(digest.size());
-    for (char c : digest) {
-      char l = lower(c);
-      if (!is_hex(l)) {
-        return make_error(ErrorKind::invalid_document,
-                          "hash value '" + std::string(item) + "' is not hexadecimal");
+    auto known = hash_algorithm_from_token(token);
+    if (!known) {
+      known = algorithm_alias(token);
+      if (known) {
+        out.warnings.push_back("hash algorithm '" + token + "' read as '" + std::string(to_token(*known)) + "'");
       }
-      v.hex.push_back(l);
+    } else if (item.substr(0, colon) != token) {
+      out.warnings.push_back("hash algorithm '" + std::string(item.substr(0, colon)) + "' read as '" + token + "'");
     }
-    if (v.hex.empty()) {
-      return make_error(ErrorKind::invalid_document,
-                        "hash value '" + std::string(item) + "' has no digest");
+    if (!known) {
+      out.warnings.push_back("unknown hash algorithm '" + token.substr(0, 40) + "' (ignored, not verified)");
+      continue;
     }
-    if (auto known = v.known()) {
-      if (v.hex.size() != hex_length(*known)) {
-        return make_error(ErrorKind::invalid_document,
-                          "hash value '" + std::string(item) + "': " + v.algorithm + " needs " +
-                              std::to_string(hex_length(*known)) + " hex digits, got " +
-                              std::to_string(v.hex.size()));
+    if (digest.empty()) {
+      out.errors.push_back("hash value " + quoted + " has no digest (dropped)");
+      continue;
+    }
+    HashValue v;
+    v.algorithm = std::string(to_token(*known));
+    const size_t want = hex_length(*known);
+    bool hex = digest.size() == want;
+    for (size_t k = 0; hex && k < digest.size(); ++k) {
+      hex = is_hex(lower(digest[k]));
+    }
+    if (hex) {
+      for (char c : digest) {
+        v.hex.push_back(lower(c));
       }
+    } else if (auto decoded = base64_to_hex(digest); decoded && decoded->size() == want) {
+      // py-resync before 1.0 and the 2015 simulator wrote base64, the
+      // specification's own example 27 base64url: the same digest.
+      v.hex = std::move(*decoded);
+      out.warnings.push_back("hash value " + quoted + " is base64, not hex (read as " + v.algorithm + ":" + v.hex + ")");
     } else {
-      out.warnings.push_back("unknown hash algorithm '" + v.algorithm + "' (kept, not verified)");
+      out.errors.push_back("hash value " + quoted + ": " + v.algorithm + " needs " + std::to_string(want) +
+                           " hex digits (or its base64), got " + std::to_string(digest.size()) +
+                           " characters that are neither (dropped)");
+      continue;
     }
-    for (const auto& prev : out.values) {
-      if (prev.algorithm == v.algorithm) {
-        return make_error(ErrorKind::invalid_document,
-                          "hash algorithm '" + v.algorithm + "' given twice");
+    if (std::find(conflicting.begin(), conflicting.end(), v.algorithm) != conflicting.end()) {
+      continue;
+    }
+    auto prev = std::find_if(out.values.begin(), out.values.end(),
+                             [&](const HashValue& p) { return p.algorithm == v.algorithm; });
+    if (prev != out.values.end()) {
+      if (prev->hex == v.hex) {
+        out.warnings.push_back("hash algorithm '" + v.algorithm + "' given twice with the same digest");
+      } else {
+        out.errors.push_back("hash algorithm '" + v.algorithm + "' given twice with different digests (both dropped)");
+        conflicting.push_back(v.algorithm);
+        out.values.erase(prev);
       }
+      continue;
     }
     out.values.push_back(std::move(v));
   }
-  if (out.values.empty()) {
-    return make_error(ErrorKind::invalid_document, "hash attribute is empty");
+  if (out.values.empty() && out.errors.empty() && out.warnings.empty()) {
+    out.warnings.push_back("hash attribute is empty (ignored)");
   }
   return out;
 }

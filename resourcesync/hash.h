@@ -15,7 +15,7 @@ enum class HashAlgorithm { md5, sha1, sha256 };
 
 // The token as written in documents: "md5", "sha-1", "sha-256".
 std::string_view to_token(HashAlgorithm a);
-// nullopt for tokens we do not know (they are kept, but never verified).
+// nullopt for tokens we do not know (the reader ignores them: they cannot be verified).
 std::optional<HashAlgorithm> hash_algorithm_from_token(std::string_view token);
 // Hex digits of a digest of that algorithm: 32, 40, 64.
 size_t hex_length(HashAlgorithm a);
@@ -31,15 +31,22 @@ struct HashValue {
 };
 
 struct HashParse {
+  // The usable values, each algorithm once, digests as lower-case hex.
   std::vector<HashValue> values;
-  std::vector<std::string> warnings; // e.g. an algorithm we do not know
+  // Deviations read without loss: base64 or base64url digests, upper-case
+  // tokens, an algorithm we do not know (ignored: it cannot be verified).
+  std::vector<std::string> warnings;
+  // Values that could not be used, each dropped: no token, a digest of the
+  // wrong length, two different digests for one algorithm.
+  std::vector<std::string> errors;
 };
 
-// Parses a whitespace-separated hash list ("md5:... sha-256:..."). Fails
-// (invalid_document) on a value without `token:`, a digest that is not hex, a
-// known algorithm with the wrong digest length, or an algorithm given twice.
-// Unknown algorithms with hex digests are kept and reported as warnings.
-Result<HashParse> parse_hash_list(std::string_view text);
+// Parses a whitespace-separated hash list ("md5:... sha-256:..."). Liberal
+// in what it reads, strict in what it keeps: a digest is read as hex, or as
+// base64 or base64url, when it has exactly the algorithm's length; tokens
+// match case-insensitively; a value that cannot be used costs that value
+// only (an error naming it), never the others.
+HashParse parse_hash_list(std::string_view text);
 
 // Space-separated `token:hex` list, as written in documents.
 std::string format_hash_list(const std::vector<HashValue>& values);

@@ -211,4 +211,22 @@ const Link* DocumentHeader::find_link(std::string_view rel) const {
   return nullptr;
 }
 
+bool has_uri_scheme(std::string_view s) {
+  if (s.empty() || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) {
+    return false;
+  }
+  for (size_t i = 1; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == ':') {
+      return i + 1 < s.size();
+    }
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
+              c == '-' || c == '.';
+    if (!ok) {
+      return false;
+    }
+  }
+  return false;
+}
+
 } // namespace tributary::rs

@@ -67,6 +67,10 @@ bool is_archive_capability(Capability c);
 // a value that passes is safe to send as a Content-Type header.
 bool is_media_type(std::string_view s, std::string* why = nullptr);
 
+// Whether `s` begins with a URI scheme (RFC 3986 section 3.1: ALPHA
+// *( ALPHA / DIGIT / "+" / "-" / "." ) ":"), i.e. is not a relative reference.
+bool has_uri_scheme(std::string_view s);
+
 enum class Change { created, updated, deleted };
 std::string_view to_string(Change c);
 std::optional<Change> change_from_string(std::string_view s);
@@ -148,6 +152,13 @@ struct Entry {
   std::optional<Metadata> md;
   std::vector<Link> links;
   std::vector<XmlNode> extensions;
+  // `<lastmod>` gave a date without a time of day (plain sitemaps often
+  // do): two changes on that day have the same lastmod, so it alone cannot
+  // tell that what we hold is current.
+  bool lastmod_date_only = false;
+  // A change without a time of its own (neither `datetime` nor `lastmod`):
+  // the reader gave it the document's `until`, or the time it was read.
+  bool time_inferred = false;
 
   // When the change happened: `rs:md/@datetime` (1.1), else `<lastmod>` (1.0).
   std::optional<Timestamp> change_time() const {
@@ -170,6 +181,10 @@ struct Entry {
 // declarations beyond the Sitemap and ResourceSync ones.
 struct DocumentHeader {
   RootElement root = RootElement::urlset;
+  // A sitemaps.org document without `<rs:md>`: the reader reads it as a
+  // Resource List (or, as a `<sitemapindex>`, a Resource List Index) and
+  // gives it that capability.
+  bool plain_sitemap = false;
   std::optional<Metadata> md;
   std::vector<Link> links;
   std::vector<XmlNode> extensions;

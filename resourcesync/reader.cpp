@@ -2,6 +2,8 @@
 
 #include "resourcesync/validator.h"
 
+#include "common/url_resolve.h"
+
 #include <libxml/parser.h>
 #include <libxml/parserInternals.h>
 #include <libxml/SAX2.h>
@@ -90,8 +92,10 @@ struct Reader::Impl {
   Entry entry;
   uint64_t entry_line = 0;
   bool entry_md_seen = false;
-  uint64_t entry_errors_at_start = 0; // summary.errors when the entry began
-  std::string entry_fault;            // the first error of the open entry
+  uint64_t entry_errors_at_start = 0;  // summary.errors when the entry began
+  uint64_t dropped_at_start = 0;       // summary.dropped_values then
+  std::string entry_fault;             // what rejects the open entry: its loc, or broken XML in it
+  std::optional<Timestamp> last_change; // the latest change time read so far
   TextField text_field = TextField::loc;
   std::string text;
   bool text_too_long = false;
@@ -150,6 +154,11 @@ struct Reader::Impl {
     diag(Severity::error, line_no, std::move(msg));
   }
   void warning(std::string msg) { diag(Severity::warning, line(), std::move(msg)); }
+  // A value that cannot be used: it is dropped, and costs nothing else.
+  void value_error(std::string msg) {
+    ++summary.dropped_values;
+    diag(Severity::error, line(), std::move(msg));
+  }
 
   // Stops reading for good: the rest of the input is ignored.
   void stop(std::string msg) {
@@ -176,11 +185,20 @@ struct Reader::Impl {
     return true;
   }
 
+  // A value quoted in a message: at most 100 bytes of it.
+  static std::string quote(std::string_view v) {
+    return "'" + std::string(v.substr(0, 100)) + (v.size() > 100 ? "...'" : "'");
+  }
+
   std::optional<Timestamp> datetime(std::string_view value, std::string_view what) {
     std::string why;
-    auto t = parse_w3c_datetime(value, &why);
+    std::string how;
+    auto t = parse_datetime_lenient(value, &why, &how);
     if (!t) {
-      error(std::string(what) + ": '" + std::string(value) + "' is not a W3C datetime (" + why + ")");
+      value_error(std::string(what) + ": " + quote(value) + " is not a W3C datetime (" + why + "; dropped)");
+    } else if (!how.empty()) {
+      warning(std::string(what) + ": " + quote(value) + " is not a W3C datetime; read as " +
+              format_w3c_datetime(*t) + " (" + how + ")");
     }
     return t;
   }
@@ -189,12 +207,12 @@ struct Reader::Impl {
     uint64_t n = 0;
     auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
     if (value.empty() || ec != std::errc() || p != value.data() + value.size()) {
-      error(std::string(what) + ": '" + std::string(value) + "' is not a non-negative integer");
+      value_error(std::string(what) + ": " + quote(value) + " is not a non-negative integer (dropped)");
       return std::nullopt;
     }
     if (n > k_max_length) {
-      error(std::string(what) + ": " + std::string(value) + " is over the largest length accepted (" +
-            std::to_string(k_max_length) + ")");
+      value_error(std::string(what) + ": " + quote(value) + " is over the largest length accepted (" +
+                  std::to_string(k_max_length) + "; dropped)");
       return std::nullopt;
     }
     return n;
@@ -203,7 +221,7 @@ struct Reader::Impl {
   std::optional<std::string> media_type(std::string_view value, std::string_view what) {
     std::string why;
     if (!is_media_type(value, &why)) {
-      error(std::string(what) + ": not a media type (" + why + ")");
+      value_error(std::string(what) + ": not a media type (" + why + "; dropped)");
       return std::nullopt;
     }
     return std::string(value);
@@ -211,14 +229,13 @@ struct Reader::Impl {
 
   std::vector<HashValue> hashes(std::string_view value, std::string_view what) {
     auto parsed = parse_hash_list(value);
-    if (!parsed) {
-      error(std::string(what) + ": " + parsed.error().message);
-      return {};
+    for (auto& e : parsed.errors) {
+      value_error(std::string(what) + ": " + e);
     }
-    for (auto& w : parsed->warnings) {
+    for (auto& w : parsed.warnings) {
       warning(std::string(what) + ": " + w);
     }
-    return std::move(parsed->values);
+    return std::move(parsed.values);
   }
 
   // Attributes of rs:md and rs:ln must be unprefixed; anything else is an
@@ -261,8 +278,8 @@ struct Reader::Impl {
       } else if (n == "change") {
         md.change = change_from_string(a.value);
         if (!md.change) {
-          error("<rs:md> attribute 'change': '" + std::string(a.value) +
-                "' is not one of created, updated, deleted");
+          value_error("<rs:md> attribute 'change': " + quote(a.value) +
+                      " is not one of created, updated, deleted (dropped)");
         }
       } else if (n == "hash") {
         md.hash = hashes(a.value, "<rs:md> attribute 'hash'");
@@ -281,7 +298,8 @@ struct Reader::Impl {
     return md;
   }
 
-  Link parse_ln(const std::vector<Attr>& attrs) {
+  // A link without its rel or href cannot be followed: it is dropped.
+  std::optional<Link> parse_ln(const std::vector<Attr>& attrs) {
     Link ln;
     bool has_rel = false;
     bool has_href = false;
@@ -310,10 +328,10 @@ struct Reader::Impl {
         ln.path = std::string(a.value);
       } else if (n == "pri") {
         auto v = length(a.value, "<rs:ln> attribute 'pri'");
-        if (v && *v <= 0xffffffffull) {
+        if (v && *v >= 1 && *v <= 999999) {
           ln.pri = static_cast<uint32_t>(*v);
         } else if (v) {
-          error("<rs:ln> attribute 'pri': " + std::string(a.value) + " is outside 1..999999");
+          value_error("<rs:ln> attribute 'pri': " + quote(a.value) + " is outside 1..999999 (dropped)");
         }
       } else if (n == "type") {
         ln.type = media_type(a.value, "<rs:ln> attribute 'type'");
@@ -323,11 +341,10 @@ struct Reader::Impl {
         extension_attr(ln.extensions, a, "rs:ln");
       }
     }
-    if (!has_rel) {
-      error("<rs:ln> has no rel attribute (mandatory)");
-    }
-    if (!has_href) {
-      error("<rs:ln> has no href attribute (mandatory)");
+    if (!has_rel || !has_href) {
+      value_error(std::string("<rs:ln> has no ") + (has_rel ? "href" : "rel") +
+                  " attribute (mandatory; the link is dropped)");
+      return std::nullopt;
     }
     return ln;
   }
@@ -353,6 +370,19 @@ struct Reader::Impl {
       return;
     }
     header_delivered = true;
+    if (!header.md) {
+      // A sitemaps.org document (DSpace, InvenioRDM, Dataverse, every
+      // sitemap generator): what it lists is a Resource List's content.
+      header.md = Metadata{};
+      header.md->capability = std::string(to_string(Capability::resourcelist));
+      header.plain_sitemap = true;
+      diag(Severity::warning, root_line,
+           std::string("a plain Sitemap (no <rs:md>): read as a Resource List") +
+               (header.root == RootElement::sitemapindex ? " Index" : ""));
+    }
+    for (auto& l : header.links) {
+      resolve(l.href, "<rs:ln rel=\"" + l.rel + "\"> href", root_line);
+    }
     if (options.validate) {
       validator.header(header, root_line);
     }
@@ -504,13 +534,14 @@ struct Reader::Impl {
         warning("<rs:" + std::string(name) + "> of the document comes after its entries");
       }
       if (name == "md") {
-        if (header.md) {
+        if (header.md && !header.plain_sitemap) {
           error("the document has more than one <rs:md>");
         } else {
           header.md = parse_md(attrs);
+          header.plain_sitemap = false;
         }
-      } else {
-        header.links.push_back(parse_ln(attrs));
+      } else if (auto ln = parse_ln(attrs)) {
+        header.links.push_back(std::move(*ln));
       }
       stack.push_back(Ctx::skip);
       return;
@@ -526,6 +557,7 @@ struct Reader::Impl {
       entry_line = line();
       entry_md_seen = false;
       entry_errors_at_start = summary.errors;
+      dropped_at_start = summary.dropped_values;
       entry_fault.clear();
       stack.push_back(Ctx::entry);
       return;
@@ -552,7 +584,7 @@ struct Reader::Impl {
     } else if (ns == k_rs_ns) {
       if (name == "md") {
         if (entry_md_seen) {
-          error("an entry has more than one <rs:md> (it is not repeatable)");
+          value_error("an entry has more than one <rs:md> (it is not repeatable; the second is ignored)");
         } else {
           entry.md = parse_md(attrs);
           entry_md_seen = true;
@@ -561,7 +593,9 @@ struct Reader::Impl {
         return;
       }
       if (name == "ln") {
-        entry.links.push_back(parse_ln(attrs));
+        if (auto ln = parse_ln(attrs)) {
+          entry.links.push_back(std::move(*ln));
+        }
         stack.push_back(Ctx::skip);
         return;
       }
@@ -632,6 +666,7 @@ struct Reader::Impl {
       return;
     case TextField::lastmod:
       entry.lastmod = datetime(v, "<lastmod>");
+      entry.lastmod_date_only = entry.lastmod && is_date_only(v);
       return;
     case TextField::changefreq:
       entry.changefreq = std::string(v);
@@ -642,9 +677,65 @@ struct Reader::Impl {
     }
   }
 
+  // A relative reference resolved against the document's URL (py-resync's
+  // own test data writes `res/3`); the host policy then applies to the
+  // result as to any URL. Without a base it stays as it is.
+  void resolve(std::string& ref, std::string_view what, uint64_t line_no) {
+    if (ref.empty() || has_uri_scheme(ref) || options.base_url.empty()) {
+      return;
+    }
+    auto abs = resolve_reference(options.base_url, ref);
+    if (!abs) {
+      return; // the validator reports it
+    }
+    diag(Severity::warning, line_no,
+         std::string(what) + " " + quote(ref) + " is relative: read as " + quote(*abs) +
+             " (resolved against the document's URL)");
+    ref = std::move(*abs);
+  }
+
+  // A change without a time of its own happened, as far as the document
+  // tells, no earlier than the change before it: it takes that change's
+  // time (so that the document stays in order and a Destination's
+  // watermark neither skips nor repeats it), else the document's `from`,
+  // else its `until`, else the time the document was read.
+  void infer_change_time() {
+    const auto cap = header.capability();
+    if (!cap || !is_change_capability(*cap) || *cap == Capability::changedump ||
+        header.root != RootElement::urlset) {
+      return;
+    }
+    if (auto t = entry.change_time()) {
+      if (!last_change || *t > *last_change) {
+        last_change = t;
+      }
+      return;
+    }
+    std::optional<Timestamp> t = last_change;
+    if (!t && header.md) {
+      t = header.md->from ? header.md->from : header.md->until;
+    }
+    if (!t) {
+      t = options.read_time ? *options.read_time
+                            : std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+    }
+    if (!entry.md) {
+      entry.md.emplace();
+    }
+    entry.md->datetime = t;
+    entry.time_inferred = true;
+    last_change = t;
+  }
+
   void end_entry() {
     ++summary.entries;
-    const uint64_t value_errors = summary.errors - entry_errors_at_start;
+    resolve(entry.loc, "<loc>", entry_line);
+    for (auto& l : entry.links) {
+      resolve(l.href, "<rs:ln rel=\"" + l.rel + "\"> href", entry_line);
+    }
+    // Errors of this entry that did not only cost a value.
+    const uint64_t own_errors =
+        (summary.errors - entry_errors_at_start) - (summary.dropped_values - dropped_at_start);
     std::string fault = std::move(entry_fault);
     entry_fault.clear();
     uint64_t rule_errors = 0;
@@ -652,14 +743,15 @@ struct Reader::Impl {
       auto check = validator.entry(entry, entry_line);
       rule_errors = check.faults;
       if (fault.empty()) {
-        fault = std::move(check.first_fault);
+        fault = std::move(check.loc_fault);
       }
     }
-    if (value_errors + rule_errors > 0) {
-      // A bad value costs its entry, not the document: the entry goes to
-      // the handler as rejected, with the first reason.
+    summary.entry_errors += own_errors + rule_errors;
+    infer_change_time();
+    if (!fault.empty()) {
+      // Only an unusable <loc> (or XML broken inside the entry) costs the
+      // entry; the document stays usable.
       ++summary.rejected_entries;
-      summary.entry_errors += value_errors + rule_errors;
       handler.on_rejected_entry(std::move(entry), entry_line, fault);
     } else {
       handler.on_entry(std::move(entry), entry_line);

@@ -25,10 +25,13 @@ public:
   // the entry starts. An exception thrown here stops reading and is rethrown
   // from Reader::feed/finish.
   virtual void on_entry(Entry&& entry, uint64_t line) = 0;
-  // Called instead of on_entry for an entry with a bad value or one that
-  // breaks an entry rule (no loc, a length past 2^63, a lastmod in year 0,
-  // a type that is not a media type...): the bad values are dropped from
-  // it, and `reason` is the first error. The document stays usable.
+  // Called instead of on_entry for an entry whose `<loc>` cannot be used
+  // (none, two, over the length limit, not a URI even against the
+  // document's URL) or whose XML was broken inside it: `reason` is the
+  // first error. The document stays usable. Any other bad value (a length
+  // past 2^63, a lastmod in year 0, a type that is not a media type, a hash
+  // of the wrong length...) costs that value only: it is dropped, reported
+  // as an error, and the entry goes to on_entry without it.
   virtual void on_rejected_entry(Entry&& entry, uint64_t line, const std::string& reason) {
     (void)entry;
     (void)line;
@@ -58,6 +61,14 @@ struct ReaderOptions {
   // Apply the ResourceSync validation rules (well-formedness and value
   // syntax are always checked).
   bool validate = true;
+  // The document's own URL: a relative `<loc>` or `href` is resolved
+  // against it (with a warning). Without one, a relative `<loc>` costs its
+  // entry.
+  std::string base_url;
+  // When the document was read: the time given to a change that has none
+  // (neither `datetime` nor `<lastmod>`) when the document has no `until`.
+  // Unset: the clock, when the entry is read.
+  std::optional<Timestamp> read_time;
 };
 
 struct ReadSummary {
@@ -76,15 +87,21 @@ struct ReadSummary {
   uint64_t warnings = 0; // including suppressed ones
   uint64_t suppressed_diagnostics = 0;
 
-  // Entries rejected for a bad value (see DocumentHandler::on_rejected_entry),
-  // and the errors that did it (counted in `errors` too).
+  // Entries rejected for an unusable `<loc>` (see
+  // DocumentHandler::on_rejected_entry).
   uint64_t rejected_entries = 0;
+  // Errors confined to one entry (counted in `errors` too): a rule it
+  // breaks, or what rejected it.
   uint64_t entry_errors = 0;
+  // Errors that cost one value only, dropped from its entry or from the
+  // document's header (counted in `errors` too).
+  uint64_t dropped_values = 0;
 
   // No error at all: what a validator reports.
   bool valid() const { return errors == 0; }
-  // Every error cost an entry only: a Destination applies the rest.
-  bool usable() const { return !stopped && errors == entry_errors; }
+  // Every error cost a value or an entry only: a Destination applies the
+  // rest.
+  bool usable() const { return !stopped && errors == entry_errors + dropped_values; }
 };
 
 // Push parser over libxml2's SAX2 interface. Feed raw bytes as they arrive

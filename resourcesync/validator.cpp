@@ -6,25 +6,6 @@ namespace tributary::rs {
 
 namespace {
 
-// A URI with a scheme (RFC 3986 section 3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":").
-bool has_scheme(std::string_view s) {
-  if (s.empty() || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z'))) {
-    return false;
-  }
-  for (size_t i = 1; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == ':') {
-      return i + 1 < s.size();
-    }
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '+' ||
-              c == '-' || c == '.';
-    if (!ok) {
-      return false;
-    }
-  }
-  return false;
-}
-
 bool is_changefreq(std::string_view s) {
   static constexpr std::array<std::string_view, 7> k_values{"always", "hourly", "daily", "weekly",
                                                           "monthly", "yearly", "never"};
@@ -148,7 +129,7 @@ void Validator::check_link(const Link& l, uint64_t line, std::string_view where,
       m_sink(Severity::error, line, std::move(m));
     }
   }
-  if (!l.href.empty() && !has_scheme(l.href)) {
+  if (!l.href.empty() && !has_uri_scheme(l.href)) {
     m_sink(Severity::warning, line,
            std::string(where) + " <rs:ln rel=\"" + l.rel + "\"> href '" + l.href + "' is not an absolute URI");
   }
@@ -177,9 +158,11 @@ void Validator::check_entry(const Entry& e, uint64_t line) {
         " entries: a document must be split and grouped by an index (spec section 7)");
   }
   if (e.loc.empty()) {
-    err("an entry has no <loc> (mandatory)");
-  } else if (!has_scheme(e.loc)) {
-    err("<loc> '" + e.loc + "' is not an absolute URI");
+    m_check.loc_fault = "an entry has no <loc> (mandatory)";
+    err(m_check.loc_fault);
+  } else if (!has_uri_scheme(e.loc)) {
+    m_check.loc_fault = "<loc> '" + e.loc.substr(0, 200) + "' is not an absolute URI";
+    err(m_check.loc_fault);
   } else if (e.loc.size() > 2048) {
     warn("<loc> is " + std::to_string(e.loc.size()) + " characters, over the Sitemap limit of 2048");
   }
@@ -287,11 +270,15 @@ void Validator::check_change_entry(const Entry& e, uint64_t line) {
   auto err = [&](std::string m) { fault(line, std::move(m)); };
   const std::string name(to_string(*m_capability));
   if (!e.md || !e.md->change) {
-    err("entry '" + e.loc + "' has no change attribute (mandatory in a " + name + ")");
+    err("entry '" + e.loc + "' has no change attribute (mandatory in a " + name + "; read as 'updated')");
   }
   auto t = e.change_time();
   if (!t) {
-    err("entry '" + e.loc + "' has neither <lastmod> nor a datetime attribute (mandatory in a " + name + ")");
+    // Spec 1.1 example 19 itself has one. A reader gives it the time of the
+    // change before it (or the document's from, until, or when it was read).
+    m_sink(Severity::warning, line,
+           "entry '" + e.loc + "' has neither <lastmod> nor a datetime attribute (mandatory in a " + name +
+               "): read as changed with the change before it, or at the document's from, until, or when it was read");
     return;
   }
   if (m_last_time && *t < *m_last_time) {

@@ -31,6 +31,9 @@ public:
   struct EntryCheck {
     uint64_t faults = 0;
     std::string first_fault;
+    // Set when the entry's `<loc>` is unusable (none, or not an absolute
+    // URI): the one fault that costs a reader the entry.
+    std::string loc_fault;
   };
   // Call for each entry in document order.
   EntryCheck entry(const Entry& entry, uint64_t line);

@@ -277,7 +277,13 @@ void append_entry(std::string& out, const Entry& e, RootElement root, const Decl
   out.append("</loc>");
   if (e.lastmod) {
     out.append("<lastmod>");
-    append_w3c_datetime(out, *e.lastmod);
+    if (e.lastmod_date_only && *e.lastmod == std::chrono::floor<std::chrono::days>(*e.lastmod)) {
+      // As the Source wrote it: a time of day would claim a precision it
+      // never gave.
+      out.append(format_w3c_datetime(*e.lastmod).substr(0, 10));
+    } else {
+      append_w3c_datetime(out, *e.lastmod);
+    }
     out.append("</lastmod>");
   }
   if (e.changefreq) {

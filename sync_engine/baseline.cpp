@@ -14,12 +14,13 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
                             const ContentSource& source = {});
 
 // Everything listed was seen: what we hold beyond it is gone upstream. The
-// watermark starts at `at`. A list without `at` (a deviation real Sources
+// watermark starts a safe overlap before `at` (see k_list_overlap). A list without `at` (a deviation real Sources
 // make) shows an unknown time: the baseline is dated now, and the watermark
 // has no time, so the next incremental run applies every change the Change
 // List holds (re-applying one already held logs nothing) rather than skip
 // one that came after the list was made.
-Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at) {
+Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at,
+                            std::optional<rs::Timestamp> completed = std::nullopt) {
   auto wm = ctx.settled_watermark(feed);
   if (!wm) {
     return tl::unexpected(wm.error());
@@ -29,6 +30,20 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
                      : std::optional<rs::Timestamp>(std::chrono::time_point_cast<std::chrono::microseconds>(
                            std::chrono::system_clock::now()));
   w.last_time = at;
+  if (at) {
+    // A Source may stamp `at` after it walked its resources (resync-simulator
+    // does, a fraction of a millisecond later; a million-entry list takes
+    // minutes): a change made during the walk is in neither the list nor
+    // the changes after `at`. The Change List is applied from before `at`
+    // by the overlap, or by how long `completed` says the list took if
+    // longer. A change applied again is a no-op (same content, or deleted
+    // already), so the overlap costs reading, not fetching.
+    auto overlap = std::chrono::duration_cast<std::chrono::microseconds>(k_list_overlap);
+    if (completed && *completed > *at) {
+      overlap = std::max(overlap, *completed - *at);
+    }
+    w.last_time = *at - overlap;
+  }
   if (!at) {
     ctx.note("the baseline's list has no 'at' (Appendix A requires one): the next incremental run applies every "
              "change its Change List holds");
@@ -155,7 +170,14 @@ Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string
   if (!doc) {
     return tl::unexpected(doc.error());
   }
+  return baseline_from_spooled(ctx, feed, std::move(*doc), false);
+}
+
+Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_ptr<SpooledDocument> top,
+                                   bool remember) {
+  auto* doc = &top; // as the Result it was
   const auto at = (*doc)->header().md->at;
+  const auto completed = (*doc)->header().md->completed;
   std::vector<std::string> parts;
   if ((*doc)->header().root == rs::RootElement::sitemapindex) {
     CollectingHandler h;
@@ -182,9 +204,18 @@ Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string
       if (auto r = baseline_document(ctx, feed, **p); !r) {
         return r;
       }
+      if (remember) {
+        ctx.remember_validators(**p);
+      }
     }
   }
-  return close_baseline(ctx, feed, at);
+  if (auto r = close_baseline(ctx, feed, at, completed); !r) {
+    return r;
+  }
+  if (remember) {
+    ctx.remember_validators(*top, parts);
+  }
+  return {};
 }
 
 // A baseline from a Resource Dump (or its index): each package is

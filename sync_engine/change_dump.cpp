@@ -1,6 +1,6 @@
 #include "sync_engine/run_context.h"
 
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include <algorithm>
 #include <set>

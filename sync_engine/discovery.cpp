@@ -1,7 +1,7 @@
 #include "sync_engine/discovery.h"
 
 #include "sync_engine/document_fetch.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include "common/text.h"
 
@@ -45,11 +45,13 @@ void add_unique(std::vector<std::string>& v, const std::string& s) {
 struct DiscoveryHandler : rs::DocumentHandler {
   std::optional<rs::Capability> capability;
   rs::Document document;
+  uint64_t entries = 0;
   void on_header(const rs::DocumentHeader& h) override {
     document.header = h;
     capability = h.capability();
   }
   void on_entry(rs::Entry&& e, uint64_t) override {
+    ++entries;
     if ((capability == rs::Capability::description || capability == rs::Capability::capabilitylist) &&
         document.entries.size() < 10000) {
       document.entries.push_back(std::move(e));
@@ -87,7 +89,7 @@ public:
       return handle_document(final_url, h, depth) || found;
     }
     if (got->summary.header) {
-      note(final_url + ": a Sitemap without a ResourceSync capability");
+      note(final_url + ": a Sitemap whose capability is not known");
       return found;
     }
     const std::string prefix = to_lower(got->body_prefix.substr(0, 2048));
@@ -137,7 +139,11 @@ public:
       auto abs = resolve_reference(url, up->href);
       if (abs) {
         note(url + ": " + std::string(rs::to_string(cap)) + ", rel=\"up\" -> " + *abs);
-        return from_url(*abs, depth + 1);
+        if (from_url(*abs, depth + 1)) {
+          return true;
+        }
+        list_found(url, h);
+        return false;
       }
     }
     if (const auto* index = h.document.header.find_link("index")) {
@@ -147,8 +153,38 @@ public:
         return from_url(*abs, depth + 1);
       }
     }
-    note(url + ": " + std::string(rs::to_string(cap)) + " without rel=\"up\"");
+    list_found(url, h);
     return false;
+  }
+
+  // A Resource List (or plain sitemap) that leads to no Capability List:
+  // followed on its own if nothing better is found.
+  void list_found(const std::string& url, const DiscoveryHandler& h) {
+    if (h.capability != rs::Capability::resourcelist) {
+      note(url + ": " + std::string(rs::to_string(*h.capability)) + " without rel=\"up\"");
+      return;
+    }
+    const bool plain = h.document.header.plain_sitemap;
+    note(url + ": " + (plain ? std::string("a plain Sitemap") : std::string("a Resource List")) +
+         (h.document.header.root == rs::RootElement::sitemapindex ? " Index" : "") +
+         " without a Capability List: followed on its own");
+    if (std::find(m_lists.begin(), m_lists.end(), url) == m_lists.end()) {
+      m_lists.push_back(url);
+      m_plain = m_plain && plain;
+    }
+  }
+
+public:
+  // The lists met, when no Capability List was found.
+  const std::vector<std::string>& lists() const { return m_lists; }
+  bool all_plain() const { return m_plain; }
+
+  bool try_sitemap_xml(const std::string& entry) {
+    auto u = parse_url(entry);
+    if (!u || (u->scheme != "http" && u->scheme != "https")) {
+      return false;
+    }
+    return from_url(u->origin() + "/sitemap.xml", 1);
   }
 
   bool fallbacks(const std::string& entry) {
@@ -222,6 +258,8 @@ private:
   std::set<std::string> m_visited;
   std::set<std::string> m_down; // origins that gave no answer
   int m_fetches = 0;
+  std::vector<std::string> m_lists; // Resource Lists and sitemaps met
+  bool m_plain = true;
 };
 
 } // namespace
@@ -407,8 +445,21 @@ std::vector<std::string> robots_sitemaps(const std::string& robots, const std::s
 Result<DiscoveryResult> discover(Fetcher& fetcher, const std::string& entry_url, const FetchOptions& options) {
   Discoverer d(fetcher, options);
   bool found = d.from_url(entry_url, 0);
-  if (!found) {
+  // A list named as the entry is taken as it is (the operator's choice);
+  // otherwise the site is searched for a Capability List, then for
+  // sitemaps.
+  if (!found && d.lists().empty()) {
     found = d.fallbacks(entry_url);
+    if (!found && d.lists().empty()) {
+      d.try_sitemap_xml(entry_url);
+    }
+  }
+  if (found) {
+    d.result().kind = "resourcesync";
+  } else if (!d.lists().empty()) {
+    d.result().resource_lists = d.lists();
+    d.result().kind = d.all_plain() ? "plain-sitemap" : "resource-list-only";
+    found = true;
   }
   if (!found) {
     std::string trail;

@@ -10,7 +10,12 @@ namespace tributary::sync {
 struct DiscoveryResult {
   std::string source_description;            // empty when none was found
   std::vector<std::string> capability_lists; // the sets found, in document order
-  std::vector<std::string> trail;            // how they were found, one step a line
+  // Found when no Capability List was: Resource Lists (or indexes) and
+  // plain sitemaps to follow on their own, by polling.
+  std::vector<std::string> resource_lists;
+  // "resourcesync", "resource-list-only" or "plain-sitemap".
+  std::string kind;
+  std::vector<std::string> trail; // how they were found, one step a line
 };
 
 // Finds the Capability List(s) from any entry URL: a Source Description, a
@@ -18,8 +23,10 @@ struct DiscoveryResult {
 // HTML page (<link rel="resourcesync">), any response with a
 // `Link: <...>; rel="resourcesync"` header, or a site: the well-known URI
 // /.well-known/resourcesync at the URL's path base and at the host root, then
-// robots.txt `Sitemap:` lines. Fails (not_found) with the trail when nothing
-// leads to a Capability List.
+// robots.txt `Sitemap:` lines. When none leads to a Capability List, the
+// Resource Lists and plain sitemaps met on the way (the entry URL itself, a
+// robots.txt `Sitemap:`, then /sitemap.xml) are followed on their own. Fails
+// (not_found) with the trail when nothing is found.
 Result<DiscoveryResult> discover(Fetcher& fetcher, const std::string& entry_url, const FetchOptions& options);
 
 // Parses an HTTP Link header; returns the targets whose rel includes `rel`,

@@ -5,7 +5,11 @@ namespace tributary::sync {
 Result<FetchedDocument> fetch_document(Fetcher& fetcher, const std::string& url, const FetchOptions& options,
                                        rs::DocumentHandler& handler, const std::function<void()>& reset_handler) {
   // The reader cannot rewind: a retried transfer starts a fresh one.
-  std::unique_ptr<rs::Reader> reader = std::make_unique<rs::Reader>(handler);
+  // Relative references resolve against the URL asked for (a redirect is
+  // known only at the end, and these are small documents).
+  rs::ReaderOptions ro;
+  ro.base_url = url;
+  std::unique_ptr<rs::Reader> reader = std::make_unique<rs::Reader>(handler, ro);
   FetchedDocument out;
   FetchOptions o = options;
   o.restart = [&] {
@@ -13,7 +17,7 @@ Result<FetchedDocument> fetch_document(Fetcher& fetcher, const std::string& url,
       return false;
     }
     reset_handler();
-    reader = std::make_unique<rs::Reader>(handler);
+    reader = std::make_unique<rs::Reader>(handler, ro);
     out.body_prefix.clear();
     return true;
   };

@@ -1,6 +1,6 @@
 #include "sync_engine/run_context.h"
 
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 // What the Resource Dump and Change Dump ways share: listing a dump's
 // packages, downloading and opening one, extracting a batch from it.

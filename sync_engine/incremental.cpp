@@ -1,5 +1,5 @@
 #include "sync_engine/run_context.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include "resourcesync/datetime.h"
 
@@ -378,6 +378,13 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
     const rs::Entry& e = c.entry;
     auto it = held->find(uri);
     if (c.entry.change() == rs::Change::deleted) {
+      if (it != held->end() && it->second.state == ResourceState::deleted) {
+        // Deleted already (a baseline that no longer found it, or the same
+        // change read again in the overlap before a list's `at`): logged
+        // once, when it was applied.
+        unchanged.insert(uri);
+        continue;
+      }
       ResourceRecord r = it != held->end() ? it->second : record_from_entry(e, ResourceState::deleted);
       r.state = ResourceState::deleted;
       r.lastmod = e.lastmod ? e.lastmod : r.lastmod;

@@ -1,7 +1,8 @@
 #include "sync_engine/run_context.h"
 
+#include "common/log.h"
 #include "common/text.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include <algorithm>
 #include <atomic>
@@ -43,7 +44,17 @@ bool same_content(const ResourceRecord& held, const rs::Entry& e) {
     }
   }
   if (e.lastmod && held.lastmod) {
-    return *e.lastmod == *held.lastmod;
+    if (*e.lastmod != *held.lastmod) {
+      return false;
+    }
+    if (e.lastmod_date_only) {
+      // A date (plain sitemaps): a change later that day keeps it. Bytes
+      // fetched after the day ended, in any time zone (UTC+14 ends it 14 h
+      // after UTC), are current; bytes fetched during it may not be, and
+      // are fetched again (the same bytes then log nothing).
+      return held.fetched_at && *held.fetched_at >= *e.lastmod + std::chrono::hours(24 + 14);
+    }
+    return true;
   }
   return false;
 }
@@ -261,6 +272,7 @@ Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& ur
     return doc;
   }
   const auto& s = (*doc)->summary();
+  log_diagnostics(**doc);
   if (!s.usable()) {
     return make_error(ErrorKind::invalid_document,
                       url + ": invalid document, nothing applied from it: " + (*doc)->error_text());
@@ -271,6 +283,37 @@ Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& ur
                           (*doc)->header().md->capability.value_or("") + "'");
   }
   return doc;
+}
+
+void RunContext::log_diagnostics(const SpooledDocument& doc) {
+  const auto& s = doc.summary();
+  if (s.diagnostics.empty()) {
+    return;
+  }
+  // Each value read off the letter of the spec, dropped, or an entry
+  // rejected: the operator sees which Source, document, line and why. At
+  // most 20 lines a document, so a list of a million odd values cannot
+  // flood the log.
+  constexpr size_t k_max_lines = 20;
+  size_t n = 0;
+  for (const auto& d : s.diagnostics) {
+    if (n++ == k_max_lines) {
+      break;
+    }
+    log::warn(src.name, std::string(d.severity == rs::Severity::error ? "document error: " : "document warning: ") +
+                            d.message,
+              {{"url", doc.url()}, {"line", std::to_string(d.line)}});
+  }
+  const uint64_t found = s.errors + s.warnings;
+  if (found > k_max_lines) {
+    log::warn(src.name, "document: " + std::to_string(found - k_max_lines) + " more diagnostics not logged",
+              {{"url", doc.url()}});
+  }
+  if (s.dropped_values > 0 || s.rejected_entries > 0) {
+    note(doc.url() + ": " + std::to_string(s.dropped_values) + " unusable value(s) dropped, " +
+         std::to_string(s.rejected_entries) + " entr" + (s.rejected_entries == 1 ? "y" : "ies") +
+         " rejected (the rest kept; each is in the log)");
+  }
 }
 
 std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<const rs::Entry*>& entries) {
@@ -428,8 +471,8 @@ Result<std::unordered_map<std::string, store::RetryRecord>> RunContext::pending_
   return pending;
 }
 
-void RunContext::remember_validators(const SpooledDocument& d) {
-  ValidatorCache::Validators v{d.response().header("etag"), d.response().header("last-modified")};
+void RunContext::remember_validators(const SpooledDocument& d, std::vector<std::string> parts) {
+  ValidatorCache::Validators v{d.response().header("etag"), d.response().header("last-modified"), std::move(parts)};
   const std::string key = src.name + " " + d.url();
   if (v.etag.empty() && v.last_modified.empty()) {
     validators.forget(key);

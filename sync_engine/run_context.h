@@ -136,8 +136,11 @@ public:
   // If-None-Match / If-Modified-Since, and may come back not_modified().
   Result<std::unique_ptr<SpooledDocument>> spool(const std::string& url, rs::Capability want,
                                                  bool conditional = false);
+  // Logs what reading a document found (deviations read, values dropped,
+  // entries rejected), naming the source, the document and the line.
+  void log_diagnostics(const SpooledDocument& d);
   // Records a document's validators once it was applied to its end.
-  void remember_validators(const SpooledDocument& d);
+  void remember_validators(const SpooledDocument& d, std::vector<std::string> parts = {});
 
   // Fetches the content of several entries in parallel (the source's
   // concurrency), each from its mirrors in `pri` order then its loc, within
@@ -211,6 +214,24 @@ private:
 // (or index); both end by deleting what was not listed and starting the
 // watermark at the list's `at`.
 Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url);
+// The same from a Resource List (or index) spooled already; with
+// `remember`, its validators (and its parts') are kept for the next poll.
+Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_ptr<SpooledDocument> doc,
+                                   bool remember);
+// How far before a Resource List's `at` the Change List is applied after a
+// baseline (see close_baseline): 15 minutes, which covers a Source that
+// stamps `at` when it has finished writing a list of about a million
+// entries; `completed` stretches it when the list says it took longer.
+inline constexpr std::chrono::minutes k_list_overlap{15};
+
+// list_poll.cpp: a Source that offers no Change List (a Resource List alone,
+// or a plain sitemap) followed at every run. The list is asked for with
+// If-None-Match / If-Modified-Since: unchanged, it costs one request;
+// changed, it is compared with what we hold (lastmod, hash, length), what
+// was created or updated is fetched, what it no longer lists is deleted
+// through the mass-deletion guard, and each change is logged as if a
+// Change List had said it.
+Result<void> poll_list(RunContext& ctx, int64_t feed, const std::string& rl_url);
 Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string& rd_url);
 
 // incremental.cpp: the Change List (or index), strictly after the watermark;

@@ -44,7 +44,7 @@ Result<rs::ReadSummary> SpooledDocument::read(rs::DocumentHandler& handler) cons
   if (!in) {
     return make_error(ErrorKind::io, "cannot reopen spooled " + m_path.string());
   }
-  return rs::read_document(in, handler);
+  return rs::read_document(in, handler, m_options);
 }
 
 Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const std::string& url,
@@ -92,6 +92,10 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
     return tl::unexpected(status_error(url, r->status));
   }
   doc->m_response = *r;
+  // Both passes read it alike: relative references against the URL it
+  // came from (after redirects), undated changes at one read time.
+  doc->m_options.base_url = r->final_url.empty() ? url : r->final_url;
+  doc->m_options.read_time = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   NullHandler null;
   auto s = doc->read(null);
   if (!s) {

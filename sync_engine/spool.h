@@ -40,6 +40,7 @@ private:
   std::filesystem::path m_path;
   FetchResponse m_response;
   rs::ReadSummary m_summary;
+  rs::ReaderOptions m_options; // its URL (relative locs resolve against it) and when it was read
 };
 
 // Downloads `url` into `tmp_dir` and validates it. Fails for transport

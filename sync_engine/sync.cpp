@@ -4,7 +4,7 @@
 #include "common/text.h"
 #include "sync_engine/discovery.h"
 #include "sync_engine/run_context.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 // A run over one source: the run's record in the store, its feeds (one per
 // Capability List) and, per feed, the way of syncing that the mode and the
@@ -99,7 +99,8 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
     if (!wm) {
       return tl::unexpected(wm.error());
     }
-    if (!wm->baseline_at && !wm->last_time) {
+    const bool fresh = !wm->baseline_at && !wm->last_time;
+    if (fresh) {
       ctx.note("never synced: baseline first");
       if (auto r = do_baseline(); !r) {
         return r;
@@ -113,9 +114,48 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
         ctx.note("Change Dump unusable, following the Change List instead: " + r.error().message);
       }
     }
-    if (cl.empty()) {
-      ctx.note(cd.empty() ? "no Change List offered: nothing incremental to do" : "no Change List offered");
+    if (cl.empty() && cd.empty()) {
+      // The commonest Source: a Resource List and nothing after it (just
+      // compared, when this run baselined).
+      if (auto r = need_rl(); !r) {
+        return r;
+      }
+      if (!fresh) {
+        if (auto r = poll_list(ctx, feed, rl); !r) {
+          return r;
+        }
+      }
+    } else if (cl.empty()) {
+      ctx.note("no Change List offered");
     } else if (auto r = incremental_from_list(ctx, feed, cl, rl, cla); !r) {
+      return r;
+    }
+    return retry_failed(ctx, feed);
+  }
+  }
+  return {};
+}
+
+// A feed that is a Resource List (or index, or plain sitemap) with no
+// Capability List above it: baselined from it, audited against it, and
+// followed by polling it.
+Result<void> sync_list_feed(RunContext& ctx, int64_t feed, const std::string& list_url) {
+  switch (ctx.opt.mode) {
+  case store::RunMode::baseline:
+    return baseline_from_list(ctx, feed, list_url);
+  case store::RunMode::audit:
+    return audit(ctx, feed, list_url);
+  case store::RunMode::incremental: {
+    auto wm = ctx.settled_watermark(feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    if (!wm->baseline_at && !wm->last_time) {
+      ctx.note("never synced: baseline first");
+      if (auto r = baseline_from_list(ctx, feed, list_url); !r) {
+        return r;
+      }
+    } else if (auto r = poll_list(ctx, feed, list_url); !r) {
       return r;
     }
     return retry_failed(ctx, feed);
@@ -126,6 +166,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
 
 bool run_feeds(RunContext& ctx) {
   std::vector<std::string> caplists = ctx.src.capability_lists;
+  std::vector<std::string> lists; // Resource Lists or sitemaps without a Capability List
   if (caplists.empty()) {
     auto found = discover(*ctx.fetcher, ctx.src.url, ctx.fetch_options);
     if (!found) {
@@ -133,16 +174,26 @@ bool run_feeds(RunContext& ctx) {
       return false;
     }
     caplists = found->capability_lists;
+    lists = found->resource_lists;
+    ctx.report.kind = found->kind;
   }
   bool ok = true;
-  for (const auto& caplist : caplists) {
+  std::vector<std::pair<std::string, bool>> feeds; // URL, is a list
+  for (const auto& c : caplists) {
+    feeds.emplace_back(c, false);
+  }
+  for (const auto& l : lists) {
+    feeds.emplace_back(l, true);
+  }
+  for (const auto& [url, is_list] : feeds) {
+    const std::string& caplist = url;
     auto feed = ctx.store.ensure_feed(ctx.source_id, caplist);
     if (!feed) {
       ctx.error(caplist, feed.error().message);
       ok = false;
       continue;
     }
-    auto r = sync_feed(ctx, *feed, caplist);
+    auto r = is_list ? sync_list_feed(ctx, *feed, url) : sync_feed(ctx, *feed, caplist);
     auto drained = ctx.drain(); // a batch still in flight commits (or fails) before we judge the feed
     if (!r) {
       ctx.error(caplist, r.error().message);

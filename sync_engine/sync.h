@@ -78,6 +78,10 @@ struct SourceReport {
   uint64_t error_count = 0;
   std::vector<std::string> notes; // what the run decided ("re-baselined: ...")
   bool busy = false; // not run: another run held the source
+  // What the Source publishes, as discovery found it: "resourcesync"
+  // (Capability Lists), "resource-list-only" (a Resource List without a
+  // Capability List) or "plain-sitemap"; empty when configured directly.
+  std::string kind;
   uint64_t deletions_held = 0; // unlisted resources the mass-deletion guard did not delete
   // The channels its Capability Lists offered (every Capability List read).
   std::vector<NotificationChannel> channels;
@@ -96,6 +100,9 @@ public:
   struct Validators {
     std::string etag;
     std::string last_modified;
+    // A Resource List Index's parts as last read (a 304 for the index
+    // says nothing of them).
+    std::vector<std::string> parts;
   };
   std::optional<Validators> get(const std::string& key) const;
   void put(const std::string& key, Validators v);

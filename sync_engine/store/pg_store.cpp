@@ -141,9 +141,7 @@ std::vector<rs::Link> links_from_json(const std::string& text) {
     l.rel = j.value("rel", "");
     l.href = j.value("href", "");
     if (j.contains("hash")) {
-      if (auto h = rs::parse_hash_list(j["hash"].get<std::string>())) {
-        l.hash = h->values;
-      }
+      l.hash = rs::parse_hash_list(j["hash"].get<std::string>()).values;
     }
     if (j.contains("length")) {
       l.length = j["length"].get<uint64_t>();

@@ -79,6 +79,42 @@ TEST_CASE("Discovery: robots.txt Sitemap lines") {
   CHECK(found(up.url("/")) == std::vector<std::string>{up.url("/hidden/caps.xml")});
 }
 
+TEST_CASE("Discovery: a plain sitemap named only in robots.txt is followed as a Resource List") {
+  Upstream up;
+  up.set("/sitemaps/all.xml",
+         "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">"
+         "<url><loc>" + up.url("/items/1") + "</loc><lastmod>2026-01-02</lastmod></url></urlset>",
+         "application/xml");
+  up.set("/robots.txt", "User-agent: *\nDisallow: /admin\nSitemap: /sitemaps/all.xml\n", "text/plain");
+  auto f = sync::make_default_fetcher();
+  auto r = sync::discover(*f, up.url("/"), {});
+  REQUIRE(r);
+  CHECK(r->capability_lists.empty());
+  CHECK(r->resource_lists == std::vector<std::string>{up.url("/sitemaps/all.xml")});
+  CHECK(r->kind == "plain-sitemap");
+}
+
+TEST_CASE("Discovery: /sitemap.xml when nothing names one, and a Resource List without a Capability List as is") {
+  Upstream up;
+  up.set("/sitemap.xml",
+         "<?xml version=\"1.0\"?><sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">"
+         "<sitemap><loc>" + up.url("/sitemap-1.xml") + "</loc></sitemap></sitemapindex>",
+         "application/xml");
+  auto f = sync::make_default_fetcher();
+  auto r = sync::discover(*f, up.url("/"), {});
+  REQUIRE(r);
+  CHECK(r->resource_lists == std::vector<std::string>{up.url("/sitemap.xml")});
+  CHECK(r->kind == "plain-sitemap");
+
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = rs::Timestamp{};
+  up.set_document("/data/rl.xml", rl); // no rel="up"
+  auto direct = sync::discover(*f, up.url("/data/rl.xml"), {});
+  REQUIRE(direct);
+  CHECK(direct->resource_lists == std::vector<std::string>{up.url("/data/rl.xml")});
+  CHECK(direct->kind == "resource-list-only");
+}
+
 TEST_CASE("Discovery: nothing to find gives the trail of what was tried") {
   Upstream up;
   up.set("/", "<html><body>hello</body></html>", "text/html");

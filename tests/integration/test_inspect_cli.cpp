@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -150,4 +151,69 @@ TEST_CASE("tributary inspect: usage and I/O errors exit 2") {
   Run help = run_tributary("--help");
   CHECK(help.status == 0);
   CHECK(help.out.find("inspect") != std::string::npos);
+}
+
+namespace {
+
+// Entries counted without our reader: `<url>` and `<sitemap>` elements of
+// the Sitemap namespace, whatever their prefix, outside comments.
+size_t count_entries(std::string xml) {
+  for (size_t c = xml.find("<!--"); c != std::string::npos; c = xml.find("<!--", c)) {
+    size_t end = xml.find("-->", c);
+    xml.erase(c, end == std::string::npos ? std::string::npos : end + 3 - c);
+  }
+  size_t n = 0;
+  for (size_t i = xml.find('<'); i != std::string::npos; i = xml.find('<', i + 1)) {
+    size_t j = i + 1;
+    size_t name = j;
+    while (j < xml.size() && (std::isalnum(static_cast<unsigned char>(xml[j])) || xml[j] == ':' || xml[j] == '_' ||
+                              xml[j] == '-')) {
+      ++j;
+    }
+    std::string tag = xml.substr(name, j - name);
+    if (auto colon = tag.find(':'); colon != std::string::npos) {
+      if (tag.compare(0, colon, "rs") == 0) {
+        continue;
+      }
+      tag = tag.substr(colon + 1);
+    }
+    if ((tag == "url" || tag == "sitemap") && j < xml.size() && (xml[j] == '>' || std::isspace(static_cast<unsigned char>(xml[j])))) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("inspect --json: every reference document that carries a capability yields all of its entries") {
+  const fs::path ref(TRIBUTARY_REFERENCE_DIR);
+  REQUIRE(fs::exists(ref / "corpus"));
+  size_t documents = 0;
+  size_t entries = 0;
+  size_t with_warnings = 0;
+  for (const char* dir : {"spec-examples", "corpus"}) {
+    for (const auto& e : fs::recursive_directory_iterator(ref / dir)) {
+      const auto name = e.path().filename().string();
+      if (!e.is_regular_file() || (e.path().extension() != ".xml" && name != "resourcesync")) {
+        continue;
+      }
+      CAPTURE(e.path().string());
+      Run r = run_tributary("inspect --json '" + e.path().string() + "'");
+      REQUIRE(r.status != 2);
+      auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+      if (j["capability"].is_null()) {
+        continue; // not a ResourceSync document, nor a sitemap
+      }
+      const size_t expected = count_entries(slurp(e.path()));
+      INFO(j["errors"].dump());
+      CHECK(j["entries"].size() == expected);
+      ++documents;
+      entries += expected;
+      with_warnings += j["warnings"].empty() ? 0 : 1;
+    }
+  }
+  MESSAGE(documents << " documents, " << entries << " entries, " << with_warnings << " with warnings");
+  CHECK(documents >= 200);
+  CHECK(entries >= 1400);
 }

@@ -11,7 +11,7 @@
 #include "sync_engine/store/pg_store.h"
 #include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include <nlohmann/json.hpp>
 

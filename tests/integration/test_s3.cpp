@@ -9,7 +9,7 @@
 
 #include "republisher/url_scheme.h"
 #include "resourcesync/reader.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include "sync_engine/store/object_tier.h"
 #include "sync_engine/store/s3_client.h"

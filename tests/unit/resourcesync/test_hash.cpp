@@ -49,27 +49,51 @@ TEST_CASE("Hasher: streaming in pieces equals one shot, and the hasher resets") 
 
 TEST_CASE("parse_hash_list: whitespace-separated tokens") {
   auto r = parse_hash_list(" md5:1E0D5CB8EF6BA40C99B14C0237BE735E\n sha-256:854f61290e2e197a11bc91063afce22e43f8ccc655237050ace766adc68dc784 ");
-  REQUIRE(r);
-  REQUIRE(r->values.size() == 2);
-  CHECK(r->values[0].algorithm == "md5");
-  CHECK(r->values[0].hex == "1e0d5cb8ef6ba40c99b14c0237be735e"); // lower-cased
-  CHECK(r->values[1].known() == HashAlgorithm::sha256);
-  CHECK(r->warnings.empty());
-  CHECK(format_hash_list(r->values) ==
+  REQUIRE(r.values.size() == 2);
+  CHECK(r.values[0].algorithm == "md5");
+  CHECK(r.values[0].hex == "1e0d5cb8ef6ba40c99b14c0237be735e"); // lower-cased
+  CHECK(r.values[1].known() == HashAlgorithm::sha256);
+  CHECK(r.warnings.empty());
+  CHECK(r.errors.empty());
+  CHECK(format_hash_list(r.values) ==
         "md5:1e0d5cb8ef6ba40c99b14c0237be735e sha-256:854f61290e2e197a11bc91063afce22e43f8ccc655237050ace766adc68dc784");
-  CHECK(strongest_hash(r->values)->algorithm == "sha-256");
+  CHECK(strongest_hash(r.values)->algorithm == "sha-256");
 }
 
-TEST_CASE("parse_hash_list: unknown algorithms are kept with a warning") {
+TEST_CASE("parse_hash_list: an unknown algorithm is ignored with a warning, and the known ones kept") {
   auto r = parse_hash_list("sha-512:abcdef md5:1e0d5cb8ef6ba40c99b14c0237be735e");
-  REQUIRE(r);
-  CHECK(r->values.size() == 2);
-  REQUIRE(r->warnings.size() == 1);
-  CHECK(r->warnings[0] == "unknown hash algorithm 'sha-512' (kept, not verified)");
-  CHECK(strongest_hash(r->values)->algorithm == "md5");
+  REQUIRE(r.values.size() == 1);
+  CHECK(r.values[0].algorithm == "md5");
+  REQUIRE(r.warnings.size() == 1);
+  CHECK(r.warnings[0] == "unknown hash algorithm 'sha-512' (ignored, not verified)");
+  CHECK(r.errors.empty());
 }
 
-TEST_CASE("parse_hash_list: malformed values are errors") {
+TEST_CASE("parse_hash_list: base64 and base64url digests of the algorithm's length are read as hex") {
+  // md5("abc") = 900150983cd24fb0d6963f7d28e17f72; base64 kAFQmDzST7DWlj99KOF/cg==
+  auto b64 = parse_hash_list("md5:kAFQmDzST7DWlj99KOF/cg==");
+  REQUIRE(b64.values.size() == 1);
+  CHECK(b64.values[0].hex == "900150983cd24fb0d6963f7d28e17f72");
+  CHECK(b64.errors.empty());
+  REQUIRE(b64.warnings.size() == 1);
+  CHECK(b64.warnings[0].find("is base64, not hex") != std::string::npos);
+  // sha-256("abc"), base64url without padding (spec example 27's form).
+  auto url = parse_hash_list("SHA-256:ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0");
+  REQUIRE(url.values.size() == 1);
+  CHECK(url.values[0].algorithm == "sha-256");
+  CHECK(url.values[0].hex == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(url.warnings.size() == 2); // the token's case, and base64url
+  // The 2015 simulator's form: base64 with padding.
+  auto sim = parse_hash_list("md5:Yx8m6CqWBJjKT5VBggoWeQ==");
+  REQUIRE(sim.values.size() == 1);
+  CHECK(sim.values[0].hex == "631f26e82a960498ca4f9541820a1679");
+  // Aliases real writers use.
+  auto alias = parse_hash_list("sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  REQUIRE(alias.values.size() == 1);
+  CHECK(alias.values[0].algorithm == "sha-256");
+}
+
+TEST_CASE("parse_hash_list: a value that cannot be used costs that value, not the others") {
   struct Case {
     const char* in;
     const char* message;
@@ -78,18 +102,24 @@ TEST_CASE("parse_hash_list: malformed values are errors") {
       {"1e0d5cb8ef6ba40c99b14c0237be735e", "lacks an algorithm token"},
       {":1e0d", "lacks an algorithm token"},
       {"md5:", "has no digest"},
-      {"md5:Yx8m6CqWBJjKT5VBggoWeQ==", "is not hexadecimal"},
-      {"md5:1e0d5cb8", "md5 needs 32 hex digits, got 8"},
-      {"sha-1:1e0d5cb8ef6ba40c99b14c0237be735e", "sha-1 needs 40 hex digits, got 32"},
-      {"md5:1e0d5cb8ef6ba40c99b14c0237be735e md5:1e0d5cb8ef6ba40c99b14c0237be735e", "given twice"},
-      {"   ", "hash attribute is empty"},
+      {"md5:1e0d5cb8", "md5 needs 32 hex digits (or its base64), got 8"},
+      {"sha-1:1e0d5cb8ef6ba40c99b14c0237be735e", "sha-1 needs 40 hex digits (or its base64), got 32"},
+      {"md5:1e0d5cb8ef6ba40c99b14c0237be735e md5:00000000000000000000000000000000", "given twice with different"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.in);
-    auto r = parse_hash_list(c.in);
-    REQUIRE_FALSE(r);
-    CHECK(r.error().message.find(c.message) != std::string::npos);
+    auto r = parse_hash_list(std::string(c.in) + " sha-1:a9993e364706816aba3e25717850c26c9cd0d89d");
+    REQUIRE(r.errors.size() == 1);
+    CHECK(r.errors[0].find(c.message) != std::string::npos);
+    REQUIRE(r.values.size() == 1); // the good one is kept
+    CHECK(r.values[0].algorithm == "sha-1");
   }
+  auto same = parse_hash_list("md5:1e0d5cb8ef6ba40c99b14c0237be735e md5:1E0D5CB8EF6BA40C99B14C0237BE735E");
+  CHECK(same.values.size() == 1);
+  CHECK(same.errors.empty());
+  auto empty = parse_hash_list("   ");
+  CHECK(empty.values.empty());
+  CHECK(empty.warnings.size() == 1);
 }
 
 TEST_CASE("hashes_match: compares common algorithms only") {

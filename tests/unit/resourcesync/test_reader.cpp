@@ -45,8 +45,10 @@ TEST_CASE("Reader: namespaces are matched by URI, not by prefix") {
     auto q = parse_document(
         "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
         "xmlns:rs=\"http://www.openarchives.org/rs/terms\"><rs:md capability=\"resourcelist\"/></urlset>");
-    CHECK_FALSE(q.summary.valid());
-    CHECK(has_diagnostic(q.summary, Severity::error, "the document has no <rs:md>"));
+    // Its <rs:md> is not ResourceSync's: a plain sitemap, read as one.
+    CHECK(q.document.header.plain_sitemap);
+    CHECK(has_diagnostic(q.summary, Severity::warning, "a plain Sitemap (no <rs:md>)"));
+    CHECK(q.document.header.extensions.size() == 1);
   }
 }
 
@@ -265,25 +267,33 @@ TEST_CASE("Reader: unknown elements and attributes are kept as extensions") {
   CHECK(e.md->extensions.at(0).name == "bogus");
 }
 
-TEST_CASE("Reader: bad values are reported with their line and left out of the model") {
+TEST_CASE("Reader: bad values are reported with their line and left out of the model, and the entry is kept") {
   auto p = parse_document(changelist(
       "<url><loc>http://example.com/a</loc>\n<lastmod>yesterday</lastmod>\n"
-      "<rs:md change=\"moved\" length=\"-1\" hash=\"md5:xyz\"/>\n"
+      "<rs:md change=\"moved\" length=\"-1\" hash=\"md5:xyz sha-1:a9993e364706816aba3e25717850c26c9cd0d89d\"/>\n"
       "<rs:ln rel=\"duplicate\" href=\"http://m.example.com/a\" pri=\"0\"/></url>\n"));
+  INFO(test::all_diagnostics(p.summary));
   CHECK_FALSE(p.summary.valid());
   CHECK(has_diagnostic(p.summary, Severity::error, "<lastmod>: 'yesterday' is not a W3C datetime"));
   CHECK(has_diagnostic(p.summary, Severity::error, "'change': 'moved' is not one of created, updated, deleted"));
   CHECK(has_diagnostic(p.summary, Severity::error, "'length': '-1' is not a non-negative integer"));
-  CHECK(has_diagnostic(p.summary, Severity::error, "hash value 'md5:xyz' is not hexadecimal"));
-  CHECK(has_diagnostic(p.summary, Severity::error, "has pri 0, outside 1..999999"));
-  // The entry is rejected; the document is not.
+  CHECK(has_diagnostic(p.summary, Severity::error, "hash value 'md5:xyz': md5 needs 32 hex digits"));
+  CHECK(has_diagnostic(p.summary, Severity::error, "'pri': '0' is outside 1..999999 (dropped)"));
+  // Each bad value costs itself: the entry and the document are kept.
   CHECK(p.summary.usable());
-  CHECK(p.document.entries.empty());
-  CHECK(p.summary.rejected_entries == 1);
-  const Entry& e = p.rejected.at(0);
+  CHECK(p.summary.rejected_entries == 0);
+  REQUIRE(p.document.entries.size() == 1);
+  const Entry& e = p.document.entries[0];
+  CHECK(e.loc == "http://example.com/a");
   CHECK_FALSE(e.lastmod);
   CHECK_FALSE(e.md->change);
-  CHECK(e.md->hash.empty());
+  CHECK_FALSE(e.md->length);
+  REQUIRE(e.md->hash.size() == 1); // the good hash stays
+  CHECK(e.md->hash[0].algorithm == "sha-1");
+  REQUIRE(e.links.size() == 1);
+  CHECK_FALSE(e.links[0].pri);
+  CHECK(e.links[0].href == "http://m.example.com/a");
+  CHECK(e.time_inferred); // no usable time: it takes the document's from
   bool line_seen = false;
   for (const auto& d : p.summary.diagnostics) {
     if (d.message.find("yesterday") != std::string::npos) {
@@ -304,7 +314,7 @@ TEST_CASE("Reader: an exception in the handler stops reading and reaches the cal
                     "disk full");
 }
 
-TEST_CASE("Reader: a hostile value costs its entry, and the rest of the document is usable") {
+TEST_CASE("Reader: a hostile value costs that value, an unusable loc its entry, and the rest is usable") {
   const std::string long_loc = "http://example.com/" + std::string(300 * 1024, 'a');
   auto p = parse_document(changelist(
       "<url><loc>http://example.com/big</loc><lastmod>2013-01-03T01:00:00Z</lastmod>"
@@ -319,17 +329,98 @@ TEST_CASE("Reader: a hostile value costs its entry, and the rest of the document
   INFO(test::all_diagnostics(p.summary));
   CHECK(p.summary.usable());
   CHECK_FALSE(p.summary.valid());
-  CHECK(p.summary.rejected_entries == 4);
-  REQUIRE(p.document.entries.size() == 1);
-  CHECK(p.document.entries[0].loc == "http://example.com/fine");
-  CHECK(p.document.entries[0].md->length == 9223372036854775807ull);
+  CHECK(p.summary.rejected_entries == 1);
+  REQUIRE(p.document.entries.size() == 4);
+  CHECK(p.document.entries[0].loc == "http://example.com/big");
+  CHECK_FALSE(p.document.entries[0].md->length); // the bad value is not kept
+  CHECK(p.document.entries[1].loc == "http://example.com/zero");
+  CHECK_FALSE(p.document.entries[1].lastmod);
+  CHECK(p.document.entries[2].loc == "http://example.com/split");
+  CHECK_FALSE(p.document.entries[2].md->type); // never reaches a header
+  CHECK(p.document.entries[3].loc == "http://example.com/fine");
+  CHECK(p.document.entries[3].md->length == 9223372036854775807ull);
   CHECK(has_diagnostic(p.summary, Severity::error, "over the largest length accepted"));
   CHECK(has_diagnostic(p.summary, Severity::error, "outside the years 0001 to 9999"));
   CHECK(has_diagnostic(p.summary, Severity::error, "<rs:md> attribute 'type': not a media type"));
   CHECK(has_diagnostic(p.summary, Severity::error, "bytes, over the limit of 8192"));
-  REQUIRE(p.rejected.size() == 4);
-  CHECK_FALSE(p.rejected[2].md->type);    // the bad value is not kept
-  CHECK(p.rejected[3].loc.empty()); // nor the oversized loc
+  REQUIRE(p.rejected.size() == 1);
+  CHECK(p.rejected[0].loc.empty()); // the oversized loc is not kept
+}
+
+TEST_CASE("Reader: values real writers publish off the letter of the spec are read, each with a warning") {
+  ReaderOptions o;
+  o.base_url = "http://example.com/dir/resourcelist.xml";
+  auto p = parse_document(
+      "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">"
+      "<rs:md capability=\"resourcelist\" at=\"2013-01-03T09:00:00Z\"/>\n"
+      "<url><loc>res/3</loc><rs:md hash=\"md5:kAFQmDzST7DWlj99KOF/cg==\"/>"
+      "<rs:ln rel=\"duplicate\" href=\"../mirror/3\"/></url>\n"
+      "<url><loc>http://example.com/b</loc><lastmod>2013-01-03 10:00:00</lastmod>"
+      "<rs:md hash=\"SHA-256:ungWv48Bz-pBQUDeXa4iI7ADYaOWF3qctBD_YfIAFa0 sha-512:abcd\"/></url>\n"
+      "<url><loc>http://example.com/c</loc><lastmod>2013-01-03</lastmod></url>\n"
+      "</urlset>",
+      o);
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.valid()); // every deviation was read without loss
+  REQUIRE(p.document.entries.size() == 3);
+  const Entry& a = p.document.entries[0];
+  CHECK(a.loc == "http://example.com/dir/res/3");
+  CHECK(a.links.at(0).href == "http://example.com/mirror/3");
+  CHECK(a.md->hash.at(0).hex == "900150983cd24fb0d6963f7d28e17f72");
+  const Entry& b = p.document.entries[1];
+  CHECK(rs::format_w3c_datetime(*b.lastmod) == "2013-01-03T10:00:00Z");
+  REQUIRE(b.md->hash.size() == 1);
+  CHECK(b.md->hash[0].algorithm == "sha-256");
+  CHECK(p.document.entries[2].lastmod_date_only);
+  CHECK_FALSE(b.lastmod_date_only);
+  CHECK(has_diagnostic(p.summary, Severity::warning, "<loc> 'res/3' is relative: read as 'http://example.com/dir/res/3'"));
+  CHECK(has_diagnostic(p.summary, Severity::warning, "is base64, not hex"));
+  CHECK(has_diagnostic(p.summary, Severity::warning, "unknown hash algorithm 'sha-512' (ignored"));
+  CHECK(has_diagnostic(p.summary, Severity::warning, "UTC for a time without a zone"));
+  // Without the document's URL a relative loc cannot be used: it costs its entry only.
+  auto alone = parse_document("<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+                              "xmlns:rs=\"http://www.openarchives.org/rs/terms/\"><rs:md capability=\"resourcelist\"/>"
+                              "<url><loc>res/3</loc></url><url><loc>http://example.com/x</loc></url></urlset>");
+  CHECK(alone.summary.usable());
+  CHECK(alone.document.entries.size() == 1);
+  CHECK(alone.summary.rejected_entries == 1);
+}
+
+TEST_CASE("Reader: a plain sitemap reads as a Resource List, a sitemapindex as its index, with a warning") {
+  auto p = parse_document("<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">"
+                          "<url><loc>http://example.com/a</loc><lastmod>2024-05-01</lastmod></url></urlset>");
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.usable());
+  CHECK(p.document.header.plain_sitemap);
+  CHECK(p.document.header.capability() == Capability::resourcelist);
+  CHECK(has_diagnostic(p.summary, Severity::warning, "a plain Sitemap (no <rs:md>): read as a Resource List"));
+  REQUIRE(p.document.entries.size() == 1);
+  auto idx = parse_document("<sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">"
+                            "<sitemap><loc>http://example.com/s1.xml</loc></sitemap></sitemapindex>");
+  CHECK(idx.summary.usable());
+  CHECK(idx.document.header.capability() == Capability::resourcelist);
+  CHECK(idx.document.header.root == RootElement::sitemapindex);
+  CHECK(has_diagnostic(idx.summary, Severity::warning, "read as a Resource List Index"));
+}
+
+TEST_CASE("Reader: a change without a time takes the change before it, else the document's from or until") {
+  auto p = parse_document(
+      "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" xmlns:rs=\"http://www.openarchives.org/rs/terms/\">"
+      "<rs:md capability=\"changelist\" from=\"2013-01-03T00:00:00Z\" until=\"2013-01-04T00:00:00Z\"/>"
+      "<url><loc>http://example.com/first</loc><rs:md change=\"deleted\"/></url>"
+      "<url><loc>http://example.com/a</loc><lastmod>2013-01-03T11:00:00Z</lastmod><rs:md change=\"created\"/></url>"
+      "<url><loc>http://example.com/b</loc><rs:md change=\"updated\"/></url>"
+      "<url><loc>http://example.com/c</loc><lastmod>2013-01-03T12:00:00Z</lastmod><rs:md change=\"created\"/></url>"
+      "</urlset>");
+  INFO(test::all_diagnostics(p.summary));
+  CHECK(p.summary.valid());
+  REQUIRE(p.document.entries.size() == 4);
+  CHECK(rs::format_w3c_datetime(*p.document.entries[0].change_time()) == "2013-01-03T00:00:00Z");
+  CHECK(p.document.entries[0].time_inferred);
+  CHECK(rs::format_w3c_datetime(*p.document.entries[2].change_time()) == "2013-01-03T11:00:00Z");
+  CHECK(p.document.entries[2].time_inferred);
+  CHECK_FALSE(p.document.entries[3].time_inferred);
+  CHECK(has_diagnostic(p.summary, Severity::warning, "has neither <lastmod> nor a datetime attribute"));
 }
 
 TEST_CASE("Media types: what RFC 9110 writes passes, anything that could split a header does not") {

@@ -111,7 +111,9 @@ TEST_CASE("Reference documents: every spec example and corpus file reads as pinn
     auto it = expected.find(rel);
     REQUIRE_MESSAGE(it != expected.end(), "no expectation pinned for " << rel);
     const Expectation& x = it->second;
-    auto p = parse_document(slurp(ref / rel));
+    ReaderOptions o;
+    o.base_url = "file://" + fs::absolute(ref / rel).lexically_normal().string(); // relative locs resolve, as inspect reads them
+    auto p = parse_document(slurp(ref / rel), o);
     INFO(test::all_diagnostics(p.summary));
     CHECK_FALSE(p.summary.stopped);
     std::string cap = p.document.header.md && p.document.header.md->capability ? *p.document.header.md->capability : "-";
@@ -143,7 +145,9 @@ TEST_CASE("Reference documents: read -> write -> read gives an equal model for e
       continue;
     }
     CAPTURE(rel);
-    auto first = parse_document(slurp(ref / rel));
+    ReaderOptions o;
+    o.base_url = "file://" + fs::absolute(ref / rel).lexically_normal().string();
+    auto first = parse_document(slurp(ref / rel), o);
     REQUIRE(first.summary.valid());
     std::string xml = write_document(first.document);
     auto second = parse_document(xml);
@@ -151,7 +155,17 @@ TEST_CASE("Reference documents: read -> write -> read gives an equal model for e
     INFO(test::all_diagnostics(second.summary));
     CHECK(second.summary.valid());
     CHECK(second.summary.warnings <= first.summary.warnings);
-    CHECK(second.document == first.document);
+    // How it was read (a plain sitemap, a date-only lastmod, a change time
+    // given by the reader) is not written: our documents state it.
+    auto as_written = [](rs::Document d) {
+      d.header.plain_sitemap = false;
+      for (auto& e : d.entries) {
+        e.lastmod_date_only = false;
+        e.time_inferred = false;
+      }
+      return d;
+    };
+    CHECK(as_written(second.document) == as_written(first.document));
     ++checked;
   }
   CHECK(checked >= 160);

@@ -1,5 +1,5 @@
 #include "sync_engine/discovery.h"
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include <doctest/doctest.h>
 
@@ -19,11 +19,11 @@ TEST_CASE("resolve_reference: RFC 3986 section 5.4 examples") {
   };
   for (const auto& c : cases) {
     CAPTURE(c.ref);
-    auto r = resolve_reference(base, c.ref);
+    auto r = tributary::resolve_reference(base, c.ref);
     REQUIRE(r);
     CHECK(*r == c.out);
   }
-  CHECK_FALSE(resolve_reference("http://a/", "http://bad host/"));
+  CHECK_FALSE(tributary::resolve_reference("http://a/", "http://bad host/"));
 }
 
 TEST_CASE("Link headers: rel tokens, quoting, several links, relative targets") {

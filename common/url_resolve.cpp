@@ -1,10 +1,10 @@
-#include "sync_engine/url_resolve.h"
+#include "common/url_resolve.h"
 
 #include <uriparser/Uri.h>
 
 #include <vector>
 
-namespace tributary::sync {
+namespace tributary {
 
 Result<std::string> resolve_reference(std::string_view base, std::string_view reference) {
   const std::string b(base);
@@ -38,4 +38,4 @@ Result<std::string> resolve_reference(std::string_view base, std::string_view re
   return result;
 }
 
-} // namespace tributary::sync
+} // namespace tributary

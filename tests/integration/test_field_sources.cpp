@@ -1,0 +1,254 @@
+// Sources shaped like the ones in the field, over real HTTP into
+// PostgreSQL: values off the letter of the spec that real writers publish
+// (base64 hashes, unknown algorithms, relative locs), Sources that offer a
+// Resource List and nothing else, plain sitemaps named in robots.txt, and a
+// Source that stamps `at` after a change it does not list.
+#include "sync_fixture.h"
+
+#include "resourcesync/writer.h"
+
+#include <doctest/doctest.h>
+
+#include <openssl/evp.h>
+
+using namespace tributary;
+using namespace tributary::test;
+using store::RunMode;
+using store::RunStatus;
+
+namespace {
+
+std::string base64(const std::string& hex, bool url) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  if (url) {
+    for (auto& c : out) {
+      c = c == '+' ? '-' : c == '/' ? '_' : c;
+    }
+    while (!out.empty() && out.back() == '=') {
+      out.pop_back();
+    }
+  }
+  return out;
+}
+
+// A Capability List offering a Resource List and nothing else, as most
+// ResourceSync Sources in the field do.
+void publish_list_only_caps(Upstream& up) {
+  rs::Document sd = make_doc("description");
+  sd.entries.push_back(cap_entry(up.url("/caps.xml"), "capabilitylist"));
+  up.set_document("/.well-known/resourcesync", sd);
+  rs::Document caps = make_doc("capabilitylist");
+  caps.entries.push_back(cap_entry(up.url("/rl.xml"), "resourcelist"));
+  up.set_document("/caps.xml", caps);
+}
+
+// The Resource List of `content` as a hand-written document, so that each
+// entry can carry what real writers put there.
+std::string resource_list_xml(const std::string& at, const std::vector<std::string>& urls) {
+  std::string xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                    "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\" "
+                    "xmlns:rs=\"http://www.openarchives.org/rs/terms/\">\n"
+                    "<rs:md capability=\"resourcelist\" at=\"" + at + "\"/>\n";
+  for (const auto& u : urls) {
+    xml += u + "\n";
+  }
+  return xml + "</urlset>\n";
+}
+
+} // namespace
+
+TEST_CASE("Field: base64 and base64url hashes, an unknown extra algorithm and relative locs lose no entry") {
+  Upstream up;
+  publish_list_only_caps(up);
+  std::map<std::string, std::string> content;
+  std::vector<std::string> entries;
+  for (int i = 0; i < 400; ++i) {
+    const std::string path = "/res/" + std::to_string(i);
+    const std::string bytes = "honest resource " + std::to_string(i);
+    content[path] = bytes;
+    up.set(path, bytes, "text/plain");
+    const std::string md5 = rs::hash_hex(rs::HashAlgorithm::md5, bytes);
+    const std::string sha = rs::hash_hex(rs::HashAlgorithm::sha256, bytes);
+    std::string e;
+    switch (i % 4) {
+    case 0: // py-resync before 1.0 and the 2015 simulator
+      e = "<url><loc>" + up.url(path) + "</loc><rs:md hash=\"md5:" + base64(md5, false) + "\"/></url>";
+      break;
+    case 1: // the spec's example 27
+      e = "<url><loc>" + up.url(path) + "</loc><rs:md hash=\"sha-256:" + base64(sha, true) + "\"/></url>";
+      break;
+    case 2: // a good md5 beside an algorithm we do not know
+      e = "<url><loc>" + up.url(path) + "</loc><rs:md hash=\"md5:" + md5 + " sha-512:" + sha + sha + "\"/></url>";
+      break;
+    case 3: // relative to the list (py-resync's own test data)
+      e = "<url><loc>res/" + std::to_string(i) + "</loc><rs:md hash=\"MD5:" + md5 + "\" length=\"" +
+          std::to_string(bytes.size()) + "\"/></url>";
+      break;
+    }
+    entries.push_back(e);
+  }
+  up.set("/rl.xml", resource_list_xml("2026-01-01T00:00:00Z", entries));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  auto r = env.run(src, RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.created == 400);
+  CHECK(r.counters.failed == 0);
+  std::map<std::string, std::string> want;
+  for (const auto& [path, bytes] : content) {
+    want[up.url(path)] = bytes;
+  }
+  CHECK(env.live() == want);
+  // Every one was verified: a Source serving other bytes than its base64
+  // hash says is refused.
+  up.set("/res/0", "tampered", "text/plain");
+  up.set("/res/1", "tampered", "text/plain");
+  SyncEnv again;
+  auto bad = again.run(src, RunMode::baseline);
+  CHECK(bad.counters.failed == 2);
+  CHECK(bad.counters.created == 398);
+}
+
+TEST_CASE("Field: a Source that offers only a Resource List is followed at every run, and its changes logged") {
+  Upstream up;
+  publish_list_only_caps(up);
+  Site site(up); // its own description and caps are replaced below
+  publish_list_only_caps(up);
+  site.put_numbered(30);
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  // No Capability List link up: the list publishes only itself.
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  auto first = env.run(src, RunMode::incremental);
+  REQUIRE(first.status == RunStatus::succeeded);
+  CHECK(first.counters.created == 30);
+  CHECK(env.live() == expected_live(site));
+  const size_t logged = env.log().size();
+
+  // Unchanged: nothing fetched, nothing logged.
+  auto idle = env.run(src, RunMode::incremental);
+  CHECK(idle.status == RunStatus::succeeded);
+  CHECK(idle.counters.created + idle.counters.updated + idle.counters.deleted == 0);
+  CHECK(env.log().size() == logged);
+
+  for (int i = 30; i < 35; ++i) {
+    site.put("/res/" + std::to_string(i) + ".txt", "new " + std::to_string(i));
+  }
+  for (int i = 0; i < 3; ++i) {
+    site.put("/res/" + std::to_string(i) + ".txt", "changed " + std::to_string(i));
+  }
+  for (int i = 10; i < 13; ++i) {
+    site.erase("/res/" + std::to_string(i) + ".txt");
+  }
+  site.publish_resource_list(ts("2026-01-01T01:00:00Z"));
+  auto next = env.run(src, RunMode::incremental);
+  CHECK(next.status == RunStatus::succeeded);
+  CHECK(has_note(next, "no Change List offered: compared the Resource List"));
+  CHECK(next.counters.created == 5);
+  CHECK(next.counters.updated == 3);
+  CHECK(next.counters.deleted == 3);
+  CHECK(env.live() == expected_live(site));
+  auto log = env.log();
+  REQUIRE(log.size() == logged + 11);
+  std::map<std::string, int> kinds;
+  for (size_t i = logged; i < log.size(); ++i) {
+    ++kinds[log[i].substr(0, log[i].find(' '))];
+  }
+  CHECK(kinds["created"] == 5);
+  CHECK(kinds["updated"] == 3);
+  CHECK(kinds["deleted"] == 3);
+}
+
+TEST_CASE("Field: a plain sitemap named only in robots.txt is followed, a same-day change caught") {
+  Upstream up;
+  std::map<std::string, std::string> content;
+  auto publish = [&](const std::string& day) {
+    std::string xml = "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n";
+    for (const auto& [path, bytes] : content) {
+      xml += "<url><loc>" + up.url(path) + "</loc><lastmod>" + day + "</lastmod><changefreq>daily</changefreq></url>\n";
+    }
+    up.set("/sitemap_items.xml", xml + "</urlset>\n");
+  };
+  for (int i = 0; i < 20; ++i) {
+    content["/items/" + std::to_string(i)] = "item " + std::to_string(i);
+    up.set("/items/" + std::to_string(i), content["/items/" + std::to_string(i)], "text/html");
+  }
+  // Today, as a DSpace sitemap would date it: a change later today keeps the date.
+  const std::string today = rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::microseconds>(
+                                                        std::chrono::system_clock::now()))
+                                .substr(0, 10);
+  publish(today);
+  up.set("/robots.txt", "User-agent: *\nSitemap: " + up.url("/sitemap_items.xml") + "\n", "text/plain");
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  auto first = env.run(src, RunMode::incremental);
+  REQUIRE(first.status == RunStatus::succeeded);
+  CHECK(first.kind == "plain-sitemap");
+  CHECK(first.counters.created == 20);
+
+  content["/items/3"] = "item 3, edited the same day";
+  up.set("/items/3", content["/items/3"], "text/html");
+  content["/items/20"] = "item 20";
+  up.set("/items/20", content["/items/20"], "text/html");
+  content.erase("/items/7");
+  up.remove("/items/7");
+  publish(today);
+  auto next = env.run(src, RunMode::incremental);
+  CHECK(next.status == RunStatus::succeeded);
+  CHECK(next.counters.created == 1);
+  CHECK(next.counters.updated == 1); // same lastmod, other bytes
+  CHECK(next.counters.deleted == 1);
+  std::map<std::string, std::string> want;
+  for (const auto& [path, bytes] : content) {
+    want[up.url(path)] = bytes;
+  }
+  CHECK(env.live() == want);
+  auto log = env.log();
+  CHECK(std::count(log.begin(), log.end(), "updated " + up.url("/items/3")) == 1);
+  CHECK(std::count(log.begin(), log.end(), "deleted " + up.url("/items/7")) == 1);
+}
+
+TEST_CASE("Field: a change made before the Resource List's at but not listed is applied by the next incremental") {
+  for (rs::Change kind : {rs::Change::created, rs::Change::updated, rs::Change::deleted}) {
+    CAPTURE(rs::to_string(kind));
+    Upstream up;
+    Site site(up);
+    site.put_numbered(5);
+    // The list was walked before the change, but stamped `at` after it
+    // (resync-simulator stamps `at` once it has walked its resources).
+    site.publish_resource_list(ts("2026-01-01T00:00:00.000500Z"));
+    const auto when = ts("2026-01-01T00:00:00.000200Z");
+    std::vector<rs::Entry> changes;
+    if (kind == rs::Change::created) {
+      site.put("/res/new.txt", "created in the gap");
+      changes.push_back(change_entry(up.url("/res/new.txt"), kind, when, "created in the gap"));
+    } else if (kind == rs::Change::updated) {
+      site.put("/res/2.txt", "updated in the gap");
+      changes.push_back(change_entry(up.url("/res/2.txt"), kind, when, "updated in the gap"));
+    } else {
+      site.erase("/res/2.txt");
+      changes.push_back(change_entry(up.url("/res/2.txt"), kind, when));
+    }
+    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
+    SyncEnv env;
+    auto src = SyncEnv::source(up.url("/"));
+    auto r = env.run(src, RunMode::incremental); // never synced: baseline, then the Change List
+    CHECK(r.status != RunStatus::failed);
+    auto again = env.run(src, RunMode::incremental);
+    CHECK(again.status == RunStatus::succeeded);
+    CHECK(env.live() == expected_live(site));
+    CHECK(env.retries().empty());
+    // Applied once: a change read again in the overlap logs nothing more.
+    auto log = env.log();
+    const std::string uri = up.url(kind == rs::Change::created ? "/res/new.txt" : "/res/2.txt");
+    const std::string line = std::string(rs::to_string(kind)) + " " + uri;
+    CHECK(std::count(log.begin(), log.end(), line) == 1);
+  }
+}
