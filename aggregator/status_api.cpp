@@ -162,6 +162,8 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
                       {"retrying", st ? st->retrying : 0}};
     j["bytes"] = st ? st->bytes : 0;
+    // What the Source publishes, as its last run found it.
+    j["kind"] = st && !st->kind.empty() ? json(st->kind) : json(nullptr);
     j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
     j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
     j["last_success"] = st && st->last_success ? run_json(*st->last_success) : json(nullptr);

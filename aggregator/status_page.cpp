@@ -130,6 +130,11 @@ const api = p => root + "api/v1/" + p;
 const RANKS = {failing: 0, lagging: 1, in_sync: 2, disabled: 3};
 const LABELS = {in_sync: "in sync", lagging: "lagging", failing: "failing", disabled: "disabled"};
 
+const KINDS = {
+  "resourcesync": "ResourceSync with Change Lists",
+  "resource-list-only": "a Resource List only (compared at every run; its changes become our Change List)",
+  "plain-sitemap": "a plain sitemap (compared at every run; its changes become our Change List)",
+};
 function el(tag, value, cls) {
   const e = document.createElement(tag);
   e.textContent = value === null || value === undefined ? "" : String(value);
@@ -472,6 +477,7 @@ function renderDetail(d, now) {
   dl.replaceChildren();
   const link = el("a", s.url); link.href = s.url;
   fact(dl, "Source", link);
+  fact(dl, "Publishes", KINDS[s.kind] || "not known yet");
   fact(dl, "In sync?", (LABELS[s.sync_state] || s.sync_state) + (s.sync_reason ? ": " + s.sync_reason : ""));
   fact(dl, "Lag", duration(s.lag.seconds) + (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""));
   fact(dl, "Newest change applied", s.watermark);

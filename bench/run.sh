@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, dump, serve, daemon, publish, chain, push, crash, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, crash, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
@@ -28,6 +28,12 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   # that names the source and nothing else (every default, the adaptive
   # host throttle included), against a static Source served by nginx.
   bash "$root/bench/nginx_sources.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = listonly ]; then
+  echo "== bench/listonly (tributary run, default config but interval 10 s, following a Resource-List-only Source of ${BENCH_LISTONLY_RESOURCES:-1000000} resources behind nginx)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/listonly.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = dump ]; then
   echo "== bench/dump (PostgreSQL 15 with default durability; blobs under ${TMPDIR:-/tmp})"

@@ -70,7 +70,7 @@ void Validator::header(const DocumentHeader& h, uint64_t line) {
 
   const Metadata& md = *h.md;
   if (is_snapshot_capability(cap)) {
-    if (!md.at) {
+    if (!md.at && !h.plain_sitemap) {
       // Appendix A requires it, but real Sources omit it (Timbuctoo's and
       // older resync Resource Lists) and the reference client reads them:
       // a baseline from such a list cannot tell which later changes it
@@ -113,7 +113,7 @@ void Validator::header(const DocumentHeader& h, uint64_t line) {
       warn(std::string("attribute '") + attr + "' describes a resource, not a document; ignored on the document's <rs:md>");
     }
   }
-  if (cap != Capability::description && !h.find_link("up")) {
+  if (cap != Capability::description && !h.find_link("up") && !h.plain_sitemap) {
     warn("no <rs:ln rel=\"up\"> to the " +
          std::string(cap == Capability::capabilitylist ? "Source Description" : "Capability List"));
   }

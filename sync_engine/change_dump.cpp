@@ -198,7 +198,10 @@ Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::str
   if (!wm) {
     return tl::unexpected(wm.error());
   }
+  // Dumps apply no overlap before a baseline's `at` (see k_list_overlap):
+  // a package is applied whole, once; the Change List covers the overlap.
   Watermark w = *wm;
+  w.last_time = applied_through(w);
   std::optional<rs::Timestamp> unused_at;
   auto listed = dump_packages(ctx, cd_url, rs::Capability::changedump, unused_at, w.last_time);
   if (!listed) {

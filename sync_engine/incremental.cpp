@@ -187,6 +187,9 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
     return tl::unexpected(wm.error());
   }
   Watermark w = *wm;
+  // Changes before it are held; the watermark itself may start earlier,
+  // by the overlap after a baseline.
+  std::optional<rs::Timestamp> through = applied_through(w);
   auto doc = ctx.spool(cl_url, rs::Capability::changelist, true);
   if (!doc) {
     return tl::unexpected(doc.error());
@@ -218,7 +221,7 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
                (from ? rs::format_w3c_datetime(*from) : std::string("none")) + ", is taken instead");
     }
     const rs::Link* index = (*doc)->header().find_link("index");
-    if (from && w.last_time && *from > *w.last_time && index) {
+    if (from && through && *from > *through && index) {
       // The named list starts after our last change: the changes in between
       // are in the closed lists its Change List Index names (spec 12.1: a
       // Source names its open list and links the index from it).
@@ -258,14 +261,14 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
   if (!earliest) {
     earliest = (*doc)->header().md->from;
   }
-  if (earliest && w.last_time && *earliest > *w.last_time && !cla_url.empty()) {
+  if (earliest && through && *earliest > *through && !cla_url.empty()) {
     // The Source's archive may still hold the lists in between.
-    auto archived = archived_spans(ctx, cla_url, rs::Capability::changelist_archive, *w.last_time);
+    auto archived = archived_spans(ctx, cla_url, rs::Capability::changelist_archive, *through);
     if (!archived) {
       ctx.note("the Change List Archive " + cla_url + " could not be read: " + archived.error().message);
-    } else if (!bridges(*archived, *w.last_time, *earliest)) {
+    } else if (!bridges(*archived, *through, *earliest)) {
       ctx.note("the Change List Archive " + cla_url + " does not reach back to the last change applied (" +
-               rs::format_w3c_datetime(*w.last_time) + ")");
+               rs::format_w3c_datetime(*through) + ")");
     } else {
       ctx.note("caught up through the Change List Archive " + cla_url + ": " + std::to_string(archived->size()) +
                " archived list(s) from " + rs::format_w3c_datetime(archived->front().from));
@@ -284,9 +287,9 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
       earliest = lists.front().from;
     }
   }
-  if (earliest && w.last_time && *earliest > *w.last_time) {
+  if (earliest && through && *earliest > *through) {
     ctx.note("re-baselined: the Change List starts at " + rs::format_w3c_datetime(*earliest) +
-         ", after the last change applied (" + rs::format_w3c_datetime(*w.last_time) + ")");
+         ", after the last change applied (" + rs::format_w3c_datetime(*through) + ")");
     if (rl_url.empty()) {
       return make_error(ErrorKind::invalid_document, "gap in the change history and no Resource List to re-baseline from");
     }
@@ -298,6 +301,7 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
       return tl::unexpected(again.error());
     }
     w = *again;
+    through = applied_through(w);
   }
   ctx.progress_start = std::chrono::steady_clock::now();
   for (auto& l : lists) {

@@ -5,6 +5,7 @@
 #include "common/url_resolve.h"
 
 #include <algorithm>
+#include <map>
 #include <atomic>
 #include "common/slots.h"
 #include <thread>
@@ -66,6 +67,13 @@ Expected expected_of(const rs::Entry& e) {
     x.hashes = e.md->hash;
   }
   return x;
+}
+
+std::optional<rs::Timestamp> applied_through(const Watermark& w) {
+  if (w.baseline_at && w.last_uri.empty() && w.last_position < 0 && (!w.last_time || *w.last_time < *w.baseline_at)) {
+    return w.last_time ? std::optional<rs::Timestamp>(*w.baseline_at) : std::nullopt;
+  }
+  return w.last_time;
 }
 
 ResourceRecord record_for(const rs::Entry& e, const store::BlobInfo& blob, const std::string& served_from,
@@ -290,6 +298,30 @@ void RunContext::log_diagnostics(const SpooledDocument& doc) {
   if (s.diagnostics.empty()) {
     return;
   }
+  if (s.dropped_values > 0 || s.rejected_entries > 0) {
+    note(doc.url() + ": " + std::to_string(s.dropped_values) + " unusable value(s) dropped, " +
+         std::to_string(s.rejected_entries) + " entr" + (s.rejected_entries == 1 ? "y" : "ies") +
+         " rejected (the rest kept; each is in the log)");
+  }
+  {
+    // A list polled every minute with the same deviations says them once,
+    // until they change (a new document, or a restart).
+    static std::mutex mutex;
+    static std::map<std::string, std::string> said;
+    std::string fingerprint = std::to_string(s.errors) + " " + std::to_string(s.warnings);
+    for (const auto& d : s.diagnostics) {
+      fingerprint += "\n" + d.message;
+    }
+    std::lock_guard lock(mutex);
+    if (said.size() > 100000) {
+      said.clear();
+    }
+    auto& last = said[src.name + " " + doc.url()];
+    if (last == fingerprint) {
+      return;
+    }
+    last = std::move(fingerprint);
+  }
   // Each value read off the letter of the spec, dropped, or an entry
   // rejected: the operator sees which Source, document, line and why. At
   // most 20 lines a document, so a list of a million odd values cannot
@@ -308,11 +340,6 @@ void RunContext::log_diagnostics(const SpooledDocument& doc) {
   if (found > k_max_lines) {
     log::warn(src.name, "document: " + std::to_string(found - k_max_lines) + " more diagnostics not logged",
               {{"url", doc.url()}});
-  }
-  if (s.dropped_values > 0 || s.rejected_entries > 0) {
-    note(doc.url() + ": " + std::to_string(s.dropped_values) + " unusable value(s) dropped, " +
-         std::to_string(s.rejected_entries) + " entr" + (s.rejected_entries == 1 ? "y" : "ies") +
-         " rejected (the rest kept; each is in the log)");
   }
 }
 

@@ -223,6 +223,12 @@ Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_pt
 // stamps `at` when it has finished writing a list of about a million
 // entries; `completed` stretches it when the list says it took longer.
 inline constexpr std::chrono::minutes k_list_overlap{15};
+// The time up to which a feed's changes are known to be held: the
+// watermark's, or, when no change was applied since a baseline, the list's
+// `at` (the watermark then starts the overlap before it). A Change List
+// that starts after it is a gap in the history; one that starts within the
+// overlap is not.
+std::optional<rs::Timestamp> applied_through(const Watermark& w);
 
 // list_poll.cpp: a Source that offers no Change List (a Resource List alone,
 // or a plain sitemap) followed at every run. The list is asked for with

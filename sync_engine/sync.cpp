@@ -115,6 +115,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
       }
     }
     if (cl.empty() && cd.empty()) {
+      ctx.report.kind = "resource-list-only";
       // The commonest Source: a Resource List and nothing after it (just
       // compared, when this run baselined).
       if (auto r = need_rl(); !r) {
@@ -270,6 +271,9 @@ void execute(RunContext& ctx) {
   }
   ctx.report.run_id = ctx.run_id = *rid;
   bool ok = ctx.setup() && run_feeds(ctx);
+  if (!ctx.report.kind.empty()) {
+    (void)ctx.store.set_source_kind(ctx.source_id, ctx.report.kind);
+  }
   ctx.report.status = !ok                         ? store::RunStatus::failed
                     : ctx.report.counters.failed ? store::RunStatus::partial
                                                 : store::RunStatus::succeeded;

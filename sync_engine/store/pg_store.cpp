@@ -351,6 +351,16 @@ Result<int64_t> PgStore::ensure_source(const std::string& name, const std::strin
   });
 }
 
+Result<void> PgStore::set_source_kind(int64_t source_id, const std::string& kind) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record the source's kind", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    tx.exec_params("UPDATE source SET kind = $2 WHERE id = $1 AND kind IS DISTINCT FROM $2", source_id, kind);
+    tx.commit();
+    return {};
+  });
+}
+
 Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capability_list_url) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("ensure feed", [&]() -> Result<int64_t> {
@@ -998,11 +1008,12 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<SourceStats> out;
     std::map<int64_t, size_t> index;
-    for (const auto& row : tx.exec("SELECT id, name, url FROM source ORDER BY name")) {
+    for (const auto& row : tx.exec("SELECT id, name, url, kind FROM source ORDER BY name")) {
       SourceStats st;
       st.source_id = row[0].as<int64_t>();
       st.name = row[1].as<std::string>();
       st.url = row[2].as<std::string>();
+      st.kind = row[3].is_null() ? std::string() : row[3].as<std::string>();
       index[st.source_id] = out.size();
       out.push_back(std::move(st));
     }
@@ -1022,7 +1033,7 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
         out[it->second].retrying = row[1].as<unsigned long long>();
       }
     }
-    for (const auto& row : tx.exec("SELECT f.source_id, " + us("max(w.last_time)") + ", " + us("max(w.baseline_at)") +
+    for (const auto& row : tx.exec("SELECT f.source_id, " + us("max(greatest(w.last_time, w.baseline_at))") + ", " + us("max(w.baseline_at)") +
                                    " FROM watermark w JOIN feed f ON f.id = w.feed_id GROUP BY f.source_id")) {
       if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
         out[it->second].newest_change = read_opt_time(row[1]);

@@ -168,6 +168,12 @@ public:
   // Id of the source named `name`, created if new (its URL updated if it
   // changed).
   virtual Result<int64_t> ensure_source(const std::string& name, const std::string& url) = 0;
+  // Records what the source publishes (SourceStats::kind).
+  virtual Result<void> set_source_kind(int64_t source_id, const std::string& kind) {
+    (void)source_id;
+    (void)kind;
+    return {};
+  }
   // Id of the feed for this source and Capability List, created if new.
   virtual Result<int64_t> ensure_feed(int64_t source_id, const std::string& capability_list_url) = 0;
 

@@ -58,6 +58,9 @@ struct SourceStats {
   int64_t source_id = 0;
   std::string name;
   std::string url;
+  // What it publishes: "resourcesync", "resource-list-only",
+  // "plain-sitemap"; empty until a run has found out.
+  std::string kind;
   uint64_t live = 0;    // resources held live
   uint64_t deleted = 0; // resources held as deleted
   uint64_t bytes = 0;   // sum of the live resources' lengths

@@ -3,16 +3,26 @@
 // (base64 hashes, unknown algorithms, relative locs), Sources that offer a
 // Resource List and nothing else, plain sitemaps named in robots.txt, and a
 // Source that stamps `at` after a change it does not list.
+#include "daemon_client.h"
+#include "process.h"
 #include "sync_fixture.h"
 
+#include "common/percent.h"
+#include "resourcesync/reader.h"
 #include "resourcesync/writer.h"
+#include "sync_engine/fetcher.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <openssl/evp.h>
 
+#include <cstring>
+#include <thread>
+
 using namespace tributary;
 using namespace tributary::test;
+using nlohmann::json;
 using store::RunMode;
 using store::RunStatus;
 
@@ -251,4 +261,147 @@ TEST_CASE("Field: a change made before the Resource List's at but not listed is 
     const std::string line = std::string(rs::to_string(kind)) + " " + uri;
     CHECK(std::count(log.begin(), log.end(), line) == 1);
   }
+}
+
+namespace {
+
+// Our Change List for a set, every part of it.
+std::string our_changes(const std::string& base, const std::string& set) {
+  Answer index = call(base, "GET", "/sets/" + set + "/changelist.xml");
+  auto doc = rs::parse_document(index.body);
+  std::string all = index.body;
+  if (doc.document.header.root == rs::RootElement::sitemapindex) {
+    for (const auto& e : doc.document.entries) {
+      all += call(base, "GET", sync::parse_url(e.loc)->target).body;
+    }
+  }
+  return all;
+}
+
+// The original URIs (`via`) our Resource List for a set names (one
+// document: these are small).
+std::set<std::string> our_list(const std::string& base, const std::string& set) {
+  std::set<std::string> out;
+  for (const auto& e : rs::parse_document(call(base, "GET", "/sets/" + set + "/resourcelist.xml").body).document.entries) {
+    for (const auto& l : e.links) {
+      if (l.rel == "via") {
+        out.insert(l.href);
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Field: the daemon follows a Resource-List-only Source and a plain sitemap named in robots.txt, "
+          "and republishes their changes as its own Change Lists") {
+  // A ResourceSync Source whose Capability List offers a Resource List only.
+  Upstream rl_up;
+  Site listed(rl_up);
+  publish_list_only_caps(rl_up);
+  listed.put_numbered(10);
+  listed.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  // A repository that publishes a plain sitemap, named only in robots.txt.
+  Upstream sm_up;
+  std::map<std::string, std::string> items;
+  int version = 0;
+  auto publish_sitemap = [&] {
+    std::string xml = "<?xml version=\"1.0\"?>\n<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n";
+    for (const auto& [path, bytes] : items) {
+      // Seconds-granular lastmod, as DSpace 7 writes it, moved on each edit.
+      xml += "<url><loc>" + sm_up.url(path) + "</loc><lastmod>2026-01-01T00:00:0" + std::to_string(version) +
+             "Z</lastmod></url>\n";
+    }
+    sm_up.set("/sitemap0.xml", xml + "</urlset>\n");
+  };
+  for (int i = 0; i < 10; ++i) {
+    items["/handle/" + std::to_string(i)] = "item " + std::to_string(i);
+    sm_up.set("/handle/" + std::to_string(i), items["/handle/" + std::to_string(i)], "text/html");
+  }
+  publish_sitemap();
+  sm_up.set("/robots.txt", "User-agent: *\nSitemap: " + sm_up.url("/sitemap0.xml") + "\n", "text/plain");
+
+  TestDaemon d({{"listonly", rl_up.url("/")}, {"sitemap", sm_up.url("/")}});
+  d.start();
+  INFO(d.log_text());
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "listonly", 10) && in_sync(st, "sitemap", 10); }));
+
+  // Each Source creates 2, updates 2 and deletes 2 resources.
+  for (int i = 10; i < 12; ++i) {
+    listed.put("/res/" + std::to_string(i) + ".txt", "new " + std::to_string(i));
+  }
+  listed.put("/res/0.txt", "changed 0");
+  listed.put("/res/1.txt", "changed 1");
+  listed.erase("/res/8.txt");
+  listed.erase("/res/9.txt");
+  listed.publish_resource_list(ts("2026-01-01T01:00:00Z"));
+  version = 1;
+  for (int i = 10; i < 12; ++i) {
+    items["/handle/" + std::to_string(i)] = "item " + std::to_string(i);
+    sm_up.set("/handle/" + std::to_string(i), items["/handle/" + std::to_string(i)], "text/html");
+  }
+  for (int i : {0, 1}) {
+    items["/handle/" + std::to_string(i)] = "item " + std::to_string(i) + ", edited";
+    sm_up.set("/handle/" + std::to_string(i), items["/handle/" + std::to_string(i)], "text/html");
+  }
+  for (int i : {8, 9}) {
+    items.erase("/handle/" + std::to_string(i));
+    sm_up.remove("/handle/" + std::to_string(i));
+  }
+  publish_sitemap();
+  const auto changed_at = std::chrono::steady_clock::now();
+
+  // Within two intervals (1 s each, +10% jitter; and a margin for a loaded
+  // machine), our store and our documents equal each Source.
+  std::set<std::string> want_listed;
+  for (const auto& [path, bytes] : listed.content) {
+    want_listed.insert(rl_up.url(path));
+  }
+  std::set<std::string> want_items;
+  for (const auto& [path, bytes] : items) {
+    want_items.insert(sm_up.url(path));
+  }
+  bool equal = false;
+  while (!equal && std::chrono::steady_clock::now() - changed_at < std::chrono::seconds(10)) {
+    equal = our_list(d.base, "listonly") == want_listed && our_list(d.base, "sitemap") == want_items;
+    if (!equal) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - changed_at).count();
+  MESSAGE("both Sources' changes in our Resource Lists after " << took << " s");
+  REQUIRE(equal);
+  CHECK(took <= 2 * 1.1 + 1.5);
+  // Each change is in our own Change List, as its kind.
+  const std::string listed_changes = our_changes(d.base, "listonly");
+  const std::string sitemap_changes = our_changes(d.base, "sitemap");
+  auto has_change = [](const std::string& doc, const std::string& uri, const char* kind) {
+    // Our locs are our own URLs, with the original percent-encoded in them.
+    const std::string needle = percent_encode(uri) + "</loc>";
+    if (doc.find(needle) == std::string::npos) {
+      return false;
+    }
+    // The last entry of this URI says what happened last.
+    const size_t last = doc.rfind(needle);
+    const size_t md = doc.find("change=\"", last);
+    return md != std::string::npos && doc.compare(md + 8, std::strlen(kind), kind) == 0;
+  };
+  for (int i : {10, 11}) {
+    CHECK(has_change(listed_changes, rl_up.url("/res/" + std::to_string(i) + ".txt"), "created"));
+    CHECK(has_change(sitemap_changes, sm_up.url("/handle/" + std::to_string(i)), "created"));
+  }
+  for (int i : {0, 1}) {
+    CHECK(has_change(listed_changes, rl_up.url("/res/" + std::to_string(i) + ".txt"), "updated"));
+    CHECK(has_change(sitemap_changes, sm_up.url("/handle/" + std::to_string(i)), "updated"));
+  }
+  for (int i : {8, 9}) {
+    CHECK(has_change(listed_changes, rl_up.url("/res/" + std::to_string(i) + ".txt"), "deleted"));
+    CHECK(has_change(sitemap_changes, sm_up.url("/handle/" + std::to_string(i)), "deleted"));
+  }
+  // The status API says which kind of Source each is.
+  const json st = status_of(d.base);
+  CHECK((*find_source(st, "listonly"))["kind"] == "resource-list-only");
+  CHECK((*find_source(st, "sitemap"))["kind"] == "plain-sitemap");
+  CHECK(d.stop().second == 0);
 }
