@@ -2,11 +2,13 @@
 
 #include "aggregator/document_json.h"
 #include "aggregator/inspect.h"
-#include "resourcesync/reader.h"
 #include "common/url_resolve.h"
+#include "resourcesync/reader.h"
+#include "sync_engine/discovery.h"
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <set>
 
@@ -260,10 +262,16 @@ void print_tree(std::ostream& out, const Explorer& x) {
     if (n.read && n.header && n.header->root == rs::RootElement::sitemapindex) {
       cap += " index";
     }
+    if (n.read && n.header && n.header->plain_sitemap) {
+      cap += " (plain sitemap)";
+    }
     out << indent << (cap.empty() ? "?" : cap) << "  " << n.url;
     if (n.read) {
       out << "  " << entries_text(n) << times_text(n);
       out << "  [" << (n.summary.valid() ? "valid" : "INVALID");
+      if (n.summary.dropped_values > 0) {
+        out << ", " << n.summary.dropped_values << " unusable value(s) dropped";
+      }
       if (n.summary.warnings > 0) {
         out << ", " << n.summary.warnings << (n.summary.warnings == 1 ? " warning" : " warnings");
       }
@@ -375,8 +383,36 @@ std::string entry_point(const std::string& target) {
 
 int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostream& out, std::ostream& err) {
   const std::string start = entry_point(options.target);
-  Explorer x(options, fetcher);
-  x.walk(start, {}, 0, {});
+  auto explorer = std::make_unique<Explorer>(options, fetcher);
+  explorer->walk(start, {}, 0, {});
+  if ((explorer->nodes().empty() || !explorer->nodes().front().read) && start != target_url(options.target)) {
+    // No Source Description at the origin: what a repository that publishes
+    // plain sitemaps offers instead, as a source's discovery looks for it.
+    const std::string origin = start.substr(0, start.find("/.well-known/"));
+    std::string robots;
+    auto got = fetcher.fetch(origin + "/robots.txt", sync::FetchOptions{}, [&](const char* d, size_t n) {
+      robots.append(d, std::min(n, size_t{512 * 1024} - std::min(robots.size(), size_t{512 * 1024})));
+      return robots.size() < 512 * 1024;
+    });
+    std::vector<std::string> maps;
+    if (got && got->status == 200) {
+      maps = sync::robots_sitemaps(robots, origin + "/robots.txt");
+    }
+    if (maps.empty()) {
+      maps.push_back(origin + "/sitemap.xml");
+    }
+    auto sitemaps = std::make_unique<Explorer>(options, fetcher);
+    for (const auto& m : maps) {
+      sitemaps->walk(m, "resourcelist", 0, {});
+    }
+    if (!sitemaps->nodes().empty() && sitemaps->nodes().front().read) {
+      err << "tributary explore: no Source Description at " << start << " ("
+          << explorer->nodes().front().problem << "); read the sitemaps "
+          << (got && got->status == 200 && !robots.empty() ? "robots.txt names" : "at /sitemap.xml") << '\n';
+      explorer = std::move(sitemaps);
+    }
+  }
+  const Explorer& x = *explorer;
   const auto& nodes = x.nodes();
   if (nodes.empty() || !nodes.front().read) {
     err << "tributary explore: " << start << ": "

@@ -59,6 +59,17 @@ polls=$((runs1 - runs0))
 awk -v c="$((c1 - c0))" -v hz="$hz" -v r="$((r1 - r0))" -v p="$polls" -v s="$idle" -v rss="$rss" -v hwm="$hwm" 'BEGIN {
   printf "unchanged polls: %d in %d s; %d requests (%.1f per poll); daemon CPU %.2f s (%.3f s per poll); RSS %.0f MiB (peak %.0f MiB)\n",
     p, s, r, p ? r / p : 0, c / hz, p ? c / hz / p : 0, rss / 1024, hwm / 1024 }'
+# PY_RESYNC=<a checkout of resync/resync>: the reference client follows
+# the same Source, by baseline, then by `--audit` after the same change.
+py_dst=$work/py-resync
+if [ -n "${PY_RESYNC:-}" ]; then
+  mkdir -p "$py_dst"
+  t=$(date +%s.%N)
+  (cd "$py_dst" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --baseline --delay 0 \
+    --capabilitylist "http://127.0.0.1:$port/capabilitylist.xml" "http://127.0.0.1:$port/=$py_dst/" >"$work/py-baseline.log" 2>&1) ||
+    { echo "py-resync baseline failed:"; tail -5 "$work/py-baseline.log"; }
+  awk -v a="$t" -v b="$(date +%s.%N)" -v n="$n" 'BEGIN { printf "py-resync resync-sync --baseline of the same Source: %.1f s (%.0f/s)\n", b - a, n / (b - a) }'
+fi
 before=$(q "SELECT count(*) FROM change_log WHERE change = 'updated'")
 want=$((n / 100))
 python3 "$root/bench/listonly_source.py" "$work/www" "http://127.0.0.1:$port" "$n" --change 0.01 --seed 7
@@ -78,3 +89,10 @@ awk -v a="$tc" -v b="$td" -v w="$want" -v c="$((c3 - c2))" -v hz="$hz" -v hwm="$
     w, b - a, c / hz, hwm / 1024 }'
 fetched=$(awk -v t="$tc" '$1 >= t && $3 ~ /^\/res\// { n++ } END { print n + 0 }' "$work/access.log")
 echo "resources fetched for it: $fetched (of $n; the other 99% not fetched again)"
+if [ -n "${PY_RESYNC:-}" ]; then
+  t=$(date +%s.%N)
+  (cd "$py_dst" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --audit \
+    --capabilitylist "http://127.0.0.1:$port/capabilitylist.xml" "http://127.0.0.1:$port/=$py_dst/" >"$work/py-audit.log" 2>&1) || true
+  awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "py-resync resync-sync --audit after the same change: %.1f s to report it (it applies nothing; a --baseline would then fetch)\n", b - a }'
+  grep -iE "changed|NOT IN SYNC|IN SYNC" "$work/py-audit.log" | tail -2 | sed 's/^/  /'
+fi

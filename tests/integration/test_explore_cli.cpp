@@ -234,3 +234,33 @@ TEST_CASE("tributary explore: a hostile Source cannot make it read a local file,
   }
   CHECK(loops == 1); // read once however often it is named
 }
+
+TEST_CASE("tributary explore: a repository with no Source Description is read through the sitemaps robots.txt names") {
+  httplib::Server server;
+  std::string base;
+  server.Get("/robots.txt", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content("User-agent: *\nDisallow: /search\nSitemap: " + base + "/sitemap_index.xml\n", "text/plain");
+  });
+  // DSpace 7's shape: a sitemapindex of plain urlsets with day-granular lastmod.
+  server.Get("/sitemap_index.xml", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"(<?xml version="1.0" encoding="UTF-8"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">)"
+                    R"(<sitemap><loc>)" + base + R"(/sitemap0.xml</loc><lastmod>2026-11-20</lastmod></sitemap></sitemapindex>)",
+                    "application/xml");
+  });
+  server.Get("/sitemap0.xml", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"(<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">)"
+                    R"(<url><loc>)" + base + R"(/items/1</loc><lastmod>2026-11-20</lastmod><changefreq>daily</changefreq></url>)"
+                    R"(<url><loc>/items/2</loc><lastmod>2026-11-21</lastmod></url></urlset>)",
+                    "application/xml");
+  });
+  ServerThread running(server);
+  base = running.base();
+  Run r = run_tributary("explore " + base + "/");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("no Source Description at " + base + "/.well-known/resourcesync") != std::string::npos);
+  CHECK(r.out.find("resourcelist index (plain sitemap)  " + base + "/sitemap_index.xml  1 entry") != std::string::npos);
+  CHECK(r.out.find("resourcelist (plain sitemap)  " + base + "/sitemap0.xml  2 entries") != std::string::npos);
+  CHECK(r.out.find("warning line 1: <loc> '/items/2' is relative: read as '" + base + "/items/2'") != std::string::npos);
+  CHECK(r.out.find("explored 2 documents: 2 valid, 0 invalid, 0 unreachable; 3 entries") != std::string::npos);
+}

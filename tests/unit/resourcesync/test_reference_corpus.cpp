@@ -154,7 +154,9 @@ TEST_CASE("Reference documents: read -> write -> read gives an equal model for e
     INFO(xml);
     INFO(test::all_diagnostics(second.summary));
     CHECK(second.summary.valid());
-    CHECK(second.summary.warnings <= first.summary.warnings);
+    // A plain sitemap is written as the Resource List it was read as, which
+    // then lacks `at` and rel="up" (two warnings for the one it had).
+    CHECK(second.summary.warnings <= first.summary.warnings + (first.document.header.plain_sitemap ? 1 : 0));
     // How it was read (a plain sitemap, a date-only lastmod, a change time
     // given by the reader) is not written: our documents state it.
     auto as_written = [](rs::Document d) {
