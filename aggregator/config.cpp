@@ -305,7 +305,8 @@ public:
             {"interval", {duration(s.interval, false)}},
             {"audit_interval", {duration(s.audit_interval, true)}},
             {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}},
-            {"max_deletion_share", {number(s.max_deletion_share, 0, 1)}}});
+            {"max_deletion_share", {number(s.max_deletion_share, 0, 1)}},
+            {"clock_tolerance", {duration(s.clock_tolerance, false)}}});
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
     if (auto why = name_problem(s.name)) {
       problem(ptr + "/name", *why);

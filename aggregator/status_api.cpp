@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace tributary::agg {
 
@@ -117,6 +118,11 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
   if (st && st->retrying > 0) {
     return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
   }
+  if (st && st->clock_ahead_seconds) {
+    return {"lagging", "the Source's clock is ahead: it dates changes up to " +
+                           std::to_string(static_cast<long long>(*st->clock_ahead_seconds)) +
+                           " s in the future (applied; the watermark waits at the time they were read)"};
+  }
   if (!st || !st->last_success) {
     return {"lagging", "no successful run yet"};
   }
@@ -164,6 +170,10 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     j["bytes"] = st ? st->bytes : 0;
     // What the Source publishes, as its last run found it.
     j["kind"] = st && !st->kind.empty() ? json(st->kind) : json(nullptr);
+    // A Source whose clock is ahead (its last Change List dated changes past
+    // clock_tolerance in the future): by how much.
+    j["clock_ahead_seconds"] =
+        st && st->clock_ahead_seconds ? json(std::round(*st->clock_ahead_seconds)) : json(nullptr);
     j["watermark"] = st && st->newest_change ? json(iso(*st->newest_change)) : json(nullptr);
     j["baseline_at"] = st && st->baseline_at ? json(iso(*st->baseline_at)) : json(nullptr);
     j["last_success"] = st && st->last_success ? run_json(*st->last_success) : json(nullptr);

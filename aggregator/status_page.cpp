@@ -478,6 +478,7 @@ function renderDetail(d, now) {
   const link = el("a", s.url); link.href = s.url;
   fact(dl, "Source", link);
   fact(dl, "Publishes", KINDS[s.kind] || "not known yet");
+  if (s.clock_ahead_seconds) fact(dl, "Source's clock", "ahead by " + duration(s.clock_ahead_seconds) + " (its future-dated changes are applied; the watermark waits)").className = "held";
   fact(dl, "In sync?", (LABELS[s.sync_state] || s.sync_state) + (s.sync_reason ? ": " + s.sync_reason : ""));
   fact(dl, "Lag", duration(s.lag.seconds) + (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""));
   fact(dl, "Newest change applied", s.watermark);

@@ -20,13 +20,14 @@ port=18720
 api=18721
 source "$root/bench/nginx.sh"
 daemon=0
-cleanup() { [ "$daemon" -gt 0 ] && kill "$daemon" 2>/dev/null; nginx_stop "$work"; rm -rf "$work"; }
+cleanup() { if [ "$daemon" -gt 0 ]; then kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null || true; fi; nginx_stop "$work"; rm -rf "$work"; }
 trap cleanup EXIT
 t=$(date +%s.%N)
 python3 "$root/bench/listonly_source.py" "$work/www" "http://127.0.0.1:$port" "$n"
 echo "source written: $n resources in $(( (n + 49999) / 50000 )) parts ($(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s)"
 nginx_start "$work" \
   "log_format tiny '\$msec \$status \$request_uri';" \
+  "map_hash_max_size 1048576; map_hash_bucket_size 128;" \
   "map \$uri \$version { default 0; include $work/www/versions.map; }" \
   "server { listen 127.0.0.1:$port; root $work/www; access_log $work/access.log tiny;
     location /res/ { default_type text/plain; return 200 \"\$uri v\$version\"; } }"
@@ -91,8 +92,8 @@ fetched=$(awk -v t="$tc" '$1 >= t && $3 ~ /^\/res\// { n++ } END { print n + 0 }
 echo "resources fetched for it: $fetched (of $n; the other 99% not fetched again)"
 if [ -n "${PY_RESYNC:-}" ]; then
   t=$(date +%s.%N)
-  (cd "$py_dst" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --audit \
+  (cd "$py_dst" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --audit --checksum \
     --capabilitylist "http://127.0.0.1:$port/capabilitylist.xml" "http://127.0.0.1:$port/=$py_dst/" >"$work/py-audit.log" 2>&1) || true
-  awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "py-resync resync-sync --audit after the same change: %.1f s to report it (it applies nothing; a --baseline would then fetch)\n", b - a }'
+  awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN { printf "py-resync resync-sync --audit --checksum after the same change: %.1f s to report it (it applies nothing; a --baseline would then fetch)\n", b - a }'
   grep -iE "changed|NOT IN SYNC|IN SYNC" "$work/py-audit.log" | tail -2 | sed 's/^/  /'
 fi

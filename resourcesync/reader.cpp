@@ -1015,6 +1015,7 @@ ReadSummary Reader::finish() {
   }
   if (r.root_seen && !r.summary.stopped && r.options.validate) {
     r.validator.finish(r.summary.bytes);
+    r.summary.out_of_order = r.validator.out_of_order();
   }
   if (r.root_seen) {
     r.summary.header = r.header;

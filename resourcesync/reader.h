@@ -96,6 +96,9 @@ struct ReadSummary {
   // Errors that cost one value only, dropped from its entry or from the
   // document's header (counted in `errors` too).
   uint64_t dropped_values = 0;
+  // Changes (or an index's parts) listed out of time order (a warning
+  // each): to be applied sorted by time.
+  bool out_of_order = false;
 
   // No error at all: what a validator reports.
   bool valid() const { return errors == 0; }

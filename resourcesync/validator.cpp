@@ -259,8 +259,9 @@ void Validator::check_entry_md(const Entry& e, uint64_t line) {
   }
   if (takes_from && md.from) {
     if (m_last_time && *md.from < *m_last_time) {
-      m_sink(Severity::error, line, "entry '" + e.loc + "' (from " + dt(*md.from) + ") is listed after one from " +
-          dt(*m_last_time) + ": change documents must be in forward chronological order");
+      m_out_of_order = true;
+      m_sink(Severity::warning, line, "entry '" + e.loc + "' (from " + dt(*md.from) + ") is listed after one from " +
+          dt(*m_last_time) + ": change documents must be in forward chronological order (read in the order of their times)");
     }
     m_last_time = md.from;
   }
@@ -282,8 +283,11 @@ void Validator::check_change_entry(const Entry& e, uint64_t line) {
     return;
   }
   if (m_last_time && *t < *m_last_time) {
-    m_sink(Severity::error, line, "entry '" + e.loc + "' changed at " + dt(*t) + " is listed after a change at " + dt(*m_last_time) +
-        " (line " + std::to_string(m_last_time_line) + "): entries must be in forward chronological order");
+    // A Source whose clock was corrected appends changes dated before the
+    // ones it wrote while it was wrong: sorted by time, not refused.
+    m_out_of_order = true;
+    m_sink(Severity::warning, line, "entry '" + e.loc + "' changed at " + dt(*t) + " is listed after a change at " + dt(*m_last_time) +
+        " (line " + std::to_string(m_last_time_line) + "): entries must be in forward chronological order (sorted by time before they are applied)");
   }
   if (!m_last_time || *t >= *m_last_time) {
     m_last_time = t;

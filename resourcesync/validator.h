@@ -39,6 +39,9 @@ public:
   EntryCheck entry(const Entry& entry, uint64_t line);
   // Call at the end with the uncompressed document size.
   void finish(uint64_t bytes);
+  // Whether entries came out of time order (a warning each): a reader
+  // sorts them by time before applying them.
+  bool out_of_order() const { return m_out_of_order; }
 
 private:
   void fault(uint64_t line, std::string message);
@@ -58,6 +61,7 @@ private:
   std::unordered_set<std::string> m_seen_locs;
   std::unordered_set<std::string> m_seen_capabilities;
   EntryCheck m_check; // of the entry being checked
+  bool m_out_of_order = false;
 };
 
 // Validates an in-memory document (diagnostics carry line 0).

@@ -26,6 +26,17 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
     return tl::unexpected(wm.error());
   }
   Watermark w = *wm;
+  const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  if (at && *at > now + ctx.src.clock_tolerance) {
+    // The Source's clock is ahead: a watermark in the future would skip
+    // every change it dates correctly later.
+    ctx.note("the list's 'at' (" + rs::format_w3c_datetime(*at) +
+             ") is in the future: the Source's clock is ahead; the baseline is dated when it was read");
+    const double ahead = std::chrono::duration<double>(*at - now).count();
+    ctx.report.clock_ahead_seconds = std::max(ctx.report.clock_ahead_seconds.value_or(0.0), ahead);
+    ctx.report.clock_checked = true;
+    at = now;
+  }
   w.baseline_at = at ? at
                      : std::optional<rs::Timestamp>(std::chrono::time_point_cast<std::chrono::microseconds>(
                            std::chrono::system_clock::now()));
@@ -170,7 +181,9 @@ Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string
   if (!doc) {
     return tl::unexpected(doc.error());
   }
-  return baseline_from_spooled(ctx, feed, std::move(*doc), false);
+  // Its validators are kept: a Source that offers no Change List is then
+  // polled with a conditional request from the first run after this one.
+  return baseline_from_spooled(ctx, feed, std::move(*doc), true);
 }
 
 Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_ptr<SpooledDocument> top,

@@ -89,7 +89,8 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
     }
     return e.loc != w.last_uri;
   };
-  ChunkHandler h(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+  ctx.report.clock_checked = true;
+  auto take = [&](std::vector<rs::Entry>& entries) {
     for (auto& e : entries) {
       const rs::Timestamp t = *e.change_time(); // validated: every change has a time
       position = prev_time && *prev_time == t ? position + 1 : 0;
@@ -110,7 +111,47 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
       }
     }
     return true;
-  });
+  };
+  if (doc.summary().out_of_order) {
+    // Listed out of time order (a Source whose clock was corrected appends
+    // changes dated before the ones it wrote while it was wrong): applied
+    // sorted by time. A Change List holds at most 50,000 entries by the
+    // specification, and the reader stops a document past 128 MiB.
+    std::vector<rs::Entry> all;
+    ChunkHandler collect(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+      for (auto& e : entries) {
+        all.push_back(std::move(e));
+      }
+      return true;
+    });
+    ctx.watch_rejections(collect, doc.url());
+    auto r = doc.read(collect);
+    (void)ctx.take_rejected_uris();
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    collect.finish();
+    std::stable_sort(all.begin(), all.end(),
+                     [](const rs::Entry& a, const rs::Entry& b) { return *a.change_time() < *b.change_time(); });
+    ctx.note(doc.url() + ": changes listed out of time order, applied sorted by time");
+    for (size_t i = 0; i < all.size() && status; i += ctx.opt.batch_size) {
+      std::vector<rs::Entry> chunk(std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(i)),
+                                   std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(
+                                                                             std::min(all.size(), i + ctx.opt.batch_size))));
+      if (!take(chunk)) {
+        break;
+      }
+    }
+    if (!status) {
+      return status;
+    }
+    if (!pending.empty()) {
+      status = change_batch(ctx, feed, doc.url(), pending, w);
+      ctx.progress(doc.url());
+    }
+    return status;
+  }
+  ChunkHandler h(ctx.opt.batch_size, take);
   ctx.watch_rejections(h, doc.url());
   auto r = doc.read(h);
   (void)ctx.take_rejected_uris(); // a rejected change is reported, and costs that change only
@@ -534,6 +575,22 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
   next.last_time = tail.time;
   next.last_uri = tail.entry.loc;
   next.last_position = tail.position;
+  // A Source whose clock is ahead dates its changes in the future: they are
+  // applied, but the watermark stops at the time we read them, so that the
+  // changes it dates correctly once its clock is put right are not skipped
+  // (a change read again meanwhile is a no-op).
+  const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  for (const auto& c : changes) {
+    if (c.time > now + ctx.src.clock_tolerance) {
+      const double ahead = std::chrono::duration<double>(c.time - now).count();
+      ctx.report.clock_ahead_seconds = std::max(ctx.report.clock_ahead_seconds.value_or(0.0), ahead);
+    }
+  }
+  if (tail.time > now + ctx.src.clock_tolerance) {
+    next.last_time = now;
+    next.last_uri.clear();
+    next.last_position = -1;
+  }
   batch.watermark = next;
   if (auto r = ctx.commit(batch); !r) {
     return r;

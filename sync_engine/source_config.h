@@ -95,6 +95,10 @@ struct SourceConfig {
   // operator confirms (POST /api/v1/sources/{name}/confirm-deletions).
   // 1 = never hold.
   double max_deletion_share = 0.5;
+  // How far in the future a change may be dated before the Source's clock
+  // is taken to be ahead: such changes are applied, flagged, and the
+  // watermark stays at the time they were read.
+  std::chrono::seconds clock_tolerance{300};
 
   // Whether a resource passes the include/exclude/media type filters.
   bool selects(const std::string& uri, const std::optional<std::string>& type) const;

@@ -274,6 +274,14 @@ void execute(RunContext& ctx) {
   if (!ctx.report.kind.empty()) {
     (void)ctx.store.set_source_kind(ctx.source_id, ctx.report.kind);
   }
+  if (ctx.report.clock_checked) {
+    (void)ctx.store.set_source_clock(ctx.source_id, ctx.report.clock_ahead_seconds);
+    if (ctx.report.clock_ahead_seconds) {
+      ctx.note("the Source's clock is ahead: changes dated up to " +
+               std::to_string(static_cast<long long>(*ctx.report.clock_ahead_seconds)) +
+               " s in the future were applied, and the watermark stays at the time they were read");
+    }
+  }
   ctx.report.status = !ok                         ? store::RunStatus::failed
                     : ctx.report.counters.failed ? store::RunStatus::partial
                                                 : store::RunStatus::succeeded;

@@ -82,6 +82,10 @@ struct SourceReport {
   // (Capability Lists), "resource-list-only" (a Resource List without a
   // Capability List) or "plain-sitemap"; empty when configured directly.
   std::string kind;
+  // Whether the run read a Change List's changes, and how far ahead of our
+  // clock (beyond the source's clock_tolerance) the furthest was dated.
+  bool clock_checked = false;
+  std::optional<double> clock_ahead_seconds;
   uint64_t deletions_held = 0; // unlisted resources the mass-deletion guard did not delete
   // The channels its Capability Lists offered (every Capability List read).
   std::vector<NotificationChannel> channels;

@@ -361,6 +361,18 @@ Result<void> PgStore::set_source_kind(int64_t source_id, const std::string& kind
   });
 }
 
+Result<void> PgStore::set_source_clock(int64_t source_id, std::optional<double> ahead_seconds) {
+  std::lock_guard lock(m_impl->mutex);
+  return guarded("record the source's clock", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    const std::optional<std::string> ahead =
+        ahead_seconds ? std::optional<std::string>(std::to_string(*ahead_seconds)) : std::nullopt;
+    tx.exec_params("UPDATE source SET clock_ahead_seconds = $2 WHERE id = $1", source_id, ahead);
+    tx.commit();
+    return {};
+  });
+}
+
 Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capability_list_url) {
   std::lock_guard lock(m_impl->mutex);
   return guarded("ensure feed", [&]() -> Result<int64_t> {
@@ -1008,12 +1020,15 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<SourceStats> out;
     std::map<int64_t, size_t> index;
-    for (const auto& row : tx.exec("SELECT id, name, url, kind FROM source ORDER BY name")) {
+    for (const auto& row : tx.exec("SELECT id, name, url, kind, clock_ahead_seconds FROM source ORDER BY name")) {
       SourceStats st;
       st.source_id = row[0].as<int64_t>();
       st.name = row[1].as<std::string>();
       st.url = row[2].as<std::string>();
       st.kind = row[3].is_null() ? std::string() : row[3].as<std::string>();
+      if (!row[4].is_null()) {
+        st.clock_ahead_seconds = row[4].as<double>();
+      }
       index[st.source_id] = out.size();
       out.push_back(std::move(st));
     }

@@ -26,6 +26,7 @@ public:
 
   Result<int64_t> ensure_source(const std::string& name, const std::string& url) override;
   Result<void> set_source_kind(int64_t source_id, const std::string& kind) override;
+  Result<void> set_source_clock(int64_t source_id, std::optional<double> ahead_seconds) override;
   Result<int64_t> ensure_feed(int64_t source_id, const std::string& capability_list_url) override;
   Result<Watermark> watermark(int64_t feed_id) override;
   Result<std::unordered_map<std::string, ResourceRecord>>

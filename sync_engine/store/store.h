@@ -174,6 +174,13 @@ public:
     (void)kind;
     return {};
   }
+  // Records how far ahead of our clock the source dated its changes (none:
+  // not beyond its tolerance).
+  virtual Result<void> set_source_clock(int64_t source_id, std::optional<double> ahead_seconds) {
+    (void)source_id;
+    (void)ahead_seconds;
+    return {};
+  }
   // Id of the feed for this source and Capability List, created if new.
   virtual Result<int64_t> ensure_feed(int64_t source_id, const std::string& capability_list_url) = 0;
 

@@ -61,6 +61,9 @@ struct SourceStats {
   // What it publishes: "resourcesync", "resource-list-only",
   // "plain-sitemap"; empty until a run has found out.
   std::string kind;
+  // How far ahead of our clock its last Change List dated changes, past its
+  // tolerance; none when its clock looked right.
+  std::optional<double> clock_ahead_seconds;
   uint64_t live = 0;    // resources held live
   uint64_t deleted = 0; // resources held as deleted
   uint64_t bytes = 0;   // sum of the live resources' lengths
