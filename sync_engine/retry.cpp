@@ -87,7 +87,18 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
     read_robots(*parsed, options);
   }
   Result<FetchResponse> last = make_error(ErrorKind::transient, "GET " + url + ": not attempted");
+  const auto deadline = std::chrono::steady_clock::now() + m_policy.deadline;
+  FetchOptions timed = options;
+  int attempts = 0;
   for (int attempt = 1; attempt <= m_policy.max_attempts; ++attempt) {
+    if (m_policy.deadline.count() > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (attempt > 1 && left < std::chrono::seconds(1)) {
+        break;
+      }
+      timed.read_timeout = std::min(options.read_timeout, std::max(left, std::chrono::milliseconds(1000)));
+    }
+    ++attempts;
     std::optional<HostThrottle::Ticket> ticket;
     if (throttled) {
       ticket = m_throttle->start(parsed->origin(), options.max_connections, options.requests_per_second,
@@ -102,7 +113,7 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
     const auto started = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::duration> first_byte;
     bool delivered = false;
-    last = m_inner->fetch(url, options, [&](const char* d, size_t n) {
+    last = m_inner->fetch(url, timed, [&](const char* d, size_t n) {
       if (!delivered) {
         first_byte = std::chrono::steady_clock::now() - started;
       }
@@ -145,16 +156,24 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
     if (attempt == m_policy.max_attempts) {
       break;
     }
-    if (!sleep_unless_cancelled(options.cancel, wait ? *wait : backoff_delay(m_policy, attempt), m_sleeper)) {
+    auto pause = wait ? *wait : backoff_delay(m_policy, attempt);
+    if (m_policy.deadline.count() > 0 &&
+        std::chrono::steady_clock::now() + pause + std::chrono::seconds(1) > deadline) {
+      break; // no time left for another attempt
+    }
+    if (!sleep_unless_cancelled(options.cancel, pause, m_sleeper)) {
       return make_error(ErrorKind::transient, "GET " + url + ": stopped (shutting down)");
     }
   }
+  const std::string within =
+      attempts < m_policy.max_attempts
+          ? std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + " within the deadline of " +
+                std::to_string(m_policy.deadline.count() / 1000) + " s"
+          : std::to_string(attempts) + " attempts";
   if (last) {
-    return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) + " after " +
-                                                std::to_string(m_policy.max_attempts) + " attempts");
+    return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) + " after " + within);
   }
-  return make_error(ErrorKind::transient,
-                    last.error().message + " (after " + std::to_string(m_policy.max_attempts) + " attempts)");
+  return make_error(ErrorKind::transient, last.error().message + " (after " + within + ")");
 }
 
 } // namespace tributary::sync

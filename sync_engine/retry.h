@@ -17,6 +17,11 @@ struct RetryPolicy {
   std::chrono::milliseconds initial_backoff{250}; // then ×4 each attempt, with jitter
   std::chrono::milliseconds max_backoff{30000};
   std::chrono::milliseconds max_retry_after{120000}; // cap on a server's Retry-After
+  // One fetch, every attempt and pause included, ends by this: a Source
+  // that accepts connections and never answers held a sync slot for 326 s
+  // (five read timeouts of 60 s and their pauses). The last attempt's read
+  // timeout is cut to what is left. Zero: no deadline.
+  std::chrono::milliseconds deadline{90000};
 };
 
 // The pause before retry number `attempt` (1-based): initial_backoff ×4 per

@@ -56,7 +56,7 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
     tx.exec0("DROP TABLE shared_dump, shared_dump_file");
     tx.exec0("DROP TABLE hub_subscription, push_subscription, archived_document, framework_event");
     tx.exec0("DROP TABLE source_history, source_history_cursor");
-    tx.exec0("ALTER TABLE source DROP COLUMN kind");
+    tx.exec0("ALTER TABLE source DROP COLUMN kind, DROP COLUMN clock_ahead_seconds");
     tx.exec0("DELETE FROM schema_version WHERE version > 1");
     tx.exec0("INSERT INTO source (name, url) VALUES ('kept', 'http://kept.example/')");
     tx.exec0("INSERT INTO feed (source_id, capability_list_url) SELECT id, 'http://kept.example/caps' FROM source");

@@ -472,3 +472,34 @@ TEST_CASE("Never lose: resources an older daemon writes during the upgrade to fe
   CHECK(row[0].as<int>() == 2);
   CHECK(row[1].as<int>() == 12);
 }
+
+TEST_CASE("Never lose: a deletion is logged once, after a re-baseline from a list whose at went back and after a repair") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(4);
+  site.publish_start(ts("2026-01-01T10:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  const std::string gone = up.url("/res/2.txt");
+  site.erase("/res/2.txt");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T10:00:00Z"), std::nullopt,
+                           {change_entry(gone, rs::Change::deleted, ts("2026-01-01T11:00:00Z"))});
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  auto deletions = [&] {
+    auto log = env.log();
+    return std::count(log.begin(), log.end(), "deleted " + gone);
+  };
+  CHECK(deletions() == 1);
+  // The Source's Resource List now says an hour earlier than its change:
+  // a re-baseline, and the Change List read again from before it.
+  site.publish_resource_list(ts("2026-01-01T10:30:00Z"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  CHECK(deletions() == 1);
+  // An audit's repair, then the Change List again.
+  REQUIRE(env.run(src, RunMode::audit, /*repair=*/true).status == RunStatus::succeeded);
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  CHECK(deletions() == 1);
+  CHECK(env.live() == expected_live(site));
+}

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <deque>
+#include <thread>
 
 using namespace tributary;
 using namespace tributary::sync;
@@ -144,4 +145,34 @@ TEST_CASE("parse_retry_after: seconds and HTTP dates") {
   CHECK(parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", now) == std::chrono::milliseconds(10000));
   CHECK(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now) == std::chrono::milliseconds(0));
   CHECK_FALSE(parse_retry_after("soon", now));
+}
+
+TEST_CASE("RetryingFetcher: a Source that never answers is given up on by the deadline, whatever the attempts left") {
+  // Each attempt waits out its read timeout (here, a second at most).
+  struct Silent : Fetcher {
+    std::vector<std::chrono::milliseconds> timeouts;
+    Result<FetchResponse> fetch(const std::string& url, const FetchOptions& o, const BodySink&) override {
+      timeouts.push_back(o.read_timeout);
+      std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(o.read_timeout, 1000ms));
+      return make_error(ErrorKind::transient, "GET " + url + ": Read");
+    }
+  };
+  auto silent = std::make_shared<Silent>();
+  RetryPolicy p;
+  p.max_attempts = 5;
+  p.initial_backoff = 1ms;
+  p.deadline = 2500ms;
+  RetryingFetcher f(silent, p, nullptr, [](std::chrono::milliseconds) {});
+  FetchOptions o;
+  o.read_timeout = 60000ms;
+  const auto started = std::chrono::steady_clock::now();
+  auto r = f.fetch("http://stalled.example/rl.xml", o, [](const char*, size_t) { return true; });
+  const auto took = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message == "GET http://stalled.example/rl.xml: Read (after 2 attempts within the deadline of 2 s)");
+  REQUIRE(silent->timeouts.size() == 2);
+  CHECK(silent->timeouts[0] <= 2500ms); // never longer than the deadline
+  CHECK(silent->timeouts[0] >= 2400ms);
+  CHECK(silent->timeouts[1] <= 1500ms); // what was left of it
+  CHECK(took < 3s);
 }
