@@ -1,0 +1,210 @@
+#pragma once
+
+// Internal to the reader (reader.cpp, reader_values.cpp, reader_input.cpp):
+// the state of one document being read. Not part of the protocol library's
+// interface.
+
+#include "resourcesync/reader.h"
+#include "resourcesync/validator.h"
+
+#include <libxml/parser.h>
+#include <libxml/parserInternals.h>
+#include <libxml/SAX2.h>
+#include <zlib.h>
+
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tributary::rs {
+
+namespace reading {
+
+inline constexpr size_t k_chunk = 64 * 1024;
+
+inline std::string_view sv(const xmlChar* s) {
+  return s ? std::string_view(reinterpret_cast<const char*>(s)) : std::string_view();
+}
+
+// libxml2 hands attributes as (localname, prefix, URI, value, value_end).
+struct Attr {
+  std::string_view name;
+  std::string_view prefix;
+  std::string_view ns;
+  std::string_view value;
+};
+
+enum class Ctx {
+  none,      // before the root
+  root,      // directly inside urlset/sitemapindex
+  entry,     // inside url/sitemap
+  text,      // inside loc/lastmod/changefreq/priority
+  skip,      // inside an element already reported, ignored
+  extension, // inside an unknown element being captured
+};
+
+enum class TextField { loc, lastmod, changefreq, priority };
+
+} // namespace reading
+
+using namespace reading;
+
+struct Reader::Impl {
+  DocumentHandler& handler;
+  ReaderOptions options;
+  ReadSummary summary;
+  Validator validator;
+
+  xmlSAXHandler sax{};
+  xmlParserCtxtPtr ctxt = nullptr;
+  std::string pending; // bytes buffered until the gzip magic / encoding can be seen
+  std::string utf8_carry;  // a UTF-8 sequence cut by the end of the last piece (parse)
+  uint64_t utf8_pos = 0;   // offset of utf8_carry (or of the next piece) in the document
+  uint64_t utf8_bad = 0;   // bytes that were not UTF-8, replaced
+  uint64_t utf8_first = 0; // the first one's offset
+
+  bool decided = false;
+  z_stream zs{};
+  bool zs_open = false;
+  bool gzip_member_done = false;
+
+  std::vector<Ctx> stack;
+  DocumentHeader header;
+  uint64_t root_line = 0;
+  bool header_delivered = false;
+  bool root_seen = false;
+  Entry entry;
+  uint64_t entry_line = 0;
+  bool entry_md_seen = false;
+  uint64_t entry_errors_at_start = 0;  // summary.errors when the entry began
+  uint64_t dropped_at_start = 0;       // summary.dropped_values then
+  std::string entry_fault;             // what rejects the open entry: its loc, or broken XML in it
+  std::optional<Timestamp> last_change; // the latest change time read so far
+  TextField text_field = TextField::loc;
+  std::string text;
+  bool text_too_long = false;
+  std::vector<XmlNode> ext_stack;
+  std::exception_ptr exception;
+
+  Impl(DocumentHandler& h, ReaderOptions o)
+      : handler(h), options(o),
+        validator([this](Severity s, uint64_t line, std::string msg) {
+          diag(s, line, std::move(msg));
+        }) {
+    sax.initialized = XML_SAX2_MAGIC;
+    sax.startElementNs = &Impl::on_start;
+    sax.endElementNs = &Impl::on_end;
+    sax.characters = &Impl::on_chars;
+    sax.cdataBlock = &Impl::on_chars;
+    sax.internalSubset = &Impl::on_doctype;
+    sax.externalSubset = &Impl::on_doctype;
+    sax.entityDecl = &Impl::on_entity_decl;
+    sax.serror = &Impl::on_error;
+  }
+
+  ~Impl() {
+    if (ctxt) {
+      xmlFreeParserCtxt(ctxt);
+    }
+    if (zs_open) {
+      inflateEnd(&zs);
+    }
+  }
+
+  uint64_t line() const { return ctxt ? static_cast<uint64_t>(xmlSAX2GetLineNumber(ctxt)) : 0; }
+
+  void diag(Severity s, uint64_t line_no, std::string msg) {
+    if (s == Severity::error) {
+      ++summary.errors;
+    } else {
+      ++summary.warnings;
+    }
+    if (summary.diagnostics.size() >= options.max_diagnostics) {
+      ++summary.suppressed_diagnostics;
+      return;
+    }
+    summary.diagnostics.push_back(Diagnostic{s, line_no, std::move(msg)});
+  }
+  void error(std::string msg) { error_at(line(), std::move(msg)); }
+  // An error inside an entry is the entry's (its first one, the reason it
+  // is rejected for), whoever found it: our checks or libxml2 (a namespace
+  // error inside a <url> once rejected it without a reason, found by
+  // fuzzing).
+  void error_at(uint64_t line_no, std::string msg) {
+    if (!stack.empty() && entry_fault.empty() &&
+        std::find(stack.begin(), stack.end(), Ctx::entry) != stack.end()) {
+      entry_fault = msg;
+    }
+    diag(Severity::error, line_no, std::move(msg));
+  }
+  void warning(std::string msg) { diag(Severity::warning, line(), std::move(msg)); }
+  // A value that cannot be used: it is dropped, and costs nothing else.
+  void value_error(std::string msg) {
+    ++summary.dropped_values;
+    diag(Severity::error, line(), std::move(msg));
+  }
+
+  // Stops reading for good: the rest of the input is ignored.
+  void stop(std::string msg) {
+    if (!summary.stopped) {
+      error(std::move(msg));
+      summary.stopped = true;
+    }
+    if (ctxt) {
+      xmlStopParser(ctxt);
+    }
+  }
+
+  static Impl* self(void* ctx) { return static_cast<Impl*>(ctx); }
+
+  // ---- attribute and element values (reader_values.cpp) ------------------
+  bool value_ok(std::string_view attr, std::string_view element, std::string_view value);
+  static std::string quote(std::string_view v);
+  std::optional<Timestamp> datetime(std::string_view value, std::string_view what);
+  std::optional<uint64_t> length(std::string_view value, std::string_view what);
+  std::optional<std::string> media_type(std::string_view value, std::string_view what);
+  std::vector<HashValue> hashes(std::string_view value, std::string_view what);
+  void extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element);
+  Metadata parse_md(const std::vector<Attr>& attrs);
+  std::optional<Link> parse_ln(const std::vector<Attr>& attrs);
+  XmlNode make_node(std::string_view name, std::string_view prefix, std::string_view ns,
+                    const std::vector<Attr>& attrs);
+
+  // ---- the document's structure, as SAX reports it (reader.cpp) -----------
+  void deliver_header();
+  static void on_start(void* ctx, const xmlChar* localname, const xmlChar* prefix, const xmlChar* uri,
+                       int nb_namespaces, const xmlChar** namespaces, int nb_attributes, int,
+                       const xmlChar** attributes);
+  static void on_end(void* ctx, const xmlChar*, const xmlChar*, const xmlChar*);
+  static void on_chars(void* ctx, const xmlChar* ch, int len);
+  static void on_doctype(void* ctx, const xmlChar* name, const xmlChar*, const xmlChar*);
+  static void on_entity_decl(void* ctx, const xmlChar* name, int, const xmlChar*, const xmlChar*,
+                             xmlChar*);
+  static void on_error(void* ctx, xmlErrorPtr err);
+  void start(std::string_view name, std::string_view prefix, std::string_view ns, int nb_namespaces,
+             const xmlChar** namespaces, const std::vector<Attr>& attrs);
+  void start_root(std::string_view name, std::string_view ns, int nb_namespaces,
+                  const xmlChar** namespaces);
+  void start_in_root(std::string_view name, std::string_view prefix, std::string_view ns,
+                     const std::vector<Attr>& attrs);
+  void start_in_entry(std::string_view name, std::string_view prefix, std::string_view ns,
+                      const std::vector<Attr>& attrs);
+  void end();
+  static std::string_view trim(std::string_view s);
+  void end_text();
+  void resolve(std::string& ref, std::string_view what, uint64_t line_no);
+  void infer_change_time();
+  void end_entry();
+
+  // ---- input: UTF-8, gzip, libxml2 in chunks (reader_input.cpp) ----------
+  void parse(const char* data, size_t size, bool terminate);
+  void feed_parser(const char* data, size_t size, bool terminate);
+  void check_parser(int rc);
+  void inflate_and_parse(const unsigned char* data, size_t size, bool terminate);
+  void push(const char* data, size_t size, bool terminate);
+  void push_decided(const char* data, size_t size, bool terminate);
+};
+
+} // namespace tributary::rs

@@ -1,0 +1,199 @@
+#include "resourcesync/reader_impl.h"
+
+#include <charconv>
+
+// The values of attributes and elements: each one that cannot be used
+// costs itself only (a dropped value), never its entry.
+namespace tributary::rs {
+
+bool Reader::Impl::value_ok(std::string_view attr, std::string_view element, std::string_view value) {
+  if (value.size() > options.max_value_bytes) {
+    stop("attribute '" + std::string(attr) + "' of <" + std::string(element) + "> is " +
+         std::to_string(value.size()) + " bytes, over the limit of " +
+         std::to_string(options.max_value_bytes));
+    return false;
+  }
+  return true;
+}
+
+// A value quoted in a message: at most 100 bytes of it.
+std::string Reader::Impl::quote(std::string_view v) {
+  return "'" + std::string(v.substr(0, 100)) + (v.size() > 100 ? "...'" : "'");
+}
+
+std::optional<Timestamp> Reader::Impl::datetime(std::string_view value, std::string_view what) {
+  std::string why;
+  std::string how;
+  auto t = parse_datetime_lenient(value, &why, &how);
+  if (!t) {
+    value_error(std::string(what) + ": " + quote(value) + " is not a W3C datetime (" + why + "; dropped)");
+  } else if (!how.empty()) {
+    warning(std::string(what) + ": " + quote(value) + " is not a W3C datetime; read as " +
+            format_w3c_datetime(*t) + " (" + how + ")");
+  }
+  return t;
+}
+
+std::optional<uint64_t> Reader::Impl::length(std::string_view value, std::string_view what) {
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (value.empty() || ec != std::errc() || p != value.data() + value.size()) {
+    value_error(std::string(what) + ": " + quote(value) + " is not a non-negative integer (dropped)");
+    return std::nullopt;
+  }
+  if (n > k_max_length) {
+    value_error(std::string(what) + ": " + quote(value) + " is over the largest length accepted (" +
+                std::to_string(k_max_length) + "; dropped)");
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<std::string> Reader::Impl::media_type(std::string_view value, std::string_view what) {
+  std::string why;
+  if (!is_media_type(value, &why)) {
+    value_error(std::string(what) + ": not a media type (" + why + "; dropped)");
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
+std::vector<HashValue> Reader::Impl::hashes(std::string_view value, std::string_view what) {
+  auto parsed = parse_hash_list(value);
+  for (auto& e : parsed.errors) {
+    value_error(std::string(what) + ": " + e);
+  }
+  for (auto& w : parsed.warnings) {
+    warning(std::string(what) + ": " + w);
+  }
+  return std::move(parsed.values);
+}
+
+// Attributes of rs:md and rs:ln must be unprefixed; anything else is an
+// extension (kept), with a warning for ones that look like mistakes.
+void Reader::Impl::extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element) {
+  if (a.ns == k_rs_ns) {
+    warning("attribute '" + std::string(a.prefix) + ":" + std::string(a.name) + "' of <" +
+            std::string(element) + "> must not have a namespace prefix (kept, ignored)");
+  } else if (a.ns.empty()) {
+    warning("unknown attribute '" + std::string(a.name) + "' on <" + std::string(element) +
+            "> (kept, ignored)");
+  }
+  out.push_back(ExtensionAttribute{std::string(a.ns), std::string(a.prefix), std::string(a.name),
+                                   std::string(a.value)});
+}
+
+Metadata Reader::Impl::parse_md(const std::vector<Attr>& attrs) {
+  Metadata md;
+  for (const auto& a : attrs) {
+    if (!value_ok(a.name, "rs:md", a.value)) {
+      return md;
+    }
+    if (!a.ns.empty()) {
+      extension_attr(md.extensions, a, "rs:md");
+      continue;
+    }
+    const std::string_view n = a.name;
+    if (n == "capability") {
+      md.capability = std::string(a.value);
+    } else if (n == "at") {
+      md.at = datetime(a.value, "<rs:md> attribute 'at'");
+    } else if (n == "completed") {
+      md.completed = datetime(a.value, "<rs:md> attribute 'completed'");
+    } else if (n == "from") {
+      md.from = datetime(a.value, "<rs:md> attribute 'from'");
+    } else if (n == "until") {
+      md.until = datetime(a.value, "<rs:md> attribute 'until'");
+    } else if (n == "datetime") {
+      md.datetime = datetime(a.value, "<rs:md> attribute 'datetime'");
+    } else if (n == "change") {
+      md.change = change_from_string(a.value);
+      if (!md.change) {
+        value_error("<rs:md> attribute 'change': " + quote(a.value) +
+                    " is not one of created, updated, deleted (dropped)");
+      }
+    } else if (n == "hash") {
+      md.hash = hashes(a.value, "<rs:md> attribute 'hash'");
+    } else if (n == "length") {
+      md.length = length(a.value, "<rs:md> attribute 'length'");
+    } else if (n == "type") {
+      md.type = media_type(a.value, "<rs:md> attribute 'type'");
+    } else if (n == "encoding") {
+      md.encoding = std::string(a.value);
+    } else if (n == "path") {
+      md.path = std::string(a.value);
+    } else {
+      extension_attr(md.extensions, a, "rs:md");
+    }
+  }
+  return md;
+}
+
+// A link without its rel or href cannot be followed: it is dropped.
+std::optional<Link> Reader::Impl::parse_ln(const std::vector<Attr>& attrs) {
+  Link ln;
+  bool has_rel = false;
+  bool has_href = false;
+  for (const auto& a : attrs) {
+    if (!value_ok(a.name, "rs:ln", a.value)) {
+      return ln;
+    }
+    if (!a.ns.empty()) {
+      extension_attr(ln.extensions, a, "rs:ln");
+      continue;
+    }
+    const std::string_view n = a.name;
+    if (n == "rel") {
+      ln.rel = std::string(a.value);
+      has_rel = true;
+    } else if (n == "href") {
+      ln.href = std::string(a.value);
+      has_href = true;
+    } else if (n == "hash") {
+      ln.hash = hashes(a.value, "<rs:ln> attribute 'hash'");
+    } else if (n == "length") {
+      ln.length = length(a.value, "<rs:ln> attribute 'length'");
+    } else if (n == "modified") {
+      ln.modified = datetime(a.value, "<rs:ln> attribute 'modified'");
+    } else if (n == "path") {
+      ln.path = std::string(a.value);
+    } else if (n == "pri") {
+      auto v = length(a.value, "<rs:ln> attribute 'pri'");
+      if (v && *v >= 1 && *v <= 999999) {
+        ln.pri = static_cast<uint32_t>(*v);
+      } else if (v) {
+        value_error("<rs:ln> attribute 'pri': " + quote(a.value) + " is outside 1..999999 (dropped)");
+      }
+    } else if (n == "type") {
+      ln.type = media_type(a.value, "<rs:ln> attribute 'type'");
+    } else if (n == "encoding") {
+      ln.encoding = std::string(a.value);
+    } else {
+      extension_attr(ln.extensions, a, "rs:ln");
+    }
+  }
+  if (!has_rel || !has_href) {
+    value_error(std::string("<rs:ln> has no ") + (has_rel ? "href" : "rel") +
+                " attribute (mandatory; the link is dropped)");
+    return std::nullopt;
+  }
+  return ln;
+}
+
+XmlNode Reader::Impl::make_node(std::string_view name, std::string_view prefix, std::string_view ns,
+                  const std::vector<Attr>& attrs) {
+  XmlNode node;
+  node.name = std::string(name);
+  node.prefix = std::string(prefix);
+  node.ns = std::string(ns);
+  for (const auto& a : attrs) {
+    if (!value_ok(a.name, name, a.value)) {
+      break;
+    }
+    node.attributes.push_back(ExtensionAttribute{std::string(a.ns), std::string(a.prefix),
+                                                 std::string(a.name), std::string(a.value)});
+  }
+  return node;
+}
+
+} // namespace tributary::rs
