@@ -33,6 +33,9 @@ namespace tributary::agg {
 
 // How long a stopping daemon waits for its runs to reach a safe point.
 constexpr std::chrono::seconds k_stop_grace{3};
+// A run whose progress has not moved for this long looks stalled: it no
+// longer holds one of the slots kept for the others (Scheduler::due).
+constexpr std::chrono::seconds k_stall{10};
 
 // The dispatcher: runs due sources on threads of their own, reloads the
 // config on SIGHUP.
@@ -320,7 +323,13 @@ struct Daemon : DaemonState {
         }
       }
       const Time now = Clock::now();
-      for (Job& job : scheduler.due(now, config.max_concurrent_syncs)) {
+      // Runs that moved nothing for k_stall (a Source that accepts
+      // connections and never answers) leave a slot for the others.
+      size_t stalled = 0;
+      for (const auto& [name, r] : running) {
+        stalled += !r.done && now - std::max(r.started, r.progressed) > k_stall ? 1 : 0;
+      }
+      for (Job& job : scheduler.due(now, config.max_concurrent_syncs, stalled)) {
         const sync::SourceConfig* cfg = scheduler.source(job.source);
         Running& r = running[job.source];
         if (r.thread.joinable()) {
@@ -332,6 +341,7 @@ struct Daemon : DaemonState {
         r.mode = job.mode;
         r.started = now;
         r.progress = {};
+        r.progressed = now;
         r.done = false;
         r.thread = std::thread([this, job, src = *cfg] { run_job(job, src); });
       }
@@ -370,6 +380,9 @@ struct Daemon : DaemonState {
       options.on_progress = [this, name = src.name](const sync::Progress& p) {
         std::lock_guard lock(mutex);
         if (auto it = running.find(name); it != running.end()) {
+          if (p.done != it->second.progress.done || p.document != it->second.progress.document) {
+            it->second.progressed = Clock::now();
+          }
           it->second.progress = p;
         }
       };

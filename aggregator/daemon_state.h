@@ -68,6 +68,7 @@ struct DaemonState {
     store::RunMode mode = store::RunMode::incremental;
     Time started{};
     sync::Progress progress;
+    Time progressed{}; // when its progress last moved (or it started)
     std::thread thread;
     bool done = false;
   };

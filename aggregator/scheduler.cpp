@@ -70,7 +70,7 @@ void Scheduler::configure(const std::vector<sync::SourceConfig>& sources, Time n
   m_entries = std::move(next);
 }
 
-std::vector<Job> Scheduler::due(Time now, size_t slots) {
+std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
   size_t running = 0;
   std::vector<std::pair<Time, Entry*>> ready;
   for (auto& [name, e] : m_entries) {
@@ -90,9 +90,12 @@ std::vector<Job> Scheduler::due(Time now, size_t slots) {
   std::sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second->config.name < b.second->config.name;
   });
+  // Stalled runs hold at most slots - 1: one slot stays for the rest.
+  stalled = std::min(stalled, running);
+  const size_t held = running - stalled + std::min(stalled, slots > 0 ? slots - 1 : 0);
   std::vector<Job> jobs;
   for (auto& [when, e] : ready) {
-    if (running + jobs.size() >= slots) {
+    if (held + jobs.size() >= slots || running + jobs.size() >= 2 * slots) {
       break;
     }
     Job j;

@@ -31,7 +31,11 @@ struct Job {
 // - After a failure it backs off: 30 s, 1, 2, 4 … minutes, capped at one
 //   hour (or its interval, if longer), and recovers by itself on success.
 // - At most `slots` jobs start at once; the longest-waiting go first; a
-//   source never runs twice at once.
+//   source never runs twice at once. Runs that look stalled (the daemon
+//   counts those that made no progress for a while) hold at most
+//   `slots - 1` of them: one is always left for the others, up to twice
+//   `slots` runs in all, so that Sources that never answer cannot stop
+//   every healthy one.
 class Scheduler {
 public:
   explicit Scheduler(uint64_t seed = std::random_device{}());
@@ -41,8 +45,9 @@ public:
   // that a source removed and added back while it runs is not started twice;
   // changed ones keep their timing.
   void configure(const std::vector<sync::SourceConfig>& sources, Time now);
-  // Jobs to start now, at most `slots`; marks them running.
-  std::vector<Job> due(Time now, size_t slots);
+  // Jobs to start now, at most `slots` (`stalled` of the running ones count
+  // as slots - 1 at most, see above); marks them running.
+  std::vector<Job> due(Time now, size_t slots, size_t stalled = 0);
   // A job ended (ok: it succeeded, fully or partly).
   void finished(const std::string& source, store::RunMode mode, bool ok, Time now);
   // A job did not run: another process held the source. Shown as busy and

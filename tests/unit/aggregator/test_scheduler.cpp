@@ -157,3 +157,32 @@ TEST_CASE("Scheduler: a source another process holds is shown busy and tried aga
   s.finished("a", RunMode::incremental, true, t0 + 40s);
   CHECK(s.view()[0].state == SourceState::idle);
 }
+
+TEST_CASE("Scheduler: stalled runs leave one slot for the others, up to twice the slots in all") {
+  Scheduler s(1);
+  s.configure({source("s1"), source("s2"), source("s3"), source("s4"), source("healthy", 2s)}, t0);
+  // Four Sources that never answer take the four slots first.
+  CHECK(names(s.due(t0, 4)) == std::vector<std::string>{"healthy", "s1", "s2", "s3"});
+  s.finished("healthy", RunMode::incremental, true, t0 + 1s);
+  CHECK(names(s.due(t0 + 1s, 4)) == std::vector<std::string>{"s4"});
+  // While their runs move, they hold every slot.
+  CHECK(s.due(t0 + 3s, 4, 0).empty());
+  // Once they look stalled, one slot is left for the rest.
+  auto next = s.due(t0 + 3s, 4, 4);
+  CHECK(names(next) == std::vector<std::string>{"healthy"});
+  CHECK(s.due(t0 + 3s, 4, 4).empty()); // and only one
+  s.finished("healthy", RunMode::incremental, true, t0 + 4s);
+  CHECK(names(s.due(t0 + 6s, 4, 4)) == std::vector<std::string>{"healthy"});
+  // Never more than twice the slots: 4 stalled + 4 more at most.
+  Scheduler many(1);
+  std::vector<sync::SourceConfig> all;
+  for (int i = 0; i < 12; ++i) {
+    all.push_back(source("x" + std::to_string(10 + i)));
+  }
+  many.configure(all, t0);
+  size_t started = many.due(t0, 4).size();
+  for (int round = 0; round < 10; ++round) {
+    started += many.due(t0 + std::chrono::seconds(round + 1), 4, started).size();
+  }
+  CHECK(started == 8);
+}

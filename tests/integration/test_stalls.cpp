@@ -1,0 +1,70 @@
+// Sources that accept connections and never answer, beside a healthy one,
+// under `tributary run` with every slot taken by the stalled ones: the
+// healthy one still follows its Source within two intervals.
+#include "daemon_client.h"
+#include "fault_upstream.h"
+#include "process.h"
+#include "sync_fixture.h"
+
+#include "common/percent.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/socket.h>
+
+#include <fstream>
+#include <thread>
+
+using namespace tributary;
+using namespace tributary::test;
+using nlohmann::json;
+
+TEST_CASE("Stalls: four Sources that never answer do not stop a healthy one (its lag stays within two intervals)") {
+  Upstream good_up;
+  Site site(good_up);
+  site.put_numbered(2);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  std::vector<std::unique_ptr<FaultUpstream>> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<FaultUpstream>());
+    // Accepts, reads the request, never answers: waits for the client to give up.
+    stalled.back()->on("/caps.xml", [](int fd, const std::string&) {
+      char c;
+      while (::recv(fd, &c, 1, 0) > 0) {
+      }
+    });
+  }
+  TestDaemon d({{"good", good_up.url("/")}});
+  {
+    json cfg = json::parse(config_text(d.db.conninfo(), d.dir, d.port, {}));
+    cfg["max_concurrent_syncs"] = 4; // the default
+    cfg["sources"].push_back({{"name", "good"}, {"url", good_up.url("/")}, {"interval", "5s"}});
+    for (size_t i = 0; i < stalled.size(); ++i) {
+      cfg["sources"].push_back({{"name", "stall" + std::to_string(i)}, {"url", stalled[i]->url("/caps.xml")}});
+    }
+    std::ofstream(d.cfg) << cfg.dump(2);
+  }
+  d.start();
+  INFO(d.log_text());
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "good", 2); }));
+  // Every slot is now held by a stalled run; a change upstream.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  site.put("/res/new.txt", "new");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                           {change_entry(good_up.url("/res/new.txt"), rs::Change::created, ts("2026-01-02T00:00:00Z"), "new")});
+  const auto changed = std::chrono::steady_clock::now();
+  const std::string encoded = percent_encode(good_up.url("/res/new.txt"));
+  bool seen = false;
+  while (!seen && std::chrono::steady_clock::now() - changed < std::chrono::seconds(40)) {
+    seen = call(d.base, "GET", "/sets/good/changelist.xml").body.find(encoded) != std::string::npos;
+    if (!seen) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - changed).count();
+  MESSAGE("the healthy Source's change in our Change List after " << took << " s, four stalled Sources beside it");
+  REQUIRE(seen);
+  CHECK(took <= 2 * 5.5); // two intervals (5 s, +10% jitter)
+  CHECK(d.stop().second == 0);
+}
