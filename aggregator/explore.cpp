@@ -389,14 +389,10 @@ int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostr
     // No Source Description at the origin: what a repository that publishes
     // plain sitemaps offers instead, as a source's discovery looks for it.
     const std::string origin = start.substr(0, start.find("/.well-known/"));
-    std::string robots;
-    auto got = fetcher.fetch(origin + "/robots.txt", sync::FetchOptions{}, [&](const char* d, size_t n) {
-      robots.append(d, std::min(n, size_t{512 * 1024} - std::min(robots.size(), size_t{512 * 1024})));
-      return robots.size() < 512 * 1024;
-    });
+    auto robots = sync::fetch_robots(fetcher, origin + "/robots.txt", sync::FetchOptions{});
     std::vector<std::string> maps;
-    if (got && got->status == 200) {
-      maps = sync::robots_sitemaps(robots, origin + "/robots.txt");
+    if (robots) {
+      maps = sync::robots_sitemaps(*robots, origin + "/robots.txt");
     }
     if (maps.empty()) {
       maps.push_back(origin + "/sitemap.xml");
@@ -408,7 +404,7 @@ int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostr
     if (!sitemaps->nodes().empty() && sitemaps->nodes().front().read) {
       err << "tributary explore: no Source Description at " << start << " ("
           << explorer->nodes().front().problem << "); read the sitemaps "
-          << (got && got->status == 200 && !robots.empty() ? "robots.txt names" : "at /sitemap.xml") << '\n';
+          << (robots && !robots->empty() ? "robots.txt names" : "at /sitemap.xml") << '\n';
       explorer = std::move(sitemaps);
     }
   }

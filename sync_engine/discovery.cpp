@@ -45,13 +45,11 @@ void add_unique(std::vector<std::string>& v, const std::string& s) {
 struct DiscoveryHandler : rs::DocumentHandler {
   std::optional<rs::Capability> capability;
   rs::Document document;
-  uint64_t entries = 0;
   void on_header(const rs::DocumentHeader& h) override {
     document.header = h;
     capability = h.capability();
   }
   void on_entry(rs::Entry&& e, uint64_t) override {
-    ++entries;
     if ((capability == rs::Capability::description || capability == rs::Capability::capabilitylist) &&
         document.entries.size() < 10000) {
       document.entries.push_back(std::move(e));
@@ -174,7 +172,6 @@ public:
     }
   }
 
-public:
   // The lists met, when no Capability List was found.
   const std::vector<std::string>& lists() const { return m_lists; }
   bool all_plain() const { return m_plain; }
@@ -209,19 +206,13 @@ public:
       return false;
     }
     ++m_fetches;
-    std::string robots;
-    auto r = m_fetcher.fetch(robots_url, m_options, [&](const char* d, size_t n) {
-      if (robots.size() < 512 * 1024) {
-        robots.append(d, n);
-      }
-      return true;
-    });
-    if (!r || r->status != 200) {
-      note(robots_url + ": " + (r ? "HTTP " + std::to_string(r->status) : r.error().message));
+    auto robots = fetch_robots(m_fetcher, robots_url, m_options);
+    if (!robots) {
+      note(robots_url + ": " + robots.error().message);
       return false;
     }
     bool found = false;
-    for (const auto& s : robots_sitemaps(robots, robots_url)) {
+    for (const auto& s : robots_sitemaps(*robots, robots_url)) {
       note(robots_url + ": Sitemap: " + s);
       found = from_url(s, 1) || found;
     }
@@ -397,6 +388,24 @@ std::vector<std::string> html_link_targets(const std::string& html, const std::s
     pos = end;
   }
   return out;
+}
+
+Result<std::string> fetch_robots(Fetcher& fetcher, const std::string& robots_url, const FetchOptions& options) {
+  std::string robots;
+  auto r = fetcher.fetch(robots_url, options, [&](const char* d, size_t n) {
+    if (robots.size() < 512 * 1024) {
+      robots.append(d, n);
+    }
+    return true;
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->status != 200) {
+    return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found : ErrorKind::transient,
+                      "HTTP " + std::to_string(r->status));
+  }
+  return robots;
 }
 
 std::vector<std::string> robots_sitemaps(const std::string& robots, const std::string& base) {

@@ -36,6 +36,9 @@ std::vector<std::string> link_header_targets(const std::string& header, const st
 // Finds <link rel="..."> targets with `rel` in an HTML page, resolved against
 // `base`.
 std::vector<std::string> html_link_targets(const std::string& html, const std::string& rel, const std::string& base);
+// A robots.txt (its first 512 KiB); fails with "HTTP <status>" for any
+// answer but 200, or with the transport's error.
+Result<std::string> fetch_robots(Fetcher& fetcher, const std::string& robots_url, const FetchOptions& options);
 // The `Sitemap:` URLs of a robots.txt.
 std::vector<std::string> robots_sitemaps(const std::string& robots, const std::string& base);
 

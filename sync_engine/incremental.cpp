@@ -4,6 +4,7 @@
 #include "resourcesync/datetime.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -112,53 +113,31 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
     }
     return true;
   };
-  if (doc.summary().out_of_order) {
-    // Listed out of time order (a Source whose clock was corrected appends
-    // changes dated before the ones it wrote while it was wrong): applied
-    // sorted by time. A Change List holds at most 50,000 entries by the
-    // specification, and the reader stops a document past 128 MiB.
-    std::vector<rs::Entry> all;
-    ChunkHandler collect(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
-      for (auto& e : entries) {
-        all.push_back(std::move(e));
-      }
-      return true;
-    });
-    ctx.watch_rejections(collect, doc.url());
-    auto r = doc.read(collect);
-    (void)ctx.take_rejected_uris();
-    if (!r) {
-      return tl::unexpected(r.error());
-    }
-    collect.finish();
-    std::stable_sort(all.begin(), all.end(),
-                     [](const rs::Entry& a, const rs::Entry& b) { return *a.change_time() < *b.change_time(); });
-    ctx.note(doc.url() + ": changes listed out of time order, applied sorted by time");
-    for (size_t i = 0; i < all.size() && status; i += ctx.opt.batch_size) {
-      std::vector<rs::Entry> chunk(std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(i)),
-                                   std::make_move_iterator(all.begin() + static_cast<std::ptrdiff_t>(
-                                                                             std::min(all.size(), i + ctx.opt.batch_size))));
-      if (!take(chunk)) {
-        break;
-      }
-    }
-    if (!status) {
-      return status;
-    }
-    if (!pending.empty()) {
-      status = change_batch(ctx, feed, doc.url(), pending, w);
-      ctx.progress(doc.url());
-    }
-    return status;
-  }
-  ChunkHandler h(ctx.opt.batch_size, take);
+  // Listed out of time order (a Source whose clock was corrected appends
+  // changes dated before the ones it wrote while it was wrong): read whole,
+  // then applied sorted by time. A Change List holds at most 50,000 entries
+  // by the specification, and the reader stops a document past 128 MiB.
+  const bool sort = doc.summary().out_of_order;
+  std::vector<rs::Entry> all;
+  ChunkHandler h(ctx.opt.batch_size, sort ? std::function<bool(std::vector<rs::Entry>&)>([&](std::vector<rs::Entry>& es) {
+                   std::move(es.begin(), es.end(), std::back_inserter(all));
+                   return true;
+                 })
+                                          : std::function<bool(std::vector<rs::Entry>&)>(take));
   ctx.watch_rejections(h, doc.url());
   auto r = doc.read(h);
   (void)ctx.take_rejected_uris(); // a rejected change is reported, and costs that change only
   if (!r) {
     return tl::unexpected(r.error());
   }
-  if (!h.finish() || !status) {
+  bool read_all = h.finish();
+  if (sort) {
+    std::stable_sort(all.begin(), all.end(),
+                     [](const rs::Entry& a, const rs::Entry& b) { return *a.change_time() < *b.change_time(); });
+    ctx.note(doc.url() + ": changes listed out of time order, applied sorted by time");
+    read_all = take(all);
+  }
+  if (!read_all || !status) {
     return status;
   }
   if (!pending.empty()) {

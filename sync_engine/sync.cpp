@@ -187,20 +187,19 @@ bool run_feeds(RunContext& ctx) {
     feeds.emplace_back(l, true);
   }
   for (const auto& [url, is_list] : feeds) {
-    const std::string& caplist = url;
-    auto feed = ctx.store.ensure_feed(ctx.source_id, caplist);
+    auto feed = ctx.store.ensure_feed(ctx.source_id, url);
     if (!feed) {
-      ctx.error(caplist, feed.error().message);
+      ctx.error(url, feed.error().message);
       ok = false;
       continue;
     }
-    auto r = is_list ? sync_list_feed(ctx, *feed, url) : sync_feed(ctx, *feed, caplist);
+    auto r = is_list ? sync_list_feed(ctx, *feed, url) : sync_feed(ctx, *feed, url);
     auto drained = ctx.drain(); // a batch still in flight commits (or fails) before we judge the feed
     if (!r) {
-      ctx.error(caplist, r.error().message);
+      ctx.error(url, r.error().message);
       ok = false;
     } else if (!drained) {
-      ctx.error(caplist, drained.error().message);
+      ctx.error(url, drained.error().message);
       ok = false;
     }
   }
