@@ -1867,6 +1867,10 @@ Result<void> Republisher::start() {
   m.lister = std::thread([&m] {
     std::unique_lock lock(m.stop_mutex);
     while (!m.stopping) {
+      // Cleared before the pass, not after: a wake (refresh_soon) that
+      // comes while the pass runs is for changes it may not have seen, and
+      // must start the next pass now rather than at the poll interval.
+      m.lists_wake = false;
       lock.unlock();
       const auto pass = m.lists_pass();
       if (pass.rendered) {
@@ -1876,7 +1880,6 @@ Result<void> Republisher::start() {
       // Every second while the store moves or a list is behind (the pass
       // after the store went quiet brings the lists up to date); once all
       // is shown, at the poll interval or when woken (refresh_soon).
-      m.lists_wake = false;
       m.stop_cv.wait_for(lock, pass.settled ? m.options.poll_interval : std::chrono::milliseconds(1000),
                          [&m] { return m.stopping || m.lists_wake; });
     }

@@ -1,14 +1,8 @@
 // The republisher over a real store filled by a real sync: every document
 // served validates and the tree is navigable; content serving semantics; and
 // a second-level chain upstream -> A -> B.
-#include "../common/scratch_dir.h"
-#include "http_get.h"
-#include "process.h"
-#include "sync_fixture.h"
+#include "republisher_fixture.h"
 
-#include "republisher/server.h"
-#include "sync_engine/store/pg_aux_store.h"
-#include "sync_engine/store/pg_store.h"
 #include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
 #include "common/url_resolve.h"
@@ -24,169 +18,10 @@
 #include <shared_mutex>
 #include <signal.h>
 
-
 using namespace tributary;
 using namespace tributary::test;
 using store::RunMode;
 using store::RunStatus;
-
-namespace {
-
-// Every request of these tests is answered; one that is not ends the test.
-Got get(const std::string& url, const httplib::Headers& headers = {}, bool head = false) {
-  Got g = http_get(url, headers, head);
-  REQUIRE(g.status != 0);
-  return g;
-}
-
-int get_status(const std::string& url) {
-  return http_get(url, {}, false, 2).status;
-}
-
-// The dump is built in the background; the Capability List then offers it.
-bool resource_dump_offered(const pub::UrlScheme& urls) {
-  return eventually_says(urls.capability_list("up"), "resourcedump.xml", 5);
-}
-
-std::string header(const Got& g, const char* name) {
-  auto it = g.headers.find(name);
-  return it == g.headers.end() ? "" : it->second;
-}
-
-struct Published {
-  Upstream up;
-  Site site{up};
-  SyncEnv env;
-  std::unique_ptr<pub::Republisher> server;
-  std::unique_ptr<http::Server> http; // stopped before the republisher goes
-  std::string base;
-
-  // `dumps`: also publish Resource Dumps (packages of `package_entries`).
-  // `extra`: more resources (path -> bytes).
-  explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000,
-                     const std::map<std::string, std::string>& extra = {}, uint64_t package_bytes = 1ull << 30,
-                     std::chrono::milliseconds resource_list_min_interval = std::chrono::milliseconds(0),
-                     bool archives = false) {
-    for (const auto& [path, bytes] : extra) {
-      site.put(path, bytes);
-    }
-    site.put("/res/a.txt", "alpha");
-    site.put("/res/b.txt", "bravo bravo");
-    site.put("/res/c.txt", "charlie");
-    site.publish_start(ts("2026-01-01T00:00:00Z"));
-    REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-    site.erase("/res/c.txt");
-    site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
-                             {change_entry(up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z"))});
-    REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-    pub::PublishOptions o;
-    const int port = free_port();
-    o.public_url = "http://127.0.0.1:" + std::to_string(port) + "/";
-    o.change_list_part = change_list_part;
-    o.document_dir = env.data / "documents";
-    o.resource_list_min_interval = resource_list_min_interval;
-    if (dumps) {
-      o.dump_dir = env.data / "dumps";
-      o.dump_package_entries = package_entries;
-      o.dump_package_bytes = package_bytes;
-    }
-    if (archives) {
-      auto aux = store::PgAuxStore::open(env.db.conninfo());
-      REQUIRE(aux);
-      o.archive = std::shared_ptr<store::PgAuxStore>(std::move(*aux));
-    }
-    server = std::make_unique<pub::Republisher>(env.store, env.blobs, o);
-    REQUIRE(server->start());
-    http::ServerOptions so;
-    so.port = port;
-    http = std::make_unique<http::Server>(so, server->handler());
-    REQUIRE(http->start());
-    base = "http://127.0.0.1:" + std::to_string(port);
-  }
-
-  // Retention past `until`: the `parts` closed Change List parts up to it
-  // go into the archives, then out of the change log.
-  void compact_through(rs::Timestamp until, long parts) {
-    const auto plan = server->compactable(until + std::chrono::microseconds(1));
-    REQUIRE(plan.compact.size() == 1);
-    REQUIRE(server->archive(plan.compact));
-    REQUIRE(server->archive(plan.compact)); // again: nothing more to do
-    REQUIRE(*env.store->compact_change_log(plan.compact, plan.published) == parts);
-    server->refresh_soon();
-  }
-
-  // The upstream updates a.txt, creates d.txt and deletes b.txt; this
-  // Tributary applies them.
-  void change_upstream() {
-    site.put("/res/a.txt", "alpha v2");
-    site.put("/res/d.txt", "delta");
-    site.erase("/res/b.txt");
-    site.publish_change_list(
-        "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
-        {change_entry(up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
-         change_entry(up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
-         change_entry(up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
-         change_entry(up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z"))});
-    REQUIRE(env.run(SyncEnv::source(up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-  }
-};
-
-// Another republisher over a Published's store, on a port of its own:
-// documents read through `reader`, content lookups and Resource Lists
-// through `lookups` (nullptr: `reader`); `public_url` empty: its own
-// address. Stopped (server first) when it goes.
-struct Beside {
-  int port = free_port();
-  std::string base = "http://127.0.0.1:" + std::to_string(port);
-  pub::UrlScheme urls;
-  std::unique_ptr<pub::Republisher> server;
-  std::unique_ptr<http::Server> http;
-
-  Beside(Published& p, std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::StoreReader> lookups,
-         const std::string& folder, size_t change_list_part = 10000, const std::string& public_url = "")
-      : urls(public_url.empty() ? base + "/" : public_url) {
-    pub::PublishOptions o;
-    o.public_url = urls.base() + "/";
-    o.change_list_part = change_list_part;
-    o.document_dir = p.env.data / folder;
-    server = std::make_unique<pub::Republisher>(std::move(reader), p.env.blobs, o, std::move(lookups));
-    REQUIRE(server->start());
-    http::ServerOptions so;
-    so.port = port;
-    http = std::make_unique<http::Server>(so, server->handler());
-    REQUIRE(http->start());
-  }
-  ~Beside() {
-    http->stop();
-    server->stop();
-  }
-};
-
-// Tributary B holds what A's upstream holds, under A's URLs, and `path`'s
-// via link names the original URI.
-// A's upstream content under A's URLs: what a Tributary following A holds.
-std::map<std::string, std::string> mirrored(Published& a, const pub::UrlScheme& urls) {
-  std::map<std::string, std::string> out;
-  for (const auto& [p, bytes] : a.site.content) {
-    out[urls.resource("up", a.up.url(p))] = bytes;
-  }
-  return out;
-}
-
-void check_second_level(Published& a, SyncEnv& b, const pub::UrlScheme& urls, const std::string& path) {
-  CHECK(b.live() == mirrored(a, urls));
-  auto held = b.store->resources(1, {urls.resource("up", a.up.url(path))});
-  REQUIRE(held);
-  REQUIRE(held->size() == 1);
-  const rs::Link* via = nullptr;
-  for (const auto& l : held->begin()->second.links) {
-    via = l.rel == "via" ? &l : via;
-  }
-  REQUIRE(via);
-  CHECK(via->href == a.up.url(path));
-}
-
-} // namespace
 
 TEST_CASE("Republisher: every document from /.well-known/resourcesync validates, and the tree links upwards") {
   Published p;
@@ -279,65 +114,6 @@ TEST_CASE("Republisher: content with ETag/304, Range, HEAD, 410 for deleted, and
   CHECK(header(gz, "Content-Encoding") == "gzip");
 }
 
-// The main reader, held: what the daemon's one connection looks like while
-// the sync engine commits a batch (every call waits for the gate).
-struct GatedReader : store::StoreReader {
-  std::shared_ptr<store::StoreReader> inner;
-  std::shared_mutex gate;
-  explicit GatedReader(std::shared_ptr<store::StoreReader> i) : inner(std::move(i)) {}
-  template <typename F> auto through(F&& f) {
-    std::shared_lock lock(gate);
-    return f(*inner);
-  }
-  Result<std::vector<store::FeedInfo>> feeds() override {
-    return through([](auto& r) { return r.feeds(); });
-  }
-  Result<std::vector<store::ResourceRecord>> live_resources(int64_t f, const std::string& a, size_t n) override {
-    return through([&](auto& r) { return r.live_resources(f, a, n); });
-  }
-  Result<std::optional<store::ResourceRecord>> resource(int64_t f, const std::string& uri) override {
-    return through([&](auto& r) { return r.resource(f, uri); });
-  }
-  Result<std::vector<store::LoggedChange>> changes(const std::vector<int64_t>& f, int64_t a, size_t n) override {
-    return through([&](auto& r) { return r.changes(f, a, n); });
-  }
-  Result<std::vector<store::ChangedKey>> changed_keys(const std::vector<int64_t>& f, int64_t a, int64_t u,
-                                                      size_t n) override {
-    return through([&](auto& r) { return r.changed_keys(f, a, u, n); });
-  }
-  Result<int64_t> last_seq() override {
-    return through([](auto& r) { return r.last_seq(); });
-  }
-  Result<std::vector<int64_t>> changed_feeds(int64_t a, int64_t u) override {
-    return through([&](auto& r) { return r.changed_feeds(a, u); });
-  }
-  Result<std::vector<store::SourceStats>> source_stats() override {
-    return through([](auto& r) { return r.source_stats(); });
-  }
-  Result<std::vector<store::RunInfo>> recent_runs(const std::string& n, size_t l) override {
-    return through([&](auto& r) { return r.recent_runs(n, l); });
-  }
-};
-
-// Counts the change-log reads per set of feeds (what rendering a set's
-// Change List costs).
-struct CountingReader : GatedReader {
-  std::mutex m;
-  std::map<std::vector<int64_t>, int> reads;
-  using GatedReader::GatedReader;
-  Result<std::vector<store::LoggedChange>> changes(const std::vector<int64_t>& f, int64_t a, size_t n) override {
-    {
-      std::lock_guard lock(m);
-      ++reads[f];
-    }
-    return GatedReader::changes(f, a, n);
-  }
-  int of(const std::vector<int64_t>& f) {
-    std::lock_guard lock(m);
-    return reads[f];
-  }
-};
-
 TEST_CASE("Republisher: a change renders only the sets over its feed again") {
   Published p;
   REQUIRE(p.env.run(SyncEnv::source(p.up.url("/"), "second"), RunMode::baseline).status != RunStatus::failed);
@@ -386,88 +162,6 @@ TEST_CASE("Republisher: content lookups go over connections of their own, never 
     CHECK(get_status(urls.resource("up", p.up.url("/res/b.txt"))) == 200);
     CHECK(get_status(urls.resource("up", p.up.url("/res/c.txt"))) == 410);
   }
-}
-
-TEST_CASE("Republisher: a Resource List held up never holds the Change List back, and catches up after") {
-  Published p;
-  auto gated = std::make_shared<GatedReader>(p.env.store); // what Resource Lists are read through
-  Beside b(p, p.env.store, gated, "documents-lists");
-  const pub::UrlScheme& urls = b.urls;
-  const std::string d_txt = urls.resource("up", p.up.url("/res/d.txt"));
-  CHECK(get(urls.resource_list("up")).body.find(d_txt) == std::string::npos);
-  auto shows = [&](const std::string& doc, int tries) {
-    for (int i = 0; i < tries; ++i) {
-      if (get(doc).body.find(d_txt) != std::string::npos) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  };
-  const std::string e_txt = urls.resource("up", p.up.url("/res/e.txt"));
-  auto shows_e = [&](const std::string& doc) {
-    for (int i = 0; i < 50; ++i) {
-      if (get(doc).body.find(e_txt) != std::string::npos) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  };
-  {
-    std::unique_lock hold(gated->gate); // a Resource List update that takes long
-    p.change_upstream();
-    b.server->refresh_soon();
-    CHECK(shows(urls.change_list("up"), 50));
-    // Past the refresh that saw the first change (after which a Resource
-    // List would be due): a second change shows too.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    p.site.put("/res/e.txt", "echo");
-    p.site.publish_change_list(
-        "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
-        {change_entry(p.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
-         change_entry(p.up.url("/res/a.txt"), rs::Change::updated, ts("2026-01-03T00:00:00Z"), "alpha v2"),
-         change_entry(p.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:01Z"), "delta"),
-         change_entry(p.up.url("/res/b.txt"), rs::Change::deleted, ts("2026-01-03T00:00:02Z")),
-         change_entry(p.up.url("/res/e.txt"), rs::Change::created, ts("2026-01-04T00:00:00Z"), "echo")});
-    REQUIRE(p.env.run(SyncEnv::source(p.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-    b.server->refresh_soon();
-    CHECK(shows_e(urls.change_list("up")));
-    CHECK_FALSE(shows(urls.resource_list("up"), 1));
-  }
-  CHECK(shows(urls.resource_list("up"), 50));
-  CHECK(shows_e(urls.resource_list("up")));
-}
-
-TEST_CASE("Republisher: a new set is shown only with its Resource List, never as a Capability List naming a 404") {
-  Published p;
-  auto gated = std::make_shared<GatedReader>(p.env.store); // what Resource Lists are read through
-  Beside b(p, p.env.store, gated, "documents-new-set");
-  const pub::UrlScheme& urls = b.urls;
-  auto shown = [&](int tries) {
-    for (int i = 0; i < tries; ++i) {
-      if (get(urls.source_description()).body.find(urls.capability_list("second")) != std::string::npos) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  };
-  {
-    std::unique_lock hold(gated->gate); // the lister cannot render the new set's Resource List yet
-    // (partial: the upstream's Resource List still names c.txt, gone)
-    REQUIRE(p.env.run(SyncEnv::source(p.up.url("/"), "second"), RunMode::baseline).status != RunStatus::failed);
-    b.server->refresh_soon();
-    CHECK_FALSE(shown(25)); // 2.5 s: past the refresh that saw the new set
-    CHECK(get(urls.capability_list("second")).status == 404);
-    CHECK(get(urls.change_list("second")).status == 404);
-    CHECK(get(urls.capability_list("up")).status == 200); // the others as they were
-  }
-  REQUIRE(shown(50));
-  CHECK(get(urls.capability_list("second")).status == 200);
-  Got rl = get(urls.resource_list("second"));
-  CHECK(rl.status == 200);
-  CHECK(rl.body.find(urls.resource("second", p.up.url("/res/a.txt"))) != std::string::npos);
 }
 
 TEST_CASE("Republisher: content from inside a pack file and from a file of its own, whole and in ranges") {
@@ -777,33 +471,6 @@ TEST_CASE("Republisher: a large open Change List is served from a file, which go
   CHECK(after.size() == 1);
   CHECK(after != before); // the replaced one is gone
   CHECK_FALSE(std::filesystem::exists(dir / (*before.begin() + ".gz")));
-}
-
-TEST_CASE("Republisher: the Change List follows every change while a Resource List not yet due keeps its state") {
-  Published p(false, 10000, 10000, {}, 1ull << 30, /*resource_list_min_interval=*/std::chrono::hours(1));
-  pub::UrlScheme urls(p.base);
-  const Got list_before = get(urls.resource_list("up"));
-  REQUIRE(list_before.status == 200);
-  REQUIRE(list_before.body.find(p.up.url("/res/a.txt")) != std::string::npos); // a list of entries
-  p.site.put("/res/d.txt", "delta");
-  p.site.publish_change_list(
-      "/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
-      {change_entry(p.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")),
-       change_entry(p.up.url("/res/d.txt"), rs::Change::created, ts("2026-01-03T00:00:00Z"), "delta")});
-  REQUIRE(p.env.run(SyncEnv::source(p.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
-  const std::string d = p.up.url("/res/d.txt"); // in the via link
-  bool followed = false;
-  for (int i = 0; i < 100 && !followed; ++i) {
-    followed = get(urls.change_list("up")).body.find(d) != std::string::npos; // the open part
-    if (!followed) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  }
-  CHECK(followed);
-  const Got list_after = get(urls.resource_list("up"));
-  CHECK(list_after.body == list_before.body); // its `at` says how old it is
-  CHECK(list_after.body.find(d) == std::string::npos);
-  CHECK(header(list_after, "ETag") == header(list_before, "ETag"));
 }
 
 TEST_CASE("Republisher: a second Tributary follows the first, content byte for byte, via the original") {
