@@ -290,13 +290,19 @@ struct Daemon : DaemonState {
         auto opened = store::PgStatusStore::open(config_database());
         if (opened) {
           conn = std::move(*opened);
+        } else if (opened.error().kind == ErrorKind::database) {
+          database.lost(opened.error().message);
         } else {
           log::warn("", "status history: " + opened.error().message);
         }
       }
       if (conn) {
         if (auto r = conn->sample(history_samples(*this), k_history_retention); !r) {
-          log::warn("", "status history: " + r.error().message);
+          if (r.error().kind == ErrorKind::database) {
+            database.lost(r.error().message); // said once a minute there
+          } else {
+            log::warn("", "status history: " + r.error().message);
+          }
           conn.reset(); // opened again next time
         }
       }
@@ -323,6 +329,9 @@ struct Daemon : DaemonState {
         }
       }
       const Time now = Clock::now();
+      if (database_back.exchange(false)) {
+        scheduler.database_back(now);
+      }
       // Runs that moved nothing for k_stall (a Source that accepts
       // connections and never answers) leave a slot for the others.
       size_t stalled = 0;
@@ -361,15 +370,27 @@ struct Daemon : DaemonState {
   }
 
   void run_job(const Job& job, const sync::SourceConfig& src) {
-    log::info(src.name, "run started", {{"mode", std::string(store::to_string(job.mode))},
-                                        {"trigger", job.requested ? "api" : "schedule"}});
+    // While the database is away, runs are tried every few seconds: not said
+    // each time (DatabaseHealth says the outage once a minute).
+    (database.outage() ? log::debug : log::info)(
+        src.name, "run started",
+        {{"mode", std::string(store::to_string(job.mode))}, {"trigger", job.requested ? "api" : "schedule"}});
     sync::SourceReport report;
+    const auto started = std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
+    std::optional<sync::RunOptions::Unrecorded> earlier; // runs that failed unrecorded
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = unrecorded.find(src.name); it != unrecorded.end()) {
+        earlier = it->second;
+      }
+    }
     auto session = store->open_session();
     if (!session) {
       report.source = src.name;
       report.status = store::RunStatus::failed;
       report.errors.push_back(session.error().message);
       report.error_count = 1;
+      report.database_unreachable = session.error().kind == ErrorKind::database;
     } else {
       sync::SyncEngine engine(std::shared_ptr<store::Store>(std::move(*session)), blobs, fetcher, throttle,
                               std::filesystem::path(config.data_dir) / "tmp", validators);
@@ -377,6 +398,7 @@ struct Daemon : DaemonState {
       options.mode = job.mode;
       options.repair = job.mode == store::RunMode::audit;
       options.cancel = &stopping;
+      options.unrecorded = earlier;
       options.on_progress = [this, name = src.name](const sync::Progress& p) {
         std::lock_guard lock(mutex);
         if (auto it = running.find(name); it != running.end()) {
@@ -414,6 +436,10 @@ struct Daemon : DaemonState {
     }
     if (ok) {
       log::info(src.name, "run finished", fields);
+    } else if (report.database_unreachable && database.outage()) {
+      // The outage is said once a minute (DatabaseHealth), not at every
+      // try of every source.
+      log::debug(src.name, "run failed", fields);
     } else {
       log::error(src.name, "run failed", fields);
     }
@@ -430,11 +456,38 @@ struct Daemon : DaemonState {
     if (republisher && c.created + c.updated + c.deleted > 0) {
       republisher->refresh_soon(); // our Change List shows the changes now, not at the next check
     }
+    // Whether the database answered: a run that could not reach it waits
+    // for it (no back-off); one that did ends the outage for every source.
+    bool reached_again = false;
+    if (report.database_unreachable) {
+      database.lost(report.errors.empty() ? "connection lost" : report.errors.front());
+    } else if (report.run_id != 0 || report.busy) {
+      reached_again = database.answered();
+    }
     std::lock_guard lock(mutex);
+    if (report.recorded_earlier) {
+      unrecorded.erase(src.name);
+    }
+    if (report.database_unreachable && report.run_id == 0) {
+      // In no run history yet: recorded by the next run that reaches the
+      // database, as one failed run.
+      auto& u = unrecorded[src.name];
+      if (u.attempts == 0) {
+        u.mode = job.mode;
+        u.first_started = started;
+      }
+      ++u.attempts;
+      u.message = report.errors.empty() ? "database connection lost" : report.errors.front();
+    }
     if (report.busy) {
       scheduler.busy(src.name, Clock::now()); // another process runs it: not a failure of ours
+    } else if (report.database_unreachable) {
+      scheduler.waiting_for_database(src.name, job.mode, Clock::now());
     } else {
       scheduler.finished(src.name, job.mode, ok, Clock::now());
+    }
+    if (reached_again) {
+      scheduler.database_back(Clock::now());
     }
     ++runs_total[src.name + "\n" + std::string(store::to_string(report.status))];
     last_duration[src.name] = static_cast<double>(report.duration.count()) / 1000.0;

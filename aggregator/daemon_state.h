@@ -1,6 +1,7 @@
 #pragma once
 
 #include "aggregator/config.h"
+#include "aggregator/database_health.h"
 #include "aggregator/scheduler.h"
 #include "common/result.h"
 #include "sync_engine/store/object_tier.h"
@@ -47,6 +48,13 @@ struct DaemonState {
   std::vector<store::SourceStats> stats;
   Cached ready_read;
   std::optional<std::string> not_ready; // why the last readiness check failed
+  // Whether the database answers, as runs and reads find it (safe to share).
+  DatabaseHealth database;
+  std::atomic<bool> database_back{false}; // a read found it again: the dispatcher wakes the runs waiting for it
+  // Per source: runs that failed before they could be recorded (the
+  // database was unreachable), recorded by its next run that reaches it
+  // (under `mutex`).
+  std::map<std::string, sync::RunOptions::Unrecorded> unrecorded;
 
   // Push (WebSub) subscriptions both ways, as last read (under
   // status_mutex, read at most once a second like the stats).

@@ -172,6 +172,8 @@ struct PushSubscriber::Impl {
   // One pass: subscribe to what is offered, renew what expires, unsubscribe
   // from what is no longer wanted. Never under `mutex`: a hub may verify
   // while we wait for its answer.
+  std::string last_read_error; // reconcile() only
+
   void reconcile() {
     std::map<std::string, std::vector<sync::NotificationChannel>> offers;
     std::optional<std::set<std::string>> sources;
@@ -182,9 +184,14 @@ struct PushSubscriber::Impl {
     }
     auto have = store->push_subscriptions();
     if (!have) {
-      log::warn("", "push: " + have.error().message);
+      // Once per cause: the database away, this is tried every second.
+      if (have.error().message != last_read_error) {
+        log::warn("", "push: " + have.error().message);
+        last_read_error = have.error().message;
+      }
       return;
     }
+    last_read_error.clear();
     std::map<std::pair<std::string, std::string>, store::PushSubscription> by_key;
     for (auto& s : *have) {
       by_key[{s.source, s.topic}] = s;

@@ -104,6 +104,8 @@ std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
       j.mode = *e->requested;
       j.requested = true;
       e->requested.reset();
+    } else if (e->retry_mode) {
+      j.mode = *e->retry_mode;
     } else if (e->next_audit && *e->next_audit <= now && e->failures == 0) {
       j.mode = store::RunMode::audit;
     } else {
@@ -128,6 +130,8 @@ void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok
   }
   e.running = false;
   e.busy = false;
+  e.waiting_for_database = false;
+  e.retry_mode.reset();
   if (ok) {
     e.failures = 0;
     e.next_run = now + jittered(std::max(e.config.interval, e.stretched));
@@ -152,6 +156,33 @@ void Scheduler::busy(const std::string& source, Time now) {
   it->second.running = false;
   it->second.busy = true;
   it->second.next_run = now + std::min<std::chrono::seconds>(k_busy_retry, it->second.config.interval);
+}
+
+void Scheduler::waiting_for_database(const std::string& source, store::RunMode mode, Time now) {
+  auto it = m_entries.find(source);
+  if (it == m_entries.end()) {
+    return;
+  }
+  if (it->second.removed) {
+    m_entries.erase(it);
+    return;
+  }
+  Entry& e = it->second;
+  e.running = false;
+  e.busy = false;
+  e.waiting_for_database = true;
+  if (mode != store::RunMode::incremental) {
+    e.retry_mode = mode; // a baseline or an audit is run again as one
+  }
+  e.next_run = now + k_database_retry;
+}
+
+void Scheduler::database_back(Time now) {
+  for (auto& [name, e] : m_entries) {
+    if (e.waiting_for_database && !e.running) {
+      e.next_run = std::min(e.next_run, now);
+    }
+  }
 }
 
 Scheduler::Request Scheduler::request(const std::string& source, store::RunMode mode) {
@@ -197,7 +228,7 @@ std::vector<Scheduler::View> Scheduler::view() const {
     v.state = !e.config.enabled ? SourceState::disabled
               : e.running       ? SourceState::syncing
               : e.busy          ? SourceState::busy
-              : e.failures > 0  ? SourceState::failing
+              : e.failures > 0 || e.waiting_for_database ? SourceState::failing
                                 : SourceState::idle;
     if (e.running) {
       v.running = e.running_mode;

@@ -288,7 +288,7 @@ void confirm_deletions(DaemonState& state, const std::string& name, http::Respon
     std::lock_guard lock(state.status_mutex);
     auto stats = state.status_store->source_stats();
     if (!stats) {
-      fail(res, 503, "store_unavailable", stats.error().message);
+      fail(res, 503, "store_unavailable", state.database.for_client(stats.error()));
       return;
     }
     auto it = std::find_if(stats->begin(), stats->end(), [&](const auto& st) { return st.name == name; });
@@ -300,7 +300,7 @@ void confirm_deletions(DaemonState& state, const std::string& name, http::Respon
     state.stats_read.valid = false; // the next answer shows the confirmation
   }
   if (!holds) {
-    fail(res, 503, "store_unavailable", holds.error().message);
+    fail(res, 503, "store_unavailable", state.database.for_client(holds.error()));
     return;
   }
   uint64_t unseen = 0;
@@ -331,7 +331,7 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
     }
     auto sources = sources_json(state, "");
     if (!sources) {
-      fail(res, 503, "store_unavailable", sources.error().message);
+      fail(res, 503, "store_unavailable", state.database.for_client(sources.error()));
       return;
     }
     const auto uptime = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - state.started_at).count();
@@ -403,7 +403,7 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
     if (action.empty()) {
       auto sources = sources_json(state, name);
       if (!sources) {
-        fail(res, 503, "store_unavailable", sources.error().message);
+        fail(res, 503, "store_unavailable", state.database.for_client(sources.error()));
       } else {
         answer(res, 200, sources->at(0));
       }
@@ -412,7 +412,7 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
     std::lock_guard lock(state.status_mutex);
     auto runs = state.status_store->recent_runs(name, 50);
     if (!runs) {
-      fail(res, 503, "store_unavailable", runs.error().message);
+      fail(res, 503, "store_unavailable", state.database.for_client(runs.error()));
       return;
     }
     json list = json::array();
@@ -584,6 +584,10 @@ std::optional<std::string> readiness(DaemonState& state) {
   auto v = state.status_store->schema_version();
   if (!v) {
     why = "the database does not answer";
+    if (v.error().kind == ErrorKind::database) {
+      state.database.lost(v.error().message);
+      why = state.database.describe();
+    }
     detail = v.error().message;
   } else if (*v != store::expected_schema_version()) {
     why = "the database schema is at version " + std::to_string(*v) + ", this Tributary needs " +
@@ -597,6 +601,12 @@ std::optional<std::string> readiness(DaemonState& state) {
     } else {
       log::info("", "ready: the database answers");
     }
+  }
+  if (v && state.database.answered()) {
+    // Runs waiting for the database go now, not at their next retry (told
+    // through the dispatcher: `mutex` is never taken under status_mutex).
+    state.database_back = true;
+    state.wake.notify_all();
   }
   state.not_ready = why;
   state.ready_read = {std::chrono::steady_clock::now(), true};
@@ -638,7 +648,7 @@ http::Disposition StatusApi::handle(const http::Request& req, http::Response& re
     } else if (p == "/metrics") {
       auto stats = read_stats(m_state);
       if (!stats) {
-        fail(res, 503, "store_unavailable", stats.error().message);
+        fail(res, 503, "store_unavailable", m_state.database.for_client(stats.error()));
       } else {
         res.set_body(render_metrics(m_state, *stats), "text/plain; version=0.0.4; charset=utf-8");
       }

@@ -117,7 +117,7 @@ void history_route(DaemonState& state, const http::Request& req, http::Response&
     read = state.history_store->history(from, only);
   }
   if (!read) {
-    fail(res, 503, "store_unavailable", read.error().message);
+    fail(res, 503, "store_unavailable", state.database.for_client(read.error()));
     return;
   }
   std::map<std::string, const store::SourceHistory*> by_name;
@@ -163,7 +163,7 @@ void history_route(DaemonState& state, const http::Request& req, http::Response&
 void detail_route(DaemonState& state, const std::string& name, http::Response& res) {
   auto sources = sources_json(state, name);
   if (!sources) {
-    fail(res, 503, "store_unavailable", sources.error().message);
+    fail(res, 503, "store_unavailable", state.database.for_client(sources.error()));
     return;
   }
   if (!state.history_store) {
@@ -181,7 +181,7 @@ void detail_route(DaemonState& state, const std::string& name, http::Response& r
   for (const Error* e : {feeds ? nullptr : &feeds.error(), errors ? nullptr : &errors.error(),
                          retrying ? nullptr : &retrying.error(), runs ? nullptr : &runs.error()}) {
     if (e) {
-      fail(res, 503, "store_unavailable", e->message);
+      fail(res, 503, "store_unavailable", state.database.for_client(*e));
       return;
     }
   }

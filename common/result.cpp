@@ -18,6 +18,8 @@ std::string_view to_string(ErrorKind kind) {
     return "io";
   case ErrorKind::usage:
     return "usage";
+  case ErrorKind::database:
+    return "database";
   }
   return "unknown";
 }

@@ -18,6 +18,7 @@ enum class ErrorKind {
   conflict,         // concurrent change or constraint violation
   io,               // local file system or resource failure
   usage,            // the caller asked for something that makes no sense
+  database,         // the database could not be reached (connection lost or refused)
 };
 
 std::string_view to_string(ErrorKind kind);

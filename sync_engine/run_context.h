@@ -117,6 +117,12 @@ public:
   // An error of the run, naming its URL (the first few are reported, more
   // are stored).
   void error(const std::string& url, const std::string& reason);
+  // The same, for an Error: one of ErrorKind::database marks the run as
+  // failed for the database (SourceReport::database_unreachable).
+  void error(const std::string& url, const Error& e) {
+    report.database_unreachable = report.database_unreachable || e.kind == ErrorKind::database;
+    error(url, e.message);
+  }
   // What the run decided ("re-baselined: ..."), for the report.
   void note(std::string n) { report.notes.push_back(std::move(n)); }
   // Reports `h`'s rejected entries as errors of the run (naming the entry's

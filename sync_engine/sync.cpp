@@ -189,18 +189,21 @@ bool run_feeds(RunContext& ctx) {
   for (const auto& [url, is_list] : feeds) {
     auto feed = ctx.store.ensure_feed(ctx.source_id, url);
     if (!feed) {
-      ctx.error(url, feed.error().message);
+      ctx.error(url, feed.error());
       ok = false;
       continue;
     }
     auto r = is_list ? sync_list_feed(ctx, *feed, url) : sync_feed(ctx, *feed, url);
     auto drained = ctx.drain(); // a batch still in flight commits (or fails) before we judge the feed
     if (!r) {
-      ctx.error(url, r.error().message);
+      ctx.error(url, r.error());
       ok = false;
     } else if (!drained) {
-      ctx.error(url, drained.error().message);
+      ctx.error(url, drained.error());
       ok = false;
+    }
+    if (ctx.report.database_unreachable) {
+      break; // the source's lease went with the connection: no further feed without it
     }
   }
   return ok;
@@ -221,7 +224,7 @@ std::unique_ptr<store::SourceLease> take_source(RunContext& ctx) {
   for (bool noted = false;;) {
     auto got = ctx.store.try_lock_source(ctx.source_id, who);
     if (!got) {
-      ctx.error(ctx.src.url, got.error().message);
+      ctx.error(ctx.src.url, got.error());
       return nullptr;
     }
     if (got->lease) {
@@ -250,11 +253,20 @@ void execute(RunContext& ctx) {
   ctx.report.mode = ctx.opt.mode;
   auto sid = ctx.store.ensure_source(ctx.src.name, ctx.src.url);
   if (!sid) {
-    ctx.error(ctx.src.url, sid.error().message);
+    ctx.error(ctx.src.url, sid.error());
     ctx.report.status = store::RunStatus::failed;
     return;
   }
   ctx.source_id = *sid;
+  if (const auto& u = ctx.opt.unrecorded) {
+    // Runs that failed while the database could not be reached: in the
+    // run history now, as one failed run.
+    const std::string message = "the database could not be reached (" + std::to_string(u->attempts) + " run" +
+                                (u->attempts == 1 ? "" : "s") + " failed before they could be recorded); last: " +
+                                u->message;
+    ctx.report.recorded_earlier =
+        static_cast<bool>(ctx.store.record_failed_run(ctx.source_id, u->mode, u->first_started, message));
+  }
   // One run per source across processes: two baselines at once each
   // deleted what the other had seen, two incrementals logged changes twice.
   auto lease = take_source(ctx);
@@ -264,7 +276,7 @@ void execute(RunContext& ctx) {
   }
   auto rid = ctx.store.begin_run(ctx.source_id, ctx.opt.mode);
   if (!rid) {
-    ctx.error(ctx.src.url, rid.error().message);
+    ctx.error(ctx.src.url, rid.error());
     ctx.report.status = store::RunStatus::failed;
     return;
   }

@@ -44,6 +44,17 @@ struct RunOptions {
   // When another run (in any process) holds the source: wait for it to
   // end, instead of failing at once with SourceReport::busy.
   bool wait_for_source = false;
+  // Runs of this source that failed before they could be recorded (the
+  // database could not be reached): recorded as one failed run, with its
+  // cause and how many tries, once the database answers (SourceReport::
+  // recorded_earlier says it was).
+  struct Unrecorded {
+    store::RunMode mode = store::RunMode::incremental;
+    store::Timestamp first_started{};
+    uint64_t attempts = 0;
+    std::string message; // the last one's cause
+  };
+  std::optional<Unrecorded> unrecorded;
 };
 
 // Audit counts against the current Resource List.
@@ -89,6 +100,11 @@ struct SourceReport {
   uint64_t deletions_held = 0; // unlisted resources the mass-deletion guard did not delete
   // The channels its Capability Lists offered (every Capability List read).
   std::vector<NotificationChannel> channels;
+  // The run failed because the database could not be reached (connection
+  // lost or refused): the daemon runs it again as soon as the database
+  // answers, not after the failure back-off.
+  bool database_unreachable = false;
+  bool recorded_earlier = false; // RunOptions::unrecorded is in the run history now
 };
 
 // Follows upstream Sources into the store: discovery, baseline from the

@@ -373,6 +373,23 @@ Result<void> MemoryStore::record_error(int64_t run_id, const std::string& url, c
   return {};
 }
 
+Result<int64_t> MemoryStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
+                                               const std::string& message) {
+  std::lock_guard lock(m_data->mutex);
+  const int64_t id = m_data->next_id++;
+  RunInfo info;
+  info.id = id;
+  info.source_id = source_id;
+  info.mode = mode;
+  info.status = RunStatus::failed;
+  info.node = node_name();
+  info.started_at = started;
+  info.message = message;
+  info.finished_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  m_data->runs[id] = info;
+  return id;
+}
+
 Result<void> MemoryStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
   std::lock_guard lock(m_data->mutex);
   auto& run = m_data->runs[run_id];

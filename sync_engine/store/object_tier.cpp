@@ -112,6 +112,11 @@ struct ObjectTier::Db {
         give(std::move(c));
         return {};
       } catch (const pqxx::broken_connection& e) {
+        {
+          // The server went away: the idle ones are as dead as this one.
+          std::lock_guard lock(mutex);
+          idle.clear();
+        }
         if (attempt > 0) {
           return make_error(ErrorKind::io, std::string("content_object ") + what + ": " + e.what());
         }

@@ -1,5 +1,6 @@
 #include "sync_engine/store/pg_aux_store.h"
 
+#include "sync_engine/store/pg_conn.h"
 #include "sync_engine/store/migrations.h"
 #include "sync_engine/store/pg_fields.h"
 
@@ -25,7 +26,7 @@ std::optional<std::string> opt_time(const std::optional<rs::Timestamp>& t) {
 struct PgAuxStore::Impl {
   explicit Impl(const std::string& conninfo) : conn(conninfo) {}
   std::mutex mutex;
-  pqxx::connection conn;
+  PgConn conn; // a new one after an outage
 };
 
 PgAuxStore::PgAuxStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -42,7 +43,7 @@ Result<std::unique_ptr<PgAuxStore>> PgAuxStore::open(const std::string& conninfo
 
 Result<void> PgAuxStore::put_hub_subscription(const HubSubscription& s) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record a hub subscription", [&]() -> Result<void> {
+  return m_impl->conn.run("record a hub subscription", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("INSERT INTO hub_subscription (topic, callback, secret, lease_seconds, expires_at, delivered_seq) "
                    "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (topic, callback) DO UPDATE SET "
@@ -56,7 +57,7 @@ Result<void> PgAuxStore::put_hub_subscription(const HubSubscription& s) {
 
 Result<bool> PgAuxStore::remove_hub_subscription(const std::string& topic, const std::string& callback) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("remove a hub subscription", [&]() -> Result<bool> {
+  return m_impl->conn.run("remove a hub subscription", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params("DELETE FROM hub_subscription WHERE topic = $1 AND callback = $2", topic, callback);
     tx.commit();
@@ -66,7 +67,7 @@ Result<bool> PgAuxStore::remove_hub_subscription(const std::string& topic, const
 
 Result<std::vector<HubSubscription>> PgAuxStore::hub_subscriptions() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read hub subscriptions", [&]() -> Result<std::vector<HubSubscription>> {
+  return m_impl->conn.run("read hub subscriptions", [&]() -> Result<std::vector<HubSubscription>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec("SELECT topic, callback, secret, lease_seconds, " + us("expires_at") + ", " +
                         us("created_at") + ", delivered_seq, " + us("delivered_at") +
@@ -97,7 +98,7 @@ Result<std::vector<HubSubscription>> PgAuxStore::hub_subscriptions() {
 Result<void> PgAuxStore::hub_delivered(const std::string& topic, const std::string& callback, int64_t seq,
                                         rs::Timestamp at) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record a hub delivery", [&]() -> Result<void> {
+  return m_impl->conn.run("record a hub delivery", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("UPDATE hub_subscription SET delivered_seq = greatest(delivered_seq, $3), delivered_at = $4, "
                    "deliveries = deliveries + 1, failures = 0, retry_at = NULL WHERE topic = $1 AND callback = $2",
@@ -110,7 +111,7 @@ Result<void> PgAuxStore::hub_delivered(const std::string& topic, const std::stri
 Result<void> PgAuxStore::hub_delivery_failed(const std::string& topic, const std::string& callback,
                                               rs::Timestamp retry_at, const std::string& error) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record a failed hub delivery", [&]() -> Result<void> {
+  return m_impl->conn.run("record a failed hub delivery", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("UPDATE hub_subscription SET failures = failures + 1, failures_total = failures_total + 1, "
                    "retry_at = $3, last_error = $4 WHERE topic = $1 AND callback = $2",
@@ -122,7 +123,7 @@ Result<void> PgAuxStore::hub_delivery_failed(const std::string& topic, const std
 
 Result<bool> PgAuxStore::lead_hub_delivery() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("take the hub's delivery lease", [&]() -> Result<bool> {
+  return m_impl->conn.run("take the hub's delivery lease", [&]() -> Result<bool> {
     pqxx::nontransaction tx(m_impl->conn);
     // Session-level: held until this connection closes (or is lost, when
     // another node's next try takes it). Asked again only when not held,
@@ -137,7 +138,7 @@ Result<bool> PgAuxStore::lead_hub_delivery() {
 
 Result<void> PgAuxStore::add_framework_events(const std::vector<FrameworkEvent>& events) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record framework events", [&]() -> Result<void> {
+  return m_impl->conn.run("record framework events", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     for (const auto& e : events) {
       tx.exec_params("INSERT INTO framework_event (set_name, loc, capability, change, at) VALUES ($1, $2, $3, $4, $5)",
@@ -151,7 +152,7 @@ Result<void> PgAuxStore::add_framework_events(const std::vector<FrameworkEvent>&
 Result<std::vector<FrameworkEvent>> PgAuxStore::framework_events(const std::string& set, int64_t after_seq,
                                                                 size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read framework events", [&]() -> Result<std::vector<FrameworkEvent>> {
+  return m_impl->conn.run("read framework events", [&]() -> Result<std::vector<FrameworkEvent>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params("SELECT seq, set_name, loc, capability, change, " + us("at") +
                                    " FROM framework_event WHERE set_name = $1 AND seq > $2 ORDER BY seq LIMIT $3",
@@ -167,7 +168,7 @@ Result<std::vector<FrameworkEvent>> PgAuxStore::framework_events(const std::stri
 
 Result<int64_t> PgAuxStore::last_framework_seq() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read the last framework event", [&]() -> Result<int64_t> {
+  return m_impl->conn.run("read the last framework event", [&]() -> Result<int64_t> {
     pqxx::read_transaction tx(m_impl->conn);
     return tx.exec1("SELECT coalesce(max(seq), 0) FROM framework_event")[0].as<int64_t>();
   });
@@ -175,7 +176,7 @@ Result<int64_t> PgAuxStore::last_framework_seq() {
 
 Result<uint64_t> PgAuxStore::expire_framework_events(rs::Timestamp before) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("expire framework events", [&]() -> Result<uint64_t> {
+  return m_impl->conn.run("expire framework events", [&]() -> Result<uint64_t> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params("DELETE FROM framework_event WHERE at < $1", rs::format_w3c_datetime(before));
     tx.commit();
@@ -185,7 +186,7 @@ Result<uint64_t> PgAuxStore::expire_framework_events(rs::Timestamp before) {
 
 Result<void> PgAuxStore::put_push_subscription(const PushSubscription& s) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record a push subscription", [&]() -> Result<void> {
+  return m_impl->conn.run("record a push subscription", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("INSERT INTO push_subscription (source, topic, hub, token, secret, state, lease_seconds, "
                    "expires_at, requested_at, verified_at, last_notification_at, notifications, ignored, last_note) "
@@ -206,7 +207,7 @@ Result<void> PgAuxStore::put_push_subscription(const PushSubscription& s) {
 
 Result<bool> PgAuxStore::remove_push_subscription(const std::string& source, const std::string& topic) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("remove a push subscription", [&]() -> Result<bool> {
+  return m_impl->conn.run("remove a push subscription", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params("DELETE FROM push_subscription WHERE source = $1 AND topic = $2", source, topic);
     tx.commit();
@@ -216,7 +217,7 @@ Result<bool> PgAuxStore::remove_push_subscription(const std::string& source, con
 
 Result<std::vector<PushSubscription>> PgAuxStore::push_subscriptions() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read push subscriptions", [&]() -> Result<std::vector<PushSubscription>> {
+  return m_impl->conn.run("read push subscriptions", [&]() -> Result<std::vector<PushSubscription>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec("SELECT source, topic, hub, token, secret, state, coalesce(lease_seconds, 0), " +
                         us("expires_at") + ", " + us("requested_at") + ", " + us("verified_at") + ", " +
@@ -276,7 +277,7 @@ ArchivedDocument read_archived(const pqxx::row& row) {
 
 Result<void> PgAuxStore::put_archived(const std::vector<ArchivedDocument>& docs) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record archived documents", [&]() -> Result<void> {
+  return m_impl->conn.run("record archived documents", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     for (const auto& d : docs) {
       tx.exec_params("INSERT INTO archived_document (url_path, set_name, kind, part, part_from, part_until, snapshot, "
@@ -294,7 +295,7 @@ Result<void> PgAuxStore::put_archived(const std::vector<ArchivedDocument>& docs)
 
 Result<std::vector<ArchivedDocument>> PgAuxStore::archived(const std::string& set, const std::string& kind) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read archived documents", [&]() -> Result<std::vector<ArchivedDocument>> {
+  return m_impl->conn.run("read archived documents", [&]() -> Result<std::vector<ArchivedDocument>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params(std::string("SELECT ") + k_archived_columns +
                                    " FROM archived_document WHERE set_name = $1 AND kind = $2 "
@@ -310,7 +311,7 @@ Result<std::vector<ArchivedDocument>> PgAuxStore::archived(const std::string& se
 
 Result<std::optional<ArchivedDocument>> PgAuxStore::archived_document(const std::string& url_path) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read an archived document", [&]() -> Result<std::optional<ArchivedDocument>> {
+  return m_impl->conn.run("read an archived document", [&]() -> Result<std::optional<ArchivedDocument>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params(std::string("SELECT ") + k_archived_columns +
                                    " FROM archived_document WHERE url_path = $1",
@@ -324,7 +325,7 @@ Result<std::optional<ArchivedDocument>> PgAuxStore::archived_document(const std:
 
 Result<uint64_t> PgAuxStore::expire_archived(rs::Timestamp before) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("expire archived documents", [&]() -> Result<uint64_t> {
+  return m_impl->conn.run("expire archived documents", [&]() -> Result<uint64_t> {
     pqxx::work tx(m_impl->conn);
     const std::string t = rs::format_w3c_datetime(before);
     // A snapshot goes whole: every document of it, by its `at`.

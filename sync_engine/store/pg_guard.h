@@ -17,12 +17,14 @@ template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const pqxx::broken_connection& e) {
-    return make_error(ErrorKind::transient, std::string(what) + ": database connection lost: " + e.what());
+    return make_error(ErrorKind::database, std::string(what) + ": database connection lost: " + e.what());
   } catch (const pqxx::sql_error& e) {
     const std::string state = e.sqlstate();
     ErrorKind kind = ErrorKind::permanent;
-    if (state == "40001" || state == "40P01" || state == "55P03" || state.rfind("08", 0) == 0 ||
-        state == "57P01") {
+    if (state.rfind("08", 0) == 0 || state == "57P01" || state == "57P02" || state == "57P03") {
+      // A connection failure, the server shutting down or not yet up.
+      kind = ErrorKind::database;
+    } else if (state == "40001" || state == "40P01" || state == "55P03") {
       kind = ErrorKind::transient;
     } else if (state.rfind("23", 0) == 0) {
       kind = ErrorKind::conflict;

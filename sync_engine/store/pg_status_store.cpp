@@ -1,5 +1,6 @@
 #include "sync_engine/store/pg_status_store.h"
 
+#include "sync_engine/store/pg_conn.h"
 #include "sync_engine/store/migrations.h"
 #include "sync_engine/store/pg_fields.h"
 
@@ -20,7 +21,7 @@ std::string bucket_of(const std::string& expr) {
 struct PgStatusStore::Impl {
   explicit Impl(const std::string& conninfo) : conn(conninfo) {}
   std::mutex mutex;
-  pqxx::connection conn;
+  PgConn conn; // a new one after an outage
 };
 
 PgStatusStore::PgStatusStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -37,7 +38,7 @@ Result<std::unique_ptr<PgStatusStore>> PgStatusStore::open(const std::string& co
 
 Result<void> PgStatusStore::sample(const std::vector<HistorySample>& samples, std::chrono::seconds retention) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("sample the status history", [&]() -> Result<void> {
+  return m_impl->conn.run("sample the status history", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     // The cursor's row lock makes daemons sharing the database count each
     // change once, one after the other.
@@ -69,7 +70,7 @@ Result<void> PgStatusStore::sample(const std::vector<HistorySample>& samples, st
 
 Result<std::vector<SourceHistory>> PgStatusStore::history(rs::Timestamp since, const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read the status history", [&]() -> Result<std::vector<SourceHistory>> {
+  return m_impl->conn.run("read the status history", [&]() -> Result<std::vector<SourceHistory>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params("SELECT s.name, " + us("h.bucket") + ", h.lag_seconds, h.changes, h.failing "
                                "FROM source_history h JOIN source s ON s.id = h.source_id "
@@ -95,7 +96,7 @@ Result<std::vector<SourceHistory>> PgStatusStore::history(rs::Timestamp since, c
 
 Result<std::vector<FeedStatus>> PgStatusStore::feeds(const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read a source's feeds", [&]() -> Result<std::vector<FeedStatus>> {
+  return m_impl->conn.run("read a source's feeds", [&]() -> Result<std::vector<FeedStatus>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params(
         "SELECT f.id, f.capability_list_url, coalesce(st.live, 0), coalesce(st.deleted, 0), coalesce(st.bytes, 0), "
@@ -127,7 +128,7 @@ Result<std::vector<FeedStatus>> PgStatusStore::feeds(const std::string& source) 
 
 Result<std::vector<RunError>> PgStatusStore::recent_errors(const std::string& source, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read a source's errors", [&]() -> Result<std::vector<RunError>> {
+  return m_impl->conn.run("read a source's errors", [&]() -> Result<std::vector<RunError>> {
     pqxx::read_transaction tx(m_impl->conn);
     // The newest runs first, through sync_error's run index.
     auto rows = tx.exec_params("SELECT e.run_id, " + us("e.at") + ", e.url, e.reason FROM sync_error e "
@@ -146,7 +147,7 @@ Result<std::vector<RunError>> PgStatusStore::recent_errors(const std::string& so
 Result<std::pair<uint64_t, std::vector<RetryingResource>>> PgStatusStore::retrying(const std::string& source,
                                                                                    size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read a source's retrying resources",
+  return m_impl->conn.run("read a source's retrying resources",
                  [&]() -> Result<std::pair<uint64_t, std::vector<RetryingResource>>> {
                    pqxx::read_transaction tx(m_impl->conn);
                    const std::string from = " FROM retry r JOIN feed f ON f.id = r.feed_id JOIN source s ON "

@@ -1,6 +1,7 @@
 #include "sync_engine/store/pg_store.h"
 
 #include "sync_engine/store/migrations.h"
+#include "sync_engine/store/pg_conn.h"
 #include "sync_engine/store/pg_fields.h"
 
 #include "common/log.h"
@@ -272,8 +273,10 @@ void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const Waterma
 } // namespace
 
 struct PgStore::Impl {
-  explicit Impl(const std::string& info) : conninfo(info), conn(info) {
-    pqxx::work tx(conn);
+  explicit Impl(const std::string& info) : conninfo(info), conn(info, &create_stage_tables) {}
+  // A session's temporary tables: made again with every new connection.
+  static void create_stage_tables(pqxx::connection& c) {
+    pqxx::work tx(c);
     tx.exec0("CREATE TEMP TABLE stage_resource ("
              "uri text COLLATE \"C\", state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
              "md5 text, sha1 text, sha256 text, type text, encoding text, links jsonb, blob_sha256 text, "
@@ -285,7 +288,7 @@ struct PgStore::Impl {
   }
   std::string conninfo;
   std::mutex mutex;
-  pqxx::connection conn;
+  PgConn conn;
   // Sessions (open_session) go back to their root store's pool when done:
   // a connection with its temporary tables costs 15-20 ms to set up, as
   // much as a whole incremental run of one change (measured for #16's
@@ -341,7 +344,7 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo) {
 
 Result<int64_t> PgStore::ensure_source(const std::string& name, const std::string& url) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("ensure source", [&]() -> Result<int64_t> {
+  return m_impl->conn.run("ensure source", [&]() -> Result<int64_t> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params("INSERT INTO source (name, url) VALUES ($1, $2) "
                             "ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url RETURNING id",
@@ -353,7 +356,7 @@ Result<int64_t> PgStore::ensure_source(const std::string& name, const std::strin
 
 Result<void> PgStore::set_source_kind(int64_t source_id, const std::string& kind) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record the source's kind", [&]() -> Result<void> {
+  return m_impl->conn.run("record the source's kind", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("UPDATE source SET kind = $2 WHERE id = $1 AND kind IS DISTINCT FROM $2", source_id, kind);
     tx.commit();
@@ -363,7 +366,7 @@ Result<void> PgStore::set_source_kind(int64_t source_id, const std::string& kind
 
 Result<void> PgStore::set_source_clock(int64_t source_id, std::optional<double> ahead_seconds) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record the source's clock", [&]() -> Result<void> {
+  return m_impl->conn.run("record the source's clock", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     const std::optional<std::string> ahead =
         ahead_seconds ? std::optional<std::string>(std::to_string(*ahead_seconds)) : std::nullopt;
@@ -375,7 +378,7 @@ Result<void> PgStore::set_source_clock(int64_t source_id, std::optional<double> 
 
 Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capability_list_url) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("ensure feed", [&]() -> Result<int64_t> {
+  return m_impl->conn.run("ensure feed", [&]() -> Result<int64_t> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params("INSERT INTO feed (source_id, capability_list_url) VALUES ($1, $2) "
                             "ON CONFLICT (source_id, capability_list_url) DO UPDATE SET source_id = EXCLUDED.source_id "
@@ -388,7 +391,7 @@ Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capab
 
 Result<Watermark> PgStore::watermark(int64_t feed_id) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read watermark", [&]() -> Result<Watermark> {
+  return m_impl->conn.run("read watermark", [&]() -> Result<Watermark> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT " + us("baseline_at") + ", change_list_url, " + us("last_time") +
                                 ", last_uri, last_position FROM watermark WHERE feed_id = $1",
@@ -409,7 +412,7 @@ Result<Watermark> PgStore::watermark(int64_t feed_id) {
 Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64_t feed_id,
                                                                           const std::vector<std::string>& uris) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read resources", [&]() -> Result<std::unordered_map<std::string, ResourceRecord>> {
+  return m_impl->conn.run("read resources", [&]() -> Result<std::unordered_map<std::string, ResourceRecord>> {
     std::unordered_map<std::string, ResourceRecord> out;
     if (uris.empty()) {
       return out;
@@ -428,7 +431,7 @@ Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64
 
 Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<void(const ResourceRecord&)>& fn) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("list resources", [&]() -> Result<void> {
+  return m_impl->conn.run("list resources", [&]() -> Result<void> {
     // Keyset pagination keeps memory flat for feeds of millions; the order
     // is the database's collation, which the primary key index serves.
     std::optional<std::string> after;
@@ -453,7 +456,7 @@ Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<voi
 
 Result<void> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("apply batch", [&]() -> Result<void> {
+  return m_impl->conn.run("apply batch", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     // Seen marks first: rows upserted below take theirs in the same write
     // (one write per row instead of an insert and then an update).
@@ -566,7 +569,7 @@ Result<void> PgStore::apply(const Batch& b) {
 Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
                                                double max_share) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("delete unseen resources", [&]() -> Result<DeletionOutcome> {
+  return m_impl->conn.run("delete unseen resources", [&]() -> Result<DeletionOutcome> {
     pqxx::work tx(m_impl->conn);
     DeletionOutcome out;
     // The feed's row, locked: a confirmation arriving now waits for this.
@@ -640,7 +643,7 @@ DeletionHold read_hold(const pqxx::row& row) {
 
 Result<std::vector<DeletionHold>> PgStore::confirm_deletions(int64_t source_id) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("confirm deletions", [&]() -> Result<std::vector<DeletionHold>> {
+  return m_impl->conn.run("confirm deletions", [&]() -> Result<std::vector<DeletionHold>> {
     pqxx::work tx(m_impl->conn);
     std::vector<DeletionHold> out;
     for (const auto& row : tx.exec_params("UPDATE feed SET deletions_confirmed = true WHERE source_id = $1 AND "
@@ -679,7 +682,7 @@ RetryRecord read_retry(const pqxx::row& row) {
 Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(int64_t feed_id,
                                                                              const std::vector<std::string>& uris) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read pending changes", [&]() -> Result<std::unordered_map<std::string, RetryRecord>> {
+  return m_impl->conn.run("read pending changes", [&]() -> Result<std::unordered_map<std::string, RetryRecord>> {
     std::unordered_map<std::string, RetryRecord> out;
     if (uris.empty()) {
       return out;
@@ -699,7 +702,7 @@ Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(in
 
 Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp now, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read due retries", [&]() -> Result<std::vector<RetryRecord>> {
+  return m_impl->conn.run("read due retries", [&]() -> Result<std::vector<RetryRecord>> {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<RetryRecord> out;
     for (const auto& row : tx.exec_params("SELECT " + retry_columns() +
@@ -713,7 +716,7 @@ Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp
 }
 
 Result<std::unique_ptr<Store>> PgStore::open_session() {
-  return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
+  return m_impl->conn.run("open session", [&]() -> Result<std::unique_ptr<Store>> {
     std::shared_ptr<Impl::Pool> pool;
     {
       std::lock_guard lock(m_impl->mutex);
@@ -723,18 +726,29 @@ Result<std::unique_ptr<Store>> PgStore::open_session() {
       pool = m_impl->pool;
     }
     std::unique_ptr<Impl> impl;
-    {
-      std::lock_guard lock(pool->mutex);
-      if (!pool->idle.empty()) {
+    for (;;) {
+      {
+        std::lock_guard lock(pool->mutex);
+        if (pool->idle.empty()) {
+          break;
+        }
         impl = std::move(pool->idle.back());
         pool->idle.pop_back();
       }
+      // One that idled through an outage says it is open until used.
+      if (impl->conn.alive()) {
+        break;
+      }
+      impl.reset();
     }
     if (!impl) {
       impl = std::make_unique<Impl>(m_impl->conninfo);
     }
     impl->pool = std::move(pool);
     impl->session = true;
+    // A run's transactions are not tried again on a new connection: its
+    // source lease went with the old server (see PgConn::set_retry).
+    impl->conn.set_retry(false);
     return std::unique_ptr<Store>(new PgStore(std::move(impl)));
   });
 }
@@ -772,7 +786,7 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
     int source = 0;
     bool locked = false;
   };
-  return guarded("lock source", [&]() -> Result<LockAttempt> {
+  return m_impl->conn.run("lock source", [&]() -> Result<LockAttempt> {
     std::shared_ptr<Impl::Pool> pool;
     {
       std::lock_guard lock(m_impl->mutex);
@@ -782,14 +796,27 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
       pool = m_impl->pool;
     }
     std::unique_ptr<pqxx::connection> conn;
-    {
-      std::lock_guard lock(pool->mutex);
-      if (!pool->idle_leases.empty()) {
+    for (;;) {
+      {
+        std::lock_guard lock(pool->mutex);
+        if (pool->idle_leases.empty()) {
+          break;
+        }
         conn = std::move(pool->idle_leases.back());
         pool->idle_leases.pop_back();
       }
+      // One that idled through an outage says it is open until used.
+      try {
+        if (conn->is_open()) {
+          pqxx::nontransaction ping(*conn);
+          ping.exec("SELECT 1");
+          break;
+        }
+      } catch (const std::exception&) {
+      }
+      conn.reset();
     }
-    if (!conn || !conn->is_open()) {
+    if (!conn) {
       conn = std::make_unique<pqxx::connection>(m_impl->conninfo);
     }
     auto lease = std::make_unique<Lease>(std::move(conn), pool, static_cast<int>(source_id));
@@ -824,7 +851,7 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
     lease->locked = true;
     // Runs left "running" by a process that died: none can be under way now.
     tx.exec_params("UPDATE sync_run SET status = 'failed', finished_at = now(), "
-                   "message = coalesce(message || '; ', '') || 'interrupted: its process ended' "
+                   "message = coalesce(message || '; ', '') || 'interrupted: its process ended or lost the database' "
                    "WHERE source_id = $1 AND status = 'running'",
                    source_id);
     out.lease = std::move(lease);
@@ -834,7 +861,7 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
 
 Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("begin run", [&]() -> Result<int64_t> {
+  return m_impl->conn.run("begin run", [&]() -> Result<int64_t> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node) VALUES ($1, $2, 'running', $3) "
                             "RETURNING id",
@@ -844,9 +871,23 @@ Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode) {
   });
 }
 
+Result<int64_t> PgStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
+                                           const std::string& message) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("record a failed run", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_impl->conn);
+    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node, started_at, finished_at, message) "
+                            "VALUES ($1, $2, 'failed', $3, $4, now(), $5) RETURNING id",
+                            source_id, std::string(to_string(mode)), node_name(), rs::format_w3c_datetime(started),
+                            message);
+    tx.commit();
+    return r[0][0].as<int64_t>();
+  });
+}
+
 Result<void> PgStore::record_error(int64_t run_id, const std::string& url, const std::string& reason) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record error", [&]() -> Result<void> {
+  return m_impl->conn.run("record error", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("INSERT INTO sync_error (run_id, url, reason) VALUES ($1, $2, $3)", run_id, url, reason);
     tx.commit();
@@ -856,7 +897,7 @@ Result<void> PgStore::record_error(int64_t run_id, const std::string& url, const
 
 Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("finish run", [&]() -> Result<void> {
+  return m_impl->conn.run("finish run", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("UPDATE sync_run SET status = $2, message = $3, finished_at = now() WHERE id = $1", run_id,
                    std::string(to_string(status)), message);
@@ -899,7 +940,7 @@ RunInfo read_run(const pqxx::row& row) {
 
 Result<RunInfo> PgStore::run(int64_t run_id) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read run", [&]() -> Result<RunInfo> {
+  return m_impl->conn.run("read run", [&]() -> Result<RunInfo> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT " + k_run_columns + " FROM sync_run WHERE id = $1", run_id);
     if (r.empty()) {
@@ -911,7 +952,7 @@ Result<RunInfo> PgStore::run(int64_t run_id) {
 
 Result<std::vector<FeedInfo>> PgStore::feeds() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("list feeds", [&]() -> Result<std::vector<FeedInfo>> {
+  return m_impl->conn.run("list feeds", [&]() -> Result<std::vector<FeedInfo>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec("SELECT f.id, f.source_id, s.name, f.capability_list_url FROM feed f "
                      "JOIN source s ON s.id = f.source_id ORDER BY s.name, f.id");
@@ -927,7 +968,7 @@ Result<std::vector<FeedInfo>> PgStore::feeds() {
 Result<std::vector<ResourceRecord>> PgStore::live_resources(int64_t feed_id, const std::string& after_uri,
                                                             size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("list live resources", [&]() -> Result<std::vector<ResourceRecord>> {
+  return m_impl->conn.run("list live resources", [&]() -> Result<std::vector<ResourceRecord>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params(resource_select() +
                                 "WHERE feed_id = $1 AND state = 'live' AND uri > $2 ORDER BY uri LIMIT $3",
@@ -943,7 +984,7 @@ Result<std::vector<ResourceRecord>> PgStore::live_resources(int64_t feed_id, con
 
 Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const std::string& uri) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read resource", [&]() -> Result<std::optional<ResourceRecord>> {
+  return m_impl->conn.run("read resource", [&]() -> Result<std::optional<ResourceRecord>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params(resource_select() + "WHERE feed_id = $1 AND uri = $2", feed_id, uri);
     if (r.empty()) {
@@ -956,7 +997,7 @@ Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const s
 Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                                       int64_t up_to_seq, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read change log", [&]() -> Result<std::vector<ChangedKey>> {
+  return m_impl->conn.run("read change log", [&]() -> Result<std::vector<ChangedKey>> {
     const std::string ids = bigint_array(feed_ids);
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT seq, feed_id, uri FROM change_log WHERE feed_id = ANY($1::bigint[]) AND seq > $2 "
@@ -975,7 +1016,7 @@ Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>
 Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                                    size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read change log", [&]() -> Result<std::vector<LoggedChange>> {
+  return m_impl->conn.run("read change log", [&]() -> Result<std::vector<LoggedChange>> {
     const std::string ids = bigint_array(feed_ids);
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT seq, change, " + us("recorded_at") + ", " + us("upstream_datetime") + ", uri, " +
@@ -1016,7 +1057,7 @@ Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& f
 
 Result<std::vector<SourceStats>> PgStore::source_stats() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read source statistics", [&]() -> Result<std::vector<SourceStats>> {
+  return m_impl->conn.run("read source statistics", [&]() -> Result<std::vector<SourceStats>> {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<SourceStats> out;
     std::map<int64_t, size_t> index;
@@ -1086,7 +1127,7 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
 
 Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read recent runs", [&]() -> Result<std::vector<RunInfo>> {
+  return m_impl->conn.run("read recent runs", [&]() -> Result<std::vector<RunInfo>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT " + k_run_columns +
                                 " FROM sync_run WHERE source_id = (SELECT id FROM source WHERE name = $1) "
@@ -1102,7 +1143,7 @@ Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_
 
 Result<uint64_t> PgStore::prune_runs(std::chrono::seconds older_than, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("prune runs", [&]() -> Result<uint64_t> {
+  return m_impl->conn.run("prune runs", [&]() -> Result<uint64_t> {
     pqxx::work tx(m_impl->conn);
     auto r = tx.exec_params(
         "DELETE FROM sync_run WHERE id IN ("
@@ -1147,7 +1188,7 @@ Result<void> PgStore::for_each_referenced_blob(const std::function<void(const st
 
 Result<void> PgStore::for_each_blob_of(const std::string& query, const std::function<void(const std::string&)>& fn) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("list referenced blobs", [&]() -> Result<void> {
+  return m_impl->conn.run("list referenced blobs", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec0("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     tx.exec0("DECLARE referenced NO SCROLL CURSOR FOR " + query);
@@ -1198,7 +1239,7 @@ std::vector<Compaction> read_compactions(pqxx::transaction_base& tx) {
 
 Result<std::vector<int64_t>> PgStore::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read change log", [&]() -> Result<std::vector<int64_t>> {
+  return m_impl->conn.run("read change log", [&]() -> Result<std::vector<int64_t>> {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<int64_t> out;
     for (const auto& row : tx.exec_params("SELECT DISTINCT feed_id FROM change_log WHERE seq > $1 AND seq <= $2",
@@ -1211,7 +1252,7 @@ Result<std::vector<int64_t>> PgStore::changed_feeds(int64_t after_seq, int64_t u
 
 Result<std::vector<Compaction>> PgStore::compactions() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read compactions", [&]() -> Result<std::vector<Compaction>> {
+  return m_impl->conn.run("read compactions", [&]() -> Result<std::vector<Compaction>> {
     pqxx::read_transaction tx(m_impl->conn);
     return read_compactions(tx);
   });
@@ -1220,7 +1261,7 @@ Result<std::vector<Compaction>> PgStore::compactions() {
 Result<uint64_t> PgStore::compact_change_log(const std::vector<Compaction>& done,
                                              const std::map<std::string, std::vector<int64_t>>& published) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("compact the change log", [&]() -> Result<uint64_t> {
+  return m_impl->conn.run("compact the change log", [&]() -> Result<uint64_t> {
     pqxx::work tx(m_impl->conn);
     for (const auto& c : done) {
       tx.exec_params("INSERT INTO change_log_compaction AS k (set_name, feeds, part_size, parts, last_seq, until) "
@@ -1271,7 +1312,7 @@ Result<uint64_t> PgStore::compact_change_log(const std::vector<Compaction>& done
 
 Result<int> PgStore::schema_version() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("schema version", [&]() -> Result<int> {
+  return m_impl->conn.run("schema version", [&]() -> Result<int> {
     pqxx::read_transaction tx(m_impl->conn);
     return read_schema_version(tx);
   });
@@ -1279,7 +1320,7 @@ Result<int> PgStore::schema_version() {
 
 Result<int64_t> PgStore::last_seq() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read last seq", [&]() -> Result<int64_t> {
+  return m_impl->conn.run("read last seq", [&]() -> Result<int64_t> {
     pqxx::read_transaction tx(m_impl->conn);
     return tx.exec1("SELECT coalesce(max(seq), 0) FROM change_log")[0].as<int64_t>();
   });
@@ -1354,7 +1395,7 @@ namespace tributary::store {
 
 Result<std::optional<SharedDumps::ResourceDump>> PgStore::resource_dump(const std::string& set) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read the shared Resource Dump", [&]() -> Result<std::optional<ResourceDump>> {
+  return m_impl->conn.run("read the shared Resource Dump", [&]() -> Result<std::optional<ResourceDump>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params("SELECT generation, document, seq, (extract(epoch FROM built_at) * 1000000)::bigint "
                                "FROM shared_dump WHERE set_name = $1",
@@ -1373,7 +1414,7 @@ Result<std::optional<SharedDumps::ResourceDump>> PgStore::resource_dump(const st
 
 Result<std::vector<std::pair<std::string, SharedDumps::ResourceDump>>> PgStore::resource_dumps() {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read the shared Resource Dumps", [&]() -> Result<std::vector<std::pair<std::string, ResourceDump>>> {
+  return m_impl->conn.run("read the shared Resource Dumps", [&]() -> Result<std::vector<std::pair<std::string, ResourceDump>>> {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<std::pair<std::string, ResourceDump>> out;
     for (const auto& row : tx.exec("SELECT set_name, generation, seq, (extract(epoch FROM built_at) * 1000000)::bigint "
@@ -1391,7 +1432,7 @@ Result<std::vector<std::pair<std::string, SharedDumps::ResourceDump>>> PgStore::
 Result<bool> PgStore::put_resource_dump(const std::string& set, const ResourceDump& dump,
                                         const std::vector<File>& files) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record the shared Resource Dump", [&]() -> Result<bool> {
+  return m_impl->conn.run("record the shared Resource Dump", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
     auto current = tx.exec_params("SELECT seq, generation FROM shared_dump WHERE set_name = $1 FOR UPDATE", set);
     if (!current.empty() && current[0][0].as<int64_t>() > dump.seq) {
@@ -1422,7 +1463,7 @@ constexpr int k_dump_lock_space = 0x74726475; // "trdu"
 
 Result<bool> PgStore::claim(const std::string& set) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("claim a set's Resource Dump", [&]() -> Result<bool> {
+  return m_impl->conn.run("claim a set's Resource Dump", [&]() -> Result<bool> {
     pqxx::nontransaction tx(m_impl->conn);
     return tx.exec_params1("SELECT pg_try_advisory_lock($1, hashtext($2))", k_dump_lock_space, set)[0].as<bool>();
   });
@@ -1430,7 +1471,7 @@ Result<bool> PgStore::claim(const std::string& set) {
 
 Result<void> PgStore::release(const std::string& set) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("release a set's Resource Dump", [&]() -> Result<void> {
+  return m_impl->conn.run("release a set's Resource Dump", [&]() -> Result<void> {
     pqxx::nontransaction tx(m_impl->conn);
     tx.exec_params1("SELECT pg_advisory_unlock($1, hashtext($2))", k_dump_lock_space, set);
     return {};
@@ -1439,7 +1480,7 @@ Result<void> PgStore::release(const std::string& set) {
 
 Result<void> PgStore::put_change_package(const std::string& set, const ChangePackage& p) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("record a shared Change Dump package", [&]() -> Result<void> {
+  return m_impl->conn.run("record a shared Change Dump package", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     for (const File* f : {&p.zip, &p.manifest}) {
       tx.exec_params("INSERT INTO shared_dump_file (url_path, set_name, part, part_from, part_until, sha256, length) "
@@ -1454,7 +1495,7 @@ Result<void> PgStore::put_change_package(const std::string& set, const ChangePac
 
 Result<std::vector<SharedDumps::ChangePackage>> PgStore::change_packages(const std::string& set) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read shared Change Dump packages", [&]() -> Result<std::vector<ChangePackage>> {
+  return m_impl->conn.run("read shared Change Dump packages", [&]() -> Result<std::vector<ChangePackage>> {
     pqxx::read_transaction tx(m_impl->conn);
     // Each part's two files, written in one transaction: its package and
     // the copy of its manifest.
@@ -1482,7 +1523,7 @@ Result<std::vector<SharedDumps::ChangePackage>> PgStore::change_packages(const s
 
 Result<void> PgStore::drop_change_packages(const std::string& set, size_t up_to_part) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("drop shared Change Dump packages", [&]() -> Result<void> {
+  return m_impl->conn.run("drop shared Change Dump packages", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     tx.exec_params("DELETE FROM shared_dump_file WHERE set_name = $1 AND part <= $2", set,
                    static_cast<long long>(up_to_part));
@@ -1493,7 +1534,7 @@ Result<void> PgStore::drop_change_packages(const std::string& set, size_t up_to_
 
 Result<std::optional<SharedDumps::File>> PgStore::file(const std::string& url_path) {
   std::lock_guard lock(m_impl->mutex);
-  return guarded("read a shared dump file", [&]() -> Result<std::optional<File>> {
+  return m_impl->conn.run("read a shared dump file", [&]() -> Result<std::optional<File>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto rows = tx.exec_params("SELECT sha256, length FROM shared_dump_file WHERE url_path = $1", url_path);
     if (rows.empty()) {

@@ -45,6 +45,8 @@ public:
   Result<int64_t> begin_run(int64_t source_id, RunMode mode) override;
   Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;
   Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
+  Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
+                                    const std::string& message) override;
   Result<RunInfo> run(int64_t run_id) override;
 
   Result<std::vector<FeedInfo>> feeds() override;

@@ -234,6 +234,10 @@ public:
   virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode) = 0;
   virtual Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) = 0;
   virtual Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) = 0;
+  // A run that failed before begin_run() could record it (the database
+  // could not be reached), recorded failed: started then, finished now.
+  virtual Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
+                                            const std::string& message) = 0;
   virtual Result<RunInfo> run(int64_t run_id) = 0;
 };
 
