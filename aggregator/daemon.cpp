@@ -330,7 +330,10 @@ struct Daemon : DaemonState {
       }
       const Time now = Clock::now();
       if (database_back.exchange(false)) {
-        scheduler.database_back(now);
+        scheduler.node_back(now);
+      }
+      if (disk.space_returned()) {
+        scheduler.node_back(now);
       }
       // Runs that moved nothing for k_stall (a Source that accepts
       // connections and never answers) leave a slot for the others.
@@ -338,7 +341,9 @@ struct Daemon : DaemonState {
       for (const auto& [name, r] : running) {
         stalled += !r.done && now - std::max(r.started, r.progressed) > k_stall ? 1 : 0;
       }
-      for (Job& job : scheduler.due(now, config.max_concurrent_syncs, stalled)) {
+      // While the disk is full no run starts (each would fail at its first
+      // write); they all go within a second of space returning.
+      for (Job& job : disk.is_full() ? std::vector<Job>{} : scheduler.due(now, config.max_concurrent_syncs, stalled)) {
         const sync::SourceConfig* cfg = scheduler.source(job.source);
         Running& r = running[job.source];
         if (r.thread.joinable()) {
@@ -372,7 +377,7 @@ struct Daemon : DaemonState {
   void run_job(const Job& job, const sync::SourceConfig& src) {
     // While the database is away, runs are tried every few seconds: not said
     // each time (DatabaseHealth says the outage once a minute).
-    (database.outage() ? log::debug : log::info)(
+    (database.outage() || disk.is_full() ? log::debug : log::info)(
         src.name, "run started",
         {{"mode", std::string(store::to_string(job.mode))}, {"trigger", job.requested ? "api" : "schedule"}});
     sync::SourceReport report;
@@ -436,7 +441,7 @@ struct Daemon : DaemonState {
     }
     if (ok) {
       log::info(src.name, "run finished", fields);
-    } else if (report.database_unreachable && database.outage()) {
+    } else if ((report.database_unreachable && database.outage()) || (report.disk_full && disk.is_full())) {
       // The outage is said once a minute (DatabaseHealth), not at every
       // try of every source.
       log::debug(src.name, "run failed", fields);
@@ -459,6 +464,9 @@ struct Daemon : DaemonState {
     // Whether the database answered: a run that could not reach it waits
     // for it (no back-off); one that did ends the outage for every source.
     bool reached_again = false;
+    if (report.disk_full) {
+      disk.full(report.errors.empty() ? "no space left" : report.errors.front());
+    }
     if (report.database_unreachable) {
       database.lost(report.errors.empty() ? "connection lost" : report.errors.front());
     } else if (report.run_id != 0 || report.busy) {
@@ -481,13 +489,13 @@ struct Daemon : DaemonState {
     }
     if (report.busy) {
       scheduler.busy(src.name, Clock::now()); // another process runs it: not a failure of ours
-    } else if (report.database_unreachable) {
-      scheduler.waiting_for_database(src.name, job.mode, Clock::now());
+    } else if (report.database_unreachable || report.disk_full) {
+      scheduler.wait_for_node(src.name, job.mode, Clock::now());
     } else {
       scheduler.finished(src.name, job.mode, ok, Clock::now());
     }
     if (reached_again) {
-      scheduler.database_back(Clock::now());
+      scheduler.node_back(Clock::now());
     }
     ++runs_total[src.name + "\n" + std::string(store::to_string(report.status))];
     last_duration[src.name] = static_cast<double>(report.duration.count()) / 1000.0;
@@ -521,6 +529,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   auto d = std::make_unique<Daemon>();
   d->config_path = config_path;
   d->config = std::move(*load.config);
+  d->disk.set_dir(d->config.data_dir); // data_dir is not reloaded
   d->apply_logging(d->config);
   d->load_admin_token(d->config);
   auto store = store::PgStore::open(d->config.database);

@@ -2,6 +2,7 @@
 
 #include "aggregator/config.h"
 #include "aggregator/database_health.h"
+#include "aggregator/disk_health.h"
 #include "aggregator/scheduler.h"
 #include "common/result.h"
 #include "sync_engine/store/object_tier.h"
@@ -50,6 +51,8 @@ struct DaemonState {
   std::optional<std::string> not_ready; // why the last readiness check failed
   // Whether the database answers, as runs and reads find it (safe to share).
   DatabaseHealth database;
+  // Whether the data directory's disk is full (safe to share).
+  DiskHealth disk;
   std::atomic<bool> database_back{false}; // a read found it again: the dispatcher wakes the runs waiting for it
   // Per source: runs that failed before they could be recorded (the
   // database was unreachable), recorded by its next run that reaches it

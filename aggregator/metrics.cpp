@@ -154,6 +154,9 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
            [](const HostView& h) { return std::optional<double>(static_cast<double>(h.throttled)); });
   family("tributary_node_info", "gauge", "This process's node name (config node_name; runs record it).");
   m << "tributary_node_info{node=\"" << label(store::node_name()) << "\"} 1\n";
+  family("tributary_disk_full", "gauge",
+         "1 while the data directory's disk is full (every run paused until space returns).");
+  m << "tributary_disk_full " << (state.disk.is_full() ? 1 : 0) << '\n';
   if (state.tier) {
     const auto c = state.tier->counters();
     for (const auto& [name, help, value] :

@@ -130,7 +130,7 @@ void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok
   }
   e.running = false;
   e.busy = false;
-  e.waiting_for_database = false;
+  e.waiting_for_node = false;
   e.retry_mode.reset();
   if (ok) {
     e.failures = 0;
@@ -158,7 +158,7 @@ void Scheduler::busy(const std::string& source, Time now) {
   it->second.next_run = now + std::min<std::chrono::seconds>(k_busy_retry, it->second.config.interval);
 }
 
-void Scheduler::waiting_for_database(const std::string& source, store::RunMode mode, Time now) {
+void Scheduler::wait_for_node(const std::string& source, store::RunMode mode, Time now) {
   auto it = m_entries.find(source);
   if (it == m_entries.end()) {
     return;
@@ -170,16 +170,16 @@ void Scheduler::waiting_for_database(const std::string& source, store::RunMode m
   Entry& e = it->second;
   e.running = false;
   e.busy = false;
-  e.waiting_for_database = true;
+  e.waiting_for_node = true;
   if (mode != store::RunMode::incremental) {
     e.retry_mode = mode; // a baseline or an audit is run again as one
   }
-  e.next_run = now + k_database_retry;
+  e.next_run = now + k_node_retry;
 }
 
-void Scheduler::database_back(Time now) {
+void Scheduler::node_back(Time now) {
   for (auto& [name, e] : m_entries) {
-    if (e.waiting_for_database && !e.running) {
+    if (e.waiting_for_node && !e.running) {
       e.next_run = std::min(e.next_run, now);
     }
   }
@@ -228,7 +228,7 @@ std::vector<Scheduler::View> Scheduler::view() const {
     v.state = !e.config.enabled ? SourceState::disabled
               : e.running       ? SourceState::syncing
               : e.busy          ? SourceState::busy
-              : e.failures > 0 || e.waiting_for_database ? SourceState::failing
+              : e.failures > 0 || e.waiting_for_node ? SourceState::failing
                                 : SourceState::idle;
     if (e.running) {
       v.running = e.running_mode;

@@ -55,14 +55,16 @@ public:
   // back-off (it is no failure).
   void busy(const std::string& source, Time now);
   static constexpr std::chrono::seconds k_busy_retry{30};
-  // A job failed because the database could not be reached: no failure of
-  // the source's, so no back-off. It is tried again every
-  // k_database_retry (each try fails at once while the database is down),
-  // in the same mode, and at once when database_back() says it answers.
-  void waiting_for_database(const std::string& source, store::RunMode mode, Time now);
-  static constexpr std::chrono::seconds k_database_retry{2};
-  // The database answers again: every source waiting for it is due now.
-  void database_back(Time now);
+  // A job stopped for the node, not the source (the database could not be
+  // reached, the disk is full): no failure of the source's, so no back-off.
+  // It is tried again every k_node_retry (each try fails at once while the
+  // database is down; the daemon starts nothing while the disk is full),
+  // in the same mode, and at once when node_back() says the node is well.
+  void wait_for_node(const std::string& source, store::RunMode mode, Time now);
+  static constexpr std::chrono::seconds k_node_retry{2};
+  // The database answers again, or space returned: every source waiting
+  // for the node is due now.
+  void node_back(Time now);
   enum class Request { queued, unknown, disabled };
   // Runs `mode` on the source as soon as a slot is free.
   Request request(const std::string& source, store::RunMode mode);
@@ -99,7 +101,7 @@ private:
     std::optional<store::RunMode> requested;
     bool removed = false; // gone from the config, kept while its run lasts
     bool busy = false;    // its last job found another process running it
-    bool waiting_for_database = false; // its last job could not reach the database
+    bool waiting_for_node = false; // its last job stopped for the node (database unreachable, disk full)
     std::optional<store::RunMode> retry_mode; // the mode of that job, when not incremental
     std::chrono::seconds stretched{0}; // see stretch()
   };

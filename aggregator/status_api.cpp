@@ -321,6 +321,17 @@ void confirm_deletions(DaemonState& state, const std::string& name, http::Respon
 
 nlohmann::json push_json(DaemonState& state);
 
+// The conditions of this node that pause its runs: the database out of
+// reach (shown only in the 503 answers, as this answer needs it) and the
+// data directory's disk full.
+nlohmann::json node_json(const DaemonState& state) {
+  json disk = {{"full", false}};
+  if (auto c = state.disk.condition()) {
+    disk = {{"full", true}, {"since", iso(c->since)}, {"free_bytes", c->free_bytes}};
+  }
+  return {{"disk", disk}};
+}
+
 void api_route(DaemonState& state, const http::Request& req, http::Response& res) {
   const std::string prefix = "/api/v1/sources/";
   if (req.path == "/api/v1/status") {
@@ -340,6 +351,7 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
             {"started_at", iso(state.started_at)},
             {"now", iso(Clock::now())},
             {"uptime_seconds", uptime},
+            {"node", node_json(state)},
             {"sources", *sources},
             {"hosts", hosts_json(state)},
             {"push", push_json(state)}});

@@ -1,5 +1,9 @@
 #include "common/result.h"
 
+#include <cerrno>
+#include <cstring>
+#include <string>
+
 namespace tributary {
 
 std::string_view to_string(ErrorKind kind) {
@@ -22,6 +26,15 @@ std::string_view to_string(ErrorKind kind) {
     return "database";
   }
   return "unknown";
+}
+
+bool is_disk_full(const Error& e) {
+  if (e.kind != ErrorKind::io) {
+    return false;
+  }
+  static const std::string no_space = std::strerror(ENOSPC);
+  static const std::string quota = std::strerror(EDQUOT);
+  return e.message.find(no_space) != std::string::npos || e.message.find(quota) != std::string::npos;
 }
 
 Error Error::with_context(std::string_view context) const {

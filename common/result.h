@@ -34,6 +34,11 @@ struct Error {
 
 template <typename T> using Result = tl::expected<T, Error>;
 
+// Whether a local file system error is the disk (or the quota) being full:
+// a condition of the node, not of what was being written. The system's own
+// text (strerror of ENOSPC or EDQUOT) is in every such message.
+bool is_disk_full(const Error& e);
+
 inline tl::unexpected<Error> make_error(ErrorKind kind, std::string message) {
   return tl::unexpected<Error>(Error{kind, std::move(message)});
 }

@@ -142,6 +142,9 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   if (ctx.cancelled()) {
     return ctx.commit(batch); // refused: nothing of this batch is applied
   }
+  if (auto full = RunContext::disk_full(results)) {
+    return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
+  }
   for (size_t i = 0; i < to_fetch.size(); ++i) {
     const rs::Entry& e = *to_fetch[i];
     if (!results[i]) {

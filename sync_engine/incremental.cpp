@@ -445,6 +445,9 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
   if (ctx.cancelled()) {
     return ctx.commit(batch); // refused: nothing of this batch is applied
   }
+  if (auto full = RunContext::disk_full(results)) {
+    return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
+  }
   // Transient failures (each already tried opt.retry.max_attempts times)
   // hold the batch back only when the source itself looks down: every
   // fetch failed that way, and from the source's own hosts. Otherwise they

@@ -39,6 +39,9 @@ Result<void> retry_failed(RunContext& ctx, int64_t feed) {
   if (ctx.cancelled()) {
     return ctx.commit(batch); // refused: nothing is applied
   }
+  if (auto full = RunContext::disk_full(results)) {
+    return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
+  }
   size_t stored = 0;
   for (size_t i = 0; i < due->size(); ++i) {
     const store::RetryRecord& was = (*due)[i];

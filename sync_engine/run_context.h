@@ -121,6 +121,7 @@ public:
   // failed for the database (SourceReport::database_unreachable).
   void error(const std::string& url, const Error& e) {
     report.database_unreachable = report.database_unreachable || e.kind == ErrorKind::database;
+    report.disk_full = report.disk_full || is_disk_full(e);
     error(url, e.message);
   }
   // What the run decided ("re-baselined: ..."), for the report.
@@ -152,6 +153,10 @@ public:
   // concurrency), each from its mirrors in `pri` order then its loc, within
   // the host policy; every blob is published (durable) before this returns.
   std::vector<Result<FetchedContent>> fetch_all(const std::vector<const rs::Entry*>& entries);
+  // The first result that failed because the disk is full: the batch is
+  // then not applied at all, rather than each of its resources charged a
+  // failure and a retry back-off for what is no fault of theirs.
+  static std::optional<Error> disk_full(const std::vector<Result<FetchedContent>>& results);
   // One file-system sync for the whole batch, then every blob is named.
   void publish_sealed(std::vector<Result<FetchedContent>>& results);
   // A stored blob the next commit() names without publishing it (a

@@ -104,6 +104,10 @@ struct SourceReport {
   // lost or refused): the daemon runs it again as soon as the database
   // answers, not after the failure back-off.
   bool database_unreachable = false;
+  // The run stopped because the data directory's disk is full: the batch
+  // was not applied (no resource is charged a retry for it); the daemon
+  // pauses every run until space returns.
+  bool disk_full = false;
   bool recorded_earlier = false; // RunOptions::unrecorded is in the run history now
 };
 

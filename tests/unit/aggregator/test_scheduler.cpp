@@ -196,18 +196,18 @@ TEST_CASE("Scheduler: a job that could not reach the database is tried again wit
   // a: a baseline asked for, failed for the database, three times over.
   for (int i = 0; i < 3; ++i) {
     const Time at = t0 + std::chrono::seconds(10 * i);
-    s.waiting_for_database("a", RunMode::baseline, at);
+    s.wait_for_node("a", RunMode::baseline, at);
     CHECK(s.due(at + 1s, 2).empty());
-    auto again = s.due(at + Scheduler::k_database_retry, 2);
+    auto again = s.due(at + Scheduler::k_node_retry, 2);
     REQUIRE(names(again) == std::vector<std::string>{"a"});
     CHECK(again[0].mode == RunMode::baseline);
   }
-  s.waiting_for_database("a", RunMode::baseline, t0 + 30s);
+  s.wait_for_node("a", RunMode::baseline, t0 + 30s);
   auto v = s.view();
   CHECK(v[0].state == SourceState::failing);
   CHECK(v[0].consecutive_failures == 0); // no failure of the source's
   // The database answers: due now, not at the retry.
-  s.database_back(t0 + 30s);
+  s.node_back(t0 + 30s);
   CHECK(names(s.due(t0 + 30s, 2)) == std::vector<std::string>{"a"});
   s.finished("a", RunMode::baseline, true, t0 + 31s);
   CHECK(s.view()[0].state == SourceState::idle);
