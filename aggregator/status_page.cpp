@@ -405,7 +405,9 @@ async function refreshList() {
     view.hosts = new Map(d.hosts.map(h => [h.host, h]));
     meta(d);
     render();
-    setProblem("");
+    const disk = d.node && d.node.disk;
+    setProblem(disk && disk.full ? "the data directory's disk is full since " + disk.since + " (" + num(disk.free_bytes) +
+               " bytes free): every run is paused until space returns" : "");
   } catch (e) {
     setProblem("status unavailable: " + e.message);
   }

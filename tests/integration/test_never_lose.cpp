@@ -503,3 +503,46 @@ TEST_CASE("Never lose: a deletion is logged once, after a re-baseline from a lis
   CHECK(deletions() == 1);
   CHECK(env.live() == expected_live(site));
 }
+
+TEST_CASE("Never lose: an update superseded before we fetched it is logged, and so is the later one whose bytes we "
+          "fetched for it; each once, and creates and updates once after a re-baseline") {
+  Upstream up;
+  Site site(up);
+  site.put("/res/a.txt", "version 1");
+  site.publish_start(ts("2026-01-01T10:00:00Z"));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  const std::string a = up.url("/res/a.txt");
+  // Updated at 11:00 (its entry without a hash), and again at 11:00:01
+  // before we fetched: we fetch version 3 for the first change.
+  rs::Entry first = change_entry(a, rs::Change::updated, ts("2026-01-01T11:00:00Z"));
+  first.md->hash.clear();
+  first.md->length.reset();
+  site.put("/res/a.txt", "version 3");
+  site.publish_change_list("/cl.xml", ts("2026-01-01T10:00:00Z"), std::nullopt, {first});
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  // The second change, listed now with the hash of what we hold already
+  // (a sha-256, which we keep of every blob).
+  rs::Entry second = change_entry(a, rs::Change::updated, ts("2026-01-01T11:00:01Z"), "version 3");
+  second.md->hash = {{"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, "version 3")}};
+  site.publish_change_list("/cl.xml", ts("2026-01-01T10:00:00Z"), std::nullopt, {first, second});
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  auto updates = [&] {
+    auto log = env.log();
+    return std::count(log.begin(), log.end(), "updated " + a);
+  };
+  CHECK(updates() == 2);
+  // Read again (the overlap), re-baselined, repaired: logged no more.
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  CHECK(updates() == 2);
+  site.publish_resource_list(ts("2026-01-01T10:30:00Z"));
+  REQUIRE(env.run(src, RunMode::baseline).status == RunStatus::succeeded);
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  REQUIRE(env.run(src, RunMode::audit, /*repair=*/true).status == RunStatus::succeeded);
+  REQUIRE(env.run(src, RunMode::incremental).status == RunStatus::succeeded);
+  auto log = env.log();
+  CHECK(std::count(log.begin(), log.end(), "created " + a) == 1);
+  CHECK(updates() == 2);
+  CHECK(env.live() == expected_live(site));
+}
