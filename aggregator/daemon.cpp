@@ -36,6 +36,11 @@ constexpr std::chrono::seconds k_stop_grace{3};
 // A run whose progress has not moved for this long looks stalled: it no
 // longer holds one of the slots kept for the others (Scheduler::due).
 constexpr std::chrono::seconds k_stall{10};
+// A run whose progress has not moved for this long is stopped (at its next
+// safe point), so that its source can start again: twice a document's own
+// deadline (RetryPolicy::deadline, 90 s), so a single slow document never
+// trips it. Issue #33 measured 326 s for one silent upstream.
+constexpr std::chrono::seconds k_run_stall_deadline{180};
 
 // The dispatcher: runs due sources on threads of their own, reloads the
 // config on SIGHUP.
@@ -338,8 +343,14 @@ struct Daemon : DaemonState {
       // Runs that moved nothing for k_stall (a Source that accepts
       // connections and never answers) leave a slot for the others.
       size_t stalled = 0;
-      for (const auto& [name, r] : running) {
-        stalled += !r.done && now - std::max(r.started, r.progressed) > k_stall ? 1 : 0;
+      for (auto& [name, r] : running) {
+        const auto still = now - std::max(r.started, r.progressed);
+        stalled += !r.done && still > k_stall ? 1 : 0;
+        if (!r.done && still > k_run_stall_deadline && r.cancel && !r.cancel->exchange(true)) {
+          r.stalled_out = true;
+          log::warn(name, "run stopped: no progress for " + std::to_string(k_run_stall_deadline.count()) +
+                              " s; it starts again on its schedule");
+        }
       }
       // While the disk is full no run starts (each would fail at its first
       // write); they all go within a second of space returning.
@@ -357,7 +368,9 @@ struct Daemon : DaemonState {
         r.progress = {};
         r.progressed = now;
         r.done = false;
-        r.thread = std::thread([this, job, src = *cfg] { run_job(job, src); });
+        r.stalled_out = false;
+        r.cancel = std::make_shared<std::atomic<bool>>(false);
+        r.thread = std::thread([this, job, src = *cfg, cancel = r.cancel] { run_job(job, src, cancel); });
       }
       auto until = now + std::chrono::seconds(1);
       if (auto next = scheduler.next_due()) {
@@ -367,6 +380,11 @@ struct Daemon : DaemonState {
     }
     // Stopping: runs stop at their next batch.
     for (auto& [name, r] : running) {
+      if (r.cancel) {
+        r.cancel->store(true);
+      }
+    }
+    for (auto& [name, r] : running) {
       lock.unlock();
       r.thread.join();
       lock.lock();
@@ -374,7 +392,7 @@ struct Daemon : DaemonState {
     running.clear();
   }
 
-  void run_job(const Job& job, const sync::SourceConfig& src) {
+  void run_job(const Job& job, const sync::SourceConfig& src, std::shared_ptr<std::atomic<bool>> cancel) {
     // While the database is away, runs are tried every few seconds: not said
     // each time (DatabaseHealth says the outage once a minute).
     (database.outage() || disk.is_full() ? log::debug : log::info)(
@@ -402,7 +420,7 @@ struct Daemon : DaemonState {
       sync::RunOptions options;
       options.mode = job.mode;
       options.repair = job.mode == store::RunMode::audit;
-      options.cancel = &stopping;
+      options.cancel = cancel.get(); // set when the daemon stops, or the run stalls (k_run_stall_deadline)
       options.unrecorded = earlier;
       options.on_progress = [this, name = src.name](const sync::Progress& p) {
         std::lock_guard lock(mutex);
@@ -690,6 +708,11 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   {
     std::lock_guard lock(d->mutex);
     d->stopping = true;
+    for (auto& [name, r] : d->running) {
+      if (r.cancel) {
+        r.cancel->store(true); // every run stops at its next safe point
+      }
+    }
   }
   d->wake.notify_all();
   // Every wait of a run ends at the stop flag; a request in flight to a

@@ -82,6 +82,8 @@ struct DaemonState {
     Time progressed{}; // when its progress last moved (or it started)
     std::thread thread;
     bool done = false;
+    std::shared_ptr<std::atomic<bool>> cancel; // the run's RunOptions::cancel
+    bool stalled_out = false; // cancelled for making no progress
   };
   std::map<std::string, Running> running;
   std::map<std::string, uint64_t> runs_total;  // "source\nstatus" -> count, this process
