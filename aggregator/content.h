@@ -2,8 +2,8 @@
 
 #include "aggregator/config.h"
 #include "common/result.h"
-#include "sync_engine/store/blob_store.h"
-#include "sync_engine/store/object_tier.h"
+#include "store/blob_store.h"
+#include "store/object_tier.h"
 
 #include <memory>
 

@@ -1,6 +1,6 @@
 #include "aggregator/metrics.h"
 
-#include "sync_engine/store/store.h"
+#include "store/store.h"
 
 #include <sys/statvfs.h>
 #include <unistd.h>

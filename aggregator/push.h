@@ -4,8 +4,8 @@
 #include "resourcesync/datetime.h"
 #include "sync_engine/fetcher.h"
 #include "sync_engine/source_config.h"
-#include "sync_engine/store/push_store.h"
-#include "sync_engine/store/pg_store.h"
+#include "store/push_store.h"
+#include "store/pg_store.h"
 #include "sync_engine/sync.h"
 
 #include <chrono>

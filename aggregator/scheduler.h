@@ -1,7 +1,7 @@
 #pragma once
 
 #include "sync_engine/source_config.h"
-#include "sync_engine/store/store.h"
+#include "store/store.h"
 
 #include <chrono>
 #include <map>

@@ -6,7 +6,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "resourcesync/datetime.h"
-#include "sync_engine/store/migrations.h"
+#include "store/migrations.h"
 
 #include <nlohmann/json.hpp>
 

@@ -16,12 +16,12 @@ function(tributary_check_layering dir)
   endforeach()
 endfunction()
 
-tributary_check_layering(common FORBID "resourcesync/" "sync_engine/" "republisher/" "aggregator/")
+tributary_check_layering(common FORBID "resourcesync/" "store/" "sync_engine/" "republisher/" "aggregator/")
 # The HTTP server (common/http/) serves the republisher and the daemon; the
 # protocol and the engine have no business with it.
-tributary_check_layering(resourcesync FORBID "sync_engine/" "republisher/" "aggregator/" "common/http/")
+tributary_check_layering(resourcesync FORBID "store/" "sync_engine/" "republisher/" "aggregator/" "common/http/")
 tributary_check_layering(sync_engine FORBID "republisher/" "aggregator/" "common/http/")
 # The store sits below the engine: it sees none of fetching and syncing.
-tributary_check_layering(sync_engine/store FORBID "sync_engine/[a-z_]+\\.h" "republisher/" "aggregator/" "common/http/")
-# The republisher sees the store's interfaces, nothing else of the engine.
-tributary_check_layering(republisher FORBID "aggregator/" "sync_engine/[a-z_]+\\.h")
+tributary_check_layering(store FORBID "sync_engine/" "republisher/" "aggregator/" "common/http/")
+# The republisher sees the store, nothing of the engine.
+tributary_check_layering(republisher FORBID "aggregator/" "sync_engine/")

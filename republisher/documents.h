@@ -2,7 +2,7 @@
 
 #include "republisher/url_scheme.h"
 #include "resourcesync/writer.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/store_reader.h"
 
 #include <functional>
 #include <string>

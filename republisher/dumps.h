@@ -1,8 +1,8 @@
 #pragma once
 
 #include "republisher/documents.h"
-#include "sync_engine/store/blob_store.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/blob_store.h"
+#include "store/store_reader.h"
 
 #include <filesystem>
 #include <map>

@@ -3,8 +3,8 @@
 #include "common/http/server.h"
 #include "republisher/documents.h"
 #include "republisher/url_scheme.h"
-#include "sync_engine/store/push_store.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/push_store.h"
+#include "store/store_reader.h"
 
 #include <chrono>
 #include <functional>

@@ -4,7 +4,7 @@
 #include "republisher/documents.h"
 #include "republisher/url_scheme.h"
 #include "resourcesync/writer.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/store_reader.h"
 
 #include <chrono>
 #include <filesystem>

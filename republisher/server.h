@@ -4,10 +4,10 @@
 #include "republisher/hub.h"
 #include "common/http/server.h"
 #include "republisher/url_scheme.h"
-#include "sync_engine/store/archive_store.h"
-#include "sync_engine/store/blob_store.h"
-#include "sync_engine/store/shared_dumps.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/archive_store.h"
+#include "store/blob_store.h"
+#include "store/shared_dumps.h"
+#include "store/store_reader.h"
 
 #include <chrono>
 #include <filesystem>

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "sync_engine/store/blob_store.h"
+#include "store/blob_store.h"
 #include "sync_engine/fetcher.h"
 #include "sync_engine/retry.h"
 #include "sync_engine/source_config.h"
-#include "sync_engine/store/store.h"
+#include "store/store.h"
 
 #include <atomic>
 #include <chrono>

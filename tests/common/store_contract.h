@@ -2,8 +2,8 @@
 
 // The behaviour every Store must show, run against MemoryStore (unit tests)
 // and PgStore (integration tests, real PostgreSQL).
-#include "sync_engine/store/store.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/store.h"
+#include "store/store_reader.h"
 
 #include <doctest/doctest.h>
 

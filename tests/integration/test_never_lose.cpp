@@ -505,7 +505,7 @@ TEST_CASE("Never lose: a deletion is logged once, after a re-baseline from a lis
 }
 
 TEST_CASE("Never lose: an update superseded before we fetched it is logged, and so is the later one whose bytes we "
-          "fetched for it; each once, and creates and updates once after a re-baseline") {
+          "fetched for it, each once, and creates and updates once after a re-baseline") {
   Upstream up;
   Site site(up);
   site.put("/res/a.txt", "version 1");

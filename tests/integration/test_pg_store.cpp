@@ -1,6 +1,6 @@
-#include "sync_engine/store/pg_store.h"
-#include "sync_engine/store/garbage.h"
-#include "sync_engine/store/pg_status_store.h"
+#include "store/pg_store.h"
+#include "store/garbage.h"
+#include "store/pg_status_store.h"
 
 #include "pg_fixture.h"
 

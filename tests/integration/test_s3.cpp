@@ -11,8 +11,8 @@
 #include "resourcesync/reader.h"
 #include "common/url_resolve.h"
 
-#include "sync_engine/store/object_tier.h"
-#include "sync_engine/store/s3_client.h"
+#include "store/object_tier.h"
+#include "store/s3_client.h"
 
 #include <doctest/doctest.h>
 

@@ -3,7 +3,7 @@
 // Resource records as the sync engine stores them, for the republisher's
 // unit tests.
 #include "resourcesync/reader.h"
-#include "sync_engine/store/store.h"
+#include "store/store.h"
 
 #include <string>
 

@@ -3,7 +3,7 @@
 #include "records.h"
 
 #include "resourcesync/reader.h"
-#include "sync_engine/store/memory_store.h"
+#include "store/memory_store.h"
 
 #include <doctest/doctest.h>
 

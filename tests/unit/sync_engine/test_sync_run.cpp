@@ -6,8 +6,8 @@
 #include "resourcesync/hash.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/fetcher.h"
-#include "sync_engine/store/blob_store.h"
-#include "sync_engine/store/memory_store.h"
+#include "store/blob_store.h"
+#include "store/memory_store.h"
 #include "sync_engine/sync.h"
 
 #include <doctest/doctest.h>

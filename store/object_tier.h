@@ -1,7 +1,7 @@
 #pragma once
 
-#include "sync_engine/store/blob_store.h"
-#include "sync_engine/store/s3_client.h"
+#include "store/blob_store.h"
+#include "store/s3_client.h"
 
 #include <chrono>
 #include <condition_variable>

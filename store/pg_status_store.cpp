@@ -1,8 +1,8 @@
-#include "sync_engine/store/pg_status_store.h"
+#include "store/pg_status_store.h"
 
-#include "sync_engine/store/pg_conn.h"
-#include "sync_engine/store/migrations.h"
-#include "sync_engine/store/pg_fields.h"
+#include "store/pg_conn.h"
+#include "store/migrations.h"
+#include "store/pg_fields.h"
 
 #include <mutex>
 

@@ -1,4 +1,4 @@
-#include "sync_engine/store/blob_store.h"
+#include "store/blob_store.h"
 
 #include "common/temp_files.h"
 

@@ -1,7 +1,7 @@
-#include "sync_engine/store/object_tier.h"
+#include "store/object_tier.h"
 
 #include "resourcesync/hash.h"
-#include "sync_engine/store/pg_store.h"
+#include "store/pg_store.h"
 
 #include <pqxx/pqxx>
 

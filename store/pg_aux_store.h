@@ -1,7 +1,7 @@
 #pragma once
 
-#include "sync_engine/store/archive_store.h"
-#include "sync_engine/store/push_store.h"
+#include "store/archive_store.h"
+#include "store/push_store.h"
 
 #include <memory>
 #include <string>

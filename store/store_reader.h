@@ -1,6 +1,6 @@
 #pragma once
 
-#include "sync_engine/store/store.h"
+#include "store/store.h"
 
 #include <optional>
 #include <string>

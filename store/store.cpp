@@ -1,4 +1,4 @@
-#include "sync_engine/store/store.h"
+#include "store/store.h"
 
 #include <unistd.h>
 

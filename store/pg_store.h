@@ -1,9 +1,9 @@
 #pragma once
 
-#include "sync_engine/store/shared_dumps.h"
-#include "sync_engine/store/store.h"
-#include "sync_engine/store/store_reader.h"
-#include "sync_engine/store/migrations.h"
+#include "store/shared_dumps.h"
+#include "store/store.h"
+#include "store/store_reader.h"
+#include "store/migrations.h"
 
 #include <atomic>
 #include <functional>

@@ -1,6 +1,6 @@
-#include "sync_engine/store/migrations.h"
+#include "store/migrations.h"
 
-#include "sync_engine/store/pg_guard.h"
+#include "store/pg_guard.h"
 
 #include <pqxx/pqxx>
 

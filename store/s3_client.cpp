@@ -1,4 +1,4 @@
-#include "sync_engine/store/s3_client.h"
+#include "store/s3_client.h"
 
 #include <curl/curl.h>
 

@@ -1,4 +1,4 @@
-#include "sync_engine/store/memory_store.h"
+#include "store/memory_store.h"
 
 #include <chrono>
 #include <algorithm>

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "common/result.h"
-#include "sync_engine/store/blob_store.h"
+#include "store/blob_store.h"
 
 #include <chrono>
 #include <cstdint>

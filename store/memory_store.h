@@ -1,7 +1,7 @@
 #pragma once
 
-#include "sync_engine/store/store.h"
-#include "sync_engine/store/store_reader.h"
+#include "store/store.h"
+#include "store/store_reader.h"
 
 #include <map>
 #include <memory>
