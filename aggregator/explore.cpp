@@ -128,7 +128,21 @@ private:
   Node& m_node;
 };
 
-bool is_file(const std::string& url) { return url.rfind("file:", 0) == 0; }
+// By its scheme, case-insensitively as every URL's scheme is (RFC 3986
+// 3.1): "FILE:///etc/passwd" in a remote document once passed for remote
+// and was read.
+bool is_file(const std::string& url) {
+  static constexpr std::string_view k_file = "file:";
+  if (url.size() < k_file.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < k_file.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(url[i])) != k_file[i]) {
+      return false;
+    }
+  }
+  return true;
+}
 
 class Explorer {
 public:

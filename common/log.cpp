@@ -88,6 +88,43 @@ std::string json_quote(std::string_view s) {
   return out;
 }
 
+// Text as one line of a text log: control characters (CR, LF, ESC, ...)
+// escaped, so that nothing an upstream or a client said (a hub.callback,
+// a document's value) can forge a line or move a terminal's cursor (#35).
+std::string one_line(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    switch (c) {
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (c < 0x20 || c == 0x7f) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+    }
+  }
+  return out;
+}
+
+// A field's value as written: bare when it is one plain word, else quoted.
+bool bare(std::string_view v) {
+  if (v.empty()) {
+    return false;
+  }
+  for (unsigned char c : v) {
+    if (c <= 0x20 || c == '"' || c == 0x7f) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void write(Level level, std::string_view source, std::string_view message, const Fields& fields) {
   if (level < g_level.load()) {
     return;
@@ -111,12 +148,12 @@ void write(Level level, std::string_view source, std::string_view message, const
     line.append(6 - name_of(level).size(), ' ');
     if (!source.empty()) {
       line += '[';
-      line += source;
+      line += one_line(source);
       line += "] ";
     }
-    line += message;
+    line += one_line(message);
     for (const auto& [k, v] : fields) {
-      line += " " + k + "=" + (v.find(' ') == std::string::npos && !v.empty() ? v : json_quote(v));
+      line += " " + one_line(k) + "=" + (bare(v) ? std::string(v) : json_quote(v));
     }
     line += "\n";
   }

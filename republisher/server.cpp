@@ -1303,6 +1303,12 @@ struct Republisher::Impl {
     res.set_header("ETag", v->etag);
     res.set_header("Last-Modified", v->last_modified);
     res.set_header("Accept-Ranges", "bytes");
+    // Mirrored bytes are an upstream's, served from our origin (beside
+    // /status and /api): never sniffed into something else, and any HTML or
+    // SVG among them runs sandboxed, as an opaque origin with no script
+    // that could read our answers (#35).
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Content-Security-Policy", "sandbox");
     bool not_modified = none_match(req, v->etag);
     if (!req.header("if-none-match")) {
       if (const std::string* ims = req.header("if-modified-since")) {

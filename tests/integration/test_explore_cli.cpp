@@ -191,6 +191,7 @@ TEST_CASE("tributary explore: a hostile Source cannot make it read a local file,
     res.set_content(R"(<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" )"
                     R"(xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="description"/>)"
                     R"(<url><loc>file:///etc/passwd</loc><rs:md capability="capabilitylist"/></url>)"
+                    R"(<url><loc>FILE:///etc/passwd</loc><rs:md capability="capabilitylist"/></url>)"
                     R"(<url><loc>)" + base + R"(/loop.xml</loc><rs:md capability="capabilitylist"/></url>)"
                     R"(<url><loc>)" + base + R"(/wide.xml</loc><rs:md capability="capabilitylist"/></url></urlset>)",
                     "application/xml");
@@ -228,6 +229,10 @@ TEST_CASE("tributary explore: a hostile Source cannot make it read a local file,
   CHECK(j["documents"][1]["url"] == "file:///etc/passwd");
   CHECK(j["documents"][1]["read"] == false);
   CHECK(j["documents"][1]["problem"] == "refused: a remote document links to a local file");
+  // The scheme in capitals is the same scheme (the fetcher reads it so).
+  CHECK(j["documents"][2]["url"] == "FILE:///etc/passwd");
+  CHECK(j["documents"][2]["read"] == false);
+  CHECK(j["documents"][2]["problem"] == "refused: a remote document links to a local file");
   size_t loops = 0;
   for (const auto& d : j["documents"]) {
     loops += d["url"] == base + "/loop.xml" ? 1 : 0;

@@ -87,6 +87,9 @@ TEST_CASE("Republisher: content with ETag/304, Range, HEAD, 410 for deleted, and
   CHECK(etag == "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, "bravo bravo") + "\"");
   CHECK_FALSE(header(g, "Last-Modified").empty());
   CHECK(header(g, "Link") == "<" + urls.capability_list("up") + ">; rel=\"resourcesync\"");
+  // An upstream's bytes in our origin: never sniffed, any script sandboxed.
+  CHECK(header(g, "X-Content-Type-Options") == "nosniff");
+  CHECK(header(g, "Content-Security-Policy") == "sandbox");
   CHECK(get(b, {{"If-None-Match", etag}}).status == 304);
   CHECK(get(b, {{"If-Modified-Since", header(g, "Last-Modified")}}).status == 304);
   Got range = get(b, {{"Range", "bytes=6-10"}});

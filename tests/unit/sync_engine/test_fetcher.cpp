@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -76,6 +77,14 @@ TEST_CASE("Fetcher: file URLs stream the file, missing files are not_found, unkn
   REQUIRE_FALSE(gsi);
   CHECK(gsi.error().kind == ErrorKind::usage);
   CHECK(gsi.error().message.find("scheme 'gsiftp' is not supported") != std::string::npos);
+  // A FIFO (it once hung `explore` for ever, no writer coming) and a
+  // directory are no documents: refused at once.
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+  for (const auto& name : {"fifo", ""}) {
+    auto odd = fetcher->fetch("file://" + (dir / name).string(), {}, [](const char*, size_t) { return true; });
+    REQUIRE_FALSE(odd);
+    CHECK(odd.error().message.find("is not a regular file") != std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 

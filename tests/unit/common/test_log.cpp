@@ -1,0 +1,55 @@
+#include "common/log.h"
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+using namespace tributary;
+
+namespace {
+
+// What log::write puts on stderr for `f` (stderr goes to a file meanwhile).
+std::string captured(const std::function<void()>& f) {
+  const auto path = std::filesystem::temp_directory_path() / ("tributary-log-" + std::to_string(::getpid()));
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(fd, 2);
+  ::close(fd);
+  f();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::filesystem::remove(path);
+  return ss.str();
+}
+
+} // namespace
+
+TEST_CASE("log: nothing a client or an upstream said can forge a line of the text log, or reach a terminal raw") {
+  log::configure(log::Level::debug, log::Format::text);
+  // A hub.callback with CR/LF and a whole forged line, an ESC sequence, in
+  // the message, the source and a field without a space.
+  const std::string forged = "x\r\n2026-01-01T00:00:00.000Z error forged\x1b[2J";
+  const std::string out = captured([&] {
+    log::warn(forged, "hub: refused " + forged, {{"callback", "http://a/\nb"}, {"mode", forged}});
+  });
+  log::configure(log::Level::info, log::Format::text);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 1); // one line, its own end
+  CHECK(out.find('\r') == std::string::npos);
+  CHECK(out.find('\x1b') == std::string::npos);
+  CHECK(out.find("refused x\\r\\n2026-01-01T00:00:00.000Z error forged\\x1b[2J") != std::string::npos);
+  CHECK(out.find("callback=\"http://a/\\nb\"") != std::string::npos);
+}
