@@ -5,6 +5,7 @@
 #include "common/url_resolve.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/discovery.h"
+#include "sync_engine/net_policy.h"
 
 #include <filesystem>
 #include <map>
@@ -144,9 +145,33 @@ bool is_file(const std::string& url) {
   return true;
 }
 
+// What every request of explore may reach, as a source's may: public
+// addresses, plus those of the hosts the operator named (the entry point,
+// --map targets), checked on the resolved address at every redirect hop. A
+// remote Capability List once made explore GET loopback and private
+// addresses, then read an internal document's own entries (#35).
+sync::FetchOptions explore_fetch_options(const ExploreOptions& o) {
+  std::set<std::string> permitted;
+  auto permit = [&](const std::string& target) {
+    if (auto u = sync::parse_url(target_url(target)); u && (u->scheme == "http" || u->scheme == "https")) {
+      for (const auto& a : sync::resolve_host(u->host)) {
+        permitted.insert(a);
+      }
+    }
+  };
+  permit(o.target);
+  for (const auto& [prefix, to] : o.map) {
+    permit(to);
+  }
+  sync::FetchOptions f;
+  f.addresses = std::make_shared<const sync::AddressPolicy>(std::move(permitted));
+  return f;
+}
+
 class Explorer {
 public:
-  Explorer(const ExploreOptions& o, sync::Fetcher& f) : m_options(o), m_fetcher(f) {}
+  Explorer(const ExploreOptions& o, sync::Fetcher& f)
+      : m_options(o), m_fetcher(f), m_fetch_options(explore_fetch_options(o)) {}
 
   void walk(const std::string& url, const std::string& expected, int depth, const std::string& parent) {
     if (m_nodes.size() >= m_options.max_documents) {
@@ -204,7 +229,7 @@ private:
     rs::ReaderOptions ro;
     ro.base_url = n.url; // relative references stay in the document's own space (then --map applies)
     rs::Reader reader(handler_for(n), ro);
-    auto fetched = m_fetcher.fetch(from, sync::FetchOptions{}, [&](const char* data, size_t size) {
+    auto fetched = m_fetcher.fetch(from, m_fetch_options, [&](const char* data, size_t size) {
       return reader.feed(data, size);
     });
     if (!fetched) {
@@ -233,6 +258,7 @@ private:
 
   const ExploreOptions& m_options;
   sync::Fetcher& m_fetcher;
+  sync::FetchOptions m_fetch_options;
   std::vector<Node> m_nodes;
   std::set<std::string> m_seen;
   std::unique_ptr<ExploreHandler> m_handler;
@@ -403,7 +429,7 @@ int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostr
     // No Source Description at the origin: what a repository that publishes
     // plain sitemaps offers instead, as a source's discovery looks for it.
     const std::string origin = start.substr(0, start.find("/.well-known/"));
-    auto robots = sync::fetch_robots(fetcher, origin + "/robots.txt", sync::FetchOptions{});
+    auto robots = sync::fetch_robots(fetcher, origin + "/robots.txt", explore_fetch_options(options));
     std::vector<std::string> maps;
     if (robots) {
       maps = sync::robots_sitemaps(*robots, origin + "/robots.txt");

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       "explore", "Walk a Source's whole tree from any entry point (Source Description, Capability Lists, "
                  "indexes, lists, dumps' manifests, archives; notification channels are shown, not followed), "
                  "validate every document reached and print a tree with counts, time ranges, warnings and "
-                 "errors. A bare http(s) origin starts at /.well-known/resourcesync. Exit 0 when every "
+                 "errors. A bare http(s) origin starts at /.well-known/resourcesync. Requests reach public "
+                 "addresses and the entry point's host only (as a source's), at every redirect hop. Exit 0 when every "
                  "document was reached and valid, 1 otherwise, 2 when the entry point cannot be read.");
   explore_cmd->add_option("target", explore.target, "Source URL, document URL, path or file:// URL")->required();
   explore_cmd->add_flag("--json", explore.json, "Print the tree as one JSON object");

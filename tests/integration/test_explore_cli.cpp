@@ -187,14 +187,21 @@ TEST_CASE("tributary explore: `tributary simulate` and a Tributary republishing 
 TEST_CASE("tributary explore: a hostile Source cannot make it read a local file, loop, or run without end") {
   httplib::Server server;
   std::string base;
+  std::string other; // the same port on another loopback address
   server.Get("/.well-known/resourcesync", [&](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"(<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" )"
                     R"(xmlns:rs="http://www.openarchives.org/rs/terms/"><rs:md capability="description"/>)"
                     R"(<url><loc>file:///etc/passwd</loc><rs:md capability="capabilitylist"/></url>)"
                     R"(<url><loc>FILE:///etc/passwd</loc><rs:md capability="capabilitylist"/></url>)"
+                    R"(<url><loc>)" + other + R"(/internal.xml</loc><rs:md capability="capabilitylist"/></url>)"
+                    R"(<url><loc>)" + base + R"(/hop.xml</loc><rs:md capability="capabilitylist"/></url>)"
                     R"(<url><loc>)" + base + R"(/loop.xml</loc><rs:md capability="capabilitylist"/></url>)"
                     R"(<url><loc>)" + base + R"(/wide.xml</loc><rs:md capability="capabilitylist"/></url></urlset>)",
                     "application/xml");
+  });
+  // A redirect to a loopback address the entry point is not on.
+  server.Get("/hop.xml", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_redirect(other + "/internal.xml");
   });
   // A Resource List Index naming itself and another index, which names it back.
   server.Get("/loop.xml", [&](const httplib::Request&, httplib::Response& res) {
@@ -221,6 +228,7 @@ TEST_CASE("tributary explore: a hostile Source cannot make it read a local file,
   });
   ServerThread running(server);
   base = running.base();
+  other = "http://127.0.0.2:" + base.substr(base.rfind(':') + 1);
   int status = 0;
   json j = explore_json(base + "/ --max-documents 50", status);
   CHECK(status == 1);
@@ -233,6 +241,13 @@ TEST_CASE("tributary explore: a hostile Source cannot make it read a local file,
   CHECK(j["documents"][2]["url"] == "FILE:///etc/passwd");
   CHECK(j["documents"][2]["read"] == false);
   CHECK(j["documents"][2]["problem"] == "refused: a remote document links to a local file");
+  // Addresses as a source's: public ones and the entry point's host only,
+  // at every hop (127.0.0.2 is loopback, and not the entry point's).
+  for (int i : {3, 4}) {
+    INFO(j["documents"][i].dump());
+    CHECK(j["documents"][i]["read"] == false);
+    CHECK(j["documents"][i]["problem"].get<std::string>().find("127.0.0.2 is a loopback address") != std::string::npos);
+  }
   size_t loops = 0;
   for (const auto& d : j["documents"]) {
     loops += d["url"] == base + "/loop.xml" ? 1 : 0;
