@@ -265,7 +265,7 @@ struct PushSubscriber::Impl {
       } else {
         retry_at(key, std::nullopt);
         log::info(s.source, "push: subscription requested", {{"topic", s.topic}, {"hub", s.hub},
-                                                             {"callback", callback_url(s.token)}});
+                                                             {"callback", rs::websub::callback_label(callback_url(s.token))}});
       }
     }
     // Not wanted: the source went from the config, or its last run no

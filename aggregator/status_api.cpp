@@ -2,6 +2,7 @@
 
 #include "aggregator/metrics.h"
 #include "aggregator/status_json.h"
+#include "resourcesync/websub.h"
 #include "aggregator/status_page.h"
 #include "common/log.h"
 #include "common/version.h"
@@ -552,7 +553,7 @@ nlohmann::json push_json(DaemonState& state) {
   json followers = json::array();
   for (const auto& s : state.push_followers) {
     followers.push_back({{"topic", s.topic},
-                         {"callback", s.callback},
+                         {"callback", rs::websub::callback_label(s.callback)},
                          {"signed", !s.secret.empty()},
                          {"expires_at", rs::format_w3c_datetime(s.expires_at)},
                          {"delivered_seq", s.delivered_seq},

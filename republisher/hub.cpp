@@ -17,6 +17,23 @@ namespace tributary::pub {
 
 namespace {
 
+// `text` with `callback` (whose path may hold the subscriber's only
+// credential) shown as its label: what the log and the status API say.
+std::string scrubbed(std::string text, const std::string& callback) {
+  if (callback.empty()) {
+    return text;
+  }
+  const std::string label = rs::websub::callback_label(callback);
+  for (size_t at = text.find(callback); at != std::string::npos; at = text.find(callback, at + label.size())) {
+    text.replace(at, callback.size(), label);
+  }
+  return text;
+}
+
+} // namespace
+
+namespace {
+
 using Clock = std::chrono::system_clock;
 
 rs::Timestamp at(Clock::time_point t) { return std::chrono::time_point_cast<std::chrono::microseconds>(t); }
@@ -150,9 +167,9 @@ struct Hub::Impl {
     get.method = "GET";
     get.url = i.callback + (i.callback.find('?') == std::string::npos ? "?" : "&") + rs::websub::encode_form(q);
     auto reply = transport(get);
-    const std::string who = "subscription of " + i.callback + " to " + i.topic;
+    const std::string who = "subscription of " + rs::websub::callback_label(i.callback) + " to " + i.topic;
     if (!reply) {
-      log::warn("", "hub: " + i.mode + " not verified, " + who + ": " + reply.error().message);
+      log::warn("", "hub: " + i.mode + " not verified, " + who + ": " + scrubbed(reply.error().message, i.callback));
       return;
     }
     if (reply->status < 200 || reply->status > 299 || reply->body != challenge) {
@@ -165,7 +182,7 @@ struct Hub::Impl {
       if (!r) {
         log::warn("", "hub: " + who + ": " + r.error().message);
       } else {
-        log::info("", "hub: unsubscribed", {{"topic", i.topic}, {"callback", i.callback}});
+        log::info("", "hub: unsubscribed", {{"topic", i.topic}, {"callback", rs::websub::callback_label(i.callback)}});
       }
       return;
     }
@@ -198,7 +215,7 @@ struct Hub::Impl {
       log::warn("", "hub: " + who + ": " + r.error().message);
       return;
     }
-    log::info("", "hub: subscribed", {{"topic", i.topic}, {"callback", i.callback},
+    log::info("", "hub: subscribed", {{"topic", i.topic}, {"callback", rs::websub::callback_label(i.callback)},
                                       {"lease_seconds", std::to_string(i.lease.count())},
                                       {"signed", i.secret.empty() ? "no" : "yes"}});
     wake.notify_all();
@@ -298,22 +315,22 @@ struct Hub::Impl {
     if (reply && reply->status == 410) {
       // WebSub: the subscriber wants no more.
       (void)store->remove_hub_subscription(s.topic, s.callback);
-      log::info("", "hub: the callback answered 410 Gone: unsubscribed", {{"topic", s.topic}, {"callback", s.callback}});
+      log::info("", "hub: the callback answered 410 Gone: unsubscribed", {{"topic", s.topic}, {"callback", rs::websub::callback_label(s.callback)}});
       return;
     }
-    const std::string error = reply ? "HTTP " + std::to_string(reply->status) : reply.error().message;
+    const std::string error = reply ? "HTTP " + std::to_string(reply->status) : scrubbed(reply.error().message, s.callback);
     const auto since = s.delivered_at ? *s.delivered_at : s.created_at;
     if (s.failures >= 3 && at(now) - since > options.give_up) {
       (void)store->remove_hub_subscription(s.topic, s.callback);
       log::warn("", "hub: deliveries failed for over " + std::to_string(options.give_up.count()) +
                         " s: subscription dropped (the subscriber catches up by polling)",
-                {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+                {{"topic", s.topic}, {"callback", rs::websub::callback_label(s.callback)}, {"error", error}});
       return;
     }
     const auto wait = backoff(s.failures);
     (void)store->hub_delivery_failed(s.topic, s.callback, at(now + wait), error);
     log::warn("", "hub: delivery failed, retried in " + std::to_string(wait.count()) + " s",
-              {{"topic", s.topic}, {"callback", s.callback}, {"error", error}});
+              {{"topic", s.topic}, {"callback", rs::websub::callback_label(s.callback)}, {"error", error}});
   }
 
   // A framework channel's events after the cursor, as one notification.
@@ -469,7 +486,7 @@ struct Hub::Impl {
       lock.unlock();
       for (const auto& s : expired) {
         (void)store->remove_hub_subscription(s.topic, s.callback);
-        log::info("", "hub: lease expired", {{"topic", s.topic}, {"callback", s.callback}});
+        log::info("", "hub: lease expired", {{"topic", s.topic}, {"callback", rs::websub::callback_label(s.callback)}});
       }
       lock.lock();
       if (!due.empty()) {

@@ -1,6 +1,7 @@
 #include "resourcesync/websub.h"
 
 #include "common/percent.h"
+#include "resourcesync/hash.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -130,6 +131,19 @@ std::string random_hex(size_t bytes) {
     hex.push_back(k_hex[c & 0xf]);
   }
   return hex;
+}
+
+std::string callback_label(std::string_view callback) {
+  std::string origin;
+  if (const size_t scheme = callback.find("://"); scheme != std::string_view::npos) {
+    const size_t end = callback.find_first_of("/?#", scheme + 3);
+    origin = std::string(callback.substr(0, end));
+    if (const size_t at = origin.find('@', scheme + 3); at != std::string::npos) {
+      origin.erase(scheme + 3, at + 1 - (scheme + 3)); // no userinfo either
+    }
+  }
+  return (origin.empty() ? std::string("(not a URL)") : origin) + " #" +
+         hash_hex(HashAlgorithm::sha256, callback).substr(0, 8);
 }
 
 std::string link_header(std::string_view hub, std::string_view topic) {

@@ -39,4 +39,11 @@ std::string random_hex(size_t bytes);
 // `Link: <hub>; rel="hub", <topic>; rel="self"`.
 std::string link_header(std::string_view hub, std::string_view topic);
 
+// How a subscriber's callback is shown (status API, page, log): its origin
+// and a short hash of the whole URL ("https://b.example.org #3fa2c1d0"),
+// never its path or query, which may hold the subscriber's only credential
+// (a Tributary's /push/<token>). Two subscriptions of one origin still tell
+// apart by the hash.
+std::string callback_label(std::string_view callback);
+
 } // namespace tributary::rs::websub

@@ -132,8 +132,17 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
   CHECK(pj["data"]["subscriptions"][0]["notifications"].get<int>() >= 3);
   CHECK(api.body.find(scalar(b, "SELECT token FROM push_subscription")) == std::string::npos);
   CHECK(api.body.find(scalar(b, "SELECT secret FROM push_subscription")) == std::string::npos);
-  auto hub_api = json::parse(call(a.base, "GET", "/api/v1/status").body);
+  const std::string hub_body = call(a.base, "GET", "/api/v1/status").body;
+  auto hub_api = json::parse(hub_body);
   REQUIRE(hub_api["data"]["push"]["subscribers"].size() == 1);
+  // B's callback is shown by its origin and a hash: its path holds B's token,
+  // B's only credential when signing is off (#35). Nor is it in either log.
+  const std::string b_token = scalar(b, "SELECT token FROM push_subscription WHERE source = 'a'");
+  REQUIRE(b_token.size() >= 16);
+  CHECK(hub_api["data"]["push"]["subscribers"][0]["callback"].get<std::string>().rfind(b.base + " #", 0) == 0);
+  CHECK(hub_body.find(b_token) == std::string::npos);
+  CHECK(a.log_text().find(b_token) == std::string::npos);
+  CHECK(b.log_text().find(b_token) == std::string::npos);
   CHECK(hub_api["data"]["push"]["subscribers"][0]["deliveries"].get<int>() >= 3);
   CHECK(call(b.base, "GET", "/metrics").body.find("tributary_push_subscription_active{source=\"a\"") !=
         std::string::npos);
@@ -145,7 +154,8 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
     INFO(dom);
     CHECK(dom.find("<tr data-subscription=\"z\"><td>z</td><td>" + z.base + "/sets/up/notification/changelist</td>"
                    "<td><span class=\"state idle\">active</span></td>") != std::string::npos);
-    CHECK(dom.find("<tr data-subscriber=\"" + b.base + "/push/") != std::string::npos);
+    CHECK(dom.find("<tr data-subscriber=\"" + b.base + " #") != std::string::npos);
+    CHECK(dom.find(b_token) == std::string::npos);
     CHECK(dom.find("<div id=\"push\">") != std::string::npos); // shown
   }
 
