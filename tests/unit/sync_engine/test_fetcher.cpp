@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <chrono>
 #include <thread>
 
@@ -160,4 +162,67 @@ TEST_CASE("Fetcher: a 304 or 204 without Content-Length on a kept-alive connecti
     // Before the fix the client read a body until the read timeout.
     CHECK(took < std::chrono::seconds(4));
   }
+}
+
+namespace {
+
+// gzip of `mib` MiB of zeros, made a MiB at a time.
+std::string gzip_bomb(size_t mib) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) == Z_OK);
+  const std::string zeros(1024 * 1024, '\0');
+  std::string out;
+  char buf[64 * 1024];
+  for (size_t i = 0; i < mib; ++i) {
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(zeros.data()));
+    z.avail_in = static_cast<uInt>(zeros.size());
+    const int flush = i + 1 == mib ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      z.next_out = reinterpret_cast<Bytef*>(buf);
+      z.avail_out = sizeof buf;
+      deflate(&z, flush);
+      out.append(buf, sizeof buf - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+  return out;
+}
+
+size_t peak_rss_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoul(line.substr(6));
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+TEST_CASE("Fetcher: a POST's answer streams through the bounded receiver and is never inflated (a gzip bomb costs "
+          "nothing)") {
+  const std::string bomb = gzip_bomb(256); // 256 MiB inflated, about 250 KB sent
+  RawServer server("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\nContent-Length: " +
+                   std::to_string(bomb.size()) + "\r\n\r\n" + bomb);
+  auto fetcher = make_default_fetcher();
+  FetchOptions o;
+  o.method = "POST";
+  o.body = "hub.mode=subscribe";
+  o.content_type = "application/x-www-form-urlencoded";
+  o.max_body_bytes = 64 * 1024; // a WebSub answer's limit
+  size_t seen = 0;
+  const size_t before = peak_rss_kib();
+  auto r = fetcher->fetch("http://127.0.0.1:" + std::to_string(server.port) + "/callback", o,
+                          [&](const char*, size_t n) {
+                            seen += n;
+                            return true;
+                          });
+  const size_t grew = peak_rss_kib() - before;
+  MESSAGE("peak RSS grew by " << grew << " KiB for an answer that inflates to 256 MiB");
+  CHECK(grew < 32 * 1024);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("larger than the limit of 65536 bytes") != std::string::npos);
+  CHECK(seen <= 64 * 1024);
 }
