@@ -58,27 +58,54 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   if (!reader) {
     return tl::unexpected(reader.error());
   }
+  // Callbacks on addresses that are not public are called only where the
+  // operator said so, by host and port: a `callback_allow_hosts` entry
+  // "host" (any port) or "host:port", and the external hub's own host and
+  // port. Matched on addresses alone, naming an external hub once admitted
+  // every port of its host to strangers' callbacks (#35).
+  struct Trusted {
+    std::string host;
+    std::optional<int> port;
+  };
+  std::vector<Trusted> trusted;
   std::set<std::string> permitted;
-  std::vector<std::string> trusted = config.push.callback_allow_hosts;
-  if (!config.push.external_hub.empty()) {
-    if (auto u = sync::parse_url(config.push.external_hub)) {
-      trusted.push_back(u->host); // the operator's own hub, wherever it is
-    }
-  }
-  for (const auto& host : trusted) {
+  auto trust = [&](const std::string& host, std::optional<int> port) {
+    trusted.push_back({host, port});
     for (auto& a : sync::resolve_host(host)) {
       permitted.insert(std::move(a));
     }
+  };
+  for (const auto& entry : config.push.callback_allow_hosts) {
+    if (auto u = sync::parse_url("http://" + entry); u && entry.find(':', entry.rfind(']') + 1) != std::string::npos) {
+      trust(u->host, u->port);
+    } else {
+      trust(u ? u->host : entry, std::nullopt);
+    }
   }
-  auto policy = std::make_shared<const sync::AddressPolicy>(std::move(permitted));
+  if (!config.push.external_hub.empty()) {
+    if (auto u = sync::parse_url(config.push.external_hub)) {
+      trust(u->host, u->port); // the operator's own hub, wherever it is: that URL's host and port only
+    }
+  }
+  auto lenient = std::make_shared<const sync::AddressPolicy>(std::move(permitted));
+  auto strict = std::make_shared<const sync::AddressPolicy>();
+  auto policy_for = [trusted, lenient, strict](const std::string& url) {
+    auto u = sync::parse_url(url);
+    for (const auto& t : trusted) {
+      if (u && u->host == t.host && (!t.port || *t.port == u->port)) {
+        return lenient;
+      }
+    }
+    return strict;
+  };
   std::shared_ptr<sync::Fetcher> fetcher = sync::make_default_fetcher();
-  pub::HubTransport transport = [fetcher, policy](const pub::HubRequest& r) -> Result<pub::HubReply> {
+  pub::HubTransport transport = [fetcher, policy_for](const pub::HubRequest& r) -> Result<pub::HubReply> {
     sync::FetchOptions o;
     o.connect_timeout = std::chrono::seconds(5);
     o.read_timeout = std::chrono::seconds(10);
     o.max_redirects = 0;
     o.max_body_bytes = 64 * 1024;
-    o.addresses = policy;
+    o.addresses = policy_for(r.url);
     o.allow_url = [](const sync::Url& u, std::string& why) {
       if (u.scheme != "http" && u.scheme != "https") {
         why = "a callback is http or https";

@@ -554,6 +554,13 @@ void Hub::stop() {
 bool Hub::handle(const http::Request& req, http::Response& res) {
   const std::string hub_path = m_impl->urls.path_of(m_impl->urls.hub());
   if (req.path == hub_path) {
+    if (!m_impl->options.external_hub.empty()) {
+      // Our documents name the external hub: subscriptions here would get
+      // notifications nobody asked us to send (#35).
+      answer(res, 404, "this Tributary's topics are served by the hub at " + m_impl->options.external_hub +
+                           ": subscribe there");
+      return true;
+    }
     if (req.method != "POST") {
       res.set_header("Allow", "POST");
       answer(res, 405, "the hub takes WebSub subscription requests: POST, application/x-www-form-urlencoded");

@@ -460,9 +460,58 @@ TEST_CASE("Push: with push.external_hub our Capability Lists name that hub and e
   }, 10));
   std::lock_guard lock(got_mutex);
   const std::string topic = a.base + "/sets/up/notification/changelist";
+  // Our /hub takes no subscription: our documents send subscribers to the
+  // external hub (a stranger's callback on its host is never called).
+  httplib::Client c(a.base);
+  auto refused = c.Post("/hub", rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                                         {"hub.callback", running.base() + "/stranger"}}),
+                        "application/x-www-form-urlencoded");
+  REQUIRE(refused);
+  CHECK(refused->status == 404);
+  CHECK(refused->body.find(hub_url) != std::string::npos);
+  CHECK(scalar(a, "SELECT count(*) FROM hub_subscription") == "1");
   CHECK(got[0].first == rs::websub::link_header(hub_url, topic));
   CHECK(got[0].second.find("changelist-notification") != std::string::npos);
   CHECK(got[0].second.find(up.url("/res/1.txt")) != std::string::npos);
   CHECK(rs::websub::check_signature(&signatures[0], "operator-secret", got[0].second) ==
         rs::websub::SignatureCheck::valid);
+}
+
+TEST_CASE("Push: a callback_allow_hosts entry with a port admits that port of the host only") {
+  OneResource source;
+  TestDaemon a({{"up", source.up.url("/")}});
+  // Two callbacks on 127.0.0.1, on two ports; only the first is allowed.
+  httplib::Server allowed_cb;
+  httplib::Server other_cb;
+  std::atomic<int> allowed_asked{0};
+  std::atomic<int> other_asked{0};
+  allowed_cb.Get("/cb", [&](const httplib::Request& req, httplib::Response& res) {
+    ++allowed_asked;
+    res.set_content(req.get_param_value("hub.challenge"), "text/plain");
+  });
+  other_cb.Get("/cb", [&](const httplib::Request& req, httplib::Response& res) {
+    ++other_asked;
+    res.set_content(req.get_param_value("hub.challenge"), "text/plain");
+  });
+  ServerThread allowed_running(allowed_cb);
+  ServerThread other_running(other_cb);
+  const std::string allowed = allowed_running.base();
+  edit_config(a, [&](json& j) {
+    j["push"] = {{"callback_allow_hosts", {"127.0.0.1:" + allowed.substr(allowed.rfind(':') + 1)}}};
+  });
+  start_in_sync(a, "up", 1);
+  const std::string topic = a.base + "/sets/up/notification/changelist";
+  httplib::Client c(a.base);
+  for (const auto& base : {allowed, other_running.base()}) {
+    auto r = c.Post("/hub", rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                                     {"hub.callback", base + "/cb"}}),
+                    "application/x-www-form-urlencoded");
+    REQUIRE(r);
+    CHECK(r->status == 202);
+  }
+  REQUIRE(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 10));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  CHECK(allowed_asked.load() == 1);
+  CHECK(other_asked.load() == 0); // another port of the allowed host: never called
+  CHECK(scalar(a, "SELECT callback FROM hub_subscription") == allowed + "/cb");
 }
