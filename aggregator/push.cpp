@@ -44,7 +44,13 @@ struct PushSubscriber::Impl {
   Hooks hooks;
   std::string base; // public URL without a trailing slash
 
-  std::mutex mutex; // guards stopping, offered and configured
+  std::mutex mutex; // guards stopping, offered and configured, asked
+  // Requests of ours a hub may still verify, by (source, topic): when sent
+  // and which mode. A verification is confirmed only while its request is
+  // pending (#35: a stranger's GET with a token was confirmed, with any
+  // lease).
+  std::map<std::pair<std::string, std::string>, std::pair<Clock::time_point, std::string>> asked;
+  static constexpr std::chrono::minutes k_verify_within{15};
   std::condition_variable wake;
   bool stopping = false;
   std::thread thread;
@@ -95,6 +101,10 @@ struct PushSubscriber::Impl {
       if (!s.secret.empty()) {
         form["hub.secret"] = s.secret;
       }
+    }
+    {
+      std::lock_guard lock(mutex);
+      asked[{s.source, s.topic}] = {Clock::now(), mode}; // before the POST: a hub may verify before it answers
     }
     sync::FetchOptions o = (*ep)->base_options();
     o.method = "POST";
@@ -357,8 +367,28 @@ struct PushSubscriber::Impl {
       answer(res, 404, "no such subscription");
       return;
     }
+    // Ours only while a request of ours in that mode is pending.
+    const bool pending = [&] {
+      std::lock_guard lock(mutex);
+      auto it = asked.find({s->source, s->topic});
+      return it != asked.end() && Clock::now() - it->second.first <= k_verify_within &&
+             (mode == "denied" || it->second.second == mode);
+    }();
+    if (!pending) {
+      log::warn(s->source, "push: refused a verification we did not ask for", {{"mode", mode}, {"state", s->state}});
+      answer(res, 404, "not asked for");
+      return;
+    }
     if (mode == "denied") {
-      s->last_note = "denied by the hub: " + query_value(*q, "hub.reason").substr(0, 200);
+      // What a hub says is shown as text, never as markup or control bytes.
+      std::string reason = query_value(*q, "hub.reason").substr(0, 200);
+      for (char& c : reason) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f || c == '<' || c == '>' || c == '&' || c == '"' || c == '\'') {
+          c = '?';
+        }
+      }
+      s->last_note = "denied by the hub: " + reason;
       (void)store->put_push_subscription(*s);
       backoff(*s, s->last_note);
       answer(res, 200, "noted");
@@ -373,7 +403,8 @@ struct PushSubscriber::Impl {
       const std::string lease = query_value(*q, "hub.lease_seconds");
       int seconds = static_cast<int>(options.lease.count());
       if (!lease.empty() && lease.size() <= 9 && lease.find_first_not_of("0123456789") == std::string::npos) {
-        seconds = std::stoi(lease);
+        // Never longer than we asked for (a hub once granted 999,999,999 s).
+        seconds = std::min(std::stoi(lease), static_cast<int>(options.lease.count()));
       }
       s->state = "active";
       s->lease_seconds = seconds;
@@ -391,6 +422,10 @@ struct PushSubscriber::Impl {
       log::warn(s->source, "push: refused a verification we did not ask for", {{"mode", mode}, {"state", s->state}});
       answer(res, 404, "not asked for");
       return;
+    }
+    {
+      std::lock_guard lock(mutex);
+      asked.erase({s->source, s->topic});
     }
     res.status = 200;
     res.set_body(challenge, "text/plain");

@@ -117,7 +117,34 @@ TEST_CASE("Push: a change travels upstream -> Z -> (Z's hub) -> A -> (A's hub) -
     REQUIRE(wait_for(b.base, [&](const json& st) { return in_sync(st, "a", 1 + i); }, 10));
     MESSAGE("Z held change " << i << "; B held it " << since(held_by_z) << " s later");
     CHECK(since(held_by_z) < 5.0);
-    CHECK(status_of(a.base)["data"]["sources"][0]["resources"]["live"] == 1 + i);
+    // (A's status answers are read at most once a second: up to a second old.)
+    CHECK(wait_for(a.base, [&](const json& st) {
+      const json* z_at_a = find_source(st, "z");
+      return z_at_a && (*z_at_a)["resources"]["live"] == 1 + i;
+    }, 3));
+  }
+  // A verification nobody asked for, with B's token and topic, is refused:
+  // no lease of a stranger's choosing, no denial with markup in it.
+  {
+    const std::string b_token = scalar(b, "SELECT token FROM push_subscription WHERE source = 'a'");
+    const std::string b_topic = scalar(b, "SELECT topic FROM push_subscription WHERE source = 'a'");
+    const std::string lease_before = scalar(b, "SELECT lease_seconds FROM push_subscription WHERE source = 'a'");
+    httplib::Client c(b.base);
+    auto forged = c.Get(("/push/" + b_token + "?" +
+                         rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", b_topic},
+                                                  {"hub.challenge", "x"}, {"hub.lease_seconds", "999999999"}}))
+                            .c_str());
+    REQUIRE(forged);
+    CHECK(forged->status == 404);
+    auto denied = c.Get(("/push/" + b_token + "?" +
+                         rs::websub::encode_form({{"hub.mode", "denied"}, {"hub.topic", b_topic},
+                                                  {"hub.reason", "<img src=x onerror=alert(1)>"}}))
+                            .c_str());
+    REQUIRE(denied);
+    CHECK(denied->status == 404);
+    CHECK(scalar(b, "SELECT lease_seconds FROM push_subscription WHERE source = 'a'") == lease_before);
+    CHECK(b_active(b));
+    CHECK(call(b.base, "GET", "/api/v1/push").body.find("<img") == std::string::npos);
   }
   CHECK(std::stoi(scalar(a, "SELECT notifications FROM push_subscription")) >= 3);
   CHECK(std::stoi(scalar(b, "SELECT notifications FROM push_subscription WHERE source = 'a'")) >= 3);
