@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   sim_cmd->add_flag("--mirror", sim.mirror, "Add rel=\"duplicate\" links to a mirror path on the same server");
   sim_cmd->add_flag("--hub", sim.hub,
                     "Offer a Change Notification channel with a WebSub hub of its own (/hub) that pushes every "
-                    "change to its subscribers at once (in memory; calls back any address)");
+                    "change to its subscribers at once (a test tool: in memory, at most 100 subscribers, callbacks "
+                    "on public or loopback addresses only)");
 
   try {
     app.parse(argc, argv);

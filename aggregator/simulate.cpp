@@ -9,6 +9,7 @@
 #include "resourcesync/websub.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/fetcher.h"
+#include "sync_engine/net_policy.h"
 
 #include <csignal>
 #include <pthread.h>
@@ -20,6 +21,7 @@
 #include <mutex>
 #include <ostream>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace tributary::agg {
@@ -304,6 +306,25 @@ struct Simulator::Impl {
 
   // ---- the hub ------------------------------------------------------------
 
+  // A test tool's hub, bounded all the same (#35): at most this many
+  // subscribers and pending intents (503 past them), callbacks on public or
+  // loopback addresses only (never a private network or the metadata
+  // service), answers read up to 64 KiB.
+  static constexpr size_t k_max_subscribers = 100;
+  static constexpr size_t k_max_intents = 100;
+  const std::shared_ptr<const sync::AddressPolicy> callback_policy =
+      std::make_shared<const sync::AddressPolicy>(std::set<std::string>{"127.0.0.1", "::1"});
+
+  sync::FetchOptions callback_options() const {
+    sync::FetchOptions o;
+    o.connect_timeout = std::chrono::seconds(5);
+    o.read_timeout = std::chrono::seconds(10);
+    o.max_redirects = 0;
+    o.max_body_bytes = 64 * 1024;
+    o.addresses = callback_policy;
+    return o;
+  }
+
   void hub_request(const http::Request& req, http::Response& res) {
     auto form = rs::websub::parse_form(req.body);
     auto get = [&](const char* k) {
@@ -320,6 +341,12 @@ struct Simulator::Impl {
     }
     {
       std::lock_guard lock(mutex);
+      if (intents.size() >= k_max_intents) {
+        res.status = 503;
+        res.set_header("Retry-After", "5");
+        res.set_body("too many subscription requests waiting to be verified\n", "text/plain");
+        return;
+      }
       intents.push_back(*form);
     }
     pushed.notify_all();
@@ -387,11 +414,14 @@ struct Simulator::Impl {
     const std::string callback = get("hub.callback");
     const std::string challenge = rs::websub::random_hex(16);
     const std::string lease = get("hub.lease_seconds").empty() ? "86400" : get("hub.lease_seconds");
+    {
+      std::lock_guard lock(mutex);
+      if (get("hub.mode") == "subscribe" && !subscribers.count(callback) && subscribers.size() >= k_max_subscribers) {
+        return; // full: not called, not subscribed
+      }
+    }
     std::string body;
-    sync::FetchOptions o;
-    o.connect_timeout = std::chrono::seconds(5);
-    o.read_timeout = std::chrono::seconds(10);
-    o.max_redirects = 0;
+    const sync::FetchOptions o = callback_options();
     auto r = client->fetch(callback + (callback.find('?') == std::string::npos ? "?" : "&") +
                                rs::websub::encode_form({{"hub.mode", get("hub.mode")},
                                                         {"hub.topic", topic()},
@@ -409,6 +439,9 @@ struct Simulator::Impl {
       subscribers.erase(callback);
       return;
     }
+    if (!subscribers.count(callback) && subscribers.size() >= k_max_subscribers) {
+      return;
+    }
     Subscriber& s = subscribers[callback];
     const bool renewal = s.expires != std::chrono::steady_clock::time_point{};
     s.secret = get("hub.secret");
@@ -424,10 +457,7 @@ struct Simulator::Impl {
   }
 
   bool post(const std::string& callback, const std::string& secret, const std::string& body) {
-    sync::FetchOptions o;
-    o.connect_timeout = std::chrono::seconds(5);
-    o.read_timeout = std::chrono::seconds(10);
-    o.max_redirects = 0;
+    sync::FetchOptions o = callback_options();
     o.method = "POST";
     o.content_type = "application/xml";
     o.body = body;

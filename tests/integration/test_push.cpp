@@ -14,6 +14,11 @@
 #include "aggregator/simulate.h"
 #include "resourcesync/websub.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fstream>
 
 using namespace tributary;
@@ -541,4 +546,43 @@ TEST_CASE("Push: a callback_allow_hosts entry with a port admits that port of th
   CHECK(allowed_asked.load() == 1);
   CHECK(other_asked.load() == 0); // another port of the allowed host: never called
   CHECK(scalar(a, "SELECT callback FROM hub_subscription") == allowed + "/cb");
+}
+
+TEST_CASE("Push: tributary simulate --hub, a test tool, is bounded all the same: at most 100 intents wait, a "
+          "private callback is never called") {
+  agg::SimulateOptions o;
+  o.port = 0;
+  o.resources = 2;
+  o.change_rate = 0;
+  o.hub = true;
+  agg::Simulator sim(o);
+  REQUIRE(sim.start());
+  // A callback that takes the connection and never answers: each
+  // verification waits on it, so the intents queue up.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(::listen(silent, 1) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string callback = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/cb";
+  httplib::Client c(sim.base_url());
+  int accepted = 0;
+  int refused = 0;
+  for (int i = 0; i < 150; ++i) {
+    auto r = c.Post("/hub",
+                    rs::websub::encode_form({{"hub.mode", "subscribe"},
+                                             {"hub.topic", sim.base_url() + "/notification/changelist"},
+                                             {"hub.callback", callback + std::to_string(i)}}),
+                    "application/x-www-form-urlencoded");
+    REQUIRE(r);
+    accepted += r->status == 202 ? 1 : 0;
+    refused += r->status == 503 ? 1 : 0;
+  }
+  MESSAGE(accepted << " intents accepted, " << refused << " refused");
+  CHECK(accepted <= 101); // at most 100 waiting, and the one being verified
+  CHECK(refused >= 49);
+  ::close(silent);
 }
