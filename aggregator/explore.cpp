@@ -2,6 +2,7 @@
 
 #include "aggregator/document_json.h"
 #include "aggregator/inspect.h"
+#include "common/text.h"
 #include "common/url_resolve.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/discovery.h"
@@ -132,18 +133,7 @@ private:
 // By its scheme, case-insensitively as every URL's scheme is (RFC 3986
 // 3.1): "FILE:///etc/passwd" in a remote document once passed for remote
 // and was read.
-bool is_file(const std::string& url) {
-  static constexpr std::string_view k_file = "file:";
-  if (url.size() < k_file.size()) {
-    return false;
-  }
-  for (size_t i = 0; i < k_file.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(url[i])) != k_file[i]) {
-      return false;
-    }
-  }
-  return true;
-}
+bool is_file(const std::string& url) { return to_lower(std::string_view(url).substr(0, 5)) == "file:"; }
 
 // What every request of explore may reach, as a source's may: public
 // addresses, plus those of the hosts the operator named (the entry point,

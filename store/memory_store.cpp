@@ -375,18 +375,10 @@ Result<void> MemoryStore::record_error(int64_t run_id, const std::string& url, c
 
 Result<int64_t> MemoryStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
                                                const std::string& message) {
+  auto id = begin_run(source_id, mode);
+  (void)finish_run(*id, RunStatus::failed, message);
   std::lock_guard lock(m_data->mutex);
-  const int64_t id = m_data->next_id++;
-  RunInfo info;
-  info.id = id;
-  info.source_id = source_id;
-  info.mode = mode;
-  info.status = RunStatus::failed;
-  info.node = node_name();
-  info.started_at = started;
-  info.message = message;
-  info.finished_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-  m_data->runs[id] = info;
+  m_data->runs[*id].started_at = started;
   return id;
 }
 
