@@ -3,8 +3,8 @@
 #include "aggregator/config.h"
 #include "aggregator/content.h"
 #include "aggregator/serving.h"
-#include "store/garbage.h"
-#include "store/pg_store.h"
+#include "store/blob/garbage.h"
+#include "store/pg/pg_store.h"
 
 #include "republisher/server.h"
 #include "sync_engine/sync.h"

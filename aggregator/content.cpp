@@ -1,5 +1,7 @@
 #include "aggregator/content.h"
 
+#include "store/pg/pg_object_index.h"
+
 namespace tributary::agg {
 
 Result<std::shared_ptr<store::BlobStore>> open_content(const Config& config) {
@@ -34,7 +36,7 @@ Result<std::shared_ptr<store::ObjectTier>> open_tier(const Config& config) {
   }
   s3.access_key = *access;
   s3.secret_key = *secret;
-  return store::ObjectTier::open(std::move(s3), config.database);
+  return store::ObjectTier::open(std::move(s3), std::make_shared<store::PgObjectIndex>(config.database));
 }
 
 } // namespace tributary::agg

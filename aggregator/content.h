@@ -2,8 +2,8 @@
 
 #include "aggregator/config.h"
 #include "common/result.h"
-#include "store/blob_store.h"
-#include "store/object_tier.h"
+#include "store/blob/blob_store.h"
+#include "store/s3/object_tier.h"
 
 #include <memory>
 

@@ -10,8 +10,8 @@
 #include "common/version.h"
 #include "republisher/server.h"
 #include "aggregator/status_json.h"
-#include "store/pg_aux_store.h"
-#include "store/pg_store.h"
+#include "store/pg/pg_aux_store.h"
+#include "store/pg/pg_store.h"
 #include "sync_engine/sync.h"
 
 #include <csignal>

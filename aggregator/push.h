@@ -5,7 +5,7 @@
 #include "sync_engine/fetcher.h"
 #include "sync_engine/source_config.h"
 #include "store/push_store.h"
-#include "store/pg_store.h"
+#include "store/pg/pg_store.h"
 #include "sync_engine/sync.h"
 
 #include <chrono>

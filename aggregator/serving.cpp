@@ -2,8 +2,8 @@
 
 #include "sync_engine/fetcher.h"
 #include "sync_engine/net_policy.h"
-#include "store/pg_aux_store.h"
-#include "store/pg_store.h"
+#include "store/pg/pg_aux_store.h"
+#include "store/pg/pg_store.h"
 
 #include <algorithm>
 #include <set>

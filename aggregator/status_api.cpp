@@ -7,7 +7,7 @@
 #include "common/log.h"
 #include "common/version.h"
 #include "resourcesync/datetime.h"
-#include "store/migrations.h"
+#include "store/pg/migrations.h"
 
 #include <nlohmann/json.hpp>
 

@@ -6,7 +6,7 @@
 
 #include "aggregator/daemon_state.h"
 #include "common/http/server.h"
-#include "store/pg_status_store.h"
+#include "store/pg/pg_status_store.h"
 
 #include <nlohmann/json.hpp>
 

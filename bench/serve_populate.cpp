@@ -2,8 +2,8 @@
 // that our Change List has a full 50,000-entry part) and a 2 KB resource.
 //   bench_serve_populate --pg CONNINFO --data DIR
 #include "resourcesync/hash.h"
-#include "store/blob_store.h"
-#include "store/pg_store.h"
+#include "store/blob/blob_store.h"
+#include "store/pg/pg_store.h"
 
 #include <cstdio>
 #include <string>

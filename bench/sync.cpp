@@ -13,7 +13,7 @@
 #define PQXX_HAVE_OPTIONAL 1
 #include "resourcesync/hash.h"
 #include "resourcesync/writer.h"
-#include "store/pg_store.h"
+#include "store/pg/pg_store.h"
 #include "sync_engine/sync.h"
 
 #include <httplib.h>

@@ -3,7 +3,7 @@
 string(REPLACE "|" ";" files "${FILES}")
 list(SORT files)
 set(content "// Generated from schema/*.sql by cmake/EmbedSql.cmake. Do not edit.\n")
-string(APPEND content "#include \"store/migrations.h\"\n\nnamespace tributary::store {\n\n")
+string(APPEND content "#include \"store/pg/migrations.h\"\n\nnamespace tributary::store {\n\n")
 string(APPEND content "const std::vector<Migration>& migrations() {\n  static const std::vector<Migration> k_migrations{\n")
 foreach(f IN LISTS files)
   get_filename_component(name "${f}" NAME)

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "republisher/documents.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 #include "store/store_reader.h"
 
 #include <filesystem>

@@ -2,7 +2,7 @@
 
 #include "common/result.h"
 #include "resourcesync/hash.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 
 #include <filesystem>
 #include <optional>

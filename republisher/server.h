@@ -5,7 +5,7 @@
 #include "common/http/server.h"
 #include "republisher/url_scheme.h"
 #include "store/archive_store.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 #include "store/shared_dumps.h"
 #include "store/store_reader.h"
 

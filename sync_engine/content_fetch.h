@@ -1,7 +1,7 @@
 #pragma once
 
 #include "resourcesync/model.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 #include "sync_engine/fetcher.h"
 
 #include <functional>

@@ -4,7 +4,7 @@
 #include "resourcesync/reader.h"
 #include "sync_engine/content_fetch.h"
 #include "sync_engine/fetcher.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 
 #include <filesystem>
 #include <functional>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 #include "sync_engine/fetcher.h"
 #include "sync_engine/retry.h"
 #include "sync_engine/source_config.h"

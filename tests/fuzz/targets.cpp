@@ -7,7 +7,7 @@
 #include "resourcesync/validator.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/dump_package.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 
 #include <cstdio>
 #include <cstdlib>

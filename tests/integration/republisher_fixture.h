@@ -9,8 +9,8 @@
 #include "sync_fixture.h"
 
 #include "republisher/server.h"
-#include "store/pg_aux_store.h"
-#include "store/pg_store.h"
+#include "store/pg/pg_aux_store.h"
+#include "store/pg/pg_store.h"
 
 #include <map>
 #include <memory>

@@ -8,7 +8,7 @@
 #include "upstream.h"
 
 #include "resourcesync/hash.h"
-#include "store/pg_store.h"
+#include "store/pg/pg_store.h"
 #include "sync_engine/sync.h"
 
 #include <filesystem>

@@ -1,6 +1,6 @@
-#include "store/pg_store.h"
-#include "store/garbage.h"
-#include "store/pg_status_store.h"
+#include "store/pg/pg_store.h"
+#include "store/blob/garbage.h"
+#include "store/pg/pg_status_store.h"
 
 #include "pg_fixture.h"
 

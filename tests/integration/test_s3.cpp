@@ -10,9 +10,10 @@
 #include "republisher/url_scheme.h"
 #include "resourcesync/reader.h"
 #include "common/url_resolve.h"
+#include "store/pg/pg_object_index.h"
 
-#include "store/object_tier.h"
-#include "store/s3_client.h"
+#include "store/s3/object_tier.h"
+#include "store/s3/s3_client.h"
 
 #include <doctest/doctest.h>
 
@@ -72,7 +73,7 @@ void read_back(const std::filesystem::path& root, const store::S3Config& s3, con
                const std::vector<std::string>& contents) {
   auto blobs = store::BlobStore::open(root);
   REQUIRE(blobs);
-  auto tier = store::ObjectTier::open(s3, conninfo);
+  auto tier = store::ObjectTier::open(s3, std::make_shared<store::PgObjectIndex>(conninfo));
   REQUIRE(tier);
   (*blobs)->set_remote(*tier);
   for (const auto& bytes : contents) {
@@ -131,7 +132,7 @@ TEST_CASE("S3 content: a sync puts its blobs in the bucket in pack objects befor
   site.put("/big.bin", std::string(3u << 20, 'b')); // over k_pack_max: an object of its own
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   SyncEnv env;
-  auto tier = store::ObjectTier::open(s3_config(), env.db.conninfo());
+  auto tier = store::ObjectTier::open(s3_config(), std::make_shared<store::PgObjectIndex>(env.db.conninfo()));
   REQUIRE_MESSAGE(tier, (tier ? std::string() : tier.error().message));
   env.blobs->set_remote(*tier);
   auto r = env.run(SyncEnv::source(up.url("/")), store::RunMode::baseline);
@@ -154,7 +155,7 @@ TEST_CASE("S3 content: a sync puts its blobs in the bucket in pack objects befor
   std::filesystem::remove_all(other);
   auto blobs = store::BlobStore::open(other);
   REQUIRE(blobs);
-  auto tier2 = store::ObjectTier::open((*tier)->client().config(), conninfo);
+  auto tier2 = store::ObjectTier::open((*tier)->client().config(), std::make_shared<store::PgObjectIndex>(conninfo));
   REQUIRE(tier2);
   (*blobs)->set_remote(*tier2);
   std::map<std::string, std::string> read;
@@ -198,10 +199,10 @@ TEST_CASE("S3 content: when the bucket refuses an upload the batch fails and the
     store::S3Client s3(good);
     REQUIRE(s3.create_bucket());
   }
-  auto refused = store::ObjectTier::open(bad, env.db.conninfo());
+  auto refused = store::ObjectTier::open(bad, std::make_shared<store::PgObjectIndex>(env.db.conninfo()));
   REQUIRE_FALSE(refused); // the bucket check at open already says so
   CHECK(refused.error().message.find("SignatureDoesNotMatch") != std::string::npos);
-  auto tier = store::ObjectTier::open(good, env.db.conninfo());
+  auto tier = store::ObjectTier::open(good, std::make_shared<store::PgObjectIndex>(env.db.conninfo()));
   REQUIRE(tier);
   // Credentials revoked after start: every PUT is refused.
   (*tier)->client().set_credentials(bad.access_key, bad.secret_key);
@@ -277,7 +278,7 @@ TEST_CASE("S3 content: `tributary sync` on one machine, `tributary serve` on ano
   served_as_listed(urls.resource_dump("up"), 3); // packages of 10
   // A third node follows b by its Resource Dump, content into the bucket.
   SyncEnv env;
-  auto tier = store::ObjectTier::open(s3, env.db.conninfo());
+  auto tier = store::ObjectTier::open(s3, std::make_shared<store::PgObjectIndex>(env.db.conninfo()));
   REQUIRE(tier);
   env.blobs->set_remote(*tier);
   auto src = SyncEnv::source(base + "/", "b");
@@ -340,7 +341,7 @@ TEST_CASE("S3 content: a blob left here by a batch whose upload failed, then nam
   site.publish_start(ts("2026-01-01T00:00:00Z"));
   SyncEnv env;
   const auto good = s3_config();
-  auto tier = store::ObjectTier::open(good, env.db.conninfo());
+  auto tier = store::ObjectTier::open(good, std::make_shared<store::PgObjectIndex>(env.db.conninfo()));
   REQUIRE(tier);
   env.blobs->set_remote(*tier);
   REQUIRE(env.run(SyncEnv::source(up.url("/")), store::RunMode::baseline).status == store::RunStatus::succeeded);
@@ -803,7 +804,7 @@ TEST_CASE("tributary gc with the s3 store: rows of blobs named nowhere go a grac
   {
     auto blobs = store::BlobStore::open(dir / "other");
     REQUIRE(blobs);
-    auto tier = store::ObjectTier::open(s3, conninfo);
+    auto tier = store::ObjectTier::open(s3, std::make_shared<store::PgObjectIndex>(conninfo));
     REQUIRE(tier);
     (*blobs)->set_remote(*tier);
     REQUIRE((*blobs)->put("garbage 10"));
@@ -830,7 +831,7 @@ TEST_CASE("tributary gc with the s3 store: rows of blobs named nowhere go a grac
   CHECK(third.out.find("objects deleted: 1") != std::string::npos);
   CHECK_FALSE(client.head(first_pack).value().has_value());
   CHECK(count(conninfo, "SELECT count(*) FROM content_object") == 1);
-  auto tier = store::ObjectTier::open(s3, conninfo);
+  auto tier = store::ObjectTier::open(s3, std::make_shared<store::PgObjectIndex>(conninfo));
   REQUIRE(tier);
   std::string bytes;
   REQUIRE((*tier)->download(g10, [&](const char* d, size_t n) {

@@ -1,4 +1,4 @@
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 
 #include "common/temp_files.h"
 

@@ -6,7 +6,7 @@
 #include "resourcesync/hash.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/fetcher.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
 #include "store/memory_store.h"
 #include "sync_engine/sync.h"
 

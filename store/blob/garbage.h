@@ -1,15 +1,14 @@
 #pragma once
 
 #include "common/result.h"
-#include "store/blob_store.h"
+#include "store/blob/blob_store.h"
+#include "store/blob_references.h"
 
 #include <chrono>
 #include <cstdint>
 #include <optional>
 
 namespace tributary::store {
-
-class PgStore;
 
 // Garbage collection of the blob store (`tributary gc`).
 //
@@ -67,6 +66,6 @@ struct GcReport {
 
 // One collection: sweep what is due, mark what is garbage now, then repack.
 // `now`: unix seconds.
-Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions& options, int64_t now);
+Result<GcReport> collect_garbage(BlobReferences& db, BlobStore& blobs, const GcOptions& options, int64_t now);
 
 } // namespace tributary::store

@@ -1,4 +1,4 @@
-#include "store/s3_client.h"
+#include "store/s3/s3_client.h"
 
 #include <curl/curl.h>
 

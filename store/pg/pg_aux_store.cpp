@@ -1,8 +1,8 @@
-#include "store/pg_aux_store.h"
+#include "store/pg/pg_aux_store.h"
 
-#include "store/pg_conn.h"
-#include "store/migrations.h"
-#include "store/pg_fields.h"
+#include "store/pg/pg_conn.h"
+#include "store/pg/migrations.h"
+#include "store/pg/pg_fields.h"
 
 #include <mutex>
 

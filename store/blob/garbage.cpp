@@ -1,6 +1,5 @@
-#include "store/garbage.h"
+#include "store/blob/garbage.h"
 
-#include "store/pg_store.h"
 
 #include <algorithm>
 #include <functional>
@@ -34,7 +33,7 @@ Result<std::vector<BlobName>> sorted_names(const Walk& walk) {
 
 } // namespace
 
-Result<GcReport> collect_garbage(PgStore& db, BlobStore& blobs, const GcOptions& options, int64_t now) {
+Result<GcReport> collect_garbage(BlobReferences& db, BlobStore& blobs, const GcOptions& options, int64_t now) {
   GcReport out;
   // 1. What was condemned before this collection (read before the
   //    database, so that a name committed in between is seen below).

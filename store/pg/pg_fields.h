@@ -3,7 +3,7 @@
 // Internal to the store's PostgreSQL sources: how columns are read. It
 // includes pg_guard.h first, so it may stand where pg_guard.h would.
 
-#include "store/pg_guard.h"
+#include "store/pg/pg_guard.h"
 
 #include "resourcesync/datetime.h"
 

@@ -1,9 +1,10 @@
 #pragma once
 
+#include "store/blob_references.h"
 #include "store/shared_dumps.h"
 #include "store/store.h"
 #include "store/store_reader.h"
-#include "store/migrations.h"
+#include "store/pg/migrations.h"
 
 #include <atomic>
 #include <functional>
@@ -18,7 +19,7 @@ namespace tributary::store {
 // Store over PostgreSQL (libpqxx). One connection; safe to call from several
 // threads (calls are serialised). Batches go in through COPY into staging
 // tables and one upsert per table.
-class PgStore : public Store, public StoreReader, public SharedDumps {
+class PgStore : public Store, public StoreReader, public SharedDumps, public BlobReferences {
 public:
   // Connects and checks the schema version (see check_schema).
   static Result<std::unique_ptr<PgStore>> open(const std::string& conninfo);
@@ -83,7 +84,7 @@ public:
   // from it), and of every dump package or manifest shared through the
   // bucket (schema 0010). Names may repeat; read through a cursor, in
   // slices.
-  Result<void> for_each_referenced_blob(const std::function<void(const std::string& sha256)>& fn);
+  Result<void> for_each_referenced_blob(const std::function<void(const std::string& sha256)>& fn) override;
   // Every blob the database names (as above) that content_object (the S3
   // tier, schema 0008) does not place, each once.
   Result<void> for_each_unplaced_blob(const std::function<void(const std::string& sha256)>& fn);
@@ -91,7 +92,7 @@ public:
   // names may repeat), for collections that join against it.
   static const char* referenced_blobs_sql();
   // Every blob the shared bucket holds (content_object).
-  Result<void> for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn);
+  Result<void> for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn) override;
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`

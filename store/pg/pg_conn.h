@@ -12,7 +12,7 @@
 // is closed or was lost; run() also tries a transaction again, once, on a
 // new connection when the old one turned out to be dead.
 
-#include "store/pg_guard.h"
+#include "store/pg/pg_guard.h"
 
 #include <functional>
 #include <memory>

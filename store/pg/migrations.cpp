@@ -1,6 +1,6 @@
-#include "store/migrations.h"
+#include "store/pg/migrations.h"
 
-#include "store/pg_guard.h"
+#include "store/pg/pg_guard.h"
 
 #include <pqxx/pqxx>
 

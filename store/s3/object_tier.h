@@ -1,7 +1,8 @@
 #pragma once
 
-#include "store/blob_store.h"
-#include "store/s3_client.h"
+#include "store/blob/blob_store.h"
+#include "store/object_index.h"
+#include "store/s3/s3_client.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -27,9 +28,10 @@ namespace tributary::store {
 
 class ObjectTier : public RemoteTier {
 public:
-  // Connects to the database (for content_object) and makes sure the
-  // bucket exists. `pack_object_bytes`: a pack object is closed past this.
-  static Result<std::shared_ptr<ObjectTier>> open(S3Config s3, const std::string& conninfo,
+  // Checks the bucket's index (content_object, through `index`) and makes
+  // sure the bucket exists. `pack_object_bytes`: a pack object is closed
+  // past this.
+  static Result<std::shared_ptr<ObjectTier>> open(S3Config s3, std::shared_ptr<ObjectIndex> index,
                                                   uint64_t pack_object_bytes = 64ull << 20);
   ~ObjectTier() override;
 
@@ -44,11 +46,7 @@ public:
   Result<bool> download_group(const std::string& sha256, const KeepGroup& keep) override;
 
   // Where a blob is in the bucket; nullopt when the tier lacks it.
-  struct Place {
-    std::string object;
-    uint64_t offset = 0;
-    uint64_t length = 0;
-  };
+  using Place = ObjectIndex::Place;
   Result<std::optional<Place>> find(const std::string& sha256);
 
   S3Client& client() { return m_client; }
@@ -63,13 +61,7 @@ public:
   // tried again by the next collection. `grace` must outlast the longest
   // time a writer holds a blob before naming it (a batch). With `dry_run`,
   // counts only.
-  struct Collected {
-    uint64_t rows = 0;         // content_object rows before
-    uint64_t pardoned = 0;     // marked before, named again
-    uint64_t condemned = 0;    // newly marked
-    uint64_t waiting = 0;      // marked, within the grace period (after this collection)
-    uint64_t removed = 0;      // rows deleted
-    uint64_t removed_bytes = 0;
+  struct Collected : ObjectIndex::Collected {
     uint64_t objects_deleted = 0;
     uint64_t objects_kept = 0; // their rows went, but a row names them again
     std::vector<std::string> problems; // objects not deleted (tried again next time)
@@ -87,12 +79,10 @@ public:
   Counters counters() const;
 
 private:
-  ObjectTier(S3Config s3, std::string conninfo, uint64_t pack_object_bytes);
-  struct Db;
+  ObjectTier(S3Config s3, std::shared_ptr<ObjectIndex> index, uint64_t pack_object_bytes);
   S3Client m_client;
-  std::string m_conninfo;
   uint64_t m_pack_object_bytes;
-  std::unique_ptr<Db> m_db;
+  std::shared_ptr<ObjectIndex> m_db;
   mutable std::mutex m_counters_mutex;
   Counters m_counters;
   std::mutex m_group_mutex;
