@@ -1,0 +1,409 @@
+// Archives (ResourceSync Archives, 2017): Change List, Resource List and
+// Change Dump archives, snapshots of Resource Lists, and serving them.
+#include "republisher/server_impl.h"
+
+namespace tributary::pub {
+
+auto Republisher::Impl::bytes_of(const CachedDocument& doc) -> Result<std::string> {
+  if (doc.file.empty()) {
+    return doc.body;
+  }
+  std::ifstream in(doc.file, std::ios::binary);
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) {
+    return make_error(ErrorKind::io, doc.file.string() + ": cannot be read");
+  }
+  return out;
+}
+
+auto Republisher::Impl::keep(const std::string& bytes) -> Result<store::BlobInfo> {
+  auto info = blobs->put(bytes);
+  if (!info) {
+    return info;
+  }
+  if (auto r = blobs->upload({info->sha256}); !r) {
+    return tl::unexpected(r.error());
+  }
+  return info;
+}
+
+auto Republisher::Impl::keep_file(const std::filesystem::path& file) -> Result<store::BlobInfo> {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return make_error(ErrorKind::io, file.string() + ": cannot be read");
+  }
+  auto w = blobs->begin();
+  if (!w) {
+    return tl::unexpected(w.error());
+  }
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (auto r = w->write(chunk.data(), static_cast<size_t>(in.gcount())); !r) {
+      return tl::unexpected(r.error());
+    }
+  }
+  if (in.bad()) {
+    return make_error(ErrorKind::io, file.string() + ": cannot be read");
+  }
+  auto info = w->commit();
+  if (!info) {
+    return info;
+  }
+  if (auto r = blobs->upload({info->sha256}); !r) {
+    return tl::unexpected(r.error());
+  }
+  return info;
+}
+
+auto Republisher::Impl::archived_parts(const std::string& set, const char* kind) -> Result<std::set<size_t>> {
+  auto have = options.archive->archived(set, kind);
+  if (!have) {
+    return tl::unexpected(have.error());
+  }
+  std::set<size_t> done;
+  for (const auto& d : *have) {
+    done.insert(d.part);
+  }
+  return done;
+}
+
+auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan) -> Result<void> {
+  if (!options.archive) {
+    return {};
+  }
+  for (const auto& c : plan) {
+    ClosedParts meta;
+    std::shared_ptr<const DocumentMap> docs;
+    {
+      std::shared_lock lock(cache_mutex);
+      auto it = closed_meta.find(c.set_name);
+      if (it == closed_meta.end()) {
+        continue;
+      }
+      meta = it->second;
+      docs = documents;
+    }
+    auto done = archived_parts(c.set_name, "changelist");
+    if (!done) {
+      return tl::unexpected(done.error());
+    }
+    for (const auto& p : meta.parts) {
+      if (p.n > c.parts || done->count(p.n)) {
+        continue;
+      }
+      const std::string path = urls.path_of(p.url);
+      auto it = docs->find(path);
+      if (it == docs->end()) {
+        return make_error(ErrorKind::conflict, "closed Change List part " + p.url + " is not at hand to archive");
+      }
+      auto bytes = bytes_of(*it->second);
+      if (!bytes) {
+        return tl::unexpected(bytes.error());
+      }
+      auto blob = keep(*bytes);
+      if (!blob) {
+        return tl::unexpected(blob.error());
+      }
+      store::ArchivedDocument d;
+      d.url_path = path;
+      d.set_name = c.set_name;
+      d.kind = "changelist";
+      d.part = p.n;
+      d.from = p.from;
+      d.until = p.until;
+      d.sha256 = blob->sha256;
+      d.length = blob->length;
+      if (auto r = options.archive->put_archived({d}); !r) {
+        return tl::unexpected(r.error());
+      }
+      framework(c.set_name, urls.change_list_archive(c.set_name), "changelist-archive", "updated");
+    }
+    if (auto r = archive_change_packages(c, meta); !r) {
+      return r;
+    }
+  }
+  return {};
+}
+
+auto Republisher::Impl::dump_file_blob(const std::string& url,
+    const std::filesystem::path& local) -> Result<store::SharedDumps::File> {
+  if (options.shared_dumps) {
+    auto named = options.shared_dumps->file(urls.path_of(url));
+    if (!named) {
+      return tl::unexpected(named.error());
+    }
+    if (!*named) {
+      return make_error(ErrorKind::conflict, url + " is not built yet: nothing archived, nothing compacted");
+    }
+    return **named;
+  }
+  std::error_code ec;
+  if (local.empty() || !std::filesystem::exists(local, ec)) {
+    return make_error(ErrorKind::conflict, url + " is not built yet: nothing archived, nothing compacted");
+  }
+  auto blob = keep_file(local);
+  if (!blob) {
+    return tl::unexpected(blob.error());
+  }
+  return store::SharedDumps::File{urls.path_of(url), blob->sha256, blob->length};
+}
+
+auto Republisher::Impl::archive_change_packages(const store::Compaction& c, const ClosedParts& meta) -> Result<void> {
+  if (options.dump_dir.empty()) {
+    return {};
+  }
+  auto done = archived_parts(c.set_name, "changedump");
+  if (!done) {
+    return tl::unexpected(done.error());
+  }
+  std::map<size_t, ChangePackage> built;
+  {
+    std::shared_lock lock(cache_mutex);
+    if (auto it = change_packages.find(c.set_name); it != change_packages.end()) {
+      for (const auto& p : it->second) {
+        built[p.n] = p;
+      }
+    }
+  }
+  for (const auto& p : meta.parts) {
+    if (p.n > c.parts || done->count(p.n)) {
+      continue;
+    }
+    const std::string zip_url = urls.change_dump_package(c.set_name, p.n);
+    const std::string manifest_url = urls.change_dump_manifest(c.set_name, p.n);
+    const auto local = built.find(p.n);
+    auto zip = dump_file_blob(zip_url, local == built.end() ? std::filesystem::path() : local->second.file);
+    if (!zip) {
+      return tl::unexpected(zip.error());
+    }
+    auto manifest =
+        dump_file_blob(manifest_url, local == built.end() ? std::filesystem::path() : local->second.manifest_file);
+    if (!manifest) {
+      return tl::unexpected(manifest.error());
+    }
+    auto doc = keep(render_change_dump(urls, PublishedSet{c.set_name, {}}, {offered_package(p.n, p.from, p.until, *zip)},
+                                       p.until));
+    if (!doc) {
+      return tl::unexpected(doc.error());
+    }
+    auto row = [&](const std::string& path, const char* kind, const std::string& sha256, uint64_t length) {
+      store::ArchivedDocument d;
+      d.url_path = path;
+      d.set_name = c.set_name;
+      d.kind = kind;
+      d.part = p.n;
+      d.from = p.from;
+      d.until = p.until;
+      d.sha256 = sha256;
+      d.length = length;
+      return d;
+    };
+    // The archived Change Dump last: the archive lists it only once its
+    // package is there.
+    if (auto r = options.archive->put_archived(
+            {row(urls.path_of(zip_url), "changedump-package", zip->sha256, zip->length),
+             row(urls.path_of(manifest_url), "changedump-package", manifest->sha256, manifest->length),
+             row(urls.path_of(urls.archived_change_dump(c.set_name, p.n)), "changedump", doc->sha256, doc->length)});
+        !r) {
+      return tl::unexpected(r.error());
+    }
+    framework(c.set_name, urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
+  }
+  return {};
+}
+
+auto Republisher::Impl::snapshot_if_due(const std::string& set,
+    const std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>>& docs, rs::Timestamp at) -> void {
+  if (!options.archive || options.resource_list_archive_interval.count() == 0 || docs.empty()) {
+    return;
+  }
+  auto known = last_snapshot.find(set);
+  if (known == last_snapshot.end()) {
+    auto have = options.archive->archived(set, "resourcelist");
+    if (!have) {
+      return; // asked again next pass
+    }
+    std::optional<rs::Timestamp> newest;
+    for (const auto& d : *have) {
+      if (d.is_index && d.at && (!newest || *d.at > *newest)) {
+        newest = d.at;
+      }
+    }
+    known = last_snapshot.emplace(set, newest).first;
+  }
+  if (known->second && at - *known->second < options.resource_list_archive_interval) {
+    return;
+  }
+  // Named after its time: two nodes taking one in the same second write
+  // the same names, and the second's is refused whole.
+  std::string name = rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::seconds>(at));
+  name.erase(std::remove_if(name.begin(), name.end(), [](char ch) { return ch == '-' || ch == ':'; }), name.end());
+  const std::string live_index = urls.resource_list(set);
+  const std::string live_part_stem = urls.resource_list_part(set, 0);
+  const std::string stem = live_part_stem.substr(0, live_part_stem.size() - 5); // ".../resourcelist-"
+  std::vector<store::ArchivedDocument> out;
+  for (const auto& [path, doc] : docs) {
+    auto bytes = bytes_of(*doc);
+    if (!bytes) {
+      return;
+    }
+    // Every URL of the live list in its documents (the index naming its
+    // parts, the parts their index) becomes the snapshot's.
+    std::string text = std::move(*bytes);
+    const std::string archived_stem = urls.archived_resource_list_part(set, name, 0);
+    const std::string new_stem = archived_stem.substr(0, archived_stem.size() - 5);
+    for (size_t pos = 0; (pos = text.find(stem, pos)) != std::string::npos;) {
+      text.replace(pos, stem.size(), new_stem);
+      pos += new_stem.size();
+    }
+    for (size_t pos = 0; (pos = text.find(live_index, pos)) != std::string::npos;) {
+      const std::string to = urls.archived_resource_list(set, name);
+      text.replace(pos, live_index.size(), to);
+      pos += to.size();
+    }
+    auto blob = keep(text);
+    if (!blob) {
+      log::warn("", "Resource List of set '" + set + "' not archived: " + blob.error().message);
+      return;
+    }
+    const bool index = path == urls.path_of(live_index);
+    std::string archived_path = urls.path_of(urls.archived_resource_list(set, name));
+    if (!index) {
+      const size_t n = std::strtoul(path.c_str() + path.rfind('-') + 1, nullptr, 10);
+      archived_path = urls.path_of(urls.archived_resource_list_part(set, name, n));
+    }
+    store::ArchivedDocument d;
+    d.url_path = archived_path;
+    d.set_name = set;
+    d.kind = "resourcelist";
+    d.snapshot = name;
+    d.at = at;
+    d.completed = now();
+    d.is_index = index;
+    d.sha256 = blob->sha256;
+    d.length = blob->length;
+    out.push_back(std::move(d));
+  }
+  // The list (or index) last: the archive names a snapshot only once
+  // all of it is there.
+  std::stable_partition(out.begin(), out.end(), [](const store::ArchivedDocument& d) { return !d.is_index; });
+  if (auto r = options.archive->put_archived(out); !r) {
+    log::warn("", "Resource List of set '" + set + "' not archived: " + r.error().message);
+    return;
+  }
+  known->second = at;
+  framework(set, urls.resource_list_archive(set), "resourcelist-archive", "updated");
+  log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
+}
+
+auto Republisher::Impl::set_of_path(const std::string& path) const -> std::optional<std::string> {
+  const std::string head = prefix + "/sets/";
+  if (path.compare(0, head.size(), head) != 0) {
+    return std::nullopt;
+  }
+  const size_t slash = path.find('/', head.size());
+  if (slash == std::string::npos) {
+    return std::nullopt;
+  }
+  return path.substr(head.size(), slash - head.size());
+}
+
+auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& res, const std::string& path,
+    bool can_block) -> std::optional<http::Disposition> {
+  auto set = set_of_path(path);
+  if (!options.archive || !set) {
+    return std::nullopt;
+  }
+  const bool cl_archive = path == urls.path_of(urls.change_list_archive(*set));
+  const bool rl_archive = path == urls.path_of(urls.resource_list_archive(*set));
+  const bool cd_archive = path == urls.path_of(urls.change_dump_archive(*set));
+  const bool any_archive = cl_archive || rl_archive || cd_archive;
+  const bool maybe_package = !any_archive && is_dump_file_path(path) && path.find("/changedump/") != std::string::npos;
+  const bool archived_doc = !any_archive && (path.find("/changelist-") != std::string::npos ||
+                                             path.find("/archive/") != std::string::npos || maybe_package);
+  if (!any_archive && !archived_doc) {
+    return std::nullopt;
+  }
+  {
+    std::shared_lock lock(cache_mutex);
+    if (!set_feeds.count(*set)) {
+      return std::nullopt;
+    }
+    if (maybe_package) {
+      // Only the packages of compacted parts are archived; the others are
+      // this node's files or the shared dumps'.
+      auto it = closed_meta.find(*set);
+      size_t n = 0;
+      if (it == closed_meta.end() ||
+          std::sscanf(path.c_str() + path.rfind('/') + 1, "%zu", &n) != 1 || n > it->second.compacted) {
+        return std::nullopt;
+      }
+    }
+  }
+  if (!can_block) {
+    return http::Disposition::blocking; // the database
+  }
+  if (archived_doc) {
+    auto d = options.archive->archived_document(path);
+    if (!d) {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      return http::Disposition::done;
+    }
+    if (!*d) {
+      return std::nullopt;
+    }
+    return serve_blob(res, path, (*d)->sha256);
+  }
+  auto rows = options.archive->archived(*set, cl_archive ? "changelist" : cd_archive ? "changedump" : "resourcelist");
+  if (!rows) {
+    res.status = 503;
+    res.set_header("Retry-After", "5");
+    return http::Disposition::done;
+  }
+  std::vector<ArchivedList> lists;
+  if (cd_archive) {
+    if (options.dump_dir.empty()) {
+      return std::nullopt;
+    }
+    // An archived Change Dump per compacted part, then the live Change
+    // Dump over the packages still published.
+    for (const auto& r : *rows) {
+      lists.push_back(ArchivedList{urls.archived_change_dump(*set, r.part), r.from, r.until, {}, {}});
+    }
+    std::shared_lock lock(cache_mutex);
+    if (auto it = closed_meta.find(*set); it != closed_meta.end()) {
+      const auto& parts = it->second.parts;
+      if (!parts.empty()) {
+        lists.push_back(ArchivedList{urls.change_dump(*set), parts.front().from, parts.back().until, {}, {}});
+      }
+    }
+  } else if (cl_archive) {
+    // The compacted parts, then the closed ones still published.
+    size_t last = 0;
+    for (const auto& r : *rows) {
+      lists.push_back(ArchivedList{urls.change_list_part(*set, r.part), r.from, r.until, {}, {}});
+      last = std::max(last, r.part);
+    }
+    std::shared_lock lock(cache_mutex);
+    if (auto it = closed_meta.find(*set); it != closed_meta.end()) {
+      for (const auto& p : it->second.parts) {
+        if (p.n > last) {
+          lists.push_back(ArchivedList{p.url, p.from, p.until, {}, {}});
+        }
+      }
+    }
+  } else {
+    for (const auto& r : *rows) {
+      if (r.is_index) {
+        lists.push_back(ArchivedList{urls.archived_resource_list(*set, r.snapshot), {}, {}, r.at, r.completed});
+      }
+    }
+  }
+  const char* capability = cl_archive ? "changelist-archive" : cd_archive ? "changedump-archive" : "resourcelist-archive";
+  auto doc = cached(render_archive(urls, *set, capability, lists), "application/xml");
+  return serve_document(req, res, doc, can_block);
+}
+
+} // namespace tributary::pub

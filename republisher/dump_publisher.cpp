@@ -1,0 +1,417 @@
+// Resource and Change Dumps: built locally or shared through the
+// database and bucket, and served.
+#include "republisher/server_impl.h"
+
+namespace tributary::pub {
+
+auto Republisher::Impl::publish_dump_files() -> void {
+  auto files = std::make_shared<std::map<std::string, std::filesystem::path>>();
+  for (const auto& [name, dump] : dumps) {
+    files->insert(dump.built.files.begin(), dump.built.files.end());
+  }
+  for (const auto& [name, packages] : change_packages) {
+    for (const auto& p : packages) {
+      if (p.file.empty()) {
+        continue; // shared: served from the blob store
+      }
+      (*files)[urls.path_of(urls.change_dump_package(name, p.n))] = p.file;
+      (*files)[urls.path_of(urls.change_dump_manifest(name, p.n))] = p.manifest_file;
+    }
+  }
+  dump_files = std::move(files);
+}
+
+auto Republisher::Impl::share_file(const std::filesystem::path& file,
+    const std::string& url_path) -> Result<store::SharedDumps::File> {
+  auto w = blobs->begin();
+  if (!w) {
+    return tl::unexpected(w.error());
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() > 0) {
+      if (auto r = w->write(buf.data(), static_cast<size_t>(in.gcount())); !r) {
+        return tl::unexpected(r.error());
+      }
+    }
+  }
+  if (in.bad() || !std::filesystem::exists(file)) {
+    return make_error(ErrorKind::io, file.string() + ": cannot be read");
+  }
+  auto info = w->commit();
+  if (!info) {
+    return tl::unexpected(info.error());
+  }
+  return store::SharedDumps::File{url_path, info->sha256, info->length};
+}
+
+auto Republisher::Impl::adopt_shared_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq,
+    const DumpOptions& o) -> bool {
+  auto& shared = *options.shared_dumps;
+  auto listed = shared.resource_dumps();
+  if (!listed) {
+    log::warn("", "shared Resource Dumps not read: " + listed.error().message);
+    return false;
+  }
+  std::map<std::string, store::SharedDumps::ResourceDump> current(listed->begin(), listed->end());
+  const auto now = std::chrono::system_clock::now();
+  bool changed = false;
+  for (const auto& set : published_sets(feeds, options.named_sets)) {
+    auto it = current.find(set.name);
+    const store::SharedDumps::ResourceDump* theirs_now = it == current.end() ? nullptr : &it->second;
+    if (shared_dump_due(theirs_now, seq, now) && build_shared_resource_dump(set, seq, o)) {
+      // built and recorded here
+    } else if (theirs_now) {
+      std::shared_lock lock(cache_mutex);
+      auto mine = dumps.find(set.name);
+      if (mine != dumps.end() && mine->second.built.generation == theirs_now->generation) {
+        continue; // served already
+      }
+    }
+    auto theirs = shared.resource_dump(set.name);
+    if (!theirs || !*theirs) {
+      continue;
+    }
+    std::unique_lock lock(cache_mutex);
+    SetDump& d = dumps[set.name];
+    if (d.built.generation != (*theirs)->generation) {
+      d.previous_generation = d.built.generation;
+      d.built = BuiltDump{(*theirs)->generation, std::move((*theirs)->document), {}};
+      d.seq = (*theirs)->seq;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+auto Republisher::Impl::shared_dump_due(const store::SharedDumps::ResourceDump* dump, int64_t seq,
+    std::chrono::system_clock::time_point now) const -> bool {
+  return !dump || (dump->seq != seq && now - dump->built_at >= options.resource_dump_interval);
+}
+
+auto Republisher::Impl::build_shared_resource_dump(const PublishedSet& set, int64_t seq, const DumpOptions& o) -> bool {
+  auto& shared = *options.shared_dumps;
+  auto claimed = shared.claim(set.name);
+  if (!claimed || !*claimed) {
+    return false;
+  }
+  struct Release {
+    store::SharedDumps& shared;
+    const std::string& set;
+    ~Release() { (void)shared.release(set); }
+  } release{shared, set.name};
+  const auto now = std::chrono::system_clock::now();
+  auto current = shared.resource_dump(set.name);
+  if (!current || !shared_dump_due(current->has_value() ? &**current : nullptr, seq, now)) {
+    return false; // built meanwhile
+  }
+  auto built = build_resource_dump(*reader, *blobs, urls, set, o, pub::now());
+  if (!built) {
+    log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+    return false;
+  }
+  if (built->files.empty()) {
+    remove_old_generations(o, set.name, {});
+    return false; // nothing held yet: no dump to offer (a client would find no package in it)
+  }
+  std::vector<store::SharedDumps::File> files;
+  for (const auto& [path, file] : built->files) {
+    auto f = share_file(file, path);
+    if (!f) {
+      log::warn("", "Resource Dump of set '" + set.name + "' not stored: " + f.error().message);
+      break;
+    }
+    files.push_back(std::move(*f));
+  }
+  remove_old_generations(o, set.name, {}); // the blob store holds the packages now
+  if (files.size() != built->files.size()) {
+    return false;
+  }
+  store::SharedDumps::ResourceDump d{built->generation, built->document, seq, now};
+  if (auto put = shared.put_resource_dump(set.name, d, files); !put) {
+    log::warn("", "Resource Dump of set '" + set.name + "' not recorded: " + put.error().message);
+    return false;
+  }
+  return true;
+}
+
+auto Republisher::Impl::shared_change_package(const PublishedSet& set, const DumpOptions& o, size_t n,
+    const ClosedParts::Part& part, int64_t after_seq, size_t part_size) -> Result<ChangePackage> {
+  auto& shared = *options.shared_dumps;
+  const std::string zip_url = urls.change_dump_package(set.name, n);
+  const std::string manifest_url = urls.change_dump_manifest(set.name, n);
+  auto zip = shared.file(urls.path_of(zip_url));
+  if (!zip) {
+    return tl::unexpected(zip.error());
+  }
+  if (!*zip) {
+    auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, part, after_seq, part_size);
+    if (!pkg) {
+      return tl::unexpected(pkg.error());
+    }
+    auto zip_file = share_file(pkg->file, urls.path_of(zip_url));
+    auto manifest_file = share_file(pkg->manifest_file, urls.path_of(manifest_url));
+    std::error_code ec;
+    std::filesystem::remove(pkg->file, ec);
+    std::filesystem::remove(pkg->manifest_file, ec);
+    if (!zip_file || !manifest_file) {
+      return tl::unexpected(!zip_file ? zip_file.error() : manifest_file.error());
+    }
+    if (auto put = shared.put_change_package(set.name, {n, part.from, part.until, *zip_file, *manifest_file});
+        !put) {
+      return tl::unexpected(put.error());
+    }
+    zip = shared.file(urls.path_of(zip_url)); // ours, or the one another node named first
+    if (!zip || !*zip) {
+      return make_error(ErrorKind::io, zip_url + ": recorded, then not found");
+    }
+  }
+  return offered_package(n, part.from, part.until, **zip);
+}
+
+auto Republisher::Impl::build_local_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq,
+    const DumpOptions& o) -> bool {
+  const auto now = std::chrono::steady_clock::now();
+  bool changed = false;
+  for (const auto& set : published_sets(feeds, options.named_sets)) {
+    std::string previous;
+    {
+      std::shared_lock lock(cache_mutex);
+      if (auto it = dumps.find(set.name); it != dumps.end()) {
+        if (it->second.seq == seq || now - it->second.built_at < options.resource_dump_interval) {
+          continue;
+        }
+        previous = it->second.built.generation;
+      }
+    }
+    const rs::Timestamp at = pub::now();
+    auto built = build_resource_dump(*reader, *blobs, urls, set, o, at);
+    if (!built) {
+      log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+      continue;
+    }
+    if (built->files.empty()) {
+      // Nothing held (yet, or any more): no dump is offered, since a
+      // client would find no package in it; tried again next time.
+      remove_old_generations(o, set.name, {});
+      std::unique_lock lock(cache_mutex);
+      if (dumps.erase(set.name) > 0) {
+        publish_dump_files();
+        changed = true;
+      }
+      continue;
+    }
+    std::vector<std::string> keep{built->generation};
+    if (!previous.empty()) {
+      keep.push_back(previous); // downloads of the last one in progress may finish
+    }
+    {
+      std::unique_lock lock(cache_mutex);
+      SetDump& d = dumps[set.name];
+      d.previous_generation = previous;
+      d.built = std::move(*built);
+      d.built_at = now;
+      d.seq = seq;
+      publish_dump_files();
+    }
+    remove_old_generations(o, set.name, keep);
+    framework(set.name, urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
+    changed = true;
+  }
+  return changed;
+}
+
+auto Republisher::Impl::build_due_dumps() -> void {
+  auto seq = reader->last_seq();
+  auto feeds = reader->feeds();
+  if (!seq || !feeds) {
+    return;
+  }
+  DumpOptions o;
+  o.dir = options.dump_dir;
+  o.package_entries = options.dump_package_entries;
+  o.package_bytes = options.dump_package_bytes;
+  bool changed = options.shared_dumps ? adopt_shared_resource_dumps(*feeds, *seq, o)
+                                      : build_local_resource_dumps(*feeds, *seq, o);
+  // Change Dump: a package for every closed Change List part not yet packed.
+  std::map<std::string, ClosedParts> meta;
+  {
+    std::shared_lock lock(cache_mutex);
+    meta = closed_meta;
+  }
+  for (const auto& set : published_sets(*feeds, options.named_sets)) {
+    auto it = meta.find(set.name);
+    if (it == meta.end()) {
+      continue;
+    }
+    const ClosedParts& parts = it->second;
+    size_t have = 0;
+    {
+      std::unique_lock lock(cache_mutex);
+      auto& built = change_packages[set.name];
+      // Packages of parts that retention compacted go with them: the
+      // content of changes behind the horizon is no longer offered.
+      if (options.shared_dumps && !built.empty() && built.front().n <= parts.compacted) {
+        if (auto r = options.shared_dumps->drop_change_packages(set.name, parts.compacted); !r) {
+          log::warn("", "Change Dump packages of set '" + set.name + "' not dropped: " + r.error().message);
+        }
+      }
+      while (!built.empty() && built.front().n <= parts.compacted) {
+        std::error_code ec;
+        std::filesystem::remove(built.front().file, ec);
+        std::filesystem::remove(built.front().manifest_file, ec);
+        built.erase(built.begin());
+        publish_dump_files();
+        changed = true;
+      }
+      if (!built.empty() && (built.size() > parts.parts.size() || built.front().n != parts.parts.front().n ||
+                             built.back().until != parts.parts[built.size() - 1].until)) {
+        built.clear(); // the parts were renumbered (other feeds or part size): pack again
+        std::error_code ec;
+        std::filesystem::remove_all(o.dir / set.name / "changes", ec);
+        if (options.shared_dumps) {
+          (void)options.shared_dumps->drop_change_packages(set.name, std::numeric_limits<int32_t>::max());
+        }
+      }
+      have = built.size();
+    }
+    if (parts.compacted > packages_compacted[set.name]) {
+      // Packages of compacted parts that an earlier process left.
+      std::error_code ec;
+      for (const auto& f : std::filesystem::directory_iterator(o.dir / set.name / "changes", ec)) {
+        size_t n = 0;
+        if (std::sscanf(f.path().filename().c_str(), "%zu", &n) == 1 && n <= parts.compacted) {
+          std::filesystem::remove(f.path(), ec);
+        }
+      }
+      packages_compacted[set.name] = parts.compacted;
+    }
+    for (size_t i = have; i < parts.parts.size(); ++i) {
+      const size_t n = parts.parts[i].n;
+      const int64_t after = i == 0 ? parts.compacted_seq : parts.parts[i - 1].last_seq;
+      auto pkg = options.shared_dumps
+                     ? shared_change_package(set, o, n, parts.parts[i], after, parts.part_size)
+                     : build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[i], after,
+                                            parts.part_size);
+      if (!pkg) {
+        log::warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
+                          "' not built: " + pkg.error().message);
+        break;
+      }
+      std::unique_lock lock(cache_mutex);
+      change_packages[set.name].push_back(std::move(*pkg));
+      publish_dump_files();
+      changed = true;
+    }
+  }
+  if (changed) {
+    std::lock_guard lock(stop_mutex);
+    dumps_changed = true;
+    refresh_requested = true;
+    stop_cv.notify_all();
+  }
+}
+
+auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const std::string& path,
+    bool can_block) -> std::optional<http::Disposition> {
+  auto under = in_set(path);
+  if (!under || (under->second != "/resourcedump.xml" && under->second != "/changedump.xml")) {
+    return std::nullopt;
+  }
+  const std::string& set = under->first;
+  const bool resource = under->second == "/resourcedump.xml";
+  if (!can_block) {
+    return http::Disposition::blocking; // asks the database
+  }
+  std::optional<std::string> document;
+  if (resource) {
+    auto d = options.shared_dumps->resource_dump(set);
+    if (!d) {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      return http::Disposition::done;
+    }
+    if (*d) {
+      document = std::move((*d)->document);
+    }
+  } else {
+    auto named = options.shared_dumps->change_packages(set);
+    if (!named) {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      return http::Disposition::done;
+    }
+    if (!named->empty()) {
+      std::vector<ChangePackage> packages;
+      for (const auto& p : *named) {
+        packages.push_back(offered_package(p.part, p.from, p.until, p.zip));
+      }
+      document = render_change_dump(urls, PublishedSet{set, {}}, packages);
+    }
+  }
+  if (!document) {
+    res.status = 404;
+    return http::Disposition::done;
+  }
+  res.set_shared(std::make_shared<const std::string>(std::move(*document)), "application/xml");
+  return http::Disposition::done;
+}
+
+auto Republisher::Impl::in_set(const std::string& path) const -> std::optional<std::pair<std::string, std::string>> {
+  const std::string sets = prefix + "/sets/";
+  if (path.compare(0, sets.size(), sets) != 0) {
+    return std::nullopt;
+  }
+  const auto slash = path.find('/', sets.size());
+  if (slash == std::string::npos || slash == sets.size()) {
+    return std::nullopt;
+  }
+  return std::pair{path.substr(sets.size(), slash - sets.size()), path.substr(slash)};
+}
+
+auto Republisher::Impl::is_dump_file_path(const std::string& path) const -> bool {
+  auto under = in_set(path);
+  return under && (under->second.rfind("/resourcedump/", 0) == 0 || under->second.rfind("/changedump/", 0) == 0);
+}
+
+auto Republisher::Impl::offered_package(size_t n, rs::Timestamp from, rs::Timestamp until,
+    const store::SharedDumps::File& zip) -> ChangePackage {
+  ChangePackage p;
+  p.n = n;
+  p.from = from;
+  p.until = until;
+  p.hash = rs::HashValue{"sha-256", zip.sha256};
+  p.length = zip.length;
+  return p;
+}
+
+auto Republisher::Impl::serve_dump_bytes(http::Response& res, int fd, size_t length, uint64_t offset,
+    bool xml) -> http::Disposition {
+  res.set_header("Cache-Control", "public, max-age=31536000, immutable");
+  res.ranges = true;
+  res.set_file(std::make_shared<const http::OpenFile>(fd), length, xml ? "application/xml" : "application/zip",
+               offset);
+  return http::Disposition::done;
+}
+
+auto Republisher::Impl::serve_shared_file(http::Response& res, const std::string& path,
+    bool can_block) -> http::Disposition {
+  if (!can_block) {
+    return http::Disposition::blocking; // asks the database, may fetch from the bucket
+  }
+  auto named = options.shared_dumps->file(path);
+  if (!named) {
+    res.status = 503;
+    res.set_header("Retry-After", "5");
+    return http::Disposition::done;
+  }
+  if (!*named) {
+    res.status = 404;
+    return http::Disposition::done;
+  }
+  return serve_blob(res, path, (*named)->sha256);
+}
+
+} // namespace tributary::pub
