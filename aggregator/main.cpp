@@ -1,7 +1,7 @@
 // The `tributary` command line.
 #include "aggregator/commands.h"
 #include "aggregator/daemon.h"
-#include "aggregator/simulate.h"
+#include "tools/simulate/simulate.h"
 #include "aggregator/explore.h"
 #include "aggregator/inspect.h"
 #include "common/version.h"

@@ -31,6 +31,19 @@ tributary_check_layering(republisher FORBID "aggregator/" "sync_engine/" "store/
 tributary_check_layering(store/blob FORBID "store/pg/" "store/s3/")
 tributary_check_layering(store/s3 FORBID "store/pg/")
 tributary_check_layering(store/pg FORBID "store/blob/" "store/s3/")
+# `tributary simulate` is a test tool: a fake Source and hub over the
+# protocol, the HTTP server and the fetcher. The product library never
+# includes it; only the CLI's main.cpp does.
+tributary_check_layering(tools/simulate FORBID "aggregator/" "store/pg/" "store/s3/")
+file(GLOB aggregator_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/aggregator/*.h ${PROJECT_SOURCE_DIR}/aggregator/*.cpp)
+foreach(src IN LISTS aggregator_sources)
+  if(NOT src MATCHES "/main\\.cpp$")
+    file(STRINGS ${src} named REGEX "^#include \"tools/")
+    if(named)
+      message(FATAL_ERROR "${src}: '${named}': the product library does not include tools/ (only main.cpp)")
+    endif()
+  endif()
+endforeach()
 foreach(module sync_engine republisher)
   file(STRINGS ${PROJECT_SOURCE_DIR}/${module}/CMakeLists.txt named REGEX "tributary_store_pg|tributary_s3")
   if(named)

@@ -11,7 +11,7 @@
 #include "process.h"
 #include "sync_fixture.h"
 
-#include "aggregator/simulate.h"
+#include "tools/simulate/simulate.h"
 #include "resourcesync/websub.h"
 
 #include <arpa/inet.h>

@@ -8,7 +8,7 @@
 #include "process.h"
 #include "sync_fixture.h"
 
-#include "aggregator/simulate.h"
+#include "tools/simulate/simulate.h"
 #include "sync_engine/dump_package.h"
 #include "resourcesync/reader.h"
 #include "sync_engine/fetcher.h"

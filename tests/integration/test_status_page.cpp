@@ -5,7 +5,7 @@
 // gone). The test asserts on the rendered DOM (summary, rows, sparklines, host rates,
 // filters, sort, a source's own page) and keeps screenshots as artefacts.
 #include "../common/scratch_dir.h"
-#include "aggregator/simulate.h"
+#include "tools/simulate/simulate.h"
 #include "chromium.h"
 #include "daemon_client.h"
 #include "http_get.h"
