@@ -2,6 +2,7 @@
 
 #include "aggregator/content.h"
 #include "aggregator/daemon_state.h"
+#include "aggregator/housekeeping.h"
 #include "aggregator/push.h"
 #include "aggregator/serving.h"
 #include "aggregator/status_api.h"
@@ -143,181 +144,6 @@ struct Daemon : DaemonState {
                                       {"added", std::to_string(added)},
                                       {"removed", std::to_string(removed)}});
     wake.notify_all();
-  }
-
-  // ---- retention ----------------------------------------------------------
-
-  // Removes runs past `run_retention`, now and then hourly, on a connection
-  // of its own and in slices of 10,000 (the status API never waits behind
-  // a long delete). Until `stopping`.
-  void prune_runs() {
-    constexpr size_t k_slice = 10000;
-    std::unique_ptr<store::PgStore> conn;
-    std::unique_lock lock(mutex);
-    while (!stopping) {
-      const std::chrono::seconds keep = config.run_retention;
-      lock.unlock();
-      if (keep.count() > 0) {
-        if (!conn) {
-          auto opened = store::PgStore::open(config_database());
-          if (opened) {
-            conn = std::move(*opened);
-          } else {
-            log::warn("", "run retention: " + opened.error().message);
-          }
-        }
-        uint64_t removed = 0;
-        for (bool more = conn != nullptr; more && !stopping;) {
-          auto n = conn->prune_runs(keep, k_slice);
-          if (!n) {
-            log::warn("", "run retention: " + n.error().message);
-            conn.reset(); // opened again next time
-            break;
-          }
-          removed += *n;
-          more = *n == k_slice;
-        }
-        if (removed > 0) {
-          log::info("", "run retention: removed runs past " + std::to_string(keep.count() / 86400) + " days",
-                    {{"runs", std::to_string(removed)}});
-        }
-      }
-      compact_change_log(conn);
-      expire_archive();
-      lock.lock();
-      // Hourly; a horizon shorter than ten hours is kept within a tenth of
-      // itself (at least every 10 s).
-      std::chrono::seconds period = std::chrono::hours(1);
-      for (std::chrono::seconds h : {config.change_retention, config.run_retention}) {
-        if (h.count() > 0) {
-          period = std::min(period, std::max<std::chrono::seconds>(h / 10, std::chrono::seconds(10)));
-        }
-      }
-      wake.wait_for(lock, period, [this] { return stopping.load(); });
-    }
-  }
-
-  // Change-log retention: the closed Change List parts of every published
-  // set that ended more than `change_retention` ago are compacted (their
-  // change-log rows, then their Change Dump packages, go; the documents
-  // follow by the change notification).
-  void compact_change_log(std::unique_ptr<store::PgStore>& conn) {
-    std::chrono::seconds keep;
-    {
-      std::lock_guard lock(mutex);
-      keep = config.change_retention;
-    }
-    if (keep.count() == 0 || !republisher) {
-      return;
-    }
-    if (!conn) {
-      auto opened = store::PgStore::open(config_database());
-      if (!opened) {
-        log::warn("", "change-log retention: " + opened.error().message);
-        return;
-      }
-      conn = std::move(*opened);
-    }
-    const auto plan = republisher->compactable(
-        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()) - keep);
-    if (plan.compact.empty()) {
-      return;
-    }
-    // The parts go into the archive first: a part compacted without its
-    // archived copy would be history lost.
-    if (auto archived = republisher->archive(plan.compact); !archived) {
-      log::warn("", "change-log retention: not compacted, the parts could not be archived: " +
-                        archived.error().message);
-      return;
-    }
-    auto n = conn->compact_change_log(plan.compact, plan.published);
-    if (!n) {
-      log::warn("", "change-log retention: " + n.error().message);
-      conn.reset();
-      return;
-    }
-    std::string sets;
-    for (const auto& c : plan.compact) {
-      sets += (sets.empty() ? "" : ", ") + c.set_name + " to part " + std::to_string(c.parts);
-    }
-    log::info("", "change-log retention: compacted Change List parts that ended over " +
-                      std::to_string(keep.count() / 86400) + " days ago",
-              {{"changes", std::to_string(*n)}, {"sets", sets}});
-    republisher->refresh_soon();
-  }
-
-  // Archive retention: documents archived longer ago than
-  // archive_retention go (their blobs with the next `tributary gc`).
-  void expire_archive() {
-    std::chrono::seconds keep;
-    {
-      std::lock_guard lock(mutex);
-      if (!config.archives || config.archive_retention.count() == 0 || !push_store) {
-        return;
-      }
-      keep = config.archive_retention;
-    }
-    auto n = push_store->expire_archived(
-        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()) - keep);
-    if (!n) {
-      log::warn("", "archive retention: " + n.error().message);
-    } else if (*n > 0) {
-      log::info("", "archive retention: removed archived documents older than " +
-                        std::to_string(keep.count() / 86400) + " days",
-                {{"documents", std::to_string(*n)}});
-    }
-  }
-
-  // The status page's rolling history: every source's lag and the changes
-  // recorded, once a minute and soon after a run ends (at most every 5 s),
-  // on a connection of its own. Buckets older than k_history_retention go.
-  void sample_history() {
-    constexpr auto k_period = std::chrono::seconds(60);
-    constexpr auto k_min_gap = std::chrono::seconds(5);
-    constexpr auto k_history_retention = std::chrono::hours(24 * 7);
-    std::unique_ptr<store::PgStatusStore> conn;
-    auto last = std::chrono::steady_clock::now() - k_period;
-    std::unique_lock lock(mutex);
-    while (!stopping) {
-      const auto since = std::chrono::steady_clock::now() - last;
-      if (since < k_min_gap) {
-        wake.wait_for(lock, k_min_gap - since, [this] { return stopping.load(); });
-        continue;
-      }
-      if (!sample_soon && since < k_period) {
-        wake.wait_for(lock, k_period - since, [this] { return stopping || sample_soon; });
-        continue;
-      }
-      sample_soon = false;
-      last = std::chrono::steady_clock::now();
-      lock.unlock();
-      if (!conn) {
-        auto opened = store::PgStatusStore::open(config_database());
-        if (opened) {
-          conn = std::move(*opened);
-        } else if (opened.error().kind == ErrorKind::database) {
-          database.lost(opened.error().message);
-        } else {
-          log::warn("", "status history: " + opened.error().message);
-        }
-      }
-      if (conn) {
-        if (auto r = conn->sample(history_samples(*this), k_history_retention); !r) {
-          if (r.error().kind == ErrorKind::database) {
-            database.lost(r.error().message); // said once a minute there
-          } else {
-            log::warn("", "status history: " + r.error().message);
-          }
-          conn.reset(); // opened again next time
-        }
-      }
-      lock.lock();
-    }
-  }
-
-  std::string config_database() {
-    std::lock_guard lock(mutex);
-    return config.database;
   }
 
   // ---- running sources ----------------------------------------------------
@@ -687,8 +513,9 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     dp->dispatch();
     dispatched.set_value();
   });
-  std::thread pruner([dp] { dp->prune_runs(); });
-  std::thread sampler([dp] { dp->sample_history(); });
+  Housekeeping housekeeping(*dp, dp->republisher);
+  std::thread pruner([&housekeeping] { housekeeping.prune_runs(); });
+  std::thread sampler([&housekeeping] { housekeeping.sample_history(); });
   if (*hub) {
     (*hub)->start();
   }
