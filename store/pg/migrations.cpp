@@ -1,6 +1,9 @@
 #include "store/pg/migrations.h"
 
+#include "store/pg/entry_json.h"
 #include "store/pg/pg_guard.h"
+
+#include "resourcesync/reader.h"
 
 #include <pqxx/pqxx>
 
@@ -9,10 +12,37 @@ namespace tributary::store {
 namespace {
 
 // Bump together with a new schema/NNNN_*.sql (a test checks they agree).
-constexpr int k_schema_version = 17;
+constexpr int k_schema_version = 19;
 
 // Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
 constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"
+
+// 0018: each retry row's entry, kept until then as a one-entry XML urlset,
+// read once with the protocol reader and stored as a record. Should the
+// text not be one entry for its URI (it cannot be, unless the row was
+// edited), the record names the URI alone, so the resource is still
+// fetched (unverified) rather than never.
+void convert_retry_entries(pqxx::work& tx) {
+  for (const auto& row : tx.exec("SELECT feed_id, uri, entry FROM retry WHERE entry_json IS NULL")) {
+    const std::string uri = row[1].as<std::string>();
+    auto parsed = rs::parse_document(row[2].as<std::string>());
+    rs::Entry e;
+    if (parsed.document.entries.size() == 1 && parsed.document.entries[0].loc == uri) {
+      e = std::move(parsed.document.entries[0]);
+    } else {
+      e.loc = uri;
+    }
+    tx.exec_params("UPDATE retry SET entry_json = $3::jsonb WHERE feed_id = $1 AND uri = $2", row[0].as<int64_t>(),
+                   uri, entry_to_json(e));
+  }
+}
+
+// Steps a migration's SQL cannot take, run in its transaction after it.
+struct Step {
+  int version;
+  void (*run)(pqxx::work&);
+};
+constexpr Step k_steps[] = {{18, convert_retry_entries}};
 
 } // namespace
 
@@ -52,6 +82,11 @@ Result<MigrateReport> migrate(const std::string& conninfo) {
         return report;
       }
       tx.exec0(next->sql);
+      for (const auto& step : k_steps) {
+        if (step.version == next->version) {
+          step.run(tx);
+        }
+      }
       tx.exec_params("INSERT INTO schema_version (version, name) VALUES ($1, $2)", next->version, next->name);
       tx.commit();
       report.applied.push_back(next->name);

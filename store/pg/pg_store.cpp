@@ -214,11 +214,11 @@ Result<void> PgStore::apply(const Batch& b) {
     for (const auto& r : b.retries) {
       // (Its seen mark, if this batch lists it, follows.)
       tx.exec_params("INSERT INTO retry (feed_id, uri, entry, change, change_datetime, reason, attempts, "
-                     "next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+                     "next_attempt_at) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8) "
                      "ON CONFLICT (feed_id, uri) DO UPDATE SET entry = EXCLUDED.entry, change = EXCLUDED.change, "
                      "change_datetime = EXCLUDED.change_datetime, reason = EXCLUDED.reason, "
                      "attempts = EXCLUDED.attempts, next_attempt_at = EXCLUDED.next_attempt_at",
-                     b.feed_id, r.uri, entry_to_xml(r.entry),
+                     b.feed_id, r.uri, entry_to_json(r.entry),
                      r.change ? std::optional<std::string>(std::string(rs::to_string(*r.change))) : std::nullopt,
                      ts(r.change_datetime), r.reason, r.attempts, *ts(r.next_attempt_at));
     }
@@ -340,13 +340,13 @@ namespace {
 
 // The columns read_retry() reads, in its order.
 std::string retry_columns() {
-  return "uri, entry, change, " + us("change_datetime") + ", reason, attempts, " + us("next_attempt_at");
+  return "uri, entry::text, change, " + us("change_datetime") + ", reason, attempts, " + us("next_attempt_at");
 }
 
 RetryRecord read_retry(const pqxx::row& row) {
   RetryRecord r;
   r.uri = row[0].as<std::string>();
-  r.entry = entry_from_xml(row[1].as<std::string>(), r.uri);
+  r.entry = entry_from_json(row[1].as<std::string>(), r.uri);
   if (!row[2].is_null()) {
     r.change = rs::change_from_string(row[2].as<std::string>());
   }

@@ -6,12 +6,11 @@
 
 #include "store/pg/pg_store.h"
 
+#include "store/pg/entry_json.h"
 #include "store/pg/migrations.h"
 #include "store/pg/pg_conn.h"
 #include "store/pg/pg_fields.h"
 
-#include "resourcesync/reader.h"
-#include "resourcesync/writer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -76,29 +75,6 @@ inline void lock_change_log(pqxx::work& tx) {
   // Serve replicas and other daemons learn of the commit at once (see
   // ChangeListener); PostgreSQL delivers it on commit, once per transaction.
   tx.exec("NOTIFY " + std::string(k_change_channel));
-}
-
-// A retry's entry is kept as a one-entry urlset: the upstream's own XML
-// form, every attribute and link included.
-inline std::string entry_to_xml(const rs::Entry& e) {
-  rs::Document doc;
-  doc.header.md = rs::Metadata{};
-  doc.header.md->capability = "resourcelist";
-  doc.entries.push_back(e);
-  return rs::write_document(doc);
-}
-
-// Reads it back; should the text not be one entry for `uri` (it cannot be,
-// unless the row was edited), the entry names the URI alone, so the
-// resource is still fetched (unverified) rather than never.
-inline rs::Entry entry_from_xml(const std::string& xml, const std::string& uri) {
-  auto parsed = rs::parse_document(xml);
-  if (parsed.document.entries.size() == 1 && parsed.document.entries[0].loc == uri) {
-    return std::move(parsed.document.entries[0]);
-  }
-  rs::Entry bare;
-  bare.loc = uri;
-  return bare;
 }
 
 inline std::string links_to_json(const std::vector<rs::Link>& links) {

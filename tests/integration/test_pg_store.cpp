@@ -4,6 +4,11 @@
 
 #include "pg_fixture.h"
 
+#include "resourcesync/reader.h"
+#include "resourcesync/writer.h"
+
+#include <map>
+
 #include <atomic>
 #include <thread>
 
@@ -76,6 +81,75 @@ TEST_CASE("Migrations: apply from scratch, then nothing, and a behind or ahead s
   auto m = migrate(db.conninfo());
   REQUIRE_FALSE(m);
   CHECK(m.error().kind == ErrorKind::conflict);
+}
+
+TEST_CASE("Migrations: retry entries kept as XML before 0018 become records, each field kept, and are retried") {
+  test::TempDatabase db;
+  const std::string uri = "http://up.example/res/1";
+  // A database at version 17 holding one retry row in the old form: the
+  // upstream's entry as a one-entry urlset (base64 and unknown hashes, a
+  // mirror, an extension element), and one whose text was edited.
+  rs::Document old;
+  old.header.md = rs::Metadata{};
+  old.header.md->capability = "resourcelist";
+  auto parsed = rs::parse_document(
+      R"(<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" xmlns:rs="http://www.openarchives.org/rs/terms/"
+ xmlns:dc="http://purl.org/dc/elements/1.1/"><rs:md capability="resourcelist" at="2026-11-01T00:00:00Z"/>
+<url><loc>http://up.example/res/1</loc><lastmod>2026-11-02T10:00:00Z</lastmod>
+<rs:md hash="md5:1e0PFZ3WFsZ8ZDBVhvT+2w== blake3:abcd" length="8876" type="text/html"/>
+<rs:ln rel="duplicate" href="http://mirror.example/res/1" pri="1"/><dc:creator>A. Author</dc:creator></url></urlset>)");
+  REQUIRE(parsed.document.entries.size() == 1);
+  const rs::Entry published = parsed.document.entries[0];
+  old.entries.push_back(published);
+  {
+    pqxx::connection c(db.conninfo());
+    pqxx::work tx(c);
+    tx.exec0("CREATE TABLE schema_version (version integer PRIMARY KEY, name text NOT NULL, "
+             "applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const auto& m : migrations()) {
+      if (m.version <= 17) {
+        tx.exec0(m.sql);
+        tx.exec_params("INSERT INTO schema_version (version, name) VALUES ($1, $2)", m.version, m.name);
+      }
+    }
+    tx.exec0("INSERT INTO source (name, url) VALUES ('up', 'http://up.example/')");
+    tx.exec0("INSERT INTO feed (source_id, capability_list_url) VALUES (1, 'http://up.example/caps.xml')");
+    tx.exec_params("INSERT INTO retry (feed_id, uri, entry, reason, next_attempt_at) VALUES (1, $1, $2, 'HTTP 503', "
+                   "'2026-11-01T00:00:00Z')",
+                   uri, rs::write_document(old));
+    tx.exec0("INSERT INTO retry (feed_id, uri, entry, reason, next_attempt_at) VALUES (1, 'http://up.example/res/2', "
+             "'<not xml', 'HTTP 503', '2026-11-01T00:00:00Z')");
+    tx.commit();
+  }
+  auto migrated = migrate(db.conninfo());
+  REQUIRE(migrated);
+  CHECK(migrated->from_version == 17);
+  CHECK(migrated->to_version == expected_schema_version());
+  auto s = PgStore::open(db.conninfo());
+  REQUIRE(s);
+  auto due = (*s)->due_retries(1, t("2026-11-02T00:00:00Z"), 10);
+  REQUIRE(due);
+  REQUIRE(due->size() == 2);
+  std::map<std::string, RetryRecord> by_uri;
+  for (auto& r : *due) {
+    by_uri[r.uri] = r;
+  }
+  const rs::Entry& kept = by_uri.at(uri).entry;
+  CHECK(kept == published);
+  REQUIRE(kept.md);
+  CHECK(kept.md->hash.size() == published.md->hash.size());
+  CHECK(kept.links.size() == 1);
+  CHECK(kept.extensions.size() == 1);
+  // The edited row still names its resource: fetched, unverified.
+  CHECK(by_uri.at("http://up.example/res/2").entry.loc == "http://up.example/res/2");
+  CHECK_FALSE(by_uri.at("http://up.example/res/2").entry.md);
+  // Stored as a record now: no XML left in the table.
+  pqxx::connection c(db.conninfo());
+  pqxx::read_transaction tx(c);
+  CHECK(tx.exec1("SELECT data_type FROM information_schema.columns WHERE table_name = 'retry' AND "
+                 "column_name = 'entry'")[0]
+            .as<std::string>() == "jsonb");
+  CHECK(tx.exec1("SELECT entry->>'loc' FROM retry WHERE uri = '" + uri + "'")[0].as<std::string>() == uri);
 }
 
 TEST_CASE("PgStore: a batch commits resources, change log, watermark and counters together") {
