@@ -471,9 +471,9 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
       std::lock_guard lock(dp->mutex);
       dp->scheduler.stretch(name, active ? dp->config.push.poll_interval : std::chrono::seconds(0));
     };
-    subscriber = std::make_unique<PushSubscriber>(std::shared_ptr<store::PgAuxStore>(std::move(*subs)),
-                                                  std::shared_ptr<store::PgStore>(std::move(*marks)), d->fetcher,
-                                                  std::move(po), std::move(hooks));
+    std::shared_ptr<store::PgStore> applied(std::move(*marks));
+    subscriber = std::make_unique<PushSubscriber>(std::shared_ptr<store::PgAuxStore>(std::move(*subs)), applied,
+                                                  applied, d->fetcher, std::move(po), std::move(hooks));
     std::set<std::string> names;
     for (const auto& src : d->config.sources) {
       names.insert(src.name);

@@ -38,7 +38,8 @@ constexpr size_t k_max_notification_bytes = 16 << 20;
 
 struct PushSubscriber::Impl {
   std::shared_ptr<store::PushStore> store;
-  std::shared_ptr<store::PgStore> watermarks;
+  std::shared_ptr<store::StoreReader> feeds;      // which feeds are a source's
+  std::shared_ptr<store::Store> watermarks;        // what each applied
   std::shared_ptr<sync::Fetcher> fetcher;
   PushOptions options;
   Hooks hooks;
@@ -483,8 +484,8 @@ struct PushSubscriber::Impl {
       }
     }
     std::optional<rs::Timestamp> applied;
-    if (auto feeds = watermarks->feeds()) {
-      for (const auto& f : *feeds) {
+    if (auto all = feeds->feeds()) {
+      for (const auto& f : *all) {
         if (f.source_name == s.source) {
           if (auto w = watermarks->watermark(f.feed_id); w && w->last_time && (!applied || *w->last_time > *applied)) {
             applied = w->last_time;
@@ -510,10 +511,12 @@ struct PushSubscriber::Impl {
   }
 };
 
-PushSubscriber::PushSubscriber(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::PgStore> watermarks,
-                               std::shared_ptr<sync::Fetcher> fetcher, PushOptions options, Hooks hooks)
+PushSubscriber::PushSubscriber(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> feeds,
+                               std::shared_ptr<store::Store> watermarks, std::shared_ptr<sync::Fetcher> fetcher,
+                               PushOptions options, Hooks hooks)
     : m_impl(std::make_unique<Impl>()) {
   m_impl->store = std::move(store);
+  m_impl->feeds = std::move(feeds);
   m_impl->watermarks = std::move(watermarks);
   m_impl->fetcher = std::move(fetcher);
   m_impl->options = std::move(options);

@@ -5,7 +5,8 @@
 #include "sync_engine/fetcher.h"
 #include "sync_engine/source_config.h"
 #include "store/push_store.h"
-#include "store/pg/pg_store.h"
+#include "store/store.h"
+#include "store/store_reader.h"
 #include "sync_engine/sync.h"
 
 #include <chrono>
@@ -50,8 +51,9 @@ public:
     std::function<void(const std::string& source, bool active)> active;
   };
   // `store` and `watermarks` are the subscriber's own connections.
-  PushSubscriber(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::PgStore> watermarks,
-                 std::shared_ptr<sync::Fetcher> fetcher, PushOptions options, Hooks hooks);
+  PushSubscriber(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> feeds,
+                 std::shared_ptr<store::Store> watermarks, std::shared_ptr<sync::Fetcher> fetcher,
+                 PushOptions options, Hooks hooks);
   ~PushSubscriber();
   PushSubscriber(const PushSubscriber&) = delete;
   PushSubscriber& operator=(const PushSubscriber&) = delete;

@@ -1,0 +1,182 @@
+// Our WebSub hub without PostgreSQL: subscriptions kept in MemoryAuxStore,
+// the change log in MemoryStore, every request to a callback through a
+// recording transport (the integration tests run it over HTTP and the
+// database).
+#include "republisher/hub.h"
+
+#include "records.h"
+
+#include "resourcesync/reader.h"
+#include "resourcesync/websub.h"
+#include "store/memory_aux_store.h"
+#include "store/memory_store.h"
+
+#include <doctest/doctest.h>
+
+#include <condition_variable>
+#include <mutex>
+
+using namespace tributary;
+using namespace tributary::pub;
+using test::record;
+using test::ts;
+
+namespace {
+
+struct HubRig {
+  std::shared_ptr<store::MemoryStore> st = std::make_shared<store::MemoryStore>();
+  std::shared_ptr<store::MemoryAuxStore> aux = std::make_shared<store::MemoryAuxStore>();
+  UrlScheme urls{"http://us.example/"};
+  int64_t feed = 0;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<HubRequest> sent;
+  int delivery_status = 202;
+  bool echo = true; // the callback confirms by echoing the challenge
+  std::unique_ptr<Hub> hub;
+
+  explicit HubRig(HubOptions o = {}) {
+    const int64_t src = *st->ensure_source("up", "http://up.example/");
+    feed = *st->ensure_feed(src, "http://up.example/caps.xml");
+    hub = std::make_unique<Hub>(aux, st, urls, [this](const HubRequest& r) { return answer(r); }, o);
+    hub->start();
+    hub->published({PublishedSet{"up", {feed}}}, *st->last_seq());
+  }
+  ~HubRig() { hub->stop(); }
+
+  Result<HubReply> answer(const HubRequest& r) {
+    std::lock_guard lock(mutex);
+    sent.push_back(r);
+    cv.notify_all();
+    if (r.method == "GET") {
+      const auto q = rs::websub::parse_form(r.url.substr(r.url.find('?') + 1));
+      const bool has = q && q->count("hub.challenge");
+      return HubReply{200, echo && has ? q->at("hub.challenge") : "no"};
+    }
+    return HubReply{delivery_status, ""};
+  }
+
+  // A change upstream, applied; the hub is told the seq is shown.
+  void change(const std::string& uri, const std::string& content, const char* at) {
+    store::Batch b;
+    b.feed_id = feed;
+    b.upserts = {record(uri, content)};
+    b.changes = {store::ChangeRecord{rs::Change::updated, ts(at), b.upserts[0]}};
+    REQUIRE(st->apply(b));
+    hub->published({PublishedSet{"up", {feed}}}, *st->last_seq());
+  }
+
+  http::Response request(const std::map<std::string, std::string>& form) {
+    http::Request req;
+    req.method = "POST";
+    req.path = req.target = urls.path_of(urls.hub());
+    req.headers = {{"content-type", "application/x-www-form-urlencoded"}};
+    req.body = rs::websub::encode_form(form);
+    http::Response res;
+    REQUIRE(hub->handle(req, res));
+    return res;
+  }
+
+  // Waits up to 5 s for a request matching `pred`; returns it.
+  std::optional<HubRequest> wait_sent(const std::function<bool(const HubRequest&)>& pred) {
+    std::unique_lock lock(mutex);
+    std::optional<HubRequest> found;
+    cv.wait_for(lock, std::chrono::seconds(5), [&] {
+      for (const auto& r : sent) {
+        if (pred(r)) {
+          found = r;
+          return true;
+        }
+      }
+      return false;
+    });
+    return found;
+  }
+
+  bool subscribed(size_t n) {
+    for (int i = 0; i < 100; ++i) {
+      if (aux->hub_subscriptions()->size() == n) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+};
+
+const std::string k_callback = "http://subscriber.example/cb?id=1";
+
+} // namespace
+
+TEST_CASE("Hub (no database): a subscription is verified with a challenge, kept, and each change is delivered, signed") {
+  HubRig rig;
+  const std::string topic = rig.urls.change_notification("up");
+  auto res = rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback},
+                          {"hub.secret", "s3cret"}, {"hub.lease_seconds", "3600"}});
+  CHECK(res.status == 202);
+  auto verify = rig.wait_sent([](const HubRequest& r) { return r.method == "GET"; });
+  REQUIRE(verify);
+  CHECK(verify->url.rfind(k_callback + "&", 0) == 0);
+  CHECK(verify->url.find("hub.lease_seconds=3600") != std::string::npos);
+  REQUIRE(rig.subscribed(1));
+  auto subs = *rig.aux->hub_subscriptions();
+  CHECK(subs[0].topic == topic);
+  CHECK(subs[0].lease_seconds == 3600);
+
+  rig.change("http://up.example/a", "alpha v2", "2026-01-03T00:00:00Z");
+  auto post = rig.wait_sent([](const HubRequest& r) { return r.method == "POST"; });
+  REQUIRE(post);
+  CHECK(post->url == k_callback);
+  auto doc = rs::parse_document(post->body);
+  REQUIRE(doc.document.entries.size() == 1);
+  CHECK(doc.document.entries[0].loc == rig.urls.resource("up", "http://up.example/a"));
+  CHECK(doc.document.header.md->capability_kind() == rs::Capability::changelist_notification);
+  bool signed_ok = false;
+  for (const auto& [name, value] : post->headers) {
+    if (name == "X-Hub-Signature") {
+      signed_ok = value == rs::websub::signature("s3cret", post->body);
+    }
+  }
+  CHECK(signed_ok);
+  // The cursor moved past what was delivered: nothing is sent again.
+  for (int i = 0; i < 100 && rig.aux->hub_subscriptions()->at(0).delivered_seq < *rig.st->last_seq(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(rig.aux->hub_subscriptions()->at(0).delivered_seq == *rig.st->last_seq());
+}
+
+TEST_CASE("Hub (no database): a callback that does not echo the challenge, or a foreign topic, subscribes nothing") {
+  HubRig rig;
+  rig.echo = false;
+  CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", rig.urls.change_notification("up")},
+                     {"hub.callback", k_callback}})
+            .status == 202);
+  REQUIRE(rig.wait_sent([](const HubRequest& r) { return r.method == "GET"; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(rig.aux->hub_subscriptions()->empty());
+
+  const size_t asked = rig.sent.size();
+  auto foreign = rig.request(
+      {{"hub.mode", "subscribe"}, {"hub.topic", "http://elsewhere.example/topic"}, {"hub.callback", k_callback}});
+  CHECK(foreign.status == 400);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::lock_guard lock(rig.mutex);
+  CHECK(rig.sent.size() == asked); // the callback was not even asked
+}
+
+TEST_CASE("Hub (no database): a callback answering 410 Gone is unsubscribed, and an unsubscribe request is verified") {
+  HubRig rig;
+  const std::string topic = rig.urls.change_notification("up");
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}});
+  REQUIRE(rig.subscribed(1));
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback + "2"}});
+  REQUIRE(rig.subscribed(2));
+  rig.delivery_status = 410;
+  rig.change("http://up.example/b", "bravo v2", "2026-01-03T00:00:00Z");
+  REQUIRE(rig.subscribed(0)); // both answered 410
+  rig.delivery_status = 202;
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}});
+  REQUIRE(rig.subscribed(1));
+  rig.request({{"hub.mode", "unsubscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}});
+  CHECK(rig.subscribed(0));
+}
