@@ -400,7 +400,13 @@ public:
                object(v, ptr,
                       {{"hub", {boolean(c.push.hub)}},
                        {"subscribe", {boolean(c.push.subscribe)}},
-                       {"sign", {boolean(c.push.sign)}},
+                       {"sign", {[this, &c](const json& s, const std::string& q) {
+                          if (s.is_boolean()) {
+                            c.push.sign = s.get<bool>() ? "always" : "never";
+                          } else {
+                            one_of(c.push.sign, {"https", "always", "never"})(s, q);
+                          }
+                        }}},
                        {"lease", {duration(c.push.lease, false)}},
                        {"poll_interval", {duration(c.push.poll_interval, false)}},
                        {"min_lease", {duration(c.push.min_lease, false)}},

@@ -70,8 +70,10 @@ struct Config {
     // Subscribe to the channels upstream Capability Lists offer.
     bool subscribe = true;
     // Ask upstream hubs to sign notifications (hub.secret, HMAC-SHA256);
-    // unsigned ones are then ignored.
-    bool sign = false;
+    // unsigned ones are then ignored. "https" (the default): whenever the
+    // hub is reached over https, where a secret stays secret; "always";
+    // "never". (true and false mean "always" and "never".)
+    std::string sign = "https";
     std::chrono::seconds lease{7 * 86400};        // what we ask upstream hubs for
     // While a source's subscription is active, it is still polled (the
     // safety net for a notification that never came), at least this long

@@ -298,10 +298,13 @@ struct Daemon : DaemonState {
     // A baseline allocates and frees a lot; keep the daemon's footprint
     // what it holds, not its peak.
     malloc_trim(0);
-    if (subscriber && ok) {
-      subscriber->discovered(src.name, report.channels);
-    }
     const auto& c = report.counters;
+    if (subscriber) {
+      if (ok) {
+        subscriber->discovered(src.name, report.channels);
+      }
+      subscriber->ran(src.name, c.created + c.updated + c.deleted > 0);
+    }
     if (republisher && c.created + c.updated + c.deleted > 0) {
       republisher->refresh_soon(); // our Change List shows the changes now, not at the next check
     }

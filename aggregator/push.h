@@ -35,7 +35,9 @@ namespace tributary::agg {
 
 struct PushOptions {
   bool subscribe = true;
-  bool sign = false; // ask for HMAC-signed notifications (hub.secret)
+  // Ask for HMAC-signed notifications (hub.secret): "https" (when the hub
+  // is reached over https), "always" or "never".
+  std::string sign = "https";
   std::chrono::seconds lease{7 * 86400};
   std::string public_url;
 };
@@ -63,6 +65,10 @@ public:
 
   // After a run: the channels its Capability Lists offered now.
   void discovered(const std::string& source, const std::vector<sync::NotificationChannel>& channels);
+  // A run of `source` ended; `applied`: it created, updated or deleted
+  // something. A notified run that applied nothing widens the gap before
+  // the next notification may start one (see push.cpp, Gate).
+  void ran(const std::string& source, bool applied);
   // The configured sources changed: subscriptions of the others go.
   void configured(const std::set<std::string>& sources);
 

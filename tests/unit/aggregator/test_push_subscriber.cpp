@@ -63,15 +63,18 @@ struct SubscriberRig {
   std::shared_ptr<store::MemoryStore> st = std::make_shared<store::MemoryStore>();
   std::shared_ptr<RecordingFetcher> fetcher = std::make_shared<RecordingFetcher>();
   std::atomic<int> notified{0};
+  // Each notified run reports at once, as the daemon does when it ends:
+  // whether it applied something (unset: no report).
+  std::optional<bool> applies;
   std::unique_ptr<agg::PushSubscriber> sub;
   int64_t feed = 0;
 
-  explicit SubscriberRig(bool sign = false) {
+  explicit SubscriberRig(bool sign = false, const std::string& hub = k_hub) {
     const int64_t src = *st->ensure_source("up", "http://up.example/");
     feed = *st->ensure_feed(src, "http://up.example/caps.xml");
     agg::PushOptions o;
     o.public_url = "http://us.example/";
-    o.sign = sign;
+    o.sign = sign ? "always" : "https";
     agg::PushSubscriber::Hooks hooks;
     hooks.source = [](const std::string& name) -> std::optional<sync::SourceConfig> {
       if (name != "up") {
@@ -82,12 +85,17 @@ struct SubscriberRig {
       c.url = "http://up.example/";
       return c;
     };
-    hooks.notified = [this](const std::string&) { ++notified; };
+    hooks.notified = [this](const std::string& source) {
+      ++notified;
+      if (applies) {
+        sub->ran(source, *applies);
+      }
+    };
     hooks.active = [](const std::string&, bool) {};
     sub = std::make_unique<agg::PushSubscriber>(aux, st, st, fetcher, o, hooks);
     sub->start();
     sub->configured({"up"});
-    sub->discovered("up", {sync::NotificationChannel{"http://up.example/caps.xml", k_topic, k_hub}});
+    sub->discovered("up", {sync::NotificationChannel{"http://up.example/caps.xml", k_topic, hub}});
   }
   ~SubscriberRig() { sub->stop(); }
 
@@ -213,4 +221,51 @@ TEST_CASE("Push subscriber (no database): with signing, an unsigned or forged no
   good.emplace_back("x-hub-signature", rs::websub::signature(secret, body));
   CHECK(rig.call("POST", path, body, good).status == 202);
   CHECK(rig.notified == 1);
+}
+
+TEST_CASE("Push subscriber (no database): notified runs that apply nothing widen the gap, so a flood starts a handful "
+          "of runs, and a run that applies something closes it") {
+  SubscriberRig rig;
+  rig.applies = false;
+  const std::string path = rig.subscribe();
+  const auto start = std::chrono::steady_clock::now();
+  int posts = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(3500)) {
+    rig.call("POST", path, SubscriberRig::notification("2026-01-02T00:00:00Z"), rig.link());
+    ++posts;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // About 35 notifications in 3.5 s: runs at 0 s, then after gaps of 1 s
+  // and 2 s (a held notification starts one when its gap ends).
+  CHECK(posts >= 30);
+  CHECK(rig.notified >= 2);
+  CHECK(rig.notified <= 3);
+  // A run that applies something: the next notification runs at once.
+  const int before = rig.notified;
+  rig.applies = true;
+  rig.call("POST", path, SubscriberRig::notification("2026-01-02T00:00:00Z"), rig.link());
+  for (int i = 0; i < 100 && rig.notified == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // held until the gap (at most 4 s) ends
+  }
+  REQUIRE(rig.notified == before + 1);
+  rig.call("POST", path, SubscriberRig::notification("2026-01-02T00:00:00Z"), rig.link());
+  CHECK(rig.notified == before + 2);
+  rig.call("POST", path, SubscriberRig::notification("2026-01-02T00:00:00Z"), rig.link());
+  CHECK(rig.notified == before + 3);
+}
+
+TEST_CASE("Push subscriber (no database): by default a hub reached over https is given a secret, one over http none") {
+  {
+    SubscriberRig rig(false, "https://up.example/hub");
+    auto post = rig.fetcher->wait_post();
+    REQUIRE(post);
+    CHECK(post->url == "https://up.example/hub");
+    CHECK(rs::websub::parse_form(post->body)->count("hub.secret") == 1);
+  }
+  {
+    SubscriberRig rig;
+    auto post = rig.fetcher->wait_post();
+    REQUIRE(post);
+    CHECK(rs::websub::parse_form(post->body)->count("hub.secret") == 0);
+  }
 }
