@@ -82,6 +82,9 @@ struct Config {
     // Our hub's leases: what subscribers ask for, kept within these.
     std::chrono::seconds min_lease{300};
     std::chrono::seconds max_lease{30 * 86400};
+    // Our hub's subscriptions in all, and for callbacks on one host.
+    size_t max_subscriptions = 10000;
+    size_t max_subscriptions_per_host = 100;
     // Callback hosts our hub may reach although they resolve to private or
     // loopback addresses (otherwise refused: a subscriber must not turn our
     // hub against the local network).

@@ -105,6 +105,18 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
     o.read_timeout = std::chrono::seconds(10);
     o.max_redirects = 0;
     o.max_body_bytes = 64 * 1024;
+    if (r.method == "POST") {
+      // A delivery: a callback slower than this is cut off and retried
+      // with back-off (and served by the slow pool from then on).
+      o.connect_timeout = std::chrono::seconds(3);
+      o.read_timeout = std::chrono::seconds(10);
+    }
+    if (r.verification) {
+      // The answer is the challenge: it comes at once or not at all.
+      o.connect_timeout = std::chrono::seconds(3);
+      o.read_timeout = std::chrono::seconds(5);
+      o.max_body_bytes = 4096;
+    }
     o.addresses = policy_for(r.url);
     o.allow_url = [](const sync::Url& u, std::string& why) {
       if (u.scheme != "http" && u.scheme != "https") {
@@ -133,6 +145,8 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   pub::HubOptions options;
   options.min_lease = config.push.min_lease;
   options.max_lease = config.push.max_lease;
+  options.max_subscriptions = config.push.max_subscriptions;
+  options.max_subscriptions_per_host = config.push.max_subscriptions_per_host;
   options.default_lease = std::clamp(options.default_lease, options.min_lease, options.max_lease);
   options.external_hub = config.push.external_hub;
   if (config.push.external_hub_secret) {

@@ -297,8 +297,9 @@ if [ "$which" = all ] || [ "$which" = fuzz ]; then
   fz="$root/build/fuzz"
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTRIBUTARY_FUZZ=ON -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_datetime fuzz_package fuzz_config fuzz_http_request >/dev/null
-  for t in reader datetime package config http_request; do
+  cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_datetime fuzz_package fuzz_config fuzz_http_request \
+    fuzz_websub_request fuzz_notification fuzz_verification_query >/dev/null
+  for t in reader datetime package config http_request websub_request notification verification_query; do
     corpus="$fz/corpus/$t"
     findings="$fz/findings/$t"
     mkdir -p "$corpus" "$findings"

@@ -5,6 +5,7 @@
 #include "resourcesync/writer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -55,7 +56,31 @@ struct Intent {
   std::string callback;
   std::string secret;
   std::chrono::seconds lease{0};
+  std::string client;        // who asked (its address)
+  std::string callback_host; // the callback's host, lower-cased
 };
+
+// The host of an http(s) URL, lower-cased ("" when there is none).
+std::string host_of(const std::string& url) {
+  const size_t start = url.find("://");
+  if (start == std::string::npos) {
+    return {};
+  }
+  std::string rest = url.substr(start + 3);
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  if (auto at = rest.rfind('@'); at != std::string::npos) {
+    rest = rest.substr(at + 1);
+  }
+  if (!rest.empty() && rest[0] == '[') {
+    rest = rest.substr(0, rest.find(']') + 1);
+  } else {
+    rest = rest.substr(0, rest.find(':'));
+  }
+  for (char& c : rest) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return rest;
+}
 
 } // namespace
 
@@ -72,9 +97,20 @@ struct Hub::Impl {
   bool started = false;
   std::map<std::string, PublishedSet> sets; // name -> set, as last published
   std::map<std::string, int64_t> shown_seq; // name -> seq its Change List shows
-  std::deque<Intent> verifications;
+  // Verifications: intents waiting per callback host; the hosts whose turn
+  // may come (waiting intents, none under way), in order; and what each
+  // client and host has waiting or under way.
+  std::map<std::string, std::deque<Intent>> waiting;
+  std::deque<std::string> turns;
+  std::set<std::string> verifying_hosts;
+  std::map<std::string, size_t> pending_by_client;
+  std::map<std::string, size_t> pending_by_host;
+  size_t pending = 0;
   std::set<std::pair<std::string, std::string>> in_flight; // (topic, callback)
-  std::deque<store::HubSubscription> due;
+  std::deque<store::HubSubscription> due;      // for the delivery workers
+  std::deque<store::HubSubscription> due_slow; // for the slow pool: hosts whose last delivery was slow
+  std::map<std::string, size_t> delivering;    // callback host -> deliveries under way or due
+  std::set<std::string> slow_hosts;            // their last delivery took longer than slow_delivery
   bool leading = false;
   std::vector<std::thread> threads;
   std::set<std::string> external_known; // sets whose topic the external hub follows (scheduler only)
@@ -135,6 +171,16 @@ struct Hub::Impl {
     return i;
   }
 
+  static bool renews(const std::vector<store::HubSubscription>& existing, const Intent& i) {
+    return std::any_of(existing.begin(), existing.end(),
+                       [&](const auto& e) { return e.topic == i.topic && e.callback == i.callback; });
+  }
+
+  static size_t on_host(const std::vector<store::HubSubscription>& existing, const std::string& host) {
+    return static_cast<size_t>(std::count_if(existing.begin(), existing.end(),
+                                             [&](const auto& e) { return host_of(e.callback) == host; }));
+  }
+
   void subscription_request(const http::Request& req, http::Response& res) {
     auto parsed = parse(req);
     if (auto* why = std::get_if<std::string>(&parsed)) {
@@ -142,14 +188,34 @@ struct Hub::Impl {
       return;
     }
     Intent i = std::get<Intent>(std::move(parsed));
+    i.client = req.peer;
+    i.callback_host = host_of(i.callback);
     {
       std::lock_guard lock(mutex);
-      if (verifications.size() >= options.max_pending_verifications) {
+      if (pending >= options.max_pending_verifications) {
         res.set_header("Retry-After", "60");
         answer(res, 503, "too many subscription requests waiting for verification; try again later");
         return;
       }
-      verifications.push_back(std::move(i));
+      if (pending_by_client[i.client] >= options.max_pending_per_client) {
+        res.set_header("Retry-After", "60");
+        answer(res, 429, "too many of your subscription requests are waiting for verification; try again later");
+        return;
+      }
+      if (pending_by_host[i.callback_host] >= options.max_pending_per_callback_host) {
+        res.set_header("Retry-After", "60");
+        answer(res, 429, "too many subscription requests for callbacks on that host are waiting for "
+                         "verification; try again later");
+        return;
+      }
+      ++pending;
+      ++pending_by_client[i.client];
+      ++pending_by_host[i.callback_host];
+      auto& queue = waiting[i.callback_host];
+      if (queue.empty() && !verifying_hosts.count(i.callback_host)) {
+        turns.push_back(i.callback_host);
+      }
+      queue.push_back(std::move(i));
     }
     wake.notify_all();
     answer(res, 202, "accepted: the callback will be asked to confirm");
@@ -165,6 +231,7 @@ struct Hub::Impl {
     }
     HubRequest get;
     get.method = "GET";
+    get.verification = true;
     get.url = i.callback + (i.callback.find('?') == std::string::npos ? "?" : "&") + rs::websub::encode_form(q);
     auto reply = transport(get);
     const std::string who = "subscription of " + rs::websub::callback_label(i.callback) + " to " + i.topic;
@@ -204,6 +271,11 @@ struct Hub::Impl {
       s.delivered_seq = it == shown_seq.end() ? 0 : it->second;
     }
     auto existing = store->hub_subscriptions();
+    if (existing && !renews(*existing, i) && on_host(*existing, i.callback_host) >= options.max_subscriptions_per_host) {
+      log::warn("", "hub: refused, " + who + ": its callback host holds the maximum of " +
+                        std::to_string(options.max_subscriptions_per_host) + " subscriptions a host may hold");
+      return;
+    }
     if (existing && existing->size() >= options.max_subscriptions &&
         std::none_of(existing->begin(), existing->end(),
                      [&](const auto& e) { return e.topic == i.topic && e.callback == i.callback; })) {
@@ -221,15 +293,24 @@ struct Hub::Impl {
     wake.notify_all();
   }
 
+  // Takes the intent of the host whose turn it is; that host has no other
+  // verification under way until this one ends.
   void verifier() {
     std::unique_lock lock(mutex);
     while (!stopping) {
-      if (verifications.empty()) {
+      if (turns.empty()) {
         wake.wait(lock);
         continue;
       }
-      Intent i = std::move(verifications.front());
-      verifications.pop_front();
+      const std::string host = std::move(turns.front());
+      turns.pop_front();
+      auto& queue = waiting[host];
+      Intent i = std::move(queue.front());
+      queue.pop_front();
+      if (queue.empty()) {
+        waiting.erase(host);
+      }
+      verifying_hosts.insert(host);
       lock.unlock();
       try {
         verify(i);
@@ -237,6 +318,18 @@ struct Hub::Impl {
         log::error("", std::string("hub: verification failed: ") + e.what());
       }
       lock.lock();
+      verifying_hosts.erase(host);
+      if (waiting.count(host)) {
+        turns.push_back(host); // its next intent, after the other hosts' turns
+        wake.notify_all();
+      }
+      --pending;
+      if (--pending_by_client[i.client] == 0) {
+        pending_by_client.erase(i.client);
+      }
+      if (--pending_by_host[host] == 0) {
+        pending_by_host.erase(host);
+      }
     }
   }
 
@@ -480,8 +573,13 @@ struct Hub::Impl {
             in_flight.count(key)) {
           continue;
         }
+        const std::string host = host_of(s.callback);
+        if (delivering[host] >= std::max<size_t>(1, options.deliveries_per_host)) {
+          continue; // its turn comes when one of them ends
+        }
+        ++delivering[host];
         in_flight.insert(key);
-        due.push_back(std::move(s));
+        (slow_hosts.count(host) ? due_slow : due).push_back(std::move(s));
       }
       lock.unlock();
       for (const auto& s : expired) {
@@ -489,29 +587,43 @@ struct Hub::Impl {
         log::info("", "hub: lease expired", {{"topic", s.topic}, {"callback", rs::websub::callback_label(s.callback)}});
       }
       lock.lock();
-      if (!due.empty()) {
+      if (!due.empty() || !due_slow.empty()) {
         wake.notify_all();
       }
     }
   }
 
-  void worker() {
+  // A delivery worker: of the prompt pool (`due`) or the slow one.
+  void worker(bool slow) {
     std::unique_lock lock(mutex);
     while (!stopping) {
-      if (due.empty()) {
+      auto& queue = slow ? due_slow : due;
+      if (queue.empty()) {
         wake.wait(lock);
         continue;
       }
-      store::HubSubscription s = std::move(due.front());
-      due.pop_front();
+      store::HubSubscription s = std::move(queue.front());
+      queue.pop_front();
       lock.unlock();
+      const auto began = std::chrono::steady_clock::now();
       try {
         deliver(s);
       } catch (const std::exception& e) {
         log::error("", std::string("hub: delivery: ") + e.what());
       }
+      const auto took = std::chrono::steady_clock::now() - began;
       lock.lock();
       in_flight.erase({s.topic, s.callback});
+      const std::string host = host_of(s.callback);
+      if (took > options.slow_delivery) {
+        slow_hosts.insert(host);
+      } else {
+        slow_hosts.erase(host);
+      }
+      if (auto it = delivering.find(host); it != delivering.end() && --it->second == 0) {
+        delivering.erase(it);
+      }
+      wake.notify_all(); // the scheduler may hand out the host's next one
     }
   }
 };
@@ -530,10 +642,15 @@ void Hub::start() {
   }
   m_impl->started = true;
   Impl* impl = m_impl.get();
-  m_impl->threads.emplace_back([impl] { impl->verifier(); });
+  for (unsigned i = 0; i < std::max(1u, m_impl->options.verification_threads); ++i) {
+    m_impl->threads.emplace_back([impl] { impl->verifier(); });
+  }
   m_impl->threads.emplace_back([impl] { impl->scheduler(); });
   for (unsigned i = 0; i < std::max(1u, m_impl->options.delivery_threads); ++i) {
-    m_impl->threads.emplace_back([impl] { impl->worker(); });
+    m_impl->threads.emplace_back([impl] { impl->worker(false); });
+  }
+  for (unsigned i = 0; i < std::max(1u, m_impl->options.slow_delivery_threads); ++i) {
+    m_impl->threads.emplace_back([impl] { impl->worker(true); });
   }
 }
 

@@ -43,6 +43,8 @@ struct HubRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::string content_type;
+  // A verification: short deadlines and a small answer (the challenge).
+  bool verification = false;
 };
 struct HubReply {
   int status = 0;
@@ -57,13 +59,36 @@ struct HubOptions {
   std::chrono::seconds min_lease{300};
   std::chrono::seconds max_lease{30 * 86400};
   size_t max_subscriptions = 10000;
-  // Verifications waiting (a flood of requests is refused with 503).
+  // Verifications waiting or under way (a flood of requests is refused
+  // with 503), and of those, at most so many from one client address and
+  // for one callback host (429 past them: #35, one client's 1,001 requests
+  // to callbacks that never answer held every other subscriber off for
+  // hours). Each callback host has one verification under way at a time,
+  // and hosts take turns, so a host that never answers holds one of the
+  // `verification_threads` and delays no other host's intent by more than
+  // one verification per host waiting.
   size_t max_pending_verifications = 1000;
+  size_t max_pending_per_client = 10;
+  size_t max_pending_per_callback_host = 10;
+  unsigned verification_threads = 4;
+  // Of max_subscriptions, at most so many for callbacks on one host
+  // (refused at verification past it: #35, one host took 500 slots in
+  // 23.5 s and then 500 POSTs per change).
+  size_t max_subscriptions_per_host = 100;
   size_t changes_per_notification = 1000;
   // A subscriber whose deliveries failed for this long is dropped (it
   // catches up by polling, and may subscribe again).
   std::chrono::seconds give_up{86400};
+  // Deliveries: at most `deliveries_per_host` under way to one callback
+  // host; a host whose last delivery took longer than `slow_delivery` is
+  // served by the `slow_delivery_threads` alone, so slow callbacks never
+  // hold the workers a prompt subscriber's notifications need (#35: twenty
+  // callbacks answering after 14 s took a genuine subscriber from every 5 s
+  // to every 50 s).
   unsigned delivery_threads = 4;
+  unsigned slow_delivery_threads = 2;
+  size_t deliveries_per_host = 2;
+  std::chrono::milliseconds slow_delivery{2000};
   // Publish to this hub instead (an external WebSub hub the operator runs):
   // it is what our Capability Lists and topics name, and every set's
   // notifications are POSTed to it, as to a subscriber of each topic that

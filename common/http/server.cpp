@@ -395,6 +395,7 @@ struct Server::Impl {
     }
     c.request_pending = false;
     c.parsed_at = Clock::now();
+    req.peer = c.peer;
     if (error != 0) {
       Response res;
       res.status = error;

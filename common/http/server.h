@@ -29,6 +29,9 @@ struct Request {
   int minor_version = 1;
   std::vector<std::pair<std::string, std::string>> headers; // names lower-case
   std::string body;
+  // The client's address as the socket gives it (behind a reverse proxy,
+  // the proxy's). Empty for a request not read from a socket.
+  std::string peer;
 
   // The first header of that (lower-case) name, or nullptr.
   const std::string* header(std::string_view lower_name) const;

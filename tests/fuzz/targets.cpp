@@ -1,6 +1,11 @@
 #include "targets.h"
 
 #include "aggregator/config.h"
+#include "aggregator/push.h"
+#include "republisher/hub.h"
+#include "resourcesync/websub.h"
+#include "store/memory_aux_store.h"
+#include "store/memory_store.h"
 #include "common/http/server.h"
 #include "resourcesync/datetime.h"
 #include "resourcesync/reader.h"
@@ -195,6 +200,131 @@ int http_request(const uint8_t* data, size_t size) {
   return 0;
 }
 
+namespace {
+
+// One hub for the process, never started: intents queue and are never
+// verified (nothing leaves the process).
+pub::Hub& hub() {
+  static auto st = std::make_shared<store::MemoryStore>();
+  static pub::Hub h = [] {
+    const int64_t src = *st->ensure_source("up", "http://up.example/");
+    (void)st->ensure_feed(src, "http://up.example/caps.xml");
+    return pub::Hub(std::make_shared<store::MemoryAuxStore>(), st, pub::UrlScheme("http://us.example/"),
+                    [](const pub::HubRequest&) -> Result<pub::HubReply> {
+                      return make_error(ErrorKind::permanent, "no network while fuzzing");
+                    });
+  }();
+  static bool published = [] {
+    h.published({pub::PublishedSet{"up", {1}}}, 0);
+    return true;
+  }();
+  (void)published;
+  return h;
+}
+
+const std::string k_topic = "http://up.example/notification/changelist";
+
+// A subscriber holding one active subscription (token "0123abcd"), never
+// started; `runs` counts the runs its notifications would start.
+struct Subscriber {
+  std::shared_ptr<store::MemoryAuxStore> aux = std::make_shared<store::MemoryAuxStore>();
+  std::shared_ptr<store::MemoryStore> st = std::make_shared<store::MemoryStore>();
+  uint64_t runs = 0;
+  std::unique_ptr<agg::PushSubscriber> sub;
+  Subscriber() {
+    const int64_t src = *st->ensure_source("up", "http://up.example/");
+    (void)st->ensure_feed(src, "http://up.example/caps.xml");
+    store::PushSubscription s;
+    s.source = "up";
+    s.topic = k_topic;
+    s.hub = "http://up.example/hub";
+    s.token = "0123abcd";
+    s.state = "active";
+    (void)aux->put_push_subscription(s);
+    agg::PushOptions o;
+    o.public_url = "http://us.example/";
+    agg::PushSubscriber::Hooks hooks;
+    hooks.source = [](const std::string&) { return std::optional<sync::SourceConfig>(); };
+    hooks.notified = [this](const std::string&) { ++runs; };
+    hooks.active = [](const std::string&, bool) {};
+    sub = std::make_unique<agg::PushSubscriber>(aux, st, st, nullptr, o, hooks);
+  }
+};
+
+Subscriber& subscriber() {
+  static Subscriber s;
+  return s;
+}
+
+} // namespace
+
+int websub_request(const uint8_t* data, size_t size) {
+  http::Request req;
+  req.method = "POST";
+  req.path = req.target = "/hub";
+  req.headers = {{"content-type", "application/x-www-form-urlencoded"}};
+  req.body = std::string(text(data, size));
+  req.peer = "192.0.2." + std::to_string(size % 200); // spread over clients, as a flood would be
+  http::Response res;
+  if (!hub().handle(req, res)) {
+    broken("the hub did not take a request to /hub");
+  }
+  if (res.status != 202 && res.status != 400 && res.status != 429 && res.status != 503) {
+    broken("the hub answered a subscription request with an unexpected status");
+  }
+  // The form parser: what it reads, written again, reads back the same.
+  if (auto form = rs::websub::parse_form(req.body)) {
+    auto again = rs::websub::parse_form(rs::websub::encode_form(*form));
+    if (!again || *again != *form) {
+      broken("a form written again did not read back the same");
+    }
+  }
+  return 0;
+}
+
+int notification(const uint8_t* data, size_t size) {
+  Subscriber& s = subscriber();
+  http::Request req;
+  req.method = "POST";
+  req.path = req.target = "/push/0123abcd";
+  req.headers = {{"link", "<" + k_topic + ">; rel=\"self\""}};
+  req.body = std::string(text(data, size));
+  http::Response res;
+  const uint64_t before = s.runs;
+  s.sub->handle(req, res, true);
+  if (res.status != 202) {
+    broken("a notification was not acknowledged with 202");
+  }
+  if (s.runs > before) {
+    auto parsed = rs::parse_document(req.body);
+    const auto& h = parsed.document.header;
+    if (!parsed.summary.usable() || !h.md || !h.md->capability ||
+        (*h.md->capability != "changelist-notification" && *h.md->capability != "changelist")) {
+      broken("a run started for a body that is not a Change Notification");
+    }
+  }
+  return 0;
+}
+
+int verification_query(const uint8_t* data, size_t size) {
+  Subscriber& s = subscriber();
+  http::Request req;
+  req.method = "GET";
+  req.query = std::string(text(data, size));
+  req.path = "/push/0123abcd";
+  req.target = req.path + "?" + req.query;
+  http::Response res;
+  s.sub->handle(req, res, true);
+  // No request of ours is pending: nothing may be confirmed.
+  if (res.status == 200) {
+    broken("a verification was confirmed though we asked for nothing");
+  }
+  if (res.status < 400 || res.status > 499) {
+    broken("a verification was answered with neither 200 nor 4xx");
+  }
+  return 0;
+}
+
 Target target(std::string_view name) {
   if (name == "reader") {
     return reader;
@@ -210,6 +340,15 @@ Target target(std::string_view name) {
   }
   if (name == "http_request") {
     return http_request;
+  }
+  if (name == "websub_request") {
+    return websub_request;
+  }
+  if (name == "notification") {
+    return notification;
+  }
+  if (name == "verification_query") {
+    return verification_query;
   }
   return nullptr;
 }

@@ -27,6 +27,17 @@ int config(const uint8_t* data, size_t size);
 // What a client sends our HTTP server: request heads (pipelined), and the
 // Range and date headers we parse.
 int http_request(const uint8_t* data, size_t size);
+// What a stranger sends our WebSub hub: a (un)subscription request's form
+// body. The hub answers 202, 400, 429 or 503, never anything else, and
+// queues nothing it refused.
+int websub_request(const uint8_t* data, size_t size);
+// What a hub POSTs to a subscription's callback: the notification body.
+// Acknowledged (202) whatever it holds; never a crash, never a run for a
+// body that is not a Change Notification newer than what was applied.
+int notification(const uint8_t* data, size_t size);
+// A hub's verification GET: the query. Confirmed (200, the challenge
+// echoed) only for an intent of ours; anything else 4xx.
+int verification_query(const uint8_t* data, size_t size);
 
 // The target named `name` ("reader", "datetime", ...); null if none.
 using Target = int (*)(const uint8_t*, size_t);

@@ -31,8 +31,11 @@ struct HubRig {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<HubRequest> sent;
+  std::vector<std::chrono::steady_clock::time_point> sent_at;
   int delivery_status = 202;
   bool echo = true; // the callback confirms by echoing the challenge
+  // Verifications of callbacks on slow.example never answer until released.
+  bool released = false;
   std::unique_ptr<Hub> hub;
 
   explicit HubRig(HubOptions o = {}) {
@@ -42,12 +45,33 @@ struct HubRig {
     hub->start();
     hub->published({PublishedSet{"up", {feed}}}, *st->last_seq());
   }
-  ~HubRig() { hub->stop(); }
+  ~HubRig() {
+    release();
+    hub->stop();
+  }
+
+  void release() {
+    {
+      std::lock_guard lock(mutex);
+      released = true;
+    }
+    cv.notify_all();
+  }
 
   Result<HubReply> answer(const HubRequest& r) {
-    std::lock_guard lock(mutex);
+    std::unique_lock lock(mutex);
     sent.push_back(r);
+    sent_at.push_back(std::chrono::steady_clock::now());
     cv.notify_all();
+    if (r.method == "POST" && r.url.find(".slow.example/") != std::string::npos) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(400)); // answers, late
+      return HubReply{200, ""};
+    }
+    if (r.method == "GET" && r.url.rfind("http://slow.example/", 0) == 0) {
+      cv.wait(lock, [&] { return released; });
+      return make_error(ErrorKind::transient, "timed out");
+    }
     if (r.method == "GET") {
       const auto q = rs::websub::parse_form(r.url.substr(r.url.find('?') + 1));
       const bool has = q && q->count("hub.challenge");
@@ -66,8 +90,9 @@ struct HubRig {
     hub->published({PublishedSet{"up", {feed}}}, *st->last_seq());
   }
 
-  http::Response request(const std::map<std::string, std::string>& form) {
+  http::Response request(const std::map<std::string, std::string>& form, const std::string& client = "192.0.2.1") {
     http::Request req;
+    req.peer = client;
     req.method = "POST";
     req.path = req.target = urls.path_of(urls.hub());
     req.headers = {{"content-type", "application/x-www-form-urlencoded"}};
@@ -179,4 +204,124 @@ TEST_CASE("Hub (no database): a callback answering 410 Gone is unsubscribed, and
   REQUIRE(rig.subscribed(1));
   rig.request({{"hub.mode", "unsubscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}});
   CHECK(rig.subscribed(0));
+}
+
+TEST_CASE("Hub (no database): callbacks that never answer hold one verifier, are capped per host and per client, and "
+          "a genuine subscriber is verified at once meanwhile") {
+  HubRig rig;
+  const std::string topic = rig.urls.change_notification("up");
+  // One client asks for 15 callbacks on a host that never answers: 10 wait,
+  // the rest are refused (429), not queued for hours.
+  int accepted = 0, refused = 0;
+  for (int i = 0; i < 15; ++i) {
+    auto res = rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                            {"hub.callback", "http://slow.example/cb/" + std::to_string(i)}},
+                           "198.51.100.7");
+    accepted += res.status == 202;
+    refused += res.status == 429;
+  }
+  CHECK(accepted == 10);
+  CHECK(refused == 5);
+  // The same client, other hosts: its own cap (10 waiting) refuses them too.
+  CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", "http://other.example/cb"}},
+                    "198.51.100.7")
+            .status == 429);
+  // Another client's genuine subscription is verified and kept within a
+  // second: slow.example holds one verifier, the others are free.
+  CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}}).status == 202);
+  CHECK(rig.subscribed(1));
+  // slow.example had one verification under way, never two.
+  {
+    std::lock_guard lock(rig.mutex);
+    size_t slow = 0;
+    for (const auto& r : rig.sent) {
+      slow += r.url.rfind("http://slow.example/", 0) == 0;
+    }
+    CHECK(slow == 1);
+  }
+  // Once it answers (here: fails), its intents take their turns and go.
+  rig.release();
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard lock(rig.mutex);
+    size_t slow = 0;
+    for (const auto& r : rig.sent) {
+      slow += r.url.rfind("http://slow.example/", 0) == 0;
+    }
+    if (slow == 10) {
+      break;
+    }
+  }
+  // Its slots are free again.
+  CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", "http://other.example/cb"}},
+                    "198.51.100.7")
+            .status == 202);
+}
+
+TEST_CASE("Hub (no database): one callback host holds at most its quota of subscriptions") {
+  HubOptions o;
+  o.max_subscriptions_per_host = 3;
+  HubRig rig(o);
+  const std::string topic = rig.urls.change_notification("up");
+  for (int i = 0; i < 5; ++i) {
+    CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                       {"hub.callback", "http://q.example/cb/" + std::to_string(i)}},
+                      "203.0.113." + std::to_string(i))
+              .status == 202);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(rig.aux->hub_subscriptions()->size() == 3);
+  // Another host is not held by q.example's quota.
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}});
+  CHECK(rig.subscribed(4));
+}
+
+TEST_CASE("Hub (no database): callbacks that answer late are served by the slow pool, and a prompt subscriber's "
+          "notifications are not held behind them") {
+  HubOptions o;
+  o.delivery_threads = 1;
+  o.slow_delivery_threads = 1;
+  o.slow_delivery = std::chrono::milliseconds(100);
+  HubRig rig(o);
+  const std::string topic = rig.urls.change_notification("up");
+  for (int i = 0; i < 4; ++i) {
+    rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                 {"hub.callback", "http://h" + std::to_string(i) + ".slow.example/cb"}},
+                "203.0.113." + std::to_string(i));
+  }
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", k_callback}});
+  REQUIRE(rig.subscribed(5));
+  auto posts_to = [&](const std::string& prefix) {
+    std::lock_guard lock(rig.mutex);
+    size_t n = 0;
+    for (const auto& r : rig.sent) {
+      n += r.method == "POST" && r.url.rfind(prefix, 0) == 0;
+    }
+    return n;
+  };
+  // The first change: nobody is known slow yet; every callback gets it.
+  rig.change("http://up.example/a", "alpha v2", "2026-01-03T00:00:00Z");
+  for (int i = 0; i < 100 && (posts_to(k_callback) < 1 || posts_to("http://h") < 4); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(posts_to("http://h") == 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500)); // the last slow answers come
+  // The second: the late ones go to the slow pool; the prompt subscriber
+  // has it at once, not after four late answers (1.6 s).
+  const auto changed = std::chrono::steady_clock::now();
+  rig.change("http://up.example/b", "bravo v2", "2026-01-04T00:00:00Z");
+  for (int i = 0; i < 100 && posts_to(k_callback) < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(posts_to(k_callback) == 2);
+  std::chrono::steady_clock::time_point got;
+  {
+    std::lock_guard lock(rig.mutex);
+    for (size_t k = 0; k < rig.sent.size(); ++k) {
+      if (rig.sent[k].method == "POST" && rig.sent[k].url == k_callback) {
+        got = rig.sent_at[k];
+      }
+    }
+  }
+  CHECK(got - changed < std::chrono::milliseconds(350));
 }
