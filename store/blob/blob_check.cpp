@@ -7,14 +7,7 @@ namespace tributary::store {
 Result<BlobCheck> BlobStore::check(bool reindex) {
   BlobCheck out;
   std::error_code ec;
-  std::vector<std::pair<uint32_t, fs::path>> packs;
-  for (const auto& e : fs::directory_iterator(m_root / "packs", ec)) {
-    unsigned id = 0;
-    if (std::sscanf(e.path().filename().c_str(), "%10u.pack", &id) == 1) {
-      packs.emplace_back(id, e.path());
-    }
-  }
-  std::sort(packs.begin(), packs.end());
+  const std::vector<std::pair<uint32_t, fs::path>> packs = list_packs(m_root);
   std::vector<std::pair<std::string, IndexValue>> missing;
   auto flush_missing = [&]() -> Result<void> {
     if (!missing.empty()) {

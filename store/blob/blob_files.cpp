@@ -89,6 +89,19 @@ fs::path pack_path(const fs::path& root, uint32_t id) {
   return root / "packs" / name;
 }
 
+std::vector<std::pair<uint32_t, fs::path>> list_packs(const fs::path& root) {
+  std::error_code ec;
+  std::vector<std::pair<uint32_t, fs::path>> packs;
+  for (const auto& e : fs::directory_iterator(root / "packs", ec)) {
+    unsigned id = 0;
+    if (std::sscanf(e.path().filename().c_str(), "%10u.pack", &id) == 1) {
+      packs.emplace_back(id, e.path());
+    }
+  }
+  std::sort(packs.begin(), packs.end());
+  return packs;
+}
+
 std::string lmdb_text(int rc) { return mdb_strerror(rc); }
 
 // Reads exactly `size` bytes at `offset`; false at the end of the file.

@@ -172,15 +172,7 @@ Result<RepackReport> BlobStore::repack(double live_below) {
       rc != 0) {
     return index_error(rc);
   }
-  std::error_code ec;
-  std::vector<std::pair<uint32_t, fs::path>> packs;
-  for (const auto& e : fs::directory_iterator(m_root / "packs", ec)) {
-    unsigned id = 0;
-    if (std::sscanf(e.path().filename().c_str(), "%10u.pack", &id) == 1) {
-      packs.emplace_back(id, e.path());
-    }
-  }
-  std::sort(packs.begin(), packs.end());
+  const std::vector<std::pair<uint32_t, fs::path>> packs = list_packs(m_root);
   std::string bytes;
   for (const auto& [id, path] : packs) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -51,6 +51,8 @@ bool pread_all(int fd, void* buf, size_t size, uint64_t offset);
 // Flushes a directory's entries (tests replace it: testing::set_directory_sync).
 Result<void> fsync_dir(const fs::path& dir);
 fs::path pack_path(const fs::path& root, uint32_t id);
+// The pack files under `root`, by id.
+std::vector<std::pair<uint32_t, fs::path>> list_packs(const fs::path& root);
 std::string lmdb_text(int rc);
 
 // A pack record: this header, then `length` bytes. The header makes a pack
