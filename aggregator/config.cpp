@@ -179,6 +179,24 @@ public:
     };
   }
 
+  // "host:port".
+  Handler host_port(std::string& out) {
+    return [this, &out](const json& v, const std::string& ptr) {
+      if (!v.is_string() || v.get<std::string>().rfind(':') == std::string::npos) {
+        problem(ptr, "expected \"host:port\", e.g. \"127.0.0.1:8080\"");
+        return;
+      }
+      const std::string s = v.get<std::string>();
+      const std::string port = s.substr(s.rfind(':') + 1);
+      if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
+          std::stoi(port) > 65535) {
+        problem(ptr, "expected \"host:port\", e.g. \"127.0.0.1:8080\"");
+        return;
+      }
+      out = s;
+    };
+  }
+
   Handler boolean(bool& out) {
     return [this, &out](const json& v, const std::string& ptr) {
       if (!v.is_boolean()) {
@@ -353,20 +371,8 @@ public:
     object(j, "",
            {{"database", {string(c.database), true}},
             {"data_dir", {string(c.data_dir), true}},
-            {"listen", {[this, &c](const json& v, const std::string& ptr) {
-               if (!v.is_string() || v.get<std::string>().rfind(':') == std::string::npos) {
-                 problem(ptr, "expected \"host:port\", e.g. \"127.0.0.1:8080\"");
-                 return;
-               }
-               const std::string s = v.get<std::string>();
-               const std::string port = s.substr(s.rfind(':') + 1);
-               if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
-                   std::stoi(port) > 65535) {
-                 problem(ptr, "expected \"host:port\", e.g. \"127.0.0.1:8080\"");
-                 return;
-               }
-               c.listen = s;
-             }}},
+            {"listen", {host_port(c.listen)}},
+            {"operator_listen", {host_port(c.operator_listen)}},
             {"public_url", {url(c.public_url, false)}},
             {"max_concurrent_syncs", {integer(c.max_concurrent_syncs, 1, 256)}},
             {"run_retention", {duration(c.run_retention, true)}},

@@ -15,6 +15,11 @@ struct Config {
   std::string database; // libpq connection string or postgresql:// URI
   std::string data_dir; // blob store and temporary files
   std::string listen = "127.0.0.1:8080"; // host:port the republisher serves on
+  // The operator's surfaces (/api, /status, /metrics) on a listener of
+  // their own, "host:port", so that they need not be public where /hub and
+  // /push must be; empty: on `listen` beside everything else. /healthz and
+  // /readyz stay on `listen` either way (probes).
+  std::string operator_listen;
   std::string public_url;                // our base URL as others reach it (default http://<listen>)
   size_t change_list_part_size = 10000;  // changes per part of our Change List (closed parts never change)
   std::vector<sync::SourceConfig> sources;

@@ -484,10 +484,32 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     subscriber->configured(names);
     d->subscriber = subscriber.get();
   }
-  // One server: the status API beside the republisher's routes.
+  // One server: the status API beside the republisher's routes; with
+  // operator_listen, the operator's surfaces on a server of their own.
   StatusApi status_api(*d);
   http::Router router;
-  status_api.mount(router);
+  http::Router operator_router;
+  std::unique_ptr<http::Server> operator_server;
+  if (d->config.operator_listen.empty()) {
+    status_api.mount(router);
+  } else {
+    status_api.mount_probes(router);
+    status_api.mount_operator(operator_router);
+    http::ServerOptions ops = server_options(d->config);
+    const auto colon = d->config.operator_listen.rfind(':');
+    ops.host = d->config.operator_listen.substr(0, colon);
+    ops.port = std::stoi(d->config.operator_listen.substr(colon + 1));
+    operator_server = std::make_unique<http::Server>(
+        ops, [&operator_router](const http::Request& req, http::Response& res, bool can_block) {
+          return operator_router(req, res, can_block);
+        });
+    if (auto r = operator_server->start(); !r) {
+      err << "tributary run: operator_listen: " << r.error().message << '\n';
+      return 1;
+    }
+    log::info("", "the operator's surfaces (/api, /status, /metrics) listen apart",
+              {{"operator_listen", ops.host + ":" + std::to_string(operator_server->port())}});
+  }
   router.mount(subscriber->callback_path(), [&subscriber](const http::Request& req, http::Response& res, bool can_block) {
     return subscriber->handle(req, res, can_block);
   });
@@ -567,6 +589,9 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   pruner.join();
   sampler.join();
   server.stop();
+  if (operator_server) {
+    operator_server->stop();
+  }
   subscriber->stop();
   d->subscriber = nullptr;
   if (*hub) {

@@ -627,10 +627,24 @@ std::optional<std::string> readiness(DaemonState& state) {
 }
 
 void StatusApi::mount(http::Router& router) {
+  mount_probes(router);
+  mount_operator(router);
+}
+
+void StatusApi::mount_probes(http::Router& router) {
   auto h = [this](const http::Request& req, http::Response& res, bool can_block) {
     return handle(req, res, can_block);
   };
-  for (const char* path : {"/api/", "/metrics", "/healthz", "/readyz", "/status", "/status/sources/"}) {
+  for (const char* path : {"/healthz", "/readyz"}) {
+    router.mount(path, h);
+  }
+}
+
+void StatusApi::mount_operator(http::Router& router) {
+  auto h = [this](const http::Request& req, http::Response& res, bool can_block) {
+    return handle(req, res, can_block);
+  };
+  for (const char* path : {"/api/", "/metrics", "/status", "/status/sources/"}) {
     router.mount(path, h);
   }
 }

@@ -15,6 +15,10 @@ public:
 
   // Mounts every route of the API on `router`.
   void mount(http::Router& router);
+  // Only /healthz and /readyz (probes), or only the operator's surfaces
+  // (/api/, /metrics, /status): for `operator_listen`.
+  void mount_probes(http::Router& router);
+  void mount_operator(http::Router& router);
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block);
 
 private:

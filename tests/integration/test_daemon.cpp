@@ -322,6 +322,35 @@ TEST_CASE("Daemon: /readyz says why without the database's own words, and recove
   CHECK(d.log_text().find("not ready: the database is unreachable since 20") != std::string::npos);
 }
 
+TEST_CASE("Daemon: with operator_listen, /api, /status and /metrics answer only there, while documents, /hub, /push "
+          "and the probes stay on listen") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(1);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"up", up.url("/")}});
+  const int ops_port = free_port();
+  const std::string ops = "http://127.0.0.1:" + std::to_string(ops_port);
+  edit_config(d, [&](json& j) { j["operator_listen"] = "127.0.0.1:" + std::to_string(ops_port); });
+  d.start();
+  REQUIRE(wait_for(ops, [](const json& st) { return in_sync(st, "up", 1); }));
+  for (const char* path : {"/api/v1/status", "/api/v1/push", "/status", "/metrics"}) {
+    INFO(path);
+    CHECK(call(d.base, "GET", path).status == 404);
+    CHECK(call(ops, "GET", path).status == 200);
+  }
+  CHECK(call(d.base, "GET", "/healthz").status == 200);
+  CHECK(call(d.base, "GET", "/readyz").status == 200);
+  CHECK(call(d.base, "GET", "/.well-known/resourcesync").status == 200);
+  CHECK(call(ops, "GET", "/.well-known/resourcesync").status == 404);
+  // The admin API, with its token, is the operator's too.
+  const httplib::Headers auth{{"Authorization", "Bearer token"}};
+  const std::string body = R"({"mode": "audit"})";
+  const int refused = call(d.base, "POST", "/api/v1/sources/up/sync", auth, body).status;
+  CHECK((refused == 404 || refused == 405)); // the republisher's answer: not a route of listen
+  CHECK(call(ops, "POST", "/api/v1/sources/up/sync", auth, body).status == 202);
+}
+
 TEST_CASE("Daemon: three daemons on one database never sync a source twice at once, and take over a killed one's") {
   // Six sources, each request slowed so that runs last and overlap; three
   // daemons with the same sources on one database.
