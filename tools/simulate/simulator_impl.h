@@ -32,7 +32,7 @@
 
 namespace tributary::agg {
 
-namespace impl_detail {
+namespace simulate_detail {
 
 constexpr uint64_t k_none = ~0ull;
 
@@ -47,9 +47,9 @@ inline uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-} // namespace impl_detail
+} // namespace simulate_detail
 
-using namespace impl_detail;
+using namespace simulate_detail;
 
 struct Simulator::Impl {
   SimulateOptions options;

@@ -1,0 +1,182 @@
+#pragma once
+
+// Hub::Impl: the hub's state, shared by its subscription requests
+// (hub_subscriptions.cpp), its deliveries (hub_delivery.cpp) and its public
+// side (hub.cpp). Not for use outside republisher/.
+
+#include "republisher/hub.h"
+
+#include "common/log.h"
+#include "resourcesync/websub.h"
+#include "resourcesync/writer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <variant>
+
+namespace tributary::pub {
+
+namespace hub_detail {
+
+// `text` with `callback` (whose path may hold the subscriber's only
+// credential) shown as its label: what the log and the status API say.
+inline std::string scrubbed(std::string text, const std::string& callback) {
+  if (callback.empty()) {
+    return text;
+  }
+  const std::string label = rs::websub::callback_label(callback);
+  for (size_t at = text.find(callback); at != std::string::npos; at = text.find(callback, at + label.size())) {
+    text.replace(at, callback.size(), label);
+  }
+  return text;
+}
+
+} // namespace hub_detail
+
+using namespace hub_detail;
+
+namespace hub_detail {
+
+using Clock = std::chrono::system_clock;
+
+inline rs::Timestamp at(Clock::time_point t) { return std::chrono::time_point_cast<std::chrono::microseconds>(t); }
+
+inline bool http_url(const std::string& u) {
+  return (u.rfind("http://", 0) == 0 && u.size() > 7) || (u.rfind("https://", 0) == 0 && u.size() > 8);
+}
+
+inline void answer(http::Response& res, int status, const std::string& text) {
+  res.status = status;
+  res.set_body(text + "\n", "text/plain; charset=utf-8");
+}
+
+// What a subscription request asks for, checked.
+struct Intent {
+  std::string mode; // "subscribe" or "unsubscribe"
+  std::string topic;
+  std::string set;
+  std::string callback;
+  std::string secret;
+  std::chrono::seconds lease{0};
+  std::string client;        // who asked (its address)
+  std::string callback_host; // the callback's host, lower-cased
+};
+
+// The host of an http(s) URL, lower-cased ("" when there is none).
+inline std::string host_of(const std::string& url) {
+  const size_t start = url.find("://");
+  if (start == std::string::npos) {
+    return {};
+  }
+  std::string rest = url.substr(start + 3);
+  rest = rest.substr(0, rest.find_first_of("/?#"));
+  if (auto at = rest.rfind('@'); at != std::string::npos) {
+    rest = rest.substr(at + 1);
+  }
+  if (!rest.empty() && rest[0] == '[') {
+    rest = rest.substr(0, rest.find(']') + 1);
+  } else {
+    rest = rest.substr(0, rest.find(':'));
+  }
+  for (char& c : rest) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return rest;
+}
+
+} // namespace hub_detail
+
+using namespace hub_detail;
+
+struct Hub::Impl {
+  std::shared_ptr<store::PushStore> store;
+  std::shared_ptr<store::StoreReader> reader;
+  UrlScheme urls;
+  HubTransport transport;
+  HubOptions options;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  bool started = false;
+  std::map<std::string, PublishedSet> sets; // name -> set, as last published
+  std::map<std::string, int64_t> shown_seq; // name -> seq its Change List shows
+  // Verifications: intents waiting per callback host; the hosts whose turn
+  // may come (waiting intents, none under way), in order; and what each
+  // client and host has waiting or under way.
+  std::map<std::string, std::deque<Intent>> waiting;
+  std::deque<std::string> turns;
+  std::set<std::string> verifying_hosts;
+  std::map<std::string, size_t> pending_by_client;
+  std::map<std::string, size_t> pending_by_host;
+  size_t pending = 0;
+  std::set<std::pair<std::string, std::string>> in_flight; // (topic, callback)
+  std::deque<store::HubSubscription> due;      // for the delivery workers
+  std::deque<store::HubSubscription> due_slow; // for the slow pool: hosts whose last delivery was slow
+  std::map<std::string, size_t> delivering;    // callback host -> deliveries under way or due
+  std::set<std::string> slow_hosts;            // their last delivery took longer than slow_delivery
+  bool leading = false;
+  std::vector<std::thread> threads;
+  std::set<std::string> external_known; // sets whose topic the external hub follows (scheduler only)
+  std::vector<store::FrameworkEvent> framework_pending; // under mutex: for the scheduler to record
+  int64_t framework_seq = 0;                           // under mutex: the newest recorded
+  std::chrono::steady_clock::time_point framework_expired{};
+
+  Impl(std::shared_ptr<store::PushStore> s, std::shared_ptr<store::StoreReader> r, UrlScheme u, HubTransport t,
+       HubOptions o)
+      : store(std::move(s)), reader(std::move(r)), urls(std::move(u)), transport(std::move(t)), options(o) {}
+
+  // ---- subscription requests -------------------------------------------------
+
+  // The request's intent, or the reason it is refused (a 4xx).
+  std::variant<Intent, std::string> parse(const http::Request& req);
+
+  static bool renews(const std::vector<store::HubSubscription>& existing, const Intent& i);
+
+  static size_t on_host(const std::vector<store::HubSubscription>& existing, const std::string& host);
+
+  void subscription_request(const http::Request& req, http::Response& res);
+
+  // WebSub 5.3: the hub asks the callback whether it meant it; only an
+  // answer of 2xx carrying the challenge, unchanged, confirms.
+  void verify(const Intent& i);
+
+  // Takes the intent of the host whose turn it is; that host has no other
+  // verification under way until this one ends.
+  void verifier();
+
+  // ---- deliveries ---------------------------------------------------------
+
+  // The notification body: the changes as our Change List shows them.
+  std::string payload(const PublishedSet& set, const std::vector<store::LoggedChange>& changes);
+
+  std::string hub_url() const { return options.external_hub.empty() ? urls.hub() : options.external_hub; }
+
+  // With an external hub: each published set's topic has it as a
+  // subscriber (added once; its cursor then moves like any other's).
+  void publish_to_external(const std::vector<std::pair<std::string, int64_t>>& missing);
+
+  std::chrono::seconds backoff(int failures);
+
+  // POSTs a notification; records what came of it. True when delivered.
+  void post_notification(const store::HubSubscription& s, std::string body, int64_t last, bool full);
+
+  // A framework channel's events after the cursor, as one notification.
+  void deliver_framework(const store::HubSubscription& s, const std::string& set, int64_t upto);
+
+  void deliver(const store::HubSubscription& s);
+
+  // Picks what is due; the workers deliver it.
+  void scheduler();
+
+  // A delivery worker: of the prompt pool (`due`) or the slow one.
+  void worker(bool slow);
+};
+
+} // namespace tributary::pub

@@ -1,0 +1,212 @@
+// The hub's subscription requests: parsed, capped per client and callback
+// host, and verified at the callback (hosts in turns) before anything is
+// recorded.
+#include "republisher/hub_impl.h"
+
+namespace tributary::pub {
+
+auto Hub::Impl::parse(const http::Request& req) -> std::variant<Intent, std::string> {
+  const std::string type = req.header_value("content-type");
+  if (type.rfind("application/x-www-form-urlencoded", 0) != 0) {
+    return std::string("a subscription request is application/x-www-form-urlencoded");
+  }
+  auto form = rs::websub::parse_form(req.body);
+  if (!form) {
+    return std::string("malformed form body");
+  }
+  auto get = [&](const char* k) {
+    auto it = form->find(k);
+    return it == form->end() ? std::string() : it->second;
+  };
+  Intent i;
+  i.mode = get("hub.mode");
+  if (i.mode != "subscribe" && i.mode != "unsubscribe") {
+    return "hub.mode must be subscribe or unsubscribe, not '" + i.mode.substr(0, 40) + "'";
+  }
+  i.callback = get("hub.callback");
+  if (!http_url(i.callback) || i.callback.size() > 2048 || i.callback.find('#') != std::string::npos) {
+    return std::string("hub.callback must be an absolute http(s) URL of at most 2048 characters");
+  }
+  i.topic = get("hub.topic");
+  auto set = urls.notification_set(i.topic);
+  {
+    std::lock_guard lock(mutex);
+    if (!set || !sets.count(*set)) {
+      return "hub.topic '" + i.topic.substr(0, 200) + "' is not a topic of this hub";
+    }
+  }
+  i.set = *set;
+  i.secret = get("hub.secret");
+  if (i.secret.size() > 199) {
+    return std::string("hub.secret must be shorter than 200 bytes");
+  }
+  const std::string lease = get("hub.lease_seconds");
+  i.lease = options.default_lease;
+  if (!lease.empty()) {
+    if (lease.size() > 10 || lease.find_first_not_of("0123456789") != std::string::npos) {
+      return std::string("hub.lease_seconds must be a number of seconds");
+    }
+    i.lease = std::clamp(std::chrono::seconds(std::stoll(lease)), options.min_lease, options.max_lease);
+  }
+  return i;
+}
+
+auto Hub::Impl::renews(const std::vector<store::HubSubscription>& existing, const Intent& i) -> bool {
+  return std::any_of(existing.begin(), existing.end(),
+                     [&](const auto& e) { return e.topic == i.topic && e.callback == i.callback; });
+}
+
+auto Hub::Impl::on_host(const std::vector<store::HubSubscription>& existing, const std::string& host) -> size_t {
+  return static_cast<size_t>(std::count_if(existing.begin(), existing.end(),
+                                           [&](const auto& e) { return host_of(e.callback) == host; }));
+}
+
+auto Hub::Impl::subscription_request(const http::Request& req, http::Response& res) -> void {
+  auto parsed = parse(req);
+  if (auto* why = std::get_if<std::string>(&parsed)) {
+    answer(res, 400, "subscription refused: " + *why);
+    return;
+  }
+  Intent i = std::get<Intent>(std::move(parsed));
+  i.client = req.peer;
+  i.callback_host = host_of(i.callback);
+  {
+    std::lock_guard lock(mutex);
+    if (pending >= options.max_pending_verifications) {
+      res.set_header("Retry-After", "60");
+      answer(res, 503, "too many subscription requests waiting for verification; try again later");
+      return;
+    }
+    if (pending_by_client[i.client] >= options.max_pending_per_client) {
+      res.set_header("Retry-After", "60");
+      answer(res, 429, "too many of your subscription requests are waiting for verification; try again later");
+      return;
+    }
+    if (pending_by_host[i.callback_host] >= options.max_pending_per_callback_host) {
+      res.set_header("Retry-After", "60");
+      answer(res, 429, "too many subscription requests for callbacks on that host are waiting for "
+                       "verification; try again later");
+      return;
+    }
+    ++pending;
+    ++pending_by_client[i.client];
+    ++pending_by_host[i.callback_host];
+    auto& queue = waiting[i.callback_host];
+    if (queue.empty() && !verifying_hosts.count(i.callback_host)) {
+      turns.push_back(i.callback_host);
+    }
+    queue.push_back(std::move(i));
+  }
+  wake.notify_all();
+  answer(res, 202, "accepted: the callback will be asked to confirm");
+}
+
+auto Hub::Impl::verify(const Intent& i) -> void {
+  const std::string challenge = rs::websub::random_hex(16);
+  std::map<std::string, std::string> q{{"hub.mode", i.mode}, {"hub.topic", i.topic}, {"hub.challenge", challenge}};
+  if (i.mode == "subscribe") {
+    q["hub.lease_seconds"] = std::to_string(i.lease.count());
+  }
+  HubRequest get;
+  get.method = "GET";
+  get.verification = true;
+  get.url = i.callback + (i.callback.find('?') == std::string::npos ? "?" : "&") + rs::websub::encode_form(q);
+  auto reply = transport(get);
+  const std::string who = "subscription of " + rs::websub::callback_label(i.callback) + " to " + i.topic;
+  if (!reply) {
+    log::warn("", "hub: " + i.mode + " not verified, " + who + ": " + scrubbed(reply.error().message, i.callback));
+    return;
+  }
+  if (reply->status < 200 || reply->status > 299 || reply->body != challenge) {
+    log::warn("", "hub: " + i.mode + " not confirmed by the callback (HTTP " + std::to_string(reply->status) +
+                      (reply->status >= 200 && reply->status <= 299 ? ", challenge not echoed" : "") + "), " + who);
+    return;
+  }
+  if (i.mode == "unsubscribe") {
+    auto r = store->remove_hub_subscription(i.topic, i.callback);
+    if (!r) {
+      log::warn("", "hub: " + who + ": " + r.error().message);
+    } else {
+      log::info("", "hub: unsubscribed", {{"topic", i.topic}, {"callback", rs::websub::callback_label(i.callback)}});
+    }
+    return;
+  }
+  store::HubSubscription s;
+  s.topic = i.topic;
+  s.callback = i.callback;
+  s.secret = i.secret;
+  s.lease_seconds = static_cast<int>(i.lease.count());
+  s.expires_at = at(Clock::now() + i.lease);
+  bool framework = false;
+  (void)urls.notification_set(i.topic, &framework);
+  if (framework) {
+    auto last = store->last_framework_seq();
+    s.delivered_seq = last ? *last : 0;
+  } else {
+    std::lock_guard lock(mutex);
+    // A new subscriber gets the changes from now on.
+    auto it = shown_seq.find(i.set);
+    s.delivered_seq = it == shown_seq.end() ? 0 : it->second;
+  }
+  auto existing = store->hub_subscriptions();
+  if (existing && !renews(*existing, i) && on_host(*existing, i.callback_host) >= options.max_subscriptions_per_host) {
+    log::warn("", "hub: refused, " + who + ": its callback host holds the maximum of " +
+                      std::to_string(options.max_subscriptions_per_host) + " subscriptions a host may hold");
+    return;
+  }
+  if (existing && existing->size() >= options.max_subscriptions &&
+      std::none_of(existing->begin(), existing->end(),
+                   [&](const auto& e) { return e.topic == i.topic && e.callback == i.callback; })) {
+    log::warn("", "hub: refused, " + who + ": the hub holds its maximum of " +
+                      std::to_string(options.max_subscriptions) + " subscriptions");
+    return;
+  }
+  if (auto r = store->put_hub_subscription(s); !r) {
+    log::warn("", "hub: " + who + ": " + r.error().message);
+    return;
+  }
+  log::info("", "hub: subscribed", {{"topic", i.topic}, {"callback", rs::websub::callback_label(i.callback)},
+                                    {"lease_seconds", std::to_string(i.lease.count())},
+                                    {"signed", i.secret.empty() ? "no" : "yes"}});
+  wake.notify_all();
+}
+
+auto Hub::Impl::verifier() -> void {
+  std::unique_lock lock(mutex);
+  while (!stopping) {
+    if (turns.empty()) {
+      wake.wait(lock);
+      continue;
+    }
+    const std::string host = std::move(turns.front());
+    turns.pop_front();
+    auto& queue = waiting[host];
+    Intent i = std::move(queue.front());
+    queue.pop_front();
+    if (queue.empty()) {
+      waiting.erase(host);
+    }
+    verifying_hosts.insert(host);
+    lock.unlock();
+    try {
+      verify(i);
+    } catch (const std::exception& e) {
+      log::error("", std::string("hub: verification failed: ") + e.what());
+    }
+    lock.lock();
+    verifying_hosts.erase(host);
+    if (waiting.count(host)) {
+      turns.push_back(host); // its next intent, after the other hosts' turns
+      wake.notify_all();
+    }
+    --pending;
+    if (--pending_by_client[i.client] == 0) {
+      pending_by_client.erase(i.client);
+    }
+    if (--pending_by_host[host] == 0) {
+      pending_by_host.erase(host);
+    }
+  }
+}
+
+} // namespace tributary::pub
