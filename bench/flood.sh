@@ -51,14 +51,14 @@ while [ $waited -lt 1500 ]; do
   waited=$((waited + 1))
 done
 echo "  unloaded:"
-python3 "$root/bench/push_lag.py" http://127.0.0.1:18710/ http://127.0.0.1:18712 a 30 "$work/unloaded" || status=1
+python3 "$root/bench/push_lag.py" http://127.0.0.1:18710/ http://127.0.0.1:18712 a 30 "$work/unloaded" 3 100 || status=1
 token=$(psql "$pg dbname=flood_a" -Atc "SELECT token FROM push_subscription LIMIT 1")
 upstream_topic=$(psql "$pg dbname=flood_a" -Atc "SELECT topic FROM push_subscription LIMIT 1")
 our_topic=$(api http://127.0.0.1:18711/api/v1/push "d['subscribers'][0]['topic']")
 echo "  flooded:"
 python3 "$root/bench/flood.py" http://127.0.0.1:18711 "$our_topic" "/push/$token" "$window" "$upstream_topic" &
 flood=$!
-python3 "$root/bench/push_lag.py" http://127.0.0.1:18710/ http://127.0.0.1:18712 a "$window" "$work/flooded" || status=1
+python3 "$root/bench/push_lag.py" http://127.0.0.1:18710/ http://127.0.0.1:18712 a "$window" "$work/flooded" 3 200 || status=1
 wait "$flood" || status=1
 hwm=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$a/status")
 runs=$(grep -c 'run finished' "$work/a.log" || true)

@@ -2,7 +2,7 @@
 """Measures how long an upstream change takes to be visible in Tributary B's
 Change List (bench/run.sh push).
 
-    push_lag.py SOURCE_URL B_BASE B_SET SECONDS [RESULT_FILE]
+    push_lag.py SOURCE_URL B_BASE B_SET SECONDS [RESULT_FILE [TAIL_SECONDS]]
 
 Polls B's open Change List every 50 ms for SECONDS and notes when each entry
 first showed, keyed by its original URI (rel="via") and the resource's
@@ -58,8 +58,11 @@ for part in re.findall(r"<loc>([^<]+)</loc>", index):
         changes.append((loc, when))
 delays = []
 missing = 0
+TAIL = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
 for loc, when in changes:
-    if when < start:
+    # Changes made before the window, or in its last TAIL seconds (they had
+    # no fair chance to be seen), are not counted.
+    if when < start or when > end - TAIL:
         continue
     at = seen.get((loc, round(when, 3)))
     if at is None:
@@ -75,4 +78,5 @@ print(f"{len(delays)} changes measured ({missing} never seen in B within the win
       f"p50 {pick(0.5):.2f} s, p99 {pick(0.99):.2f} s, max {delays[-1]:.2f} s")
 with open(sys.argv[5] if len(sys.argv) > 5 else "/dev/null", "w") as out:
     out.write(f"{len(delays)} {missing} {pick(0.5):.3f} {pick(0.99):.3f} {delays[-1]:.3f}\n")
-sys.exit(0 if len(delays) >= 200 and missing == 0 else 1)
+MIN = int(sys.argv[7]) if len(sys.argv) > 7 else 200
+sys.exit(0 if len(delays) >= MIN and missing == 0 else 1)
