@@ -174,7 +174,8 @@ Result<RepackReport> BlobStore::repack(double live_below) {
   }
   const std::vector<std::pair<uint32_t, fs::path>> packs = list_packs(m_root);
   std::string bytes;
-  for (const auto& [id, path] : packs) {
+  for (const auto& [pack_id, path] : packs) {
+    const uint32_t id = pack_id; // a plain variable: clang 14 cannot capture a structured binding
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       continue;
