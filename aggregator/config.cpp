@@ -419,6 +419,7 @@ public:
                        {"max_lease", {duration(c.push.max_lease, false)}},
                        {"max_subscriptions", {integer(c.push.max_subscriptions, 1, 10000000)}},
                        {"max_subscriptions_per_host", {integer(c.push.max_subscriptions_per_host, 1, 10000000)}},
+                       {"max_subscriptions_per_domain", {integer(c.push.max_subscriptions_per_domain, 1, 10000000)}},
                        {"external_hub", {url(c.push.external_hub, false)}},
                        {"external_hub_secret_file", {[this, &c](const json& e, const std::string& q) {
                           std::string f;

@@ -87,9 +87,11 @@ struct Config {
     // Our hub's leases: what subscribers ask for, kept within these.
     std::chrono::seconds min_lease{300};
     std::chrono::seconds max_lease{30 * 86400};
-    // Our hub's subscriptions in all, and for callbacks on one host.
+    // Our hub's subscriptions in all, for callbacks on one host, and for
+    // callbacks under one registrable domain.
     size_t max_subscriptions = 10000;
     size_t max_subscriptions_per_host = 100;
+    size_t max_subscriptions_per_domain = 300;
     // Callback hosts our hub may reach although they resolve to private or
     // loopback addresses (otherwise refused: a subscriber must not turn our
     // hub against the local network).

@@ -147,6 +147,7 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   options.max_lease = config.push.max_lease;
   options.max_subscriptions = config.push.max_subscriptions;
   options.max_subscriptions_per_host = config.push.max_subscriptions_per_host;
+  options.max_subscriptions_per_domain = config.push.max_subscriptions_per_domain;
   options.default_lease = std::clamp(options.default_lease, options.min_lease, options.max_lease);
   options.external_hub = config.push.external_hub;
   if (config.push.external_hub_secret) {

@@ -30,6 +30,11 @@ tributary_alias(dep::json nlohmann_json::nlohmann_json)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 tributary_alias(dep::zip PkgConfig::LIBZIP)
 
+# libpsl: the Public Suffix List, for quotas per registrable domain (the
+# list changes monthly; a hand-kept copy would be wrong within weeks).
+pkg_check_modules(PSL REQUIRED IMPORTED_TARGET libpsl)
+tributary_alias(dep::psl PkgConfig::PSL)
+
 # RE2: linear-time regular expressions (URI filters).
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 tributary_alias(dep::re2 PkgConfig::RE2)

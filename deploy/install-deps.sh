@@ -26,6 +26,8 @@ packages=(
   libcurl4-openssl-dev radosgw ceph-mon ceph-osd ceph-common uuid-runtime
   # RFC 3986 reference resolution
   liburiparser-dev
+  # the Public Suffix List (quotas per registrable domain) and its data
+  libpsl-dev publicsuffix
   # linear-time regular expressions for the include/exclude filters
   libre2-dev
   # fuzzing (bench/run.sh fuzz): libFuzzer with ASan and UBSan

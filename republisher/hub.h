@@ -75,6 +75,11 @@ struct HubOptions {
   // (refused at verification past it: #35, one host took 500 slots in
   // 23.5 s and then 500 POSTs per change).
   size_t max_subscriptions_per_host = 100;
+  // ... and at most so many for callbacks under one registrable domain
+  // (the Public Suffix List's: a.example.net and b.example.net are one),
+  // so that a stranger holding a wildcard DNS name cannot take the whole
+  // hub 100 hosts at a time.
+  size_t max_subscriptions_per_domain = 300;
   size_t changes_per_notification = 1000;
   // A subscriber whose deliveries failed for this long is dropped (it
   // catches up by polling, and may subscribe again).

@@ -7,6 +7,7 @@
 #include "republisher/hub.h"
 
 #include "common/log.h"
+#include "common/url_host.h"
 #include "resourcesync/websub.h"
 #include "resourcesync/writer.h"
 
@@ -66,28 +67,12 @@ struct Intent {
   std::chrono::seconds lease{0};
   std::string client;        // who asked (its address)
   std::string callback_host; // the callback's host, lower-cased
+  std::string callback_domain; // its registrable domain
 };
 
-// The host of an http(s) URL, lower-cased ("" when there is none).
+// The host of a callback URL, lower-cased ("" when there is none).
 inline std::string host_of(const std::string& url) {
-  const size_t start = url.find("://");
-  if (start == std::string::npos) {
-    return {};
-  }
-  std::string rest = url.substr(start + 3);
-  rest = rest.substr(0, rest.find_first_of("/?#"));
-  if (auto at = rest.rfind('@'); at != std::string::npos) {
-    rest = rest.substr(at + 1);
-  }
-  if (!rest.empty() && rest[0] == '[') {
-    rest = rest.substr(0, rest.find(']') + 1);
-  } else {
-    rest = rest.substr(0, rest.find(':'));
-  }
-  for (char& c : rest) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return rest;
+  return url_host(url);
 }
 
 } // namespace hub_detail
@@ -140,6 +125,7 @@ struct Hub::Impl {
   static bool renews(const std::vector<store::HubSubscription>& existing, const Intent& i);
 
   static size_t on_host(const std::vector<store::HubSubscription>& existing, const std::string& host);
+  static size_t on_domain(const std::vector<store::HubSubscription>& existing, const std::string& domain);
 
   void subscription_request(const http::Request& req, http::Response& res);
 

@@ -61,6 +61,13 @@ auto Hub::Impl::on_host(const std::vector<store::HubSubscription>& existing, con
                                            [&](const auto& e) { return host_of(e.callback) == host; }));
 }
 
+auto Hub::Impl::on_domain(const std::vector<store::HubSubscription>& existing, const std::string& domain)
+    -> size_t {
+  return static_cast<size_t>(std::count_if(existing.begin(), existing.end(), [&](const auto& e) {
+    return registrable_domain(host_of(e.callback)) == domain;
+  }));
+}
+
 auto Hub::Impl::subscription_request(const http::Request& req, http::Response& res) -> void {
   auto parsed = parse(req);
   if (auto* why = std::get_if<std::string>(&parsed)) {
@@ -70,6 +77,7 @@ auto Hub::Impl::subscription_request(const http::Request& req, http::Response& r
   Intent i = std::get<Intent>(std::move(parsed));
   i.client = req.peer;
   i.callback_host = host_of(i.callback);
+  i.callback_domain = registrable_domain(i.callback_host);
   {
     std::lock_guard lock(mutex);
     if (pending >= options.max_pending_verifications) {
@@ -152,6 +160,13 @@ auto Hub::Impl::verify(const Intent& i) -> void {
   if (existing && !renews(*existing, i) && on_host(*existing, i.callback_host) >= options.max_subscriptions_per_host) {
     log::warn("", "hub: refused, " + who + ": its callback host holds the maximum of " +
                       std::to_string(options.max_subscriptions_per_host) + " subscriptions a host may hold");
+    return;
+  }
+  if (existing && !renews(*existing, i) &&
+      on_domain(*existing, i.callback_domain) >= options.max_subscriptions_per_domain) {
+    log::warn("", "hub: refused, " + who + ": callbacks under " + i.callback_domain + " hold the maximum of " +
+                      std::to_string(options.max_subscriptions_per_domain) +
+                      " subscriptions a registrable domain may hold");
     return;
   }
   if (existing && existing->size() >= options.max_subscriptions &&

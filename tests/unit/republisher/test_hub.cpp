@@ -276,6 +276,26 @@ TEST_CASE("Hub (no database): one callback host holds at most its quota of subsc
   CHECK(rig.subscribed(4));
 }
 
+TEST_CASE("Hub (no database): callbacks under one registrable domain hold at most its quota, whatever their hosts") {
+  HubOptions o;
+  o.max_subscriptions_per_domain = 3;
+  HubRig rig(o);
+  const std::string topic = rig.urls.change_notification("up");
+  // Five hosts under example.co.uk (a public suffix of two labels): one
+  // domain, so three are kept.
+  for (int i = 0; i < 5; ++i) {
+    CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                       {"hub.callback", "http://h" + std::to_string(i) + ".wild.example.co.uk/cb"}},
+                      "203.0.113." + std::to_string(i))
+              .status == 202);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(rig.aux->hub_subscriptions()->size() == 3);
+  // A sibling domain under the same public suffix is not held by it.
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", "http://cb.other.co.uk/x"}});
+  CHECK(rig.subscribed(4));
+}
+
 TEST_CASE("Hub (no database): callbacks that answer late are served by the slow pool, and a prompt subscriber's "
           "notifications are not held behind them") {
   HubOptions o;
