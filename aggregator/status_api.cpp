@@ -320,7 +320,6 @@ void confirm_deletions(DaemonState& state, const std::string& name, http::Respon
   answer(res, 202, {{"source", name}, {"confirmed", feeds}, {"mode", "baseline"}, {"queued", true}});
 }
 
-nlohmann::json push_json(DaemonState& state);
 
 // The conditions of this node that pause its runs: the database out of
 // reach (shown only in the 503 answers, as this answer needs it) and the
@@ -355,7 +354,7 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
             {"node", node_json(state)},
             {"sources", *sources},
             {"hosts", hosts_json(state)},
-            {"push", push_json(state)}});
+            {"push", push_json(state, k_subscribers_shown)}});
     return;
   }
   if (req.path == "/api/v1/push") {
@@ -364,7 +363,16 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
       fail(res, 405, "method_not_allowed", "use GET");
       return;
     }
-    answer(res, 200, push_json(state));
+    size_t limit = k_subscribers_shown;
+    if (auto q = rs::websub::parse_form(req.query); q && q->count("limit")) {
+      const std::string& v = q->at("limit");
+      if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos) {
+        fail(res, 400, "bad_request", "limit must be a number of subscribers, at most 100000");
+        return;
+      }
+      limit = std::stoul(v);
+    }
+    answer(res, 200, push_json(state, limit));
     return;
   }
   if (req.path == "/api/v1/hosts") {
@@ -488,86 +496,11 @@ namespace {
 
 constexpr auto k_status_cache_time = std::chrono::seconds(1);
 
+} // namespace
+
 bool fresh(const DaemonState::Cached& c) {
   return c.valid && std::chrono::steady_clock::now() - c.at < k_status_cache_time;
 }
-
-} // namespace
-
-bool read_push(DaemonState& state) {
-  if (!state.push_store) {
-    return false;
-  }
-  if (fresh(state.push_read)) {
-    return true;
-  }
-  auto ours = state.push_store->push_subscriptions();
-  auto followers = state.push_store->hub_subscriptions();
-  if (!ours || !followers) {
-    state.push_read.valid = false;
-    return false;
-  }
-  state.push_ours = std::move(*ours);
-  state.push_followers = std::move(*followers);
-  state.push_read = {std::chrono::steady_clock::now(), true};
-  return true;
-}
-
-namespace {
-
-std::string opt_iso(const std::optional<rs::Timestamp>& t) {
-  return t ? rs::format_w3c_datetime(*t) : std::string();
-}
-
-} // namespace
-
-json subscription_json(const store::PushSubscription& s) {
-  return {{"source", s.source},
-          {"topic", s.topic},
-          {"hub", s.hub},
-          {"state", s.state},
-          {"signed", !s.secret.empty()},
-          {"lease_seconds", s.lease_seconds},
-          {"expires_at", s.expires_at ? json(opt_iso(s.expires_at)) : json(nullptr)},
-          {"verified_at", s.verified_at ? json(opt_iso(s.verified_at)) : json(nullptr)},
-          {"last_notification_at",
-           s.last_notification_at ? json(opt_iso(s.last_notification_at)) : json(nullptr)},
-          {"notifications", s.notifications},
-          {"ignored", s.ignored},
-          {"last_note", s.last_note.empty() ? json(nullptr) : json(s.last_note)}};
-}
-
-namespace {
-
-// Subscriptions both ways, without tokens or secrets (the status API may be
-// public: a token is what a notification proves itself with).
-nlohmann::json push_json(DaemonState& state) {
-  std::lock_guard lock(state.status_mutex);
-  if (!read_push(state)) {
-    return json(nullptr);
-  }
-  json ours = json::array();
-  for (const auto& s : state.push_ours) {
-    ours.push_back(subscription_json(s));
-  }
-  json followers = json::array();
-  for (const auto& s : state.push_followers) {
-    followers.push_back({{"topic", s.topic},
-                         {"callback", rs::websub::callback_label(s.callback)},
-                         {"signed", !s.secret.empty()},
-                         {"expires_at", rs::format_w3c_datetime(s.expires_at)},
-                         {"delivered_seq", s.delivered_seq},
-                         {"delivered_at", s.delivered_at ? json(opt_iso(s.delivered_at)) : json(nullptr)},
-                         {"deliveries", s.deliveries},
-                         {"consecutive_failures", s.failures},
-                         {"deliveries_failed", s.failures_total},
-                         {"retry_at", s.retry_at ? json(opt_iso(s.retry_at)) : json(nullptr)},
-                         {"last_error", s.last_error.empty() ? json(nullptr) : json(s.last_error)}});
-  }
-  return {{"subscriptions", ours}, {"subscribers", followers}};
-}
-
-} // namespace
 
 Result<StatsByName> read_stats(DaemonState& state) {
   std::lock_guard lock(state.status_mutex);

@@ -35,6 +35,15 @@ Result<nlohmann::json> sources_json(DaemonState& state, const std::string& only)
 nlohmann::json run_json(const store::RunInfo& r);
 // Our subscription at an upstream hub, without its token or secret.
 nlohmann::json subscription_json(const store::PushSubscription& s);
+// Subscriptions both ways, without tokens or secrets (the status API may be
+// public: a token is what a notification proves itself with). Of our hub's
+// subscribers, the `limit` most in need of a look (failing first, then the
+// oldest delivery), with the totals: a flood of subscriptions must not make
+// every status answer as long as the flood.
+nlohmann::json push_json(DaemonState& state, size_t limit);
+constexpr size_t k_subscribers_shown = 100;
+// A cached read of the store is fresh for a second.
+bool fresh(const DaemonState::Cached& c);
 
 // What the status page counts a source as: "in_sync", "lagging",
 // "failing" or "disabled", and why when not in sync. `st` may be null (no

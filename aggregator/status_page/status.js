@@ -270,6 +270,10 @@ function push(p) {
     tr.dataset.subscriber = s.callback;
     return tr;
   }));
+  document.getElementById("subscribers-count").textContent =
+    p.subscribers.length < p.subscribers_total
+      ? p.subscribers.length + " of " + p.subscribers_total + " shown (failing first); " + p.subscribers_failing + " failing"
+      : p.subscribers_total + " subscribers, " + p.subscribers_failing + " failing";
 }
 function meta(d) {
   document.getElementById("meta").textContent =

@@ -196,4 +196,10 @@ TEST_CASE("OpenAPI: every answer of the status API, success and error, matches d
   CHECK(st["data"]["push"]["subscriptions"].size() == 1);
   const json zst = json::parse(call(pair.z.base, "GET", "/api/v1/push").body);
   CHECK(zst["data"]["subscribers"].size() >= 1);
+  CHECK(zst["data"]["subscribers_total"] == zst["data"]["subscribers"].size());
+  // The list is bounded by `limit`; the totals still count every subscriber.
+  const json none = json::parse(call(pair.z.base, "GET", "/api/v1/push?limit=0").body);
+  CHECK(none["data"]["subscribers"].empty());
+  CHECK(none["data"]["subscribers_total"] == zst["data"]["subscribers_total"]);
+  CHECK(call(pair.z.base, "GET", "/api/v1/push?limit=x").status == 400);
 }
