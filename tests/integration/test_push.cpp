@@ -9,6 +9,7 @@
 #include "daemon_client.h"
 #include "http_get.h"
 #include "process.h"
+#include "push_fixture.h"
 #include "sync_fixture.h"
 
 #include "tools/simulate/simulate.h"
@@ -45,37 +46,6 @@ void configure_b(TestDaemon& b, const std::string& interval, const std::string& 
     j["sources"][0]["interval"] = interval;
     j["push"] = {{"sign", true}, {"poll_interval", poll}, {"lease", lease}};
   });
-}
-
-// The upstream publishes one more resource, created at `t`.
-void add_resource(Site& site, Upstream& up, std::vector<rs::Entry>& changes, const std::string& path,
-                  const std::string& body, rs::Timestamp t) {
-  site.put(path, body);
-  rs::Entry e = resource_entry(up.url(path), body);
-  e.md->change = rs::Change::created;
-  e.md->datetime = t;
-  changes.push_back(e);
-  site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt, changes);
-}
-
-// An upstream Source holding one resource, to which changes are added.
-struct OneResource {
-  Upstream up;
-  Site site{up};
-  std::vector<rs::Entry> changes;
-  OneResource() {
-    site.put("/res/0.txt", "zero");
-    site.publish_start(ts("2026-01-01T00:00:00Z"));
-  }
-  void add(const std::string& path, const std::string& body, const char* when) {
-    add_resource(site, up, changes, path, body, ts(when));
-  }
-};
-
-// Starts the daemon and waits until its source holds `live` resources.
-void start_in_sync(TestDaemon& d, const std::string& source, uint64_t live) {
-  d.start();
-  REQUIRE(wait_for(d.base, [&](const json& st) { return in_sync(st, source, live); }));
 }
 
 bool b_active(const TestDaemon& b) {

@@ -1,4 +1,5 @@
 #include "sync_engine/fetcher.h"
+#include "tests/support/hostile.h"
 
 #include <doctest/doctest.h>
 
@@ -18,6 +19,8 @@
 
 using namespace tributary;
 using namespace tributary::sync;
+using tributary::test::gzip_bomb;
+using tributary::test::peak_rss_kib;
 
 TEST_CASE("parse_url: absolute URLs with defaults and explicit ports") {
   auto u = parse_url("HTTPS://Example.ORG/a/b?c=1#frag");
@@ -164,43 +167,6 @@ TEST_CASE("Fetcher: a 304 or 204 without Content-Length on a kept-alive connecti
     CHECK(took < std::chrono::seconds(4));
   }
 }
-
-namespace {
-
-// gzip of `mib` MiB of zeros, made a MiB at a time.
-std::string gzip_bomb(size_t mib) {
-  z_stream z{};
-  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY) == Z_OK);
-  const std::string zeros(1024 * 1024, '\0');
-  std::string out;
-  char buf[64 * 1024];
-  for (size_t i = 0; i < mib; ++i) {
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(zeros.data()));
-    z.avail_in = static_cast<uInt>(zeros.size());
-    const int flush = i + 1 == mib ? Z_FINISH : Z_NO_FLUSH;
-    do {
-      z.next_out = reinterpret_cast<Bytef*>(buf);
-      z.avail_out = sizeof buf;
-      deflate(&z, flush);
-      out.append(buf, sizeof buf - z.avail_out);
-    } while (z.avail_out == 0);
-  }
-  deflateEnd(&z);
-  return out;
-}
-
-size_t peak_rss_kib() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::stoul(line.substr(6));
-    }
-  }
-  return 0;
-}
-
-} // namespace
 
 TEST_CASE("Fetcher: a POST's answer streams through the bounded receiver and is never inflated (a gzip bomb costs "
           "nothing)") {
