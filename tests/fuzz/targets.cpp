@@ -12,6 +12,9 @@
 #include "resourcesync/validator.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/dump_package.h"
+#include "sync_engine/oai/oai_pmh.h"
+
+#include <libxml/parser.h>
 #include "store/blob/blob_store.h"
 
 #include <cstdio>
@@ -325,6 +328,27 @@ int verification_query(const uint8_t* data, size_t size) {
   return 0;
 }
 
+int oai_page(const uint8_t* data, size_t size) {
+  const std::string_view body = text(data, size);
+  if (auto page = sync::oai::parse_list(body)) {
+    for (const auto& r : page->records) {
+      if (r.identifier.empty()) {
+        broken("an OAI-PMH record kept without an identifier");
+      }
+      if (!r.metadata.empty()) {
+        xmlDoc* d = xmlReadMemory(r.metadata.data(), static_cast<int>(r.metadata.size()), nullptr, nullptr,
+                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        if (d == nullptr) {
+          broken("an OAI-PMH record's metadata does not parse on its own");
+        }
+        xmlFreeDoc(d);
+      }
+    }
+  }
+  (void)sync::oai::parse_identify(body);
+  return 0;
+}
+
 Target target(std::string_view name) {
   if (name == "reader") {
     return reader;
@@ -349,6 +373,9 @@ Target target(std::string_view name) {
   }
   if (name == "verification_query") {
     return verification_query;
+  }
+  if (name == "oai_page") {
+    return oai_page;
   }
   return nullptr;
 }

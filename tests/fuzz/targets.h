@@ -38,6 +38,10 @@ int notification(const uint8_t* data, size_t size);
 // A hub's verification GET: the query. Confirmed (200, the challenge
 // echoed) only for an intent of ours; anything else 4xx.
 int verification_query(const uint8_t* data, size_t size);
+// An OAI-PMH repository's answer (#36): ListRecords, ListIdentifiers or
+// Identify. Never a crash; every record kept has an identifier, and a
+// record's metadata parses as XML on its own.
+int oai_page(const uint8_t* data, size_t size);
 
 // The target named `name` ("reader", "datetime", ...); null if none.
 using Target = int (*)(const uint8_t*, size_t);

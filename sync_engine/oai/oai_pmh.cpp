@@ -1,0 +1,486 @@
+#include "sync_engine/oai/oai_pmh.h"
+
+#include "common/percent.h"
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace tributary::sync::oai {
+
+namespace {
+
+constexpr std::string_view k_ns = "http://www.openarchives.org/OAI/2.0/";
+
+// ---- characters XML forbids ----------------------------------------------------
+
+// The length of the UTF-8 sequence at `p` if it encodes a character XML 1.0
+// allows, else 0 (a stray control character, a bad sequence, a surrogate,
+// U+FFFE or U+FFFF).
+size_t allowed_char(std::string_view s, size_t p) {
+  const auto c = static_cast<unsigned char>(s[p]);
+  if (c < 0x80) {
+    return (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') ? 1 : 0;
+  }
+  size_t n = 0;
+  uint32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (p + n > s.size()) {
+    return 0;
+  }
+  for (size_t i = 1; i < n; ++i) {
+    const auto b = static_cast<unsigned char>(s[p + i]);
+    if ((b & 0xC0) != 0x80) {
+      return 0;
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  const bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) {
+    return 0;
+  }
+  return n;
+}
+
+std::string text_of(const char* s) {
+  std::string out = s ? s : "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
+    out.pop_back();
+  }
+  return out;
+}
+
+uint64_t line_at(std::string_view s, size_t pos) {
+  return 1 + static_cast<uint64_t>(std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
+}
+
+// The text of the first <...identifier> element in `span`, for a warning.
+std::string identifier_in(std::string_view span) {
+  const size_t open = span.find("identifier>");
+  if (open == std::string_view::npos) {
+    return {};
+  }
+  const size_t start = open + 11;
+  const size_t end = span.find('<', start);
+  std::string id(span.substr(start, end == std::string_view::npos ? 0 : end - start));
+  // Only what can be shown: the identifier may hold the bad bytes itself.
+  id.erase(std::remove_if(id.begin(), id.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20; }),
+           id.end());
+  return id.substr(0, 200);
+}
+
+// Finds an element's start tag `<name` or `<prefix:name` (followed by `>`,
+// `/` or white space) at or before `before`; npos when none.
+size_t start_tag_before(std::string_view s, std::string_view name, size_t before) {
+  size_t p = before;
+  while (true) {
+    p = s.rfind(name, p);
+    if (p == std::string_view::npos || p == 0) {
+      return std::string_view::npos;
+    }
+    const size_t end = p + name.size();
+    const bool closes = end < s.size() && (s[end] == '>' || s[end] == ' ' || s[end] == '\t' || s[end] == '\n' ||
+                                           s[end] == '\r' || s[end] == '/');
+    size_t lt = p - 1;
+    if (s[lt] == ':') { // a prefix
+      while (lt > 0 && s[lt] != '<' && s[lt] != '>' && s[lt] != ' ') {
+        --lt;
+      }
+    }
+    if (closes && s[lt] == '<') {
+      return lt;
+    }
+    --p;
+  }
+}
+
+// The position just past the end tag `</name>` or `</prefix:name>` found
+// first at or after `from`, or the start of the last one before `before`
+// (with `backwards`); npos when none.
+size_t end_tag(std::string_view s, std::string_view name, size_t at, bool backwards) {
+  const std::string tail = std::string(name) + ">";
+  size_t p = at;
+  while (true) {
+    p = backwards ? s.rfind(tail, p) : s.find(tail, p);
+    if (p == std::string_view::npos || p == 0) {
+      return std::string_view::npos;
+    }
+    size_t q = p - 1;
+    if (s[q] == ':') {
+      while (q > 0 && s[q] != '/' && s[q] != '<' && s[q] != '>' && s[q] != ' ') {
+        --q;
+      }
+    }
+    if (s[q] == '/' && q > 0 && s[q - 1] == '<') {
+      return backwards ? q - 1 : p + tail.size();
+    }
+    if (backwards) {
+      --p;
+    } else {
+      ++p;
+    }
+  }
+}
+
+// Cuts every record holding a character XML forbids (it costs that record,
+// with a warning naming it) and blanks such characters elsewhere, so that
+// the rest of the page parses.
+std::string without_forbidden(std::string_view body, std::vector<Warning>& warnings) {
+  std::string out;
+  size_t copied = 0;
+  size_t p = 0;
+  while (p < body.size()) {
+    const size_t n = allowed_char(body, p);
+    if (n > 0) {
+      p += n;
+      continue;
+    }
+    const size_t rec = start_tag_before(body, "record", p);
+    const size_t end = end_tag(body, "record", p, false);
+    const size_t closed_before = end_tag(body, "record", p, true);
+    const bool in_record = rec != std::string_view::npos && rec >= copied && end != std::string_view::npos &&
+                           (closed_before == std::string_view::npos || closed_before < rec);
+    if (in_record) {
+      warnings.push_back({line_at(body, p), identifier_in(body.substr(rec, end - rec)),
+                          "a character XML forbids (byte 0x" +
+                              std::string(1, "0123456789abcdef"[static_cast<unsigned char>(body[p]) >> 4]) +
+                              std::string(1, "0123456789abcdef"[static_cast<unsigned char>(body[p]) & 15]) +
+                              "): the record is skipped, the rest of the page is kept"});
+      out.append(body.substr(copied, rec - copied));
+      copied = end;
+      p = end;
+    } else {
+      warnings.push_back({line_at(body, p), "", "a character XML forbids outside any record: read as a space"});
+      out.append(body.substr(copied, p - copied));
+      out += ' ';
+      p += 1;
+      copied = p;
+    }
+  }
+  out.append(body.substr(copied));
+  return out;
+}
+
+// ---- the tree ------------------------------------------------------------------
+
+struct DocFree {
+  void operator()(xmlDoc* d) const { xmlFreeDoc(d); }
+};
+using Doc = std::unique_ptr<xmlDoc, DocFree>;
+
+bool is(const xmlNode* n, std::string_view local) {
+  return n != nullptr && n->type == XML_ELEMENT_NODE && local == reinterpret_cast<const char*>(n->name);
+}
+
+bool in_oai_ns(const xmlNode* n) {
+  return n->ns != nullptr && n->ns->href != nullptr && k_ns == reinterpret_cast<const char*>(n->ns->href);
+}
+
+std::vector<xmlNode*> children(xmlNode* n, std::string_view local = {}) {
+  std::vector<xmlNode*> out;
+  for (xmlNode* c = n ? n->children : nullptr; c != nullptr; c = c->next) {
+    if (c->type == XML_ELEMENT_NODE && (local.empty() || is(c, local))) {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+xmlNode* child(xmlNode* n, std::string_view local) {
+  auto all = children(n, local);
+  return all.empty() ? nullptr : all.front();
+}
+
+std::string text(const xmlNode* n) {
+  if (n == nullptr) {
+    return {};
+  }
+  xmlChar* t = xmlNodeGetContent(n);
+  std::string s = t ? reinterpret_cast<const char*>(t) : "";
+  xmlFree(t);
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::string attr(const xmlNode* n, const char* name) {
+  xmlChar* v = xmlGetProp(n, reinterpret_cast<const xmlChar*>(name));
+  std::string s = v ? reinterpret_cast<const char*>(v) : "";
+  xmlFree(v);
+  return s;
+}
+
+std::optional<uint64_t> number(const std::string& s) {
+  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stoull(s);
+}
+
+// The element serialised on its own: copied into a document of its own,
+// with the namespaces its ancestors declared declared on it.
+std::string serialise(xmlNode* n) {
+  Doc doc(xmlNewDoc(reinterpret_cast<const xmlChar*>("1.0")));
+  xmlNode* copy = xmlDocCopyNode(n, doc.get(), 1);
+  if (copy == nullptr) {
+    return {};
+  }
+  xmlDocSetRootElement(doc.get(), copy);
+  xmlReconciliateNs(doc.get(), copy);
+  xmlBuffer* buf = xmlBufferCreate();
+  xmlNodeDump(buf, doc.get(), copy, 0, 0);
+  std::string s(reinterpret_cast<const char*>(xmlBufferContent(buf)), static_cast<size_t>(xmlBufferLength(buf)));
+  xmlBufferFree(buf);
+  return s;
+}
+
+// Parses an OAI-PMH answer into a tree (no network, no entity expansion,
+// no DTD); the root must be OAI-PMH.
+Result<Doc> parse_tree(std::string_view body) {
+  if (body.size() > static_cast<size_t>(INT32_MAX)) {
+    return make_error(ErrorKind::invalid_document, "the OAI-PMH answer is too large");
+  }
+  Doc doc(xmlReadMemory(body.data(), static_cast<int>(body.size()), nullptr, nullptr,
+                        XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_COMPACT));
+  if (!doc) {
+    const xmlError* e = xmlGetLastError();
+    return make_error(ErrorKind::invalid_document,
+                      std::string("not well-formed XML") +
+                          (e && e->message ? ": line " + std::to_string(e->line) + ": " + text_of(e->message) : std::string()));
+  }
+  xmlNode* root = xmlDocGetRootElement(doc.get());
+  if (!is(root, "OAI-PMH") || !in_oai_ns(root)) {
+    return make_error(ErrorKind::invalid_document, "not an OAI-PMH answer (its root is not OAI-PMH in the "
+                                                   "http://www.openarchives.org/OAI/2.0/ namespace)");
+  }
+  return doc;
+}
+
+std::vector<ProtocolError> errors_of(xmlNode* root) {
+  std::vector<ProtocolError> out;
+  for (xmlNode* e : children(root, "error")) {
+    out.push_back({attr(e, "code"), text(e)});
+  }
+  return out;
+}
+
+Resumption resumption_of(xmlNode* list) {
+  Resumption r;
+  xmlNode* t = child(list, "resumptionToken");
+  if (t == nullptr) {
+    return r;
+  }
+  r.token = text(t);
+  r.cursor = number(attr(t, "cursor"));
+  r.complete_list_size = number(attr(t, "completeListSize"));
+  if (auto x = attr(t, "expirationDate"); !x.empty()) {
+    r.expires = rs::parse_datetime_lenient(x);
+  }
+  return r;
+}
+
+std::string with_params(const std::string& base_url, const std::vector<std::pair<std::string, std::string>>& q) {
+  std::string url = base_url + (base_url.find('?') == std::string::npos ? '?' : '&');
+  for (size_t i = 0; i < q.size(); ++i) {
+    url += (i ? "&" : "") + q[i].first + "=" + percent_encode(q[i].second);
+  }
+  return url;
+}
+
+} // namespace
+
+bool Page::has_error(std::string_view code) const {
+  return std::any_of(errors.begin(), errors.end(), [&](const ProtocolError& e) { return e.code == code; });
+}
+
+std::string format_datestamp(rs::Timestamp t, Granularity g, bool round_up) {
+  using namespace std::chrono;
+  if (g == Granularity::day) {
+    auto day = floor<days>(t);
+    if (round_up && day != t) {
+      day += days(1);
+    }
+    return rs::format_w3c_datetime(day).substr(0, 10);
+  }
+  auto s = floor<seconds>(t);
+  if (round_up && s != t) {
+    s += seconds(1);
+  }
+  return rs::format_w3c_datetime(s);
+}
+
+std::string list_url(const std::string& base_url, const ListRequest& r) {
+  if (!r.resumption_token.empty()) {
+    return with_params(base_url, {{"verb", r.verb}, {"resumptionToken", r.resumption_token}});
+  }
+  std::vector<std::pair<std::string, std::string>> q{{"verb", r.verb}, {"metadataPrefix", r.metadata_prefix}};
+  if (r.from) {
+    q.emplace_back("from", format_datestamp(*r.from, r.granularity));
+  }
+  if (r.until) {
+    q.emplace_back("until", format_datestamp(*r.until, r.granularity, true));
+  }
+  if (r.set) {
+    q.emplace_back("set", *r.set);
+  }
+  return with_params(base_url, q);
+}
+
+std::string identify_url(const std::string& base_url) {
+  return with_params(base_url, {{"verb", "Identify"}});
+}
+
+std::string list_metadata_formats_url(const std::string& base_url) {
+  return with_params(base_url, {{"verb", "ListMetadataFormats"}});
+}
+
+std::string list_sets_url(const std::string& base_url, const std::string& resumption_token) {
+  return resumption_token.empty() ? with_params(base_url, {{"verb", "ListSets"}})
+                                  : with_params(base_url, {{"verb", "ListSets"}, {"resumptionToken", resumption_token}});
+}
+
+std::string get_record_url(const std::string& base_url, const std::string& identifier,
+                           const std::string& metadata_prefix) {
+  return with_params(base_url, {{"verb", "GetRecord"}, {"identifier", identifier}, {"metadataPrefix", metadata_prefix}});
+}
+
+Result<Identify> parse_identify(std::string_view body, std::vector<ProtocolError>* errors) {
+  std::vector<Warning> ignored;
+  auto doc = parse_tree(without_forbidden(body, ignored));
+  if (!doc) {
+    return tl::unexpected(doc.error());
+  }
+  xmlNode* root = xmlDocGetRootElement(doc->get());
+  if (errors) {
+    *errors = errors_of(root);
+  }
+  xmlNode* id = child(root, "Identify");
+  if (id == nullptr) {
+    auto errs = errors_of(root);
+    return make_error(ErrorKind::invalid_document,
+                      "the answer holds no Identify" + (errs.empty() ? std::string() : ": " + errs[0].code));
+  }
+  Identify out;
+  out.repository_name = text(child(id, "repositoryName"));
+  out.base_url = text(child(id, "baseURL"));
+  out.protocol_version = text(child(id, "protocolVersion"));
+  out.granularity = text(child(id, "granularity")) == "YYYY-MM-DDThh:mm:ssZ" ? Granularity::second : Granularity::day;
+  if (auto d = text(child(id, "deletedRecord")); d == "no" || d == "transient" || d == "persistent") {
+    out.deleted_record = d;
+  }
+  out.earliest_datestamp = rs::parse_datetime_lenient(text(child(id, "earliestDatestamp")));
+  return out;
+}
+
+Result<std::vector<MetadataFormat>> parse_metadata_formats(std::string_view body) {
+  std::vector<Warning> ignored;
+  auto doc = parse_tree(without_forbidden(body, ignored));
+  if (!doc) {
+    return tl::unexpected(doc.error());
+  }
+  std::vector<MetadataFormat> out;
+  for (xmlNode* f : children(child(xmlDocGetRootElement(doc->get()), "ListMetadataFormats"), "metadataFormat")) {
+    MetadataFormat m{text(child(f, "metadataPrefix")), text(child(f, "schema")), text(child(f, "metadataNamespace"))};
+    if (!m.prefix.empty()) {
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+Result<std::vector<Set>> parse_sets(std::string_view body, Resumption* resumption) {
+  std::vector<Warning> ignored;
+  auto doc = parse_tree(without_forbidden(body, ignored));
+  if (!doc) {
+    return tl::unexpected(doc.error());
+  }
+  xmlNode* list = child(xmlDocGetRootElement(doc->get()), "ListSets");
+  std::vector<Set> out;
+  for (xmlNode* s : children(list, "set")) {
+    Set set{text(child(s, "setSpec")), text(child(s, "setName"))};
+    if (!set.spec.empty()) {
+      out.push_back(std::move(set));
+    }
+  }
+  if (resumption) {
+    *resumption = list ? resumption_of(list) : Resumption{};
+  }
+  return out;
+}
+
+Result<Page> parse_list(std::string_view body) {
+  Page page;
+  auto doc = parse_tree(without_forbidden(body, page.warnings));
+  if (!doc) {
+    return tl::unexpected(doc.error());
+  }
+  xmlNode* root = xmlDocGetRootElement(doc->get());
+  page.errors = errors_of(root);
+  page.response_date = rs::parse_datetime_lenient(text(child(root, "responseDate")));
+  xmlNode* list = child(root, "ListRecords");
+  if (list == nullptr) {
+    list = child(root, "ListIdentifiers");
+  }
+  if (list == nullptr) {
+    if (page.errors.empty()) {
+      return make_error(ErrorKind::invalid_document, "the answer holds neither ListRecords nor ListIdentifiers "
+                                                     "nor an error");
+    }
+    return page;
+  }
+  std::vector<xmlNode*> items = children(list, "record");
+  for (xmlNode* h : children(list, "header")) {
+    items.push_back(h);
+  }
+  for (xmlNode* item : items) {
+    xmlNode* header = is(item, "header") ? item : child(item, "header");
+    const auto line = static_cast<uint64_t>(xmlGetLineNo(item));
+    Record r;
+    r.identifier = text(child(header, "identifier"));
+    if (r.identifier.empty()) {
+      page.warnings.push_back({line, "", "a record without an identifier: skipped"});
+      continue;
+    }
+    const std::string stamp = text(child(header, "datestamp"));
+    std::string why;
+    auto when = rs::parse_datetime_lenient(stamp, &why);
+    if (!when) {
+      page.warnings.push_back({line, r.identifier, "datestamp '" + stamp.substr(0, 64) + "': " + why +
+                                                       ": the record is skipped"});
+      continue;
+    }
+    r.datestamp = *when;
+    r.deleted = attr(header, "status") == "deleted";
+    for (xmlNode* s : children(header, "setSpec")) {
+      if (auto spec = text(s); !spec.empty()) {
+        r.sets.push_back(std::move(spec));
+      }
+    }
+    if (!r.deleted && header != item) {
+      auto payload = children(child(item, "metadata"));
+      if (payload.empty()) {
+        page.warnings.push_back({line, r.identifier, "a record with no metadata and not deleted: skipped"});
+        continue;
+      }
+      r.metadata = serialise(payload.front());
+    }
+    page.records.push_back(std::move(r));
+  }
+  page.resumption = resumption_of(list);
+  return page;
+}
+
+} // namespace tributary::sync::oai
