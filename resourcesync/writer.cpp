@@ -1,5 +1,6 @@
 #include "resourcesync/writer.h"
 
+#include <algorithm>
 #include <zlib.h>
 
 #include <new>
@@ -122,6 +123,24 @@ std::string prefix_for(const std::string& ns, const std::string& wanted, const D
   }
   local.emplace_back(p, ns);
   return p;
+}
+
+// The namespace declarations a document read carried, as the root element
+// we write may repeat them: never the default namespace or `rs` (we bind
+// both ourselves: a read document may bind `rs` to another namespace, and
+// a second xmlns:rs made what we wrote not XML at all, found by the fuzzer),
+// nor a prefix XML reserves, nor one prefix twice. An extension element of
+// a namespace dropped here is declared where it is written.
+Declared root_namespaces(const Declared& read) {
+  Declared out;
+  for (const auto& [p, u] : read) {
+    const bool reserved = p.empty() || p == "rs" || p.rfind("xml", 0) == 0 || p.rfind("XML", 0) == 0;
+    const bool twice = std::any_of(out.begin(), out.end(), [&](const auto& d) { return d.first == p; });
+    if (!reserved && !twice) {
+      out.emplace_back(p, u);
+    }
+  }
+  return out;
 }
 
 void ext_attrs(std::string& out, const std::vector<ExtensionAttribute>& attrs, const Declared& root,
@@ -312,7 +331,8 @@ void append_entry(std::string& out, const Entry& e, RootElement root, const Decl
 
 void DocumentWriter::begin(const DocumentHeader& header) {
   m_header = header;
-  write_root_open(m_out, header);
+  m_header.namespaces = root_namespaces(header.namespaces);
+  write_root_open(m_out, m_header);
 }
 
 void DocumentWriter::entry(const Entry& e) { append_entry(m_out, e, m_header.root, m_header.namespaces); }
@@ -338,6 +358,7 @@ PartitionedWriter::PartitionedWriter(DocumentHeader header, std::string index_ur
     : m_header(std::move(header)), m_index_url(std::move(index_url)), m_part_url(std::move(part_url)),
       m_sink(std::move(sink)), m_limits(limits) {
   m_header.root = RootElement::urlset;
+  m_header.namespaces = root_namespaces(m_header.namespaces);
   auto cap = m_header.capability();
   m_change = cap && is_change_capability(*cap);
   m_part_from = m_header.md ? m_header.md->from : std::nullopt;
