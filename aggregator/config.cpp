@@ -324,10 +324,34 @@ public:
             {"audit_interval", {duration(s.audit_interval, true)}},
             {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}},
             {"max_deletion_share", {number(s.max_deletion_share, 0, 1)}},
-            {"clock_tolerance", {duration(s.clock_tolerance, false)}}});
+            {"clock_tolerance", {duration(s.clock_tolerance, false)}},
+            {"kind", {one_of(s.kind, {"resourcesync", "oai-pmh"})}},
+            {"oai", {[this, &s](const json& o, const std::string& p) { oai(o, p, s.oai); }}}});
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));
     if (auto why = name_problem(s.name)) {
       problem(ptr + "/name", *why);
+    }
+  }
+
+  void oai(const json& v, const std::string& ptr, sync::OaiConfig& o) {
+    auto prefix = [this](const json& m, const std::string& p, std::string& out) {
+      string(out)(m, p);
+      if (out.empty() || out.find_first_of(" &=?#") != std::string::npos) {
+        problem(p, "expected a metadataPrefix such as \"oai_dc\"");
+      }
+    };
+    object(v, ptr,
+           {{"metadata_prefixes", {array<std::string>(o.metadata_prefixes, prefix)}},
+            {"sets", {array<std::string>(o.sets, [this](const json& m, const std::string& p, std::string& out) {
+               string(out)(m, p);
+             })}},
+            {"record_uri", {string(o.record_uri)}},
+            {"overlap", {duration(o.overlap, true)}}});
+    if (o.metadata_prefixes.empty()) {
+      problem(ptr + "/metadata_prefixes", "at least one metadataPrefix");
+    }
+    if (!o.record_uri.empty() && o.record_uri.find("{identifier}") == std::string::npos) {
+      problem(ptr + "/record_uri", "must hold {identifier}, or every record would have one URI");
     }
   }
 

@@ -122,9 +122,13 @@ rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const st
   std::stable_sort(mirrors.begin(), mirrors.end(),
                    [](const rs::Link* a, const rs::Link* b) { return a->effective_pri() < b->effective_pri(); });
   uint32_t pri = 1;
-  rs::Link from = link("duplicate", r.uri);
-  from.pri = pri++;
-  e.links.push_back(std::move(from));
+  // The URI we synced it from serves these bytes, unless they came inline
+  // (an OAI-PMH record's metadata: its URI answers with an envelope).
+  if (!r.fetched_from || r.fetched_from->rfind(store::k_inline_prefix, 0) != 0) {
+    rs::Link from = link("duplicate", r.uri);
+    from.pri = pri++;
+    e.links.push_back(std::move(from));
+  }
   for (const auto* m : mirrors) {
     if (m->href == r.uri) {
       continue;

@@ -34,10 +34,14 @@ struct ResourceRecord {
   std::vector<rs::Link> links; // every rs:ln as received
   std::optional<std::string> blob_sha256;
   std::optional<Timestamp> fetched_at;
+  // Where the bytes came from: a URL, "blob store", or k_inline_prefix and
+  // the document that carried them (an OAI-PMH page: the resource's URI
+  // does not serve them, so it is no mirror of them).
   std::optional<std::string> fetched_from;
 
   bool operator==(const ResourceRecord&) const = default;
 };
+inline constexpr std::string_view k_inline_prefix = "inline: ";
 
 // One applied change, as it goes into the change log: the change and the
 // resource's state after it.
@@ -55,6 +59,10 @@ struct Watermark {
   std::optional<Timestamp> last_time;
   std::string last_uri;
   int64_t last_position = -1;
+  // Where a harvest of another kind than ResourceSync goes on (an OAI-PMH
+  // list's next page, its token's expiry, the window): the kind's own
+  // record, opaque to the store; empty when nothing is under way.
+  std::string resume;
 
   bool operator==(const Watermark&) const = default;
 };

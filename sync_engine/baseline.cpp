@@ -6,13 +6,6 @@
 // Resource Dump), then start the watermark at the list's `at`.
 namespace tributary::sync {
 
-namespace {
-
-// Applies one batch of a baseline: what is held unchanged is skipped, the
-// rest comes from `source` (the network by default, or a dump package).
-Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all,
-                            const ContentSource& source = {});
-
 // Everything listed was seen: what we hold beyond it is gone upstream. The
 // watermark starts a safe overlap before `at` (see k_list_overlap). A list without `at` (a deviation real Sources
 // make) shows an unknown time: the baseline is dated now, and the watermark
@@ -20,7 +13,7 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
 // List holds (re-applying one already held logs nothing) rather than skip
 // one that came after the list was made.
 Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at,
-                            std::optional<rs::Timestamp> completed = std::nullopt) {
+                            std::optional<rs::Timestamp> completed, bool delete_unlisted) {
   auto wm = ctx.settled_watermark(feed);
   if (!wm) {
     return tl::unexpected(wm.error());
@@ -61,6 +54,17 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
   }
   w.last_uri.clear();
   w.last_position = -1;
+  w.resume.clear();
+  if (!delete_unlisted) {
+    store::Batch b;
+    b.feed_id = feed;
+    b.run_id = ctx.run_id;
+    b.watermark = w;
+    if (auto r = ctx.commit(b); !r) {
+      return r;
+    }
+    return ctx.drain();
+  }
   auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w, ctx.src.max_deletion_share);
   if (!deleted) {
     return tl::unexpected(deleted.error());
@@ -76,6 +80,8 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
   }
   return {};
 }
+
+namespace {
 
 Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocument& doc) {
   Result<void> status;
@@ -102,7 +108,10 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
   return status;
 }
 
-Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all, const ContentSource& source) {
+} // namespace
+
+Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all, const ContentSource& source,
+                            const std::optional<Watermark>& reached) {
   // A list may name a URI twice (the validator warns): the last one counts,
   // and a batch must not upsert one row twice.
   std::unordered_map<std::string, size_t> last;
@@ -121,6 +130,7 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   store::Batch batch;
   batch.feed_id = feed;
   batch.run_id = ctx.run_id;
+  batch.watermark = reached;
   batch.seen = uris;
   for (auto& u : ctx.take_rejected_uris()) {
     batch.seen.push_back(std::move(u)); // listed, with a bad value: kept as held
@@ -176,7 +186,6 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   return ctx.commit(batch);
 }
 
-} // namespace
 
 Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url) {
   ctx.validators.forget_prefix(ctx.src.name + " "); // the watermark moves: ask for everything again

@@ -360,7 +360,7 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
 }
 
 Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list_url, std::vector<PendingChange>& changes,
-                          Watermark& w, const ContentSource& source) {
+                          Watermark& w, const ContentSource& source, const std::function<void(Watermark&)>& settle) {
   // The last change of each resource decides its final state; each change
   // is logged, but a resource is fetched at most once.
   std::unordered_map<std::string, size_t> last;
@@ -584,6 +584,9 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
     next.last_time = now;
     next.last_uri.clear();
     next.last_position = -1;
+  }
+  if (settle) {
+    settle(next);
   }
   batch.watermark = next;
   if (auto r = ctx.commit(batch); !r) {

@@ -225,6 +225,17 @@ private:
 // (or index); both end by deleting what was not listed and starting the
 // watermark at the list's `at`.
 Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url);
+// Applies one batch of a baseline: what is held unchanged is skipped, the
+// rest comes from `source` (the network by default, a dump package, or an
+// OAI-PMH page); `reached`, when given, is committed with it.
+Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all,
+                            const ContentSource& source = {}, const std::optional<Watermark>& reached = std::nullopt);
+// Ends a baseline: everything listed was seen, so what we hold beyond it is
+// gone upstream (through the mass-deletion guard; not with
+// `delete_unlisted` false, when earlier runs saw part of the list). The
+// watermark starts a safe overlap before `at` (see k_list_overlap).
+Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at,
+                            std::optional<rs::Timestamp> completed = std::nullopt, bool delete_unlisted = true);
 // The same from a Resource List (or index) spooled already; with
 // `remember`, its validators (and its parts') are kept for the next poll.
 Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_ptr<SpooledDocument> doc,
@@ -267,8 +278,11 @@ struct PendingChange {
 };
 // Applies a batch of changes of one list in one transaction with the
 // watermark it reaches (incremental.cpp; also the Change Dump's way).
+// `settle`, when given, decides the watermark the batch reaches instead (a
+// kind whose lists are not in time order: OAI-PMH).
 Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list_url,
-                          std::vector<PendingChange>& changes, Watermark& w, const ContentSource& source = {});
+                          std::vector<PendingChange>& changes, Watermark& w, const ContentSource& source = {},
+                          const std::function<void(Watermark&)>& settle = {});
 
 // change_dump.cpp: catch-up from the Change Dump (or index).
 // `cda_url`: the Source's Change Dump Archive, read when the Change Dump

@@ -57,10 +57,28 @@ struct MirrorEndpoint {
   uint32_t pri = 999999;
 };
 
+// What a Source speaks: ResourceSync at every level, down to a plain
+// sitemap (the default), or OAI-PMH 2.0 (#36), whose records are harvested
+// into resources.
+struct OaiConfig {
+  // Each prefix is harvested as a feed of its own (so is each set).
+  std::vector<std::string> metadata_prefixes{"oai_dc"};
+  std::vector<std::string> sets; // empty: the whole repository
+  // A record's URI: "{identifier}" and "{prefix}" are replaced (the
+  // identifier percent-encoded); empty: the record's GetRecord URL, which
+  // dereferences.
+  std::string record_uri;
+  // How far back each incremental harvest starts before the last one's
+  // responseDate, for datestamps a repository writes late or rounds.
+  std::chrono::seconds overlap{60};
+};
+
 // One upstream Source as configured.
 struct SourceConfig {
   std::string name;
   std::string url; // any entry URL: site root, Source Description, Capability List, list, page
+  std::string kind = "resourcesync"; // or "oai-pmh" (then `url` is the base URL)
+  OaiConfig oai;
   std::vector<MirrorEndpoint> mirrors;
   std::vector<std::string> capability_lists; // empty: every set the Source Description lists
   std::vector<UriFilter> include;            // empty: everything

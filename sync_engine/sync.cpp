@@ -3,6 +3,7 @@
 #include "common/temp_files.h"
 #include "common/text.h"
 #include "sync_engine/discovery.h"
+#include "sync_engine/oai/harvest.h"
 #include "sync_engine/run_context.h"
 #include "common/url_resolve.h"
 
@@ -165,7 +166,37 @@ Result<void> sync_list_feed(RunContext& ctx, int64_t feed, const std::string& li
   return {};
 }
 
+// A source of kind "oai-pmh": each metadataPrefix (and set) a feed.
+bool run_oai_feeds(RunContext& ctx) {
+  ctx.report.kind = "oai-pmh";
+  bool ok = true;
+  for (const auto& f : oai_feeds(ctx.src)) {
+    auto feed = ctx.store.ensure_feed(ctx.source_id, f.feed_url);
+    if (!feed) {
+      ctx.error(f.feed_url, feed.error());
+      ok = false;
+      continue;
+    }
+    auto r = sync_oai_feed(ctx, *feed, f);
+    auto drained = ctx.drain();
+    if (!r) {
+      ctx.error(f.feed_url, r.error());
+      ok = false;
+    } else if (!drained) {
+      ctx.error(f.feed_url, drained.error());
+      ok = false;
+    }
+    if (ctx.report.database_unreachable) {
+      break;
+    }
+  }
+  return ok;
+}
+
 bool run_feeds(RunContext& ctx) {
+  if (ctx.src.kind == "oai-pmh") {
+    return run_oai_feeds(ctx);
+  }
   std::vector<std::string> caplists = ctx.src.capability_lists;
   std::vector<std::string> lists; // Resource Lists or sitemaps without a Capability List
   if (caplists.empty()) {

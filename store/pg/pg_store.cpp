@@ -93,7 +93,7 @@ Result<Watermark> PgStore::watermark(int64_t feed_id) {
   return m_impl->conn.run("read watermark", [&]() -> Result<Watermark> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec_params("SELECT " + us("baseline_at") + ", change_list_url, " + us("last_time") +
-                                ", last_uri, last_position FROM watermark WHERE feed_id = $1",
+                                ", last_uri, last_position, resume FROM watermark WHERE feed_id = $1",
                             feed_id);
     Watermark w;
     if (r.empty()) {
@@ -104,6 +104,7 @@ Result<Watermark> PgStore::watermark(int64_t feed_id) {
     w.last_time = read_opt_time(r[0][2]);
     w.last_uri = r[0][3].is_null() ? "" : r[0][3].as<std::string>();
     w.last_position = r[0][4].is_null() ? -1 : r[0][4].as<int64_t>();
+    w.resume = r[0][5].is_null() ? "" : r[0][5].as<std::string>();
     return w;
   });
 }

@@ -241,13 +241,15 @@ inline ResourceRow resource_row(const ResourceRecord& r) {
 
 inline void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const Watermark& w) {
   tx.exec_params("INSERT INTO watermark (feed_id, baseline_at, change_list_url, last_time, last_uri, "
-                 "last_position, updated_at) VALUES ($1, $2, $3, $4, $5, $6, now()) "
+                 "last_position, resume, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, now()) "
                  "ON CONFLICT (feed_id) DO UPDATE SET baseline_at = EXCLUDED.baseline_at, "
                  "change_list_url = EXCLUDED.change_list_url, last_time = EXCLUDED.last_time, "
-                 "last_uri = EXCLUDED.last_uri, last_position = EXCLUDED.last_position, updated_at = now()",
+                 "last_uri = EXCLUDED.last_uri, last_position = EXCLUDED.last_position, "
+                 "resume = EXCLUDED.resume, updated_at = now()",
                  feed_id, ts(w.baseline_at), w.change_list_url, ts(w.last_time),
                  w.last_uri.empty() ? std::nullopt : std::optional<std::string>(w.last_uri),
-                 w.last_position < 0 ? std::nullopt : std::optional<long long>(w.last_position));
+                 w.last_position < 0 ? std::nullopt : std::optional<long long>(w.last_position),
+                 w.resume.empty() ? std::nullopt : std::optional<std::string>(w.resume));
 }
 
 // The columns read_hold() reads, in its order, of `feed`.

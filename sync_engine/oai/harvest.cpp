@@ -1,0 +1,546 @@
+// An OAI-PMH repository followed as a Source (#36): its records become the
+// changes the engine already applies (baseline_batch, change_batch), with
+// the record's metadata as content, its datestamp as lastmod and time, its
+// sets as rel="collection" links, and status="deleted" as a deletion.
+//
+// Resumption: after every page, the next page's URL, its token's expiry and
+// the window under way go into the feed's watermark (Watermark::resume), in
+// the transaction of that page's batch, so that a crash or a restart goes
+// on from the page after the last one applied. A token the repository no
+// longer honours (badResumptionToken, or past its expirationDate) restarts
+// the window under way: from the datestamp the last complete harvest
+// reached, never from the start.
+#include "sync_engine/oai/harvest.h"
+
+#include "common/log.h"
+#include "common/percent.h"
+#include "sync_engine/oai/oai_pmh.h"
+#include "sync_engine/run_context.h"
+
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+
+#include <unordered_map>
+
+namespace tributary::sync {
+
+namespace {
+
+using namespace std::chrono;
+using nlohmann::json;
+using oai::Granularity;
+
+constexpr uint64_t k_max_page_bytes = 64ull * 1024 * 1024;
+
+rs::Timestamp now_ts() {
+  return time_point_cast<microseconds>(system_clock::now());
+}
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < n; ++i) {
+    hex += digits[md[i] >> 4];
+    hex += digits[md[i] & 15];
+  }
+  return hex;
+}
+
+// Where a harvest goes on: the kind's own record in Watermark::resume.
+struct Resume {
+  std::string mode;                  // "baseline" or "incremental"
+  std::string next;                  // the next page's URL; empty: the window's first page
+  std::optional<rs::Timestamp> expires; // the token's expirationDate
+  std::optional<rs::Timestamp> from;    // the window under way
+  std::optional<rs::Timestamp> until;
+  std::optional<rs::Timestamp> started; // the first page's responseDate: the harvest's time
+  int64_t span_seconds = 0;             // a window's length, once one was refused as too large; 0: whole
+  bool resumed_baseline = false;        // a baseline that went on in a later run: unlisted are left to the audit
+
+  std::string dump() const {
+    json j{{"mode", mode}, {"next", next}, {"span_seconds", span_seconds}, {"resumed_baseline", resumed_baseline}};
+    auto put = [&](const char* k, const std::optional<rs::Timestamp>& t) {
+      if (t) {
+        j[k] = rs::format_w3c_datetime(*t);
+      }
+    };
+    put("expires", expires);
+    put("from", from);
+    put("until", until);
+    put("started", started);
+    return j.dump();
+  }
+  static std::optional<Resume> load(const std::string& text) {
+    if (text.empty()) {
+      return std::nullopt;
+    }
+    json j = json::parse(text, nullptr, false);
+    if (!j.is_object() || !j.contains("mode")) {
+      return std::nullopt;
+    }
+    Resume r;
+    r.mode = j.value("mode", "");
+    r.next = j.value("next", "");
+    r.span_seconds = j.value("span_seconds", int64_t{0});
+    r.resumed_baseline = j.value("resumed_baseline", false);
+    auto get = [&](const char* k) -> std::optional<rs::Timestamp> {
+      return j.contains(k) && j[k].is_string() ? rs::parse_w3c_datetime(j[k].get<std::string>()) : std::nullopt;
+    };
+    r.expires = get("expires");
+    r.from = get("from");
+    r.until = get("until");
+    r.started = get("started");
+    return r;
+  }
+};
+
+class Harvest {
+public:
+  Harvest(RunContext& ctx, int64_t feed, const OaiFeed& f) : m_ctx(ctx), m_feed(feed), m_f(f) {}
+
+  Result<void> run() {
+    auto id = identify();
+    if (!id) {
+      return tl::unexpected(id.error());
+    }
+    m_id = *id;
+    auto wm = m_ctx.settled_watermark(m_feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    m_w = *wm;
+    if (m_ctx.opt.mode == store::RunMode::audit) {
+      return audit();
+    }
+    const bool fresh = !m_w.baseline_at && !m_w.last_time;
+    const bool baseline = m_ctx.opt.mode == store::RunMode::baseline || fresh;
+    if (fresh && m_ctx.opt.mode != store::RunMode::baseline) {
+      m_ctx.note("never harvested: baseline first");
+    }
+    auto saved = Resume::load(m_w.resume);
+    const std::string mode = baseline ? "baseline" : "incremental";
+    if (saved && saved->mode == mode) {
+      m_state = *saved;
+      if (baseline) {
+        m_state.resumed_baseline = true; // pages before this run's were seen by an earlier run
+      }
+      if (!m_state.next.empty() && m_state.expires && *m_state.expires <= now_ts()) {
+        m_ctx.note("the resumption token expired (" + rs::format_w3c_datetime(*m_state.expires) +
+                   "): the window is harvested again from its start");
+        m_state.next.clear();
+      } else if (!m_state.next.empty()) {
+        m_ctx.note("harvest resumed at the page after the last one applied");
+      }
+    } else {
+      m_state = Resume{};
+      m_state.mode = mode;
+      if (!baseline && m_w.last_time) {
+        m_state.from = *m_w.last_time - duration_cast<microseconds>(m_ctx.src.oai.overlap);
+      }
+    }
+    if (auto r = harvest(baseline); !r) {
+      return r;
+    }
+    return finish(baseline);
+  }
+
+private:
+  Result<std::string> fetch(const std::string& url) {
+    std::string body;
+    FetchOptions o = m_ctx.fetch_options;
+    o.max_body_bytes = k_max_page_bytes;
+    o.restart = [&body] {
+      body.clear();
+      return true;
+    };
+    auto r = m_ctx.fetcher->fetch(url, o, [&body](const char* d, size_t n) {
+      body.append(d, n);
+      return true;
+    });
+    if (!r) {
+      return tl::unexpected(r.error());
+    }
+    if (r->status < 200 || r->status > 299) {
+      return tl::unexpected(status_error(url, r->status));
+    }
+    return body;
+  }
+
+  Result<oai::Identify> identify() {
+    const std::string url = oai::identify_url(m_f.base_url);
+    auto body = fetch(url);
+    if (!body) {
+      return tl::unexpected(body.error());
+    }
+    auto id = oai::parse_identify(*body);
+    if (!id) {
+      return make_error(id.error().kind, url + ": " + id.error().message);
+    }
+    return id;
+  }
+
+  std::string record_uri(const std::string& identifier) const {
+    const std::string& t = m_ctx.src.oai.record_uri;
+    if (t.empty()) {
+      return oai::get_record_url(m_f.base_url, identifier, m_f.prefix);
+    }
+    std::string out = t;
+    auto replace = [&out](const std::string& key, const std::string& value) {
+      for (size_t p = out.find(key); p != std::string::npos; p = out.find(key, p + value.size())) {
+        out.replace(p, key.size(), value);
+      }
+    };
+    replace("{identifier}", percent_encode(identifier));
+    replace("{prefix}", m_f.prefix);
+    return out;
+  }
+
+  // A record as the entry the engine applies; its metadata as a document of
+  // its own in `content`.
+  rs::Entry entry_of(const oai::Record& r, std::unordered_map<std::string, std::string>& content) {
+    rs::Entry e;
+    e.loc = record_uri(r.identifier);
+    e.lastmod = r.datestamp;
+    rs::Metadata md;
+    md.datetime = r.datestamp;
+    if (r.deleted) {
+      md.change = rs::Change::deleted;
+    } else {
+      std::string doc = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + r.metadata + "\n";
+      md.hash = {rs::HashValue{"sha-256", sha256_hex(doc)}};
+      md.length = doc.size();
+      md.type = "application/xml";
+      content[e.loc] = std::move(doc);
+    }
+    e.md = std::move(md);
+    if (!m_ctx.src.oai.record_uri.empty()) {
+      rs::Link via; // the record at its origin, whatever URI it is given here
+      via.rel = "via";
+      via.href = oai::get_record_url(m_f.base_url, r.identifier, m_f.prefix);
+      e.links.push_back(std::move(via));
+    }
+    for (const auto& s : r.sets) {
+      rs::Link l;
+      l.rel = "collection";
+      l.href = oai::list_url(m_f.base_url, {"ListRecords", m_f.prefix, s, {}, {}, Granularity::day, {}});
+      e.links.push_back(std::move(l));
+    }
+    return e;
+  }
+
+  // The content of a page's records, from the page itself.
+  ContentSource inline_source(const std::unordered_map<std::string, std::string>& content) {
+    return [this, &content](const std::vector<const rs::Entry*>& wanted) {
+      std::vector<Result<FetchedContent>> out;
+      out.reserve(wanted.size());
+      for (const rs::Entry* e : wanted) {
+        auto it = content.find(e->loc);
+        if (it == content.end()) {
+          out.emplace_back(make_error(ErrorKind::invalid_document, e->loc + ": no metadata in the record"));
+          continue;
+        }
+        auto blob = m_ctx.blobs.put(it->second);
+        if (!blob) {
+          out.emplace_back(tl::unexpected(blob.error()));
+          continue;
+        }
+        m_ctx.will_name(blob->sha256);
+        FetchedContent fc;
+        fc.blob = *blob;
+        fc.served_from = std::string(store::k_inline_prefix) +
+                         oai::get_record_url(m_f.base_url, m_identifier_of.at(e->loc), m_f.prefix);
+        fc.type = "application/xml";
+        out.emplace_back(std::move(fc));
+      }
+      return out;
+    };
+  }
+
+  // The watermark a page's batch reaches: the harvest's time does not move
+  // until the harvest ends (a list is not in datestamp order); where it
+  // goes on does.
+  Watermark reached() const {
+    Watermark w = m_w;
+    w.resume = m_state.dump();
+    return w;
+  }
+
+  Result<void> apply(const oai::Page& page, bool baseline) {
+    std::unordered_map<std::string, std::string> content;
+    if (baseline) {
+      std::vector<rs::Entry> entries;
+      for (const auto& r : page.records) {
+        if (!r.deleted) {
+          rs::Entry e = entry_of(r, content);
+          m_identifier_of[e.loc] = r.identifier;
+          entries.push_back(std::move(e));
+        }
+      }
+      auto r = baseline_batch(m_ctx, m_feed, entries, inline_source(content), reached());
+      m_ctx.done += page.records.size();
+      return r;
+    }
+    std::vector<PendingChange> changes;
+    std::vector<std::string> uris;
+    for (const auto& r : page.records) {
+      rs::Entry e = entry_of(r, content);
+      m_identifier_of[e.loc] = r.identifier;
+      uris.push_back(e.loc);
+      PendingChange c{std::move(e), r.datestamp, static_cast<int64_t>(changes.size()), true};
+      c.selected = m_ctx.src.selects(c.entry.loc, std::string("application/xml"));
+      changes.push_back(std::move(c));
+    }
+    if (changes.empty()) {
+      // Nothing on this page: only where the harvest goes on moves.
+      store::Batch b;
+      b.feed_id = m_feed;
+      b.run_id = m_ctx.run_id;
+      b.watermark = reached();
+      return m_ctx.commit(b);
+    }
+    auto held = m_ctx.held_for(m_feed, uris);
+    if (!held) {
+      return tl::unexpected(held.error());
+    }
+    for (auto& c : changes) {
+      if (c.entry.change() != rs::Change::deleted) {
+        auto it = held->find(c.entry.loc);
+        c.entry.md->change = it != held->end() && it->second.state == ResourceState::live ? rs::Change::updated
+                                                                                          : rs::Change::created;
+      }
+    }
+    Watermark w = m_w;
+    auto r = change_batch(m_ctx, m_feed, m_f.feed_url, changes, w, inline_source(content),
+                          [this](Watermark& next) { next = reached(); });
+    m_ctx.done += page.records.size();
+    return r;
+  }
+
+  void warn(const std::string& url, const oai::Page& page) {
+    for (const auto& w : page.warnings) {
+      m_ctx.error(url, "line " + std::to_string(w.line) + (w.identifier.empty() ? "" : ", record " + w.identifier) +
+                           ": " + w.reason);
+    }
+  }
+
+  std::string first_page_url(bool identifiers = false) const {
+    oai::ListRequest q;
+    q.verb = identifiers ? "ListIdentifiers" : "ListRecords";
+    q.metadata_prefix = m_f.prefix;
+    q.set = m_f.set;
+    q.granularity = m_id.granularity;
+    q.from = m_state.from;
+    q.until = m_state.until;
+    return oai::list_url(m_f.base_url, q);
+  }
+
+  // Halves the window under way after the repository refused its first
+  // page as too large; false when it cannot be halved further.
+  bool halve() {
+    const auto floor_span = m_id.granularity == Granularity::day ? seconds(86400) : seconds(1);
+    const rs::Timestamp from = m_state.from.value_or(m_id.earliest_datestamp.value_or(rs::Timestamp{}));
+    const rs::Timestamp end = m_state.until.value_or(m_harvest_until);
+    const auto span = duration_cast<seconds>(end - from);
+    if (span / 2 < floor_span) {
+      return false;
+    }
+    m_state.from = from;
+    m_state.span_seconds = (span / 2).count();
+    m_state.until = from + seconds(m_state.span_seconds);
+    m_ctx.note("the repository refused a window as too large: harvesting " + rs::format_w3c_datetime(from) +
+               " to " + rs::format_w3c_datetime(*m_state.until) + " first");
+    return true;
+  }
+
+  Result<void> harvest(bool baseline) {
+    return walk(false, [&](const oai::Page& page) { return apply(page, baseline); });
+  }
+
+  // Every page of the list (ListRecords, or ListIdentifiers with
+  // `identifiers`) from where m_state says, window by window, each handed
+  // to `on_page`; m_state says where the walk goes on after each.
+  Result<void> walk(bool identifiers, const std::function<Result<void>(const oai::Page&)>& on_page) {
+    const std::string verb = identifiers ? "ListIdentifiers" : "ListRecords";
+    m_harvest_until = now_ts();
+    while (true) {
+      std::string url = m_state.next.empty() ? first_page_url(identifiers) : m_state.next;
+      const bool first_of_window = m_state.next.empty();
+      while (!url.empty()) {
+        if (m_ctx.cancelled()) {
+          return make_error(ErrorKind::transient, "stopped");
+        }
+        auto body = fetch(url);
+        Result<oai::Page> page = body ? oai::parse_list(*body) : Result<oai::Page>(tl::unexpected(body.error()));
+        if (page && page->has_error("badResumptionToken") && !m_state.next.empty()) {
+          m_ctx.note("the repository no longer honours the resumption token: the window is harvested again from "
+                     "its start");
+          m_state.next.clear();
+          url = first_page_url(identifiers);
+          continue;
+        }
+        const bool refused = !page ? page.error().kind == ErrorKind::transient
+                                   : !page->errors.empty() && !page->has_error("noRecordsMatch");
+        if (refused && first_of_window && m_state.next.empty() && halve()) {
+          url = first_page_url(identifiers);
+          continue;
+        }
+        if (!page) {
+          return make_error(page.error().kind, url + ": " + page.error().message);
+        }
+        if (!page->errors.empty() && !page->has_error("noRecordsMatch")) {
+          return make_error(ErrorKind::permanent, url + ": the repository answered " + page->errors[0].code +
+                                                      (page->errors[0].message.empty() ? "" : ": " +
+                                                                                                  page->errors[0].message));
+        }
+        warn(url, *page);
+        if (!m_state.started) {
+          m_state.started = page->response_date.value_or(now_ts());
+        }
+        m_state.next = page->last() ? std::string()
+                                    : oai::list_url(m_f.base_url, {verb, m_f.prefix, {}, {}, {}, m_id.granularity,
+                                                                   page->resumption.token});
+        m_state.expires = page->last() ? std::nullopt : page->resumption.expires;
+        m_ctx.total += page->records.size();
+        if (auto r = on_page(*page); !r) {
+          return r;
+        }
+        m_ctx.progress(url);
+        url = m_state.next;
+      }
+      // The window is done; the next one, if the harvest was split.
+      if (!m_state.until || *m_state.until >= m_harvest_until) {
+        return {};
+      }
+      m_state.from = m_state.until;
+      m_state.until = std::min(*m_state.from + seconds(m_state.span_seconds), m_harvest_until);
+      if (*m_state.until >= m_harvest_until) {
+        m_state.until.reset(); // the last window is open-ended
+      }
+    }
+  }
+
+  Result<void> finish(bool baseline) {
+    if (auto r = m_ctx.drain(); !r) {
+      return r;
+    }
+    const rs::Timestamp started = m_state.started.value_or(now_ts());
+    if (baseline) {
+      // Everything listed was seen: what we hold beyond it is gone (through
+      // the mass-deletion guard), unless pages were seen by another run.
+      auto r = close_baseline(m_ctx, m_feed, started, std::nullopt, !m_state.resumed_baseline);
+      if (m_state.resumed_baseline) {
+        m_ctx.note("a resumed baseline deletes nothing it did not list this run: the audit (ListIdentifiers) will");
+      }
+      return r;
+    }
+    auto wm = m_ctx.settled_watermark(m_feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    store::Batch b;
+    b.feed_id = m_feed;
+    b.run_id = m_ctx.run_id;
+    Watermark w = *wm;
+    w.resume.clear();
+    w.change_list_url = m_f.feed_url;
+    w.last_time = std::min(started, now_ts());
+    w.last_uri.clear();
+    w.last_position = -1;
+    b.watermark = w;
+    return m_ctx.commit(b);
+  }
+
+  // Every identifier the repository lists: what we hold beyond them is gone
+  // (a repository whose deletedRecord is "no" or "transient" never says),
+  // through the mass-deletion guard.
+  Result<void> audit() {
+    m_state = Resume{};
+    auto walked = walk(true, [this](const oai::Page& page) -> Result<void> {
+      store::Batch b;
+      b.feed_id = m_feed;
+      b.run_id = m_ctx.run_id;
+      for (const auto& r : page.records) {
+        if (!r.deleted) {
+          b.seen.push_back(record_uri(r.identifier));
+        }
+      }
+      for (const auto& w : page.warnings) {
+        if (!w.identifier.empty()) {
+          b.seen.push_back(record_uri(w.identifier)); // listed, with a bad value: kept as held
+        }
+      }
+      m_ctx.report.audit.in_sync += b.seen.size();
+      return m_ctx.commit(b);
+    });
+    if (!walked) {
+      return walked;
+    }
+    if (auto r = m_ctx.drain(); !r) {
+      return r;
+    }
+    auto wm = m_ctx.settled_watermark(m_feed);
+    if (!wm) {
+      return tl::unexpected(wm.error());
+    }
+    auto deleted = m_ctx.store.delete_unseen(m_feed, m_ctx.run_id, *wm, m_ctx.src.max_deletion_share);
+    if (!deleted) {
+      return tl::unexpected(deleted.error());
+    }
+    m_ctx.report.counters.deleted += deleted->deleted;
+    m_ctx.report.audit.extra += deleted->unseen;
+    if (deleted->held) {
+      m_ctx.report.deletions_held += deleted->unseen;
+      m_ctx.note("deletions held: the repository no longer lists " + std::to_string(deleted->unseen) + " of the " +
+                 std::to_string(deleted->live) + " records held; none deleted until an operator confirms");
+    }
+    return {};
+  }
+
+  RunContext& m_ctx;
+  int64_t m_feed;
+  const OaiFeed& m_f;
+  oai::Identify m_id;
+  Watermark m_w;
+  Resume m_state;
+  rs::Timestamp m_harvest_until{};
+  std::unordered_map<std::string, std::string> m_identifier_of; // record URI -> identifier
+};
+
+} // namespace
+
+std::vector<OaiFeed> oai_feeds(const SourceConfig& src) {
+  std::vector<OaiFeed> out;
+  std::vector<std::optional<std::string>> sets;
+  for (const auto& s : src.oai.sets) {
+    sets.emplace_back(s);
+  }
+  if (sets.empty()) {
+    sets.emplace_back(std::nullopt);
+  }
+  for (const auto& prefix : src.oai.metadata_prefixes) {
+    for (const auto& set : sets) {
+      OaiFeed f;
+      f.base_url = src.url;
+      f.prefix = prefix;
+      f.set = set;
+      oai::ListRequest q;
+      q.metadata_prefix = prefix;
+      q.set = set;
+      f.feed_url = oai::list_url(src.url, q);
+      out.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+Result<void> sync_oai_feed(RunContext& ctx, int64_t feed, const OaiFeed& f) {
+  // No retry_failed here: a record's content comes with its page, and its
+  // loc (a GetRecord URL) answers with an OAI-PMH envelope, not the record.
+  Harvest h(ctx, feed, f);
+  return h.run();
+}
+
+} // namespace tributary::sync
