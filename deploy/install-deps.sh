@@ -52,6 +52,9 @@ packages=(
   groff-base
   # used by the benchmarks (bench/run.sh serve)
   wrk nginx-light curl
+  # an OAI-PMH provider and harvester this project did not write
+  # (bench/oai/catmandu/check.sh; the oai bench's Perl harvester)
+  libdancer-plugin-catmandu-oai-perl libcatmandu-perl libhttp-oai-perl
 )
 
 missing=()
