@@ -4,6 +4,7 @@
 #   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, crash, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
+#   FUZZ_TARGETS="reader oai_page" bench/run.sh fuzz   # only these targets
 #   TMPDIR=/dev/shm bench/run.sh sync   # blobs on tmpfs: the engine without this disk
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -311,7 +312,7 @@ if [ "$which" = all ] || [ "$which" = fuzz ]; then
     -DTRIBUTARY_FUZZ=ON -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
   cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_datetime fuzz_package fuzz_config fuzz_http_request \
     fuzz_websub_request fuzz_notification fuzz_verification_query fuzz_oai_page >/dev/null
-  for t in reader datetime package config http_request websub_request notification verification_query oai_page; do
+  for t in ${FUZZ_TARGETS:-reader datetime package config http_request websub_request notification verification_query oai_page}; do
     corpus="$fz/corpus/$t"
     findings="$fz/findings/$t"
     mkdir -p "$corpus" "$findings"
