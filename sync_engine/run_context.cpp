@@ -533,4 +533,25 @@ store::RetryRecord RunContext::retry_for(const rs::Entry& e, std::optional<rs::C
   return r;
 }
 
+Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t max_bytes) {
+  std::string body;
+  FetchOptions o = ctx.fetch_options;
+  o.max_body_bytes = max_bytes;
+  o.restart = [&body] {
+    body.clear();
+    return true;
+  };
+  auto r = ctx.fetcher->fetch(url, o, [&body](const char* d, size_t n) {
+    body.append(d, n);
+    return true;
+  });
+  if (!r) {
+    return tl::unexpected(r.error());
+  }
+  if (r->status < 200 || r->status > 299) {
+    return tl::unexpected(status_error(url, r->status));
+  }
+  return body;
+}
+
 } // namespace tributary::sync

@@ -219,6 +219,12 @@ private:
   std::vector<std::string> m_pending_uploads;
 };
 
+// A document of a kind that is not ResourceSync (an OAI-PMH page, a Change
+// Discovery page), fetched whole into memory (at most `max_bytes`) through
+// the source's fetcher: retried with back-off, Retry-After honoured, the
+// host policy applied. A non-2xx status is an error.
+Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t max_bytes);
+
 // ---- the ways of syncing a feed, one file each -------------------------------------
 
 // baseline.cpp: from the Resource List (or index), or from the Resource Dump

@@ -77,7 +77,9 @@ struct OaiConfig {
 struct SourceConfig {
   std::string name;
   std::string url; // any entry URL: site root, Source Description, Capability List, list, page
-  std::string kind = "resourcesync"; // or "oai-pmh" (then `url` is the base URL)
+  // or "oai-pmh" (then `url` is the base URL), or "iiif-discovery" (then
+  // `url` is the Change Discovery stream's OrderedCollection)
+  std::string kind = "resourcesync";
   OaiConfig oai;
   std::vector<MirrorEndpoint> mirrors;
   std::vector<std::string> capability_lists; // empty: every set the Source Description lists

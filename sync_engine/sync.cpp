@@ -3,6 +3,7 @@
 #include "common/temp_files.h"
 #include "common/text.h"
 #include "sync_engine/discovery.h"
+#include "sync_engine/iiif/harvest.h"
 #include "sync_engine/oai/harvest.h"
 #include "sync_engine/run_context.h"
 #include "common/url_resolve.h"
@@ -193,9 +194,33 @@ bool run_oai_feeds(RunContext& ctx) {
   return ok;
 }
 
+// A source of kind "iiif-discovery": the stream is one feed.
+bool run_iiif_feed(RunContext& ctx) {
+  ctx.report.kind = "iiif-discovery";
+  auto feed = ctx.store.ensure_feed(ctx.source_id, ctx.src.url);
+  if (!feed) {
+    ctx.error(ctx.src.url, feed.error());
+    return false;
+  }
+  auto r = sync_iiif_feed(ctx, *feed);
+  auto drained = ctx.drain();
+  if (!r) {
+    ctx.error(ctx.src.url, r.error());
+    return false;
+  }
+  if (!drained) {
+    ctx.error(ctx.src.url, drained.error());
+    return false;
+  }
+  return true;
+}
+
 bool run_feeds(RunContext& ctx) {
   if (ctx.src.kind == "oai-pmh") {
     return run_oai_feeds(ctx);
+  }
+  if (ctx.src.kind == "iiif-discovery") {
+    return run_iiif_feed(ctx);
   }
   std::vector<std::string> caplists = ctx.src.capability_lists;
   std::vector<std::string> lists; // Resource Lists or sitemaps without a Capability List

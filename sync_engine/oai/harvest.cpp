@@ -148,26 +148,7 @@ public:
   }
 
 private:
-  Result<std::string> fetch(const std::string& url) {
-    std::string body;
-    FetchOptions o = m_ctx.fetch_options;
-    o.max_body_bytes = k_max_page_bytes;
-    o.restart = [&body] {
-      body.clear();
-      return true;
-    };
-    auto r = m_ctx.fetcher->fetch(url, o, [&body](const char* d, size_t n) {
-      body.append(d, n);
-      return true;
-    });
-    if (!r) {
-      return tl::unexpected(r.error());
-    }
-    if (r->status < 200 || r->status > 299) {
-      return tl::unexpected(status_error(url, r->status));
-    }
-    return body;
-  }
+  Result<std::string> fetch(const std::string& url) { return fetch_body(m_ctx, url, k_max_page_bytes); }
 
   Result<oai::Identify> identify() {
     const std::string url = oai::identify_url(m_f.base_url);
