@@ -135,29 +135,6 @@ private:
 // and was read.
 bool is_file(const std::string& url) { return to_lower(std::string_view(url).substr(0, 5)) == "file:"; }
 
-// What every request of explore may reach, as a source's may: public
-// addresses, plus those of the hosts the operator named (the entry point,
-// --map targets), checked on the resolved address at every redirect hop. A
-// remote Capability List once made explore GET loopback and private
-// addresses, then read an internal document's own entries (#35).
-sync::FetchOptions explore_fetch_options(const ExploreOptions& o) {
-  std::set<std::string> permitted;
-  auto permit = [&](const std::string& target) {
-    if (auto u = sync::parse_url(target_url(target)); u && (u->scheme == "http" || u->scheme == "https")) {
-      for (const auto& a : sync::resolve_host(u->host)) {
-        permitted.insert(a);
-      }
-    }
-  };
-  permit(o.target);
-  for (const auto& [prefix, to] : o.map) {
-    permit(to);
-  }
-  sync::FetchOptions f;
-  f.addresses = std::make_shared<const sync::AddressPolicy>(std::move(permitted));
-  return f;
-}
-
 class Explorer {
 public:
   Explorer(const ExploreOptions& o, sync::Fetcher& f)
@@ -411,7 +388,36 @@ std::string entry_point(const std::string& target) {
 
 } // namespace
 
+// What every request of explore may reach, as a source's may: public
+// addresses, plus those of the hosts the operator named (the entry point,
+// --map targets), checked on the resolved address at every redirect hop. A
+// remote Capability List once made explore GET loopback and private
+// addresses, then read an internal document's own entries (#35).
+sync::FetchOptions explore_fetch_options(const ExploreOptions& o) {
+  std::set<std::string> permitted;
+  auto permit = [&](const std::string& target) {
+    if (auto u = sync::parse_url(target_url(target)); u && (u->scheme == "http" || u->scheme == "https")) {
+      for (const auto& a : sync::resolve_host(u->host)) {
+        permitted.insert(a);
+      }
+    }
+  };
+  permit(o.target);
+  for (const auto& [prefix, to] : o.map) {
+    permit(to);
+  }
+  sync::FetchOptions f;
+  f.addresses = std::make_shared<const sync::AddressPolicy>(std::move(permitted));
+  return f;
+}
+
 int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostream& out, std::ostream& err) {
+  if (options.kind == "oai-pmh") {
+    return run_explore_oai(options, fetcher, out, err);
+  }
+  if (options.kind == "iiif-discovery") {
+    return run_explore_iiif(options, fetcher, out, err);
+  }
   const std::string start = entry_point(options.target);
   auto explorer = std::make_unique<Explorer>(options, fetcher);
   explorer->walk(start, {}, 0, {});

@@ -11,6 +11,9 @@ namespace tributary::agg {
 
 struct ExploreOptions {
   std::string target; // a Source's base URL, any document's URL, a path or file:// URL
+  // "resourcesync" (the default), "oai-pmh" (target: the base URL) or
+  // "iiif-discovery" (target: the stream's OrderedCollection).
+  std::string kind = "resourcesync";
   bool json = false;
   size_t max_documents = 1000; // documents read at most (a walk is bounded)
   // URL prefix -> replacement (a path or URL): reads a Source's documents
@@ -29,5 +32,15 @@ struct ExploreOptions {
 // 1 when any was unreachable, invalid or not what its parent said, 2 when the
 // entry point could not be read.
 int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostream& out, std::ostream& err);
+
+// explore_kinds.cpp: an OAI-PMH endpoint (Identify, formats, sets, record
+// counts by sampling), an IIIF Change Discovery stream (pages, activities
+// by type, objects, time span). Same return codes.
+int run_explore_oai(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostream& out, std::ostream& err);
+int run_explore_iiif(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostream& out, std::ostream& err);
+// What every request of explore may reach: public addresses, plus those of
+// the hosts the operator named (the target, --map targets), checked at
+// every redirect hop.
+sync::FetchOptions explore_fetch_options(const ExploreOptions& o);
 
 } // namespace tributary::agg

@@ -40,6 +40,13 @@ int main(int argc, char** argv) {
                  "document was reached and valid, 1 otherwise, 2 when the entry point cannot be read.");
   explore_cmd->add_option("target", explore.target, "Source URL, document URL, path or file:// URL")->required();
   explore_cmd->add_flag("--json", explore.json, "Print the tree as one JSON object");
+  explore_cmd
+      ->add_option("--kind", explore.kind,
+                   "What the target speaks: resourcesync; oai-pmh (target: the base URL; shows Identify, formats, "
+                   "sets and record counts by sampling); iiif-discovery (target: the stream's OrderedCollection; "
+                   "shows pages, activities by type, objects and time span)")
+      ->check(CLI::IsMember({"resourcesync", "oai-pmh", "iiif-discovery"}))
+      ->capture_default_str();
   explore_cmd->add_option("--max-documents", explore.max_documents, "Stop after reading this many documents")
       ->capture_default_str();
   explore_cmd->add_option("--map", explore_map,

@@ -221,3 +221,25 @@ TEST_CASE("IIIF Change Discovery source: read from its start, a stream's Refresh
   std::this_thread::sleep_for(std::chrono::seconds(2));
   CHECK(scalar(a, "SELECT count(*) FROM resource WHERE uri = '" + s.url("z1") + "'") == "0");
 }
+
+TEST_CASE("IIIF Change Discovery: tributary explore --kind iiif-discovery shows pages, activities by type and the "
+          "time span") {
+  Stream s;
+  s.add({"Create", "e1", ""});
+  s.add({"Create", "e2", ""});
+  s.add({"Update", "e1", ""});
+  s.add({"Delete", "e2", ""});
+  s.add({"Move", "e1", "e3"});
+  auto r = run_tributary("explore --kind iiif-discovery --json " + s.base() + "/collection.json");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["pages_read"] == 2);
+  CHECK(j["activities"] == 5);
+  CHECK(j["by_type"]["Create"] == 2);
+  CHECK(j["by_type"]["Move"] == 1);
+  CHECK(j["objects"] == 2);
+  CHECK(j["earliest"] == "2026-01-01T00:00:00Z");
+  CHECK(j["latest"] == "2026-01-01T00:00:04Z");
+  CHECK(j["level0"] == false);
+}

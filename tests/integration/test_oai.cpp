@@ -226,3 +226,25 @@ TEST_CASE("OAI-PMH source: day granularity, a window refused as too large is hal
   REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 4); }, 30));
   CHECK(locs_of(b.base + "/sets/a/resourcelist.xml") == locs_of(a.base + "/sets/oai/resourcelist.xml"));
 }
+
+TEST_CASE("OAI-PMH: tributary explore --kind oai-pmh shows Identify, formats, sets and record counts") {
+  OaiEndpoint ep;
+  ep.page_size = 4;
+  for (int i = 1; i <= 9; ++i) {
+    ep.put("oai:r:" + std::to_string(i), "Item " + std::to_string(i), {i % 3 ? "col_a" : "col_b"});
+  }
+  auto text = run_tributary("explore --kind oai-pmh " + ep.base());
+  INFO(text.out);
+  CHECK(text.status == 0);
+  CHECK(text.out.find("OAI-PMH 2.0 repository \"Test repository\" at " + ep.base()) != std::string::npos);
+  CHECK(text.out.find("granularity YYYY-MM-DDThh:mm:ssZ, deletedRecord persistent") != std::string::npos);
+  CHECK(text.out.find("records (oai_dc): 9") != std::string::npos);
+  auto j = run_tributary("explore --kind oai-pmh --json " + ep.base());
+  const json parsed = json::parse(j.out);
+  CHECK(parsed["records"]["records"] == 9);
+  CHECK(parsed["records"]["exact"] == true);
+  CHECK(parsed["deleted_record"] == "persistent");
+  // Not an OAI-PMH endpoint: exit 2, saying why.
+  auto bad = run_tributary("explore --kind oai-pmh " + ep.base() + "/nothing");
+  CHECK(bad.status == 2);
+}
