@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, crash, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, iiif, crash, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   FUZZ_TARGETS="reader oai_page" bench/run.sh fuzz   # only these targets
@@ -232,6 +232,12 @@ if [ "$which" = all ] || [ "$which" = oai ]; then
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   bash "$root/bench/oai/oai.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = iiif ]; then
+  echo "== bench/iiif (tributary run, default config, following an IIIF Change Discovery stream of ${BENCH_IIIF_ACTIVITIES:-100000} activities; lag with interval 10 s)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/iiif/iiif.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = flood ]; then
   echo "== bench/flood (simulate --hub -> A -> B, default config but callback_allow_hosts; B's push lag while A's /hub and /push are flooded)"

@@ -172,10 +172,19 @@ private:
       }
       std::vector<PendingChange> batch;
       for (size_t i = start; i < end; ++i) {
+        if (taken[i].deletion) {
+          auto h = held->find(taken[i].uri);
+          if (h == held->end() || h->second.state != store::ResourceState::live) {
+            continue; // never held (read from the stream's start): nothing to delete, nothing to log
+          }
+        }
         PendingChange c{entry_of(taken[i], *held), taken[i].activity.end_time.value_or(now),
                         static_cast<int64_t>(i), true};
         c.selected = m_ctx.src.selects(c.entry.loc, std::nullopt);
         batch.push_back(std::move(c));
+      }
+      if (batch.empty()) {
+        continue;
       }
       if (auto r = change_batch(m_ctx, m_feed, m_ctx.src.url, batch, m_w); !r) {
         return r;

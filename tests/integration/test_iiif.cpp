@@ -167,8 +167,10 @@ TEST_CASE("IIIF Change Discovery source: activities of every type, a stream grow
   // The content is the Manifest as the activity's object serves it now.
   const std::string m1 = scalar(a, "SELECT blob_sha256 FROM resource WHERE uri = '" + s.url("m1") + "'");
   REQUIRE(!m1.empty());
-  CHECK(scalar(a, "SELECT count(*) FROM change_log WHERE uri = '" + s.url("m3") + "' AND change = 'deleted'") == "1");
-  CHECK(scalar(a, "SELECT count(*) FROM change_log WHERE uri = '" + s.url("m4") + "' AND change = 'deleted'") != "0");
+  // Read from the start, objects gone before we read them were never held:
+  // nothing to delete, nothing logged.
+  CHECK(scalar(a, "SELECT count(*) FROM change_log WHERE uri IN ('" + s.url("m3") + "', '" + s.url("m4") + "')") ==
+        "0");
   CHECK(scalar(a, "SELECT count(*) FROM resource WHERE state = 'live'") == "3");
 
   // A Refresh, then the regenerated listing (m1, m5), then a deletion: m6,
@@ -179,6 +181,7 @@ TEST_CASE("IIIF Change Discovery source: activities of every type, a stream grow
   s.add({"Delete", "m6", ""});
   CHECK(eventually([&] { return vias(list) == std::set<std::string>{s.url("m1"), s.url("m5")}; }, 30));
   CHECK(eventually([&] { return scalar(a, "SELECT count(*) FROM resource WHERE state = 'live'") == "2"; }, 10));
+  CHECK(scalar(a, "SELECT count(*) FROM change_log WHERE uri = '" + s.url("m6") + "' AND change = 'deleted'") == "1");
 
   TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
   b.start();
