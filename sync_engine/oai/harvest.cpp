@@ -107,6 +107,9 @@ public:
       return tl::unexpected(id.error());
     }
     m_id = *id;
+    if (auto offered = offers(); !offered) {
+      return offered;
+    }
     auto wm = m_ctx.settled_watermark(m_feed);
     if (!wm) {
       return tl::unexpected(wm.error());
@@ -161,6 +164,54 @@ private:
       return make_error(id.error().kind, url + ": " + id.error().message);
     }
     return id;
+  }
+
+  // ListMetadataFormats (and ListSets, when sets are configured): a prefix
+  // or set the repository does not offer is a mistake in the config, said
+  // as such, not a harvest of nothing. A repository that answers neither
+  // is harvested all the same.
+  Result<void> offers() {
+    if (auto body = fetch(oai::list_metadata_formats_url(m_f.base_url))) {
+      if (auto formats = oai::parse_metadata_formats(*body); formats && !formats->empty()) {
+        std::string names;
+        for (const auto& f : *formats) {
+          if (f.prefix == m_f.prefix) {
+            names.clear();
+            break;
+          }
+          names += (names.empty() ? "" : ", ") + f.prefix;
+        }
+        if (!names.empty()) {
+          return make_error(ErrorKind::permanent, "the repository offers no metadataPrefix '" + m_f.prefix +
+                                                      "' (it offers " + names + ")");
+        }
+      }
+    }
+    if (!m_f.set) {
+      return {};
+    }
+    std::string token;
+    for (int page = 0; page < 100; ++page) {
+      auto body = fetch(oai::list_sets_url(m_f.base_url, token));
+      if (!body) {
+        return {};
+      }
+      oai::Resumption more;
+      auto sets = oai::parse_sets(*body, &more);
+      if (!sets) {
+        return {};
+      }
+      for (const auto& s : *sets) {
+        if (s.spec == *m_f.set) {
+          return {};
+        }
+      }
+      if (more.token.empty()) {
+        return make_error(ErrorKind::permanent, "the repository lists no set '" + *m_f.set + "'");
+      }
+      token = more.token;
+    }
+    return {};
   }
 
   std::string record_uri(const std::string& identifier) const {

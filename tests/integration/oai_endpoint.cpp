@@ -2,6 +2,7 @@
 
 #include "common/percent.h"
 
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -180,6 +181,26 @@ httplib::Server& OaiEndpoint::setup() {
                                 "</deletedRecord>\n<granularity>" +
                                 (second_granularity ? "YYYY-MM-DDThh:mm:ssZ" : "YYYY-MM-DD") +
                                 "</granularity>\n</Identify>\n");
+    } else if (verb == "ListMetadataFormats") {
+      body = envelope(verb, "<ListMetadataFormats>\n<metadataFormat><metadataPrefix>oai_dc</metadataPrefix>"
+                            "<schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema><metadataNamespace>"
+                            "http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace></metadataFormat>\n"
+                            "<metadataFormat><metadataPrefix>dim</metadataPrefix><schema>http://www.dspace.org/"
+                            "schema/dim.xsd</schema><metadataNamespace>http://www.dspace.org/xmlns/dspace/dim"
+                            "</metadataNamespace></metadataFormat>\n</ListMetadataFormats>\n");
+    } else if (verb == "ListSets") {
+      std::set<std::string> specs;
+      {
+        std::lock_guard lock(m_mutex);
+        for (const auto& [id, r] : m_records) {
+          specs.insert(r.sets.begin(), r.sets.end());
+        }
+      }
+      std::string sets = "<ListSets>\n";
+      for (const auto& s : specs) {
+        sets += "<set><setSpec>" + s + "</setSpec><setName>Collection " + s + "</setName></set>\n";
+      }
+      body = envelope(verb, sets + "</ListSets>\n");
     } else if (verb == "ListRecords" || verb == "ListIdentifiers") {
       body = list(req);
     } else {

@@ -206,6 +206,10 @@ TEST_CASE("IIIF Change Discovery source: a Level 0 stream (no endTime) is read a
   s.add({"Create", "a4", ""});
   CHECK(eventually([&] { return vias(list) == std::set<std::string>{s.url("a2"), s.url("a4")}; }, 30));
   CHECK(a.log_text().find("a Level 0 stream") != std::string::npos);
+  TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
+  b.start();
+  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 2); }, 30));
+  CHECK(vias(b.base + "/sets/a/resourcelist.xml") == vias(list));
 }
 
 TEST_CASE("IIIF Change Discovery source: read from its start, a stream's Refresh stands for everything before it: "
@@ -223,6 +227,10 @@ TEST_CASE("IIIF Change Discovery source: read from its start, a stream's Refresh
   CHECK(eventually([&] { return vias(list) == std::set<std::string>{s.url("z2"), s.url("z3")}; }, 30));
   std::this_thread::sleep_for(std::chrono::seconds(2));
   CHECK(scalar(a, "SELECT count(*) FROM resource WHERE uri = '" + s.url("z1") + "'") == "0");
+  TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
+  b.start();
+  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 2); }, 30));
+  CHECK(vias(b.base + "/sets/a/resourcelist.xml") == vias(list));
 }
 
 TEST_CASE("IIIF Change Discovery: tributary explore --kind iiif-discovery shows pages, activities by type and the "

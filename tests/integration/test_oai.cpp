@@ -179,6 +179,11 @@ TEST_CASE("OAI-PMH source: a harvest killed mid-list resumes at the page after t
   CHECK(ep.bad_tokens.load() >= 1);
   CHECK(a.log_text().find("no longer honours the resumption token") != std::string::npos);
   CHECK(lists_equal(a, "oai", live_records(ep)));
+
+  TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
+  b.start();
+  REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 40); }, 30));
+  CHECK(locs_of(b.base + "/sets/a/resourcelist.xml") == live_records(ep));
 }
 
 TEST_CASE("OAI-PMH source: day granularity, a window refused as too large is halved, deletedRecord 'no' is found "
@@ -247,4 +252,23 @@ TEST_CASE("OAI-PMH: tributary explore --kind oai-pmh shows Identify, formats, se
   // Not an OAI-PMH endpoint: exit 2, saying why.
   auto bad = run_tributary("explore --kind oai-pmh " + ep.base() + "/nothing");
   CHECK(bad.status == 2);
+}
+
+TEST_CASE("OAI-PMH source: a metadataPrefix or a set the repository does not offer fails the run, saying so; a "
+          "set it offers is harvested alone") {
+  OaiEndpoint ep;
+  ep.put("oai:r:1", "In a", {"col_a"});
+  ep.put("oai:r:2", "In b", {"col_b"});
+  TestDaemon a({});
+  follow_oai(a, ep, [](json& s) { s["oai"] = {{"metadata_prefixes", {"marc21"}}}; });
+  a.start();
+  CHECK(eventually([&] {
+    return a.log_text().find("the repository offers no metadataPrefix 'marc21' (it offers oai_dc, dim)") !=
+           std::string::npos;
+  }, 20));
+  CHECK(a.stop().second == 0);
+  follow_oai(a, ep, [](json& s) { s["oai"] = {{"sets", {"col_b", "col_z"}}}; });
+  a.start();
+  CHECK(eventually([&] { return a.log_text().find("the repository lists no set 'col_z'") != std::string::npos; }, 20));
+  CHECK(lists_equal(a, "oai", {ep.record_url("oai:r:2")}));
 }
