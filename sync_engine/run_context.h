@@ -224,6 +224,10 @@ private:
 // the source's fetcher: retried with back-off, Retry-After honoured, the
 // host policy applied. A non-2xx status is an error.
 Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t max_bytes);
+// Moves the feed's watermark alone, once every batch submitted has
+// committed: `edit` changes the settled watermark, and the result commits in
+// a batch of its own.
+Result<void> move_watermark(RunContext& ctx, int64_t feed, const std::function<void(Watermark&)>& edit);
 
 // ---- the ways of syncing a feed, one file each -------------------------------------
 

@@ -193,20 +193,12 @@ private:
     }
     if (full && !m_w.baseline_at) {
       // Read from its start: from now on, what is new since.
-      auto wm = m_ctx.settled_watermark(m_feed);
-      if (!wm) {
-        return tl::unexpected(wm.error());
-      }
-      store::Batch b;
-      b.feed_id = m_feed;
-      b.run_id = m_ctx.run_id;
-      Watermark w = *wm;
-      w.baseline_at = now;
-      if (!w.last_time) {
-        w.last_time = now; // an empty stream
-      }
-      b.watermark = w;
-      return m_ctx.commit(b);
+      return move_watermark(m_ctx, m_feed, [&](Watermark& w) {
+        w.baseline_at = now;
+        if (!w.last_time) {
+          w.last_time = now; // an empty stream
+        }
+      });
     }
     return {};
   }

@@ -476,21 +476,13 @@ private:
       }
       return r;
     }
-    auto wm = m_ctx.settled_watermark(m_feed);
-    if (!wm) {
-      return tl::unexpected(wm.error());
-    }
-    store::Batch b;
-    b.feed_id = m_feed;
-    b.run_id = m_ctx.run_id;
-    Watermark w = *wm;
-    w.resume.clear();
-    w.change_list_url = m_f.feed_url;
-    w.last_time = std::min(started, now_ts());
-    w.last_uri.clear();
-    w.last_position = -1;
-    b.watermark = w;
-    return m_ctx.commit(b);
+    return move_watermark(m_ctx, m_feed, [&](Watermark& w) {
+      w.resume.clear();
+      w.change_list_url = m_f.feed_url;
+      w.last_time = std::min(started, now_ts());
+      w.last_uri.clear();
+      w.last_position = -1;
+    });
   }
 
   // Every identifier the repository lists: what we hold beyond them is gone
