@@ -31,6 +31,7 @@ using nlohmann::json;
 using oai::Granularity;
 
 constexpr uint64_t k_max_page_bytes = 64ull * 1024 * 1024;
+constexpr std::chrono::seconds k_baseline_window{365 * 86400};
 
 rs::Timestamp now_ts() {
   return time_point_cast<microseconds>(system_clock::now());
@@ -142,6 +143,16 @@ public:
       m_state.mode = mode;
       if (!baseline && m_w.last_time) {
         m_state.from = *m_w.last_time - duration_cast<microseconds>(m_ctx.src.oai.overlap);
+      }
+      if (baseline && m_id.earliest_datestamp) {
+        // A year at a time from the earliest datestamp (the first window
+        // open at its start, for records dated before it): a token that
+        // expires costs the year under way, not the repository.
+        m_state.span_seconds = k_baseline_window.count();
+        m_state.until = *m_id.earliest_datestamp + k_baseline_window;
+        if (*m_state.until >= now_ts()) {
+          m_state.until.reset();
+        }
       }
     }
     if (auto r = harvest(baseline); !r) {
@@ -458,6 +469,13 @@ private:
       m_state.until = std::min(*m_state.from + seconds(m_state.span_seconds), m_harvest_until);
       if (*m_state.until >= m_harvest_until) {
         m_state.until.reset(); // the last window is open-ended
+      }
+      if (!identifiers) {
+        // Where the harvest goes on, should it stop before the next
+        // window's first page is applied.
+        if (auto r = move_watermark(m_ctx, m_feed, [this](Watermark& w) { w.resume = m_state.dump(); }); !r) {
+          return r;
+        }
       }
     }
   }

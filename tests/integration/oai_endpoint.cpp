@@ -173,10 +173,17 @@ httplib::Server& OaiEndpoint::setup() {
     const std::string verb = req.get_param_value("verb");
     std::string body;
     if (verb == "Identify") {
+      std::string first = earliest;
+      if (first.empty()) {
+        std::lock_guard lock(m_mutex);
+        first = stamp();
+        for (const auto& [id, r] : m_records) {
+          first = std::min(first, r.datestamp);
+        }
+      }
       body = envelope(verb, "<Identify>\n<repositoryName>Test repository</repositoryName>\n<baseURL>" + base() +
                                 "</baseURL>\n<protocolVersion>2.0</protocolVersion>\n<adminEmail>admin@example.org"
-                                "</adminEmail>\n<earliestDatestamp>" +
-                                std::string(second_granularity ? "2001-01-01T00:00:00Z" : "2001-01-01") +
+                                "</adminEmail>\n<earliestDatestamp>" + first +
                                 "</earliestDatestamp>\n<deletedRecord>" + deleted_record +
                                 "</deletedRecord>\n<granularity>" +
                                 (second_granularity ? "YYYY-MM-DDThh:mm:ssZ" : "YYYY-MM-DD") +

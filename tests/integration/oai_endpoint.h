@@ -40,6 +40,9 @@ public:
   int max_window_days = 0;
   std::atomic<int> requests{0};
   std::atomic<int> delay_ms{0}; // before each answer
+  // Identify's earliestDatestamp; empty: the earliest record's, as DSpace
+  // computes it.
+  std::string earliest;
   std::atomic<int> refused_windows{0};
   std::atomic<int> bad_tokens{0};
 

@@ -192,6 +192,7 @@ TEST_CASE("OAI-PMH source: day granularity, a window refused as too large is hal
   ep.second_granularity = false;
   ep.deleted_record = "no";
   ep.max_window_days = 2000; // the whole history (since 2001) is refused
+  ep.earliest = "2001-01-01";
   for (int i = 1; i <= 5; ++i) {
     ep.put("oai:eprints.example.ac.uk:" + std::to_string(i), "Paper " + std::to_string(i));
   }
