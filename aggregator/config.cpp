@@ -213,6 +213,7 @@ public:
         problem(ptr, "expected an array");
         return;
       }
+      out.clear(); // a configured list replaces the default one (oai.metadata_prefixes' ["oai_dc"])
       for (size_t i = 0; i < v.size(); ++i) {
         T t{};
         const size_t before = m_problems.size();

@@ -255,21 +255,31 @@ TEST_CASE("OAI-PMH: tributary explore --kind oai-pmh shows Identify, formats, se
   CHECK(bad.status == 2);
 }
 
-TEST_CASE("OAI-PMH source: a metadataPrefix or a set the repository does not offer fails the run, saying so; a "
+TEST_CASE("OAI-PMH source: a metadataPrefix or a set the repository does not offer fails the run, saying so, and a "
           "set it offers is harvested alone") {
   OaiEndpoint ep;
   ep.put("oai:r:1", "In a", {"col_a"});
   ep.put("oai:r:2", "In b", {"col_b"});
+  {
+    TestDaemon a({});
+    follow_oai(a, ep, [](json& s) { s["oai"] = {{"metadata_prefixes", {"marc21"}}}; });
+    a.start();
+    CHECK(eventually([&] {
+      return a.log_text().find("the repository offers no metadataPrefix 'marc21' (it offers oai_dc, dim)") !=
+             std::string::npos;
+    }, 20));
+    // The configured prefix replaced the default: nothing was harvested as oai_dc.
+    CHECK(scalar(a, "SELECT count(*) FROM feed WHERE capability_list_url LIKE '%metadataPrefix=oai_dc%'") == "0");
+  }
+  {
+    TestDaemon a({});
+    follow_oai(a, ep, [](json& s) { s["oai"] = {{"sets", {"col_b", "col_z"}}}; });
+    a.start();
+    CHECK(eventually([&] { return a.log_text().find("the repository lists no set 'col_z'") != std::string::npos; },
+                     20));
+  }
   TestDaemon a({});
-  follow_oai(a, ep, [](json& s) { s["oai"] = {{"metadata_prefixes", {"marc21"}}}; });
+  follow_oai(a, ep, [](json& s) { s["oai"] = {{"sets", {"col_b"}}}; });
   a.start();
-  CHECK(eventually([&] {
-    return a.log_text().find("the repository offers no metadataPrefix 'marc21' (it offers oai_dc, dim)") !=
-           std::string::npos;
-  }, 20));
-  CHECK(a.stop().second == 0);
-  follow_oai(a, ep, [](json& s) { s["oai"] = {{"sets", {"col_b", "col_z"}}}; });
-  a.start();
-  CHECK(eventually([&] { return a.log_text().find("the repository lists no set 'col_z'") != std::string::npos; }, 20));
   CHECK(lists_equal(a, "oai", {ep.record_url("oai:r:2")}));
 }
