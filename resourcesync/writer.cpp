@@ -133,11 +133,12 @@ std::string prefix_for(const std::string& ns, const std::string& wanted, const D
 // a namespace dropped here is declared where it is written.
 Declared root_namespaces(const Declared& read) {
   Declared out;
-  for (const auto& [p, u] : read) {
+  for (const auto& declared : read) {
+    const std::string& p = declared.first; // not a structured binding: clang 14 cannot capture one
     const bool reserved = p.empty() || p == "rs" || p.rfind("xml", 0) == 0 || p.rfind("XML", 0) == 0;
     const bool twice = std::any_of(out.begin(), out.end(), [&](const auto& d) { return d.first == p; });
     if (!reserved && !twice) {
-      out.emplace_back(p, u);
+      out.push_back(declared);
     }
   }
   return out;

@@ -118,7 +118,9 @@ TEST_CASE("OAI-PMH source: a DSpace-shaped repository is harvested page by page,
   TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
   b.start();
   REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 8); }, 30));
-  CHECK(locs_of(b.base + "/sets/a/resourcelist.xml") == locs_of(a.base + "/sets/oai/resourcelist.xml"));
+  CHECK(eventually([&] {
+    return locs_of(b.base + "/sets/a/resourcelist.xml") == locs_of(a.base + "/sets/oai/resourcelist.xml");
+  }, 15));
 }
 
 TEST_CASE("OAI-PMH source: a harvest killed mid-list resumes at the page after the last one applied, and a token "
@@ -183,7 +185,7 @@ TEST_CASE("OAI-PMH source: a harvest killed mid-list resumes at the page after t
   TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
   b.start();
   REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 40); }, 30));
-  CHECK(locs_of(b.base + "/sets/a/resourcelist.xml") == live_records(ep));
+  CHECK(eventually([&] { return locs_of(b.base + "/sets/a/resourcelist.xml") == live_records(ep); }, 15));
 }
 
 TEST_CASE("OAI-PMH source: day granularity, a window refused as too large is halved, deletedRecord 'no' is found "
@@ -230,7 +232,9 @@ TEST_CASE("OAI-PMH source: day granularity, a window refused as too large is hal
   TestDaemon b({{"a", a.base + "/.well-known/resourcesync"}});
   b.start();
   REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 4); }, 30));
-  CHECK(locs_of(b.base + "/sets/a/resourcelist.xml") == locs_of(a.base + "/sets/oai/resourcelist.xml"));
+  CHECK(eventually([&] {
+    return locs_of(b.base + "/sets/a/resourcelist.xml") == locs_of(a.base + "/sets/oai/resourcelist.xml");
+  }, 15));
 }
 
 TEST_CASE("OAI-PMH: tributary explore --kind oai-pmh shows Identify, formats, sets and record counts") {
