@@ -10,6 +10,7 @@
 #include "sync_engine/sync.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <pthread.h>
 
 #include <algorithm>
@@ -70,6 +71,18 @@ int run_check_config(const std::string& path, std::ostream& out, std::ostream& e
   auto config = loaded(path, err);
   if (!config) {
     return 1;
+  }
+  // Valid, yet a secret read from the environment is not set here: the
+  // daemon would start with that part off (the admin API answers "no
+  // admin token is configured"). A warning, not a problem: check-config
+  // often runs where the service's environment is not (a shell, CI).
+  auto unset = [](const std::optional<sync::SecretRef>& s) {
+    return s && !s->env.empty() && (std::getenv(s->env.c_str()) == nullptr || *std::getenv(s->env.c_str()) == 0);
+  };
+  if (unset(config->admin_token)) {
+    err << path << ": warning: /admin_token_env: the environment variable " << config->admin_token->env
+        << " is not set here, so the admin API (actions, sync now, pause) would be off; the shipped unit reads it "
+           "from /etc/tributary/tributary.env\n";
   }
   out << path << ": ok (" << config->sources.size() << " source"
       << (config->sources.size() == 1 ? "" : "s") << ")\n";

@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   auto* check_cmd = app.add_subcommand(
       "check-config", "Validate a configuration file and print every problem with its JSON pointer. "
                       "Exit 0 valid, 1 invalid.");
-  check_cmd->add_option("file", check_path, "Configuration file (JSON)")->required();
+  std::string check_config_opt;
+  check_cmd->add_option("--config", check_config_opt, "Configuration file (JSON)");
+  check_cmd->add_option("file", check_path, "Configuration file (JSON), as an argument (same as --config)");
 
   std::string config_path;
   auto* migrate_cmd = app.add_subcommand(
@@ -181,7 +183,11 @@ int main(int argc, char** argv) {
       return agg::run_explore(explore, *fetcher, std::cout, std::cerr);
     }
     if (check_cmd->parsed()) {
-      return agg::run_check_config(check_path, std::cout, std::cerr);
+      if (check_path.empty() == check_config_opt.empty()) {
+        std::cerr << "tributary check-config: give the file once, as --config FILE (or as an argument)\n";
+        return agg::k_exit_usage;
+      }
+      return agg::run_check_config(check_path.empty() ? check_config_opt : check_path, std::cout, std::cerr);
     }
     if (sync_sub->parsed()) {
       return agg::run_sync(sync_cmd, std::cout, std::cerr);

@@ -2,7 +2,8 @@
 # Installs Tributary as a systemd service (run as root on Debian 12):
 # builds a Release binary, installs it to /usr/local/bin, creates the
 # `tributary` system user, /etc/tributary (config, from config/example.json
-# if none yet) and /var/lib/tributary, and the unit. It does not start it:
+# if none yet; tributary.env with a random admin token) and /var/lib/tributary,
+# and the unit. It does not start it:
 # edit /etc/tributary/tributary.json, then `systemctl enable --now tributary tributary-gc.timer`.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -22,6 +23,16 @@ install -d -o tributary -g tributary -m 0750 /var/lib/tributary
 install -d -o root -g tributary -m 0750 /etc/tributary
 [ -f /etc/tributary/tributary.json ] ||
   install -o root -g tributary -m 0640 "$root/config/example.json" /etc/tributary/tributary.json
+# The admin token the unit passes as TRIBUTARY_ADMIN_TOKEN (config/example.json
+# reads it from there): random, readable by the service alone.
+if [ ! -f /etc/tributary/tributary.env ]; then
+  umask 027
+  printf 'TRIBUTARY_ADMIN_TOKEN=%s\n' "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+    > /etc/tributary/tributary.env
+  chown root:tributary /etc/tributary/tributary.env
+  chmod 0640 /etc/tributary/tributary.env
+  umask 022
+fi
 install -m 0644 "$here/tributary.service" "$here/tributary-gc.service" "$here/tributary-gc.timer" /etc/systemd/system/
 systemctl daemon-reload 2>/dev/null || true
 echo "install-service: edit /etc/tributary/tributary.json, then: systemctl enable --now tributary tributary-gc.timer"

@@ -107,8 +107,8 @@ struct SourceConfig {
   // incremental runs unless it changes again).
   std::chrono::seconds interval{900};
   std::chrono::seconds audit_interval{86400};
-  // How to baseline and catch up: "auto", "lists" or "dumps" (issue #6;
-  // until dumps are consumed every strategy uses lists).
+  // How to baseline and catch up: "auto" (dumps when the Source offers
+  // them, lists otherwise), "lists" or "dumps".
   std::string strategy = "auto";
   // The mass-deletion guard: a baseline or audit whose list lacks more than
   // this share of the live resources held deletes none of them until an
