@@ -604,6 +604,11 @@ ConfigLoad parse_config(const std::string& text, const std::string& file_name) {
     c.public_url = "http://" + c.listen;
   }
   if (out.problems.empty()) {
+    if (j.contains("sources") && j["sources"].is_array()) {
+      for (const auto& s : j["sources"]) {
+        c.source_text[s["name"].get<std::string>()] = s.dump();
+      }
+    }
     out.config = std::move(c);
   }
   return out;

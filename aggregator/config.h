@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct Config {
   std::string public_url;                // our base URL as others reach it (default http://<listen>)
   size_t change_list_part_size = 10000;  // changes per part of our Change List (closed parts never change)
   std::vector<sync::SourceConfig> sources;
+  // Each source's object as the file gives it (compact JSON, by name): what
+  // a reload compares to say which sources changed.
+  std::map<std::string, std::string> source_text;
   struct NamedSet {
     std::string name;
     std::vector<std::string> sources;

@@ -5,6 +5,7 @@
 #include "aggregator/housekeeping.h"
 #include "aggregator/push.h"
 #include "aggregator/serving.h"
+#include "aggregator/source_actions.h"
 #include "aggregator/status_api.h"
 #include "common/http/router.h"
 #include "common/log.h"
@@ -92,10 +93,22 @@ struct Daemon : DaemonState {
         log::error("", "config not reloaded: " + p);
       }
       log::error("", "SIGHUP: " + config_path + " is invalid; still running with the previous config");
+      std::lock_guard lock(mutex);
+      Reload r;
+      r.at = Clock::now();
+      r.error = load.problems.empty() ? "invalid" : load.problems.front();
+      if (load.problems.size() > 1) {
+        r.error += " (and " + std::to_string(load.problems.size() - 1) + " more: see the log)";
+      }
+      last_reload = std::move(r);
+      ++reloads_refused;
       return;
     }
     Config next = std::move(*load.config);
     std::lock_guard lock(mutex);
+    Reload report;
+    report.at = Clock::now();
+    report.ok = true;
     for (const auto& [key, same] : {std::pair<const char*, bool>{"listen", next.listen == config.listen},
                                     {"database", next.database == config.database},
                                     {"data_dir", next.data_dir == config.data_dir},
@@ -113,15 +126,10 @@ struct Daemon : DaemonState {
                                     {"node_name", next.node_name == config.node_name}}) {
       if (!same) {
         log::warn("", std::string("SIGHUP: a change of '") + key + "' takes effect after a restart");
+        report.restart_needed.emplace_back(key);
       }
     }
-    size_t added = 0, removed = 0;
-    for (const auto& s : next.sources) {
-      added += config.find_source(s.name) ? 0 : 1;
-    }
-    for (const auto& s : config.sources) {
-      removed += next.find_source(s.name) ? 0 : 1;
-    }
+    report.sources = compare_sources(config, next);
     apply_logging(next);
     load_admin_token(next);
     scheduler.configure(next.sources, Clock::now());
@@ -140,10 +148,29 @@ struct Daemon : DaemonState {
     next.change_list_part_size = config.change_list_part_size;
     next.sets = config.sets;
     config = std::move(next);
-    log::info("", "config reloaded", {{"sources", std::to_string(config.sources.size())},
-                                      {"added", std::to_string(added)},
-                                      {"removed", std::to_string(removed)}});
+    configured(report.at);
+    log::info("", "config reloaded: " + describe(report.sources),
+              {{"sources", std::to_string(config.sources.size())},
+               {"added", std::to_string(report.sources.added.size())},
+               {"removed", std::to_string(report.sources.removed.size())},
+               {"disabled", std::to_string(report.sources.disabled.size())},
+               {"enabled", std::to_string(report.sources.enabled.size())},
+               {"changed", std::to_string(report.sources.changed.size())}});
+    last_reload = std::move(report);
+    ++reloads_ok;
     wake.notify_all();
+  }
+
+  // The configured sources' bookkeeping after a (re)load (under `mutex`):
+  // when each was first had, and the series of removed ones dropped.
+  void configured(Time now) {
+    std::set<std::string> names;
+    for (const auto& s : config.sources) {
+      names.insert(s.name);
+      configured_at.try_emplace(s.name, now);
+    }
+    std::erase_if(configured_at, [&names](const auto& kv) { return names.count(kv.first) == 0; });
+    run_metrics.keep_only(names);
   }
 
   // ---- running sources ----------------------------------------------------
@@ -218,12 +245,34 @@ struct Daemon : DaemonState {
     running.clear();
   }
 
+  // Whether an operator on another node paused the source since this node
+  // last read the pauses: then the job does not run (no run is recorded).
+  bool paused_elsewhere(const std::string& name) {
+    auto now_paused = history_store->pauses();
+    if (!now_paused ||
+        std::none_of(now_paused->begin(), now_paused->end(), [&](const auto& p) { return p.source == name; })) {
+      return false;
+    }
+    std::lock_guard lock(mutex);
+    apply_pauses(*this, *now_paused);
+    scheduler.busy(name, Clock::now());
+    if (auto it = running.find(name); it != running.end()) {
+      it->second.done = true;
+    }
+    wake.notify_all();
+    log::info(name, "run not started: the source is paused (by an operator on another node)");
+    return true;
+  }
+
   void run_job(const Job& job, const sync::SourceConfig& src, std::shared_ptr<std::atomic<bool>> cancel) {
+    if (paused_elsewhere(src.name)) {
+      return;
+    }
     // While the database is away, runs are tried every few seconds: not said
     // each time (DatabaseHealth says the outage once a minute).
     (database.outage() || disk.is_full() ? log::debug : log::info)(
         src.name, "run started",
-        {{"mode", std::string(store::to_string(job.mode))}, {"trigger", job.requested ? "api" : "schedule"}});
+        {{"mode", std::string(store::to_string(job.mode))}, {"trigger", std::string(store::to_string(job.trigger))}});
     sync::SourceReport report;
     const auto started = std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
     std::optional<sync::RunOptions::Unrecorded> earlier; // runs that failed unrecorded
@@ -245,6 +294,7 @@ struct Daemon : DaemonState {
                               std::filesystem::path(config.data_dir) / "tmp", validators);
       sync::RunOptions options;
       options.mode = job.mode;
+      options.trigger = job.trigger;
       options.repair = job.mode == store::RunMode::audit;
       options.cancel = cancel.get(); // set when the daemon stops, or the run stalls (k_run_stall_deadline)
       options.unrecorded = earlier;
@@ -275,6 +325,7 @@ struct Daemon : DaemonState {
     }
     const bool ok = report.status != store::RunStatus::failed;
     log::Fields fields{{"mode", std::string(store::to_string(job.mode))},
+                       {"trigger", std::string(store::to_string(job.trigger))},
                        {"status", std::string(store::to_string(report.status))},
                        {"run", std::to_string(report.run_id)},
                        {"seconds", std::to_string(static_cast<double>(report.duration.count()) / 1000.0)},
@@ -344,8 +395,16 @@ struct Daemon : DaemonState {
     if (reached_again) {
       scheduler.node_back(Clock::now());
     }
-    ++runs_total[src.name + "\n" + std::string(store::to_string(report.status))];
-    last_duration[src.name] = static_cast<double>(report.duration.count()) / 1000.0;
+    run_metrics.record(src.name, job.mode, job.trigger, report.status, report.counters, report.baseline,
+                       report.duration);
+    if (history_store && report.run_id != 0) {
+      const auto& b = report.baseline;
+      const uint64_t stored = b.created + b.updated + b.deleted;
+      const uint64_t rest = c.created + c.updated + c.deleted - stored;
+      const bool all_baseline = job.mode == store::RunMode::baseline;
+      (void)history_store->record_run(src.name, true, stored + (all_baseline ? rest : 0));
+      (void)history_store->record_run(src.name, false, all_baseline ? 0 : rest);
+    }
     if (auto it = running.find(src.name); it != running.end()) {
       it->second.done = true;
     }
@@ -416,6 +475,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   d->blobs = *blobs;
   d->tier = std::dynamic_pointer_cast<store::ObjectTier>(d->blobs->remote());
   d->scheduler.configure(d->config.sources, Clock::now());
+  d->configured(Clock::now());
+  if (auto pauses = d->history_store->pauses()) {
+    apply_pauses(*d, *pauses); // paused by an operator before this start, on any node
+  } else {
+    log::warn("", "pauses not read: " + pauses.error().message);
+  }
 
   Daemon* dp = d.get();
   pub::PublishOptions publishing = publish_options(d->config);
@@ -466,7 +531,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     hooks.notified = [dp](const std::string& name) {
       {
         std::lock_guard lock(dp->mutex);
-        dp->scheduler.request(name, store::RunMode::incremental);
+        dp->scheduler.request(name, store::RunMode::incremental, store::RunTrigger::push);
       }
       dp->wake.notify_all();
     };

@@ -3,6 +3,8 @@
 #include "aggregator/config.h"
 #include "aggregator/database_health.h"
 #include "aggregator/disk_health.h"
+#include "aggregator/reload.h"
+#include "aggregator/run_metrics.h"
 #include "aggregator/scheduler.h"
 #include "common/result.h"
 #include "store/s3/object_tier.h"
@@ -86,8 +88,24 @@ struct DaemonState {
     bool stalled_out = false; // cancelled for making no progress
   };
   std::map<std::string, Running> running;
-  std::map<std::string, uint64_t> runs_total;  // "source\nstatus" -> count, this process
-  std::map<std::string, double> last_duration; // source -> seconds
+  RunMetrics run_metrics; // this process's runs, for /metrics (thread-safe)
+  // When this process first had each configured source (under `mutex`):
+  // a source that never succeeded lags, and last succeeded, from then.
+  std::map<std::string, Time> configured_at;
+  // What the last reload did (SIGHUP), for the status and /metrics (under
+  // `mutex`); none before the first.
+  struct Reload {
+    Time at{};
+    bool ok = false;
+    std::string error; // why it was refused (the config is kept as it was)
+    SourceChanges sources;
+    std::vector<std::string> restart_needed; // settings that take effect after a restart
+  };
+  std::optional<Reload> last_reload;
+  // Sources an operator paused, as last read or set (under `mutex`; kept in
+  // PostgreSQL, read at start and with each history sample).
+  std::map<std::string, store::PauseInfo> pauses;
+  uint64_t reloads_ok = 0, reloads_refused = 0;
   // How fast each upstream host is fetched from (shared by every run).
   std::shared_ptr<sync::HostThrottle> throttle = std::make_shared<sync::HostThrottle>();
 };

@@ -1,5 +1,7 @@
 #include "aggregator/housekeeping.h"
 
+#include "aggregator/source_actions.h"
+
 #include "aggregator/status_json.h"
 #include "common/log.h"
 #include "republisher/server.h"
@@ -170,7 +172,12 @@ void Housekeeping::sample_history() {
         conn.reset(); // opened again next time
       }
     }
+    // Pauses and resumptions by operators on other nodes.
+    auto pauses = conn ? conn->pauses() : Result<std::vector<store::PauseInfo>>(std::vector<store::PauseInfo>{});
     lock.lock();
+    if (conn && pauses) {
+      apply_pauses(m_state, *pauses);
+    }
   }
 }
 

@@ -1,11 +1,17 @@
 #include "aggregator/metrics.h"
 
+#include "aggregator/status_json.h"
+#include "common/version.h"
+#include "store/pg/migrations.h"
 #include "store/store.h"
 
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
+#include <iomanip>
+#include <set>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -17,6 +23,14 @@ namespace {
 
 double epoch_seconds(rs::Timestamp t) {
   return static_cast<double>(t.time_since_epoch().count()) / 1e6;
+}
+
+// Seconds since the epoch to the millisecond: a default double print has 6
+// significant digits ("1.79624e+09", thousands of seconds off).
+std::string timestamp(rs::Timestamp t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", epoch_seconds(t));
+  return buf;
 }
 
 uint64_t resident_bytes() {
@@ -95,39 +109,73 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     o << (s ? s->bytes : 0);
     return true;
   });
-  per_source("tributary_source_lag_seconds", "Now minus the newest upstream change applied.",
-             [&now](const auto* s, std::ostream& o) {
-               if (!s || !s->newest_change) {
-                 return false;
-               }
-               o << std::max(0.0, std::chrono::duration<double>(now - *s->newest_change).count());
-               return true;
-             });
-  per_source("tributary_source_last_success_timestamp_seconds", "When the last successful run ended.",
-             [](const auto* s, std::ostream& o) {
-               if (!s || !s->last_success || !s->last_success->finished_at) {
-                 return false;
-               }
-               o << std::fixed << epoch_seconds(*s->last_success->finished_at);
-               return true;
-             });
+  // A source that never synced lags, and last succeeded, from the moment
+  // it was configured (its first run's record, or this process's first
+  // sight of it): so the Lagging and NoSuccess alerts fire for a source
+  // that never once worked, instead of finding no series.
+  auto configured = [&state](const std::string& name, const store::SourceStats* s) {
+    if (s && s->created_at != rs::Timestamp{}) {
+      return epoch_seconds(s->created_at);
+    }
+    auto it = state.configured_at.find(name);
+    const Time t = it == state.configured_at.end() ? state.started_at : it->second;
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  const double now_s = std::chrono::duration<double>(now.time_since_epoch()).count();
+  family("tributary_source_lag_seconds", "gauge",
+         "Now minus the newest upstream change applied (before any: minus when the source was configured).");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    const double from = s && s->newest_change ? epoch_seconds(*s->newest_change) : configured(v.name, s);
+    m << "tributary_source_lag_seconds{source=\"" << v.name << "\"} " << std::fixed << std::setprecision(3)
+      << std::max(0.0, now_s - from) << std::defaultfloat << std::setprecision(6) << '\n';
+  }
+  family("tributary_source_last_success_timestamp_seconds", "gauge",
+         "When the last successful run ended (before any: when the source was configured).");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    const double at = s && s->last_success && s->last_success->finished_at
+                          ? epoch_seconds(*s->last_success->finished_at)
+                          : configured(v.name, s);
+    m << "tributary_source_last_success_timestamp_seconds{source=\"" << v.name << "\"} " << std::fixed
+      << std::setprecision(3) << at << std::defaultfloat << std::setprecision(6) << '\n';
+  }
+  family("tributary_source_ever_succeeded", "gauge", "1 once a run of the source has succeeded.");
+  for (const auto& v : views) {
+    const auto* s = stat_of(v.name);
+    m << "tributary_source_ever_succeeded{source=\"" << v.name << "\"} " << (s && s->last_success ? 1 : 0) << '\n';
+  }
   family("tributary_source_consecutive_failures", "gauge", "Failed runs since the last success.");
   for (const auto& v : views) {
     m << "tributary_source_consecutive_failures{source=\"" << v.name << "\"} " << v.consecutive_failures << '\n';
   }
-  family("tributary_source_state", "gauge", "1 for the source's current state.");
+  // The status page's and the API's states, one series per state (1 for
+  // the current one), so that "sources by state" counts each.
+  family("tributary_source_state", "gauge",
+         "1 for the source's state (in_sync, lagging, failing, paused, disabled: as the status page and API say).");
   for (const auto& v : views) {
-    m << "tributary_source_state{source=\"" << v.name << "\",state=\"" << to_string(v.state) << "\"} 1\n";
+    const sync::SourceConfig* cfg = state.scheduler.source(v.name);
+    uint64_t unapplied = 0;
+    if (auto it = state.running.find(v.name); it != state.running.end() && !it->second.done) {
+      const auto& p = it->second.progress;
+      unapplied = p.total > p.done ? p.total - p.done : 0;
+    }
+    const std::string now_state = cfg ? sync_state_of(v, *cfg, stat_of(v.name), unapplied, now).first : "";
+    for (const char* st : k_sync_states) {
+      m << "tributary_source_state{source=\"" << v.name << "\",state=\"" << st << "\"} " << (now_state == st ? 1 : 0)
+        << '\n';
+    }
   }
-  family("tributary_source_last_run_duration_seconds", "gauge", "Duration of the last run in this process.");
-  for (const auto& [name, secs] : state.last_duration) {
-    m << "tributary_source_last_run_duration_seconds{source=\"" << name << "\"} " << secs << '\n';
+  family("tributary_source_syncing", "gauge", "1 while a run of the source is under way in this process.");
+  for (const auto& v : views) {
+    m << "tributary_source_syncing{source=\"" << v.name << "\"} " << (v.running ? 1 : 0) << '\n';
   }
-  family("tributary_runs_total", "counter", "Runs finished by this process, by source and status.");
-  for (const auto& [key, n] : state.runs_total) {
-    const auto nl = key.find('\n');
-    m << "tributary_runs_total{source=\"" << key.substr(0, nl) << "\",status=\"" << key.substr(nl + 1) << "\"} "
-      << n << '\n';
+  {
+    std::set<std::string> names;
+    for (const auto& v : views) {
+      names.insert(v.name);
+    }
+    state.run_metrics.render(m, names);
   }
   // A family per upstream host: `value` gives the host's value, or nullopt
   // to leave its series out.
@@ -182,14 +230,14 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     for (const auto& p : ours) {
       if (p.expires_at) {
         m << "tributary_push_lease_expiry_timestamp_seconds{source=\"" << p.source << "\",topic=\""
-          << label(p.topic) << "\"} " << epoch_seconds(*p.expires_at) << '\n';
+          << label(p.topic) << "\"} " << timestamp(*p.expires_at) << '\n';
       }
     }
     family("tributary_push_last_notification_timestamp_seconds", "gauge", "When the last notification was accepted.");
     for (const auto& p : ours) {
       if (p.last_notification_at) {
         m << "tributary_push_last_notification_timestamp_seconds{source=\"" << p.source << "\",topic=\""
-          << label(p.topic) << "\"} " << epoch_seconds(*p.last_notification_at) << '\n';
+          << label(p.topic) << "\"} " << timestamp(*p.last_notification_at) << '\n';
       }
     }
     family("tributary_push_notifications_total", "counter", "Notifications accepted (each syncs the source).");
@@ -228,6 +276,22 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     family("tributary_data_dir_free_bytes", "gauge", "Bytes free to us on the file system holding data_dir.");
     m << "tributary_data_dir_free_bytes " << static_cast<uint64_t>(fs.f_bavail) * unit << '\n';
   }
+  family("tributary_config_reloads_total", "counter", "Reloads (SIGHUP) by outcome: applied, or refused (invalid).");
+  m << "tributary_config_reloads_total{outcome=\"applied\"} " << state.reloads_ok << '\n';
+  m << "tributary_config_reloads_total{outcome=\"refused\"} " << state.reloads_refused << '\n';
+  family("tributary_config_last_reload_successful", "gauge",
+         "1 when the last reload was applied (or none was asked), 0 when it was refused.");
+  m << "tributary_config_last_reload_successful " << (!state.last_reload || state.last_reload->ok ? 1 : 0) << '\n';
+  if (state.last_reload) {
+    family("tributary_config_last_reload_timestamp_seconds", "gauge", "When the last reload was asked.");
+    m << "tributary_config_last_reload_timestamp_seconds "
+      << timestamp(rs::Timestamp(std::chrono::duration_cast<std::chrono::microseconds>(
+             state.last_reload->at.time_since_epoch())))
+      << '\n';
+  }
+  family("tributary_build_info", "gauge", "1, labelled with this build's version and schema version.");
+  m << "tributary_build_info{version=\"" << label(std::string(version())) << "\",schema=\""
+    << store::expected_schema_version() << "\"} 1\n";
   family("tributary_syncs_running", "gauge", "Sources syncing now.");
   m << "tributary_syncs_running " << state.running.size() << '\n';
   family("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");

@@ -8,9 +8,11 @@ std::string_view to_string(SourceState s) {
   switch (s) {
   case SourceState::idle: return "idle";
   case SourceState::syncing: return "syncing";
-  case SourceState::failing: return "failing";
-  case SourceState::disabled: return "disabled";
+  case SourceState::backing_off: return "backing_off";
+  case SourceState::waiting: return "waiting";
   case SourceState::busy: return "busy";
+  case SourceState::paused: return "paused";
+  case SourceState::disabled: return "disabled";
   }
   return "idle";
 }
@@ -78,7 +80,7 @@ std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
       ++running;
       continue;
     }
-    if (!e.config.enabled || e.removed) {
+    if (!e.config.enabled || e.removed || m_paused.count(name) > 0) {
       continue;
     }
     if (e.requested) {
@@ -100,9 +102,11 @@ std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
     }
     Job j;
     j.source = e->config.name;
+    j.trigger = e->started ? store::RunTrigger::schedule : store::RunTrigger::startup;
     if (e->requested) {
       j.mode = *e->requested;
       j.requested = true;
+      j.trigger = e->requested_by;
       e->requested.reset();
     } else if (e->retry_mode) {
       j.mode = *e->retry_mode;
@@ -112,6 +116,7 @@ std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
       j.mode = store::RunMode::incremental; // baselines first when never synced
     }
     e->running = true;
+    e->started = true;
     e->running_mode = j.mode;
     jobs.push_back(std::move(j));
   }
@@ -185,7 +190,15 @@ void Scheduler::node_back(Time now) {
   }
 }
 
-Scheduler::Request Scheduler::request(const std::string& source, store::RunMode mode) {
+namespace {
+
+int strength(store::RunMode m) {
+  return m == store::RunMode::baseline ? 3 : m == store::RunMode::audit ? 2 : 1;
+}
+
+} // namespace
+
+Scheduler::Request Scheduler::request(const std::string& source, store::RunMode mode, store::RunTrigger trigger) {
   auto it = m_entries.find(source);
   if (it == m_entries.end() || it->second.removed) {
     return Request::unknown;
@@ -193,9 +206,35 @@ Scheduler::Request Scheduler::request(const std::string& source, store::RunMode 
   if (!it->second.config.enabled) {
     return Request::disabled;
   }
-  it->second.requested = mode;
+  if (m_paused.count(source) > 0) {
+    return Request::paused;
+  }
+  Entry& e = it->second;
+  if (!e.requested) {
+    e.requested = mode;
+    e.requested_by = trigger;
+    return Request::queued;
+  }
+  // Coalesced with the request already waiting: one run, the strongest
+  // mode, an operator's word before a notification's.
+  if (strength(mode) > strength(*e.requested)) {
+    e.requested = mode;
+  }
+  if (trigger == store::RunTrigger::operator_) {
+    e.requested_by = trigger;
+  }
   return Request::queued;
 }
+
+void Scheduler::set_paused(const std::string& source, bool paused) {
+  if (paused) {
+    m_paused.insert(source);
+  } else {
+    m_paused.erase(source);
+  }
+}
+
+bool Scheduler::paused(const std::string& source) const { return m_paused.count(source) > 0; }
 
 void Scheduler::stretch(const std::string& source, std::chrono::seconds at_least) {
   if (auto it = m_entries.find(source); it != m_entries.end()) {
@@ -206,7 +245,7 @@ void Scheduler::stretch(const std::string& source, std::chrono::seconds at_least
 std::optional<Time> Scheduler::next_due() const {
   std::optional<Time> best;
   for (const auto& [name, e] : m_entries) {
-    if (e.running || !e.config.enabled) {
+    if (e.running || !e.config.enabled || m_paused.count(name) > 0) {
       continue;
     }
     const Time t = e.requested ? Time::min() : e.next_run;
@@ -225,11 +264,15 @@ std::vector<Scheduler::View> Scheduler::view() const {
     }
     View v;
     v.name = name;
-    v.state = !e.config.enabled ? SourceState::disabled
-              : e.running       ? SourceState::syncing
-              : e.busy          ? SourceState::busy
-              : e.failures > 0 || e.waiting_for_node ? SourceState::failing
-                                : SourceState::idle;
+    v.paused = m_paused.count(name) > 0;
+    v.waiting_for_node = e.waiting_for_node;
+    v.state = !e.config.enabled    ? SourceState::disabled
+              : e.running          ? SourceState::syncing
+              : v.paused           ? SourceState::paused
+              : e.busy             ? SourceState::busy
+              : e.waiting_for_node ? SourceState::waiting
+              : e.failures > 0     ? SourceState::backing_off
+                                   : SourceState::idle;
     if (e.running) {
       v.running = e.running_mode;
     }
@@ -238,6 +281,7 @@ std::vector<Scheduler::View> Scheduler::view() const {
     v.consecutive_failures = e.failures;
     if (e.requested) {
       v.queued = std::string(store::to_string(*e.requested));
+      v.queued_by = e.requested_by;
     }
     out.push_back(std::move(v));
   }

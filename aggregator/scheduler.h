@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,13 +15,19 @@ namespace tributary::agg {
 
 using Time = std::chrono::system_clock::time_point;
 
-enum class SourceState { idle, syncing, failing, disabled, busy };
+// What the scheduler is doing with a source (the API's `activity`; the
+// source's state, in sync or not, is the status's: see sync_state_of):
+// idle (waiting for its next run), syncing, backing_off (after failed
+// runs), waiting (for the node: the database or the disk), busy (another
+// process runs it), paused (by an operator), disabled (by the config).
+enum class SourceState { idle, syncing, backing_off, waiting, busy, paused, disabled };
 std::string_view to_string(SourceState s);
 
 struct Job {
   std::string source;
   store::RunMode mode = store::RunMode::incremental;
-  bool requested = false; // asked for through the API
+  bool requested = false; // asked for (an operator, a notification)
+  store::RunTrigger trigger = store::RunTrigger::schedule;
 };
 
 // Decides which source syncs when. Pure: time comes in as an argument, so
@@ -65,9 +72,18 @@ public:
   // The database answers again, or space returned: every source waiting
   // for the node is due now.
   void node_back(Time now);
-  enum class Request { queued, unknown, disabled };
-  // Runs `mode` on the source as soon as a slot is free.
-  Request request(const std::string& source, store::RunMode mode);
+  enum class Request { queued, unknown, disabled, paused };
+  // Runs `mode` on the source as soon as a slot is free. Requests that
+  // arrive before it starts (notifications during a run, say) make one
+  // run: of the strongest mode asked (baseline, then audit, then
+  // incremental), recorded with the first operator's trigger if any.
+  Request request(const std::string& source, store::RunMode mode,
+                  store::RunTrigger trigger = store::RunTrigger::operator_);
+  // An operator paused (true) or resumed the source: a paused source starts
+  // no run (a run under way finishes), and requests are refused (paused).
+  // Unknown names are remembered, for a source configured later.
+  void set_paused(const std::string& source, bool paused);
+  bool paused(const std::string& source) const;
   // While a source's notifications are pushed (an active subscription), it
   // is polled no more often than `at_least` (0: its interval again).
   void stretch(const std::string& source, std::chrono::seconds at_least);
@@ -82,6 +98,9 @@ public:
     std::optional<Time> next_audit;
     unsigned consecutive_failures = 0;
     std::optional<std::string> queued; // a requested mode waiting for a slot
+    std::optional<store::RunTrigger> queued_by;
+    bool paused = false;
+    bool waiting_for_node = false;
   };
   std::vector<View> view() const;
   // The source's configuration, or nullptr.
@@ -99,6 +118,8 @@ private:
     bool running = false;
     store::RunMode running_mode = store::RunMode::incremental;
     std::optional<store::RunMode> requested;
+    store::RunTrigger requested_by = store::RunTrigger::operator_;
+    bool started = false; // a run started since this process began: later ones are not "startup"
     bool removed = false; // gone from the config, kept while its run lasts
     bool busy = false;    // its last job found another process running it
     bool waiting_for_node = false; // its last job stopped for the node (database unreachable, disk full)
@@ -108,6 +129,7 @@ private:
   std::chrono::seconds jittered(std::chrono::seconds d);
 
   std::map<std::string, Entry> m_entries;
+  std::set<std::string> m_paused;
   std::mt19937_64 m_rng;
 };
 

@@ -1,6 +1,7 @@
 #include "aggregator/status_api.h"
 
 #include "aggregator/metrics.h"
+#include "aggregator/source_actions.h"
 #include "aggregator/status_json.h"
 #include "resourcesync/websub.h"
 #include "aggregator/status_page.h"
@@ -49,19 +50,6 @@ using api::answer;
 using api::fail;
 using api::iso;
 
-std::optional<store::RunMode> mode_from(const std::string& s) {
-  if (s == "incremental") {
-    return store::RunMode::incremental;
-  }
-  if (s == "baseline") {
-    return store::RunMode::baseline;
-  }
-  if (s == "audit") {
-    return store::RunMode::audit;
-  }
-  return std::nullopt;
-}
-
 } // namespace
 
 json run_json(const store::RunInfo& r) {
@@ -78,22 +66,12 @@ json run_json(const store::RunInfo& r) {
            {"failed", r.counters.failed},
            {"bytes", r.counters.bytes}}},
          {"message", r.message},
-         {"node", r.node.empty() ? json(nullptr) : json(r.node)}};
+         {"node", r.node.empty() ? json(nullptr) : json(r.node)},
+         {"trigger", r.trigger ? json(std::string(store::to_string(*r.trigger))) : json(nullptr)}};
   if (r.finished_at) {
     j["duration_seconds"] = static_cast<double>((*r.finished_at - r.started_at).count()) / 1e6;
   }
   return j;
-}
-
-namespace {
-
-bool same_secret(const std::string& a, const std::string& b) {
-  // Constant time in the length of the presented value.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
 }
 
 json hold_json(const store::DeletionHold& h) {
@@ -106,12 +84,14 @@ json hold_json(const store::DeletionHold& h) {
 }
 
 
-} // namespace
 
 std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
                                                   const store::SourceStats* st, uint64_t unapplied, Time now) {
   if (v.state == SourceState::disabled) {
     return {"disabled", "disabled in the configuration"};
+  }
+  if (v.paused) {
+    return {"paused", "paused by an operator"};
   }
   if (v.consecutive_failures > 0) {
     return {"failing", std::to_string(v.consecutive_failures) + " failed run(s) in a row"};
@@ -157,13 +137,14 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
            {"url", cfg->url},
            {"host", parsed ? json(parsed->origin()) : json(nullptr)},
            {"enabled", cfg->enabled},
-           {"state", std::string(to_string(v.state))},
+           {"activity", std::string(to_string(v.state))},
            {"interval_seconds", cfg->interval.count()},
            {"audit_interval_seconds", cfg->audit_interval.count()},
            {"strategy", cfg->strategy},
            {"next_run_at", v.state == SourceState::disabled ? json(nullptr) : json(iso(v.next_run))},
            {"consecutive_failures", v.consecutive_failures},
-           {"queued", v.queued ? json(*v.queued) : json(nullptr)}};
+           {"queued", v.queued ? json(*v.queued) : json(nullptr)},
+           {"queued_by", v.queued_by ? json(std::string(store::to_string(*v.queued_by))) : json(nullptr)}};
     auto found = stats->find(v.name);
     const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
     j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
@@ -226,8 +207,19 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     }
     j["lag"] = lag;
     auto [sync, why] = sync_state_of(v, *cfg, st, unapplied, now);
-    j["sync_state"] = sync;
-    j["sync_reason"] = why.empty() ? json(nullptr) : json(why);
+    j["state"] = sync;
+    j["state_reason"] = why.empty() ? json(nullptr) : json(why);
+    if (auto it = state.pauses.find(v.name); it != state.pauses.end()) {
+      j["paused"] = {{"since", iso(it->second.at)}, {"by", it->second.by}, {"reason", it->second.reason}};
+    } else {
+      j["paused"] = nullptr;
+    }
+    j["failing_since"] = st && st->failing_since && sync == "failing" ? json(iso(*st->failing_since)) : json(nullptr);
+    if (auto it = state.configured_at.find(v.name); it != state.configured_at.end()) {
+      j["configured_at"] = st && st->created_at != rs::Timestamp{} ? iso(st->created_at) : iso(it->second);
+    } else {
+      j["configured_at"] = nullptr;
+    }
     out.push_back(std::move(j));
   }
   return out;
@@ -260,66 +252,26 @@ nlohmann::json hosts_json(const DaemonState& state) {
   return out;
 }
 
-// Whether the request carries the admin token (answered with 401 if not).
-bool admin_allowed(DaemonState& state, const http::Request& req, http::Response& res) {
-  std::optional<std::string> token;
-  {
-    std::lock_guard lock(state.mutex);
-    token = state.admin_token;
-  }
-  const std::string auth = req.header_value("authorization");
-  if (!token) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
-    return false;
-  }
-  if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
-    return false;
-  }
-  return true;
-}
 
-// The operator's word on held deletions: each feed of the source that holds
-// them applies them at its next baseline, queued now.
-void confirm_deletions(DaemonState& state, const std::string& name, http::Response& res) {
-  Result<std::vector<store::DeletionHold>> holds;
-  {
-    std::lock_guard lock(state.status_mutex);
-    auto stats = state.status_store->source_stats();
-    if (!stats) {
-      fail(res, 503, "store_unavailable", state.database.for_client(stats.error()));
-      return;
-    }
-    auto it = std::find_if(stats->begin(), stats->end(), [&](const auto& st) { return st.name == name; });
-    if (it == stats->end() || it->deletion_holds.empty()) {
-      fail(res, 409, "nothing_held", "source '" + name + "' holds no deletions");
-      return;
-    }
-    holds = state.status_store->confirm_deletions(it->source_id);
-    state.stats_read.valid = false; // the next answer shows the confirmation
-  }
-  if (!holds) {
-    fail(res, 503, "store_unavailable", state.database.for_client(holds.error()));
-    return;
-  }
-  uint64_t unseen = 0;
-  json feeds = json::array();
-  for (const auto& h : *holds) {
-    unseen += h.unseen;
-    feeds.push_back(hold_json(h));
-  }
-  {
-    std::lock_guard lock(state.mutex);
-    state.scheduler.request(name, store::RunMode::baseline);
-  }
-  state.wake.notify_all();
-  log::warn(name, "held deletions confirmed through the API: the next baseline applies them",
-            {{"resources", std::to_string(unseen)}});
-  answer(res, 202, {{"source", name}, {"confirmed", feeds}, {"mode", "baseline"}, {"queued", true}});
-}
 
+
+// What the last reload did, or null.
+json reload_json(DaemonState& state) {
+  std::lock_guard lock(state.mutex);
+  if (!state.last_reload) {
+    return nullptr;
+  }
+  const auto& r = *state.last_reload;
+  return {{"at", iso(r.at)},
+          {"ok", r.ok},
+          {"error", r.ok ? json(nullptr) : json(r.error)},
+          {"added", r.sources.added},
+          {"removed", r.sources.removed},
+          {"enabled", r.sources.enabled},
+          {"disabled", r.sources.disabled},
+          {"changed", r.sources.changed},
+          {"restart_needed", r.restart_needed}};
+}
 
 // The conditions of this node that pause its runs: the database out of
 // reach (shown only in the 503 answers, as this answer needs it) and the
@@ -354,7 +306,8 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
             {"node", node_json(state)},
             {"sources", *sources},
             {"hosts", hosts_json(state)},
-            {"push", push_json(state, k_subscribers_shown)}});
+            {"push", push_json(state, k_subscribers_shown)},
+            {"reload", reload_json(state)}});
     return;
   }
   if (req.path == "/api/v1/push") {
@@ -430,66 +383,16 @@ void api_route(DaemonState& state, const http::Request& req, http::Response& res
       }
       return;
     }
-    std::lock_guard lock(state.status_mutex);
-    auto runs = state.status_store->recent_runs(name, 50);
-    if (!runs) {
-      fail(res, 503, "store_unavailable", state.database.for_client(runs.error()));
-      return;
-    }
-    json list = json::array();
-    for (const auto& r : *runs) {
-      list.push_back(run_json(r));
-    }
-    answer(res, 200, {{"source", name}, {"runs", list}});
+    runs_route(state, name, req, res);
     return;
   }
-  if (action != "sync" && action != "confirm-deletions") {
+  if (!is_source_action(action)) {
     fail(res, 404, "not_found", "no such endpoint: " + req.path);
     return;
   }
-  if (req.method != "POST") {
-    res.set_header("Allow", "POST");
-    fail(res, 405, "method_not_allowed", "use POST");
-    return;
-  }
-  if (!admin_allowed(state, req, res)) {
-    return;
-  }
-  if (action == "confirm-deletions") {
-    confirm_deletions(state, name, res);
-    return;
-  }
-  std::string mode_name = "incremental";
-  if (!req.body.empty()) {
-    json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || !body.is_object() ||
-        (body.contains("mode") && !body["mode"].is_string())) {
-      fail(res, 400, "bad_request", "expected a JSON object such as {\"mode\": \"incremental\"}");
-      return;
-    }
-    mode_name = body.value("mode", mode_name);
-  }
-  auto mode = mode_from(mode_name);
-  if (!mode) {
-    fail(res, 400, "bad_request", "mode must be \"incremental\", \"baseline\" or \"audit\"");
-    return;
-  }
-  Scheduler::Request r;
-  {
-    std::lock_guard lock(state.mutex);
-    r = state.scheduler.request(name, *mode);
-  }
-  if (r == Scheduler::Request::disabled) {
-    fail(res, 409, "disabled", "source '" + name + "' is disabled in the configuration");
-    return;
-  }
-  state.wake.notify_all();
-  log::info(name, "run requested through the API", {{"mode", mode_name}});
-  answer(res, 202, {{"source", name}, {"mode", mode_name}, {"queued", true}});
+  source_action(state, name, action, req, res);
 }
 
-// One object per configured source (or just `only`): the scheduler's view,
-// the running job's progress, and the store's counts and runs.
 } // namespace
 
 namespace {

@@ -33,6 +33,8 @@ void fail(http::Response& res, int status, const std::string& code, const std::s
 // the running job's progress, and the store's counts and runs.
 Result<nlohmann::json> sources_json(DaemonState& state, const std::string& only);
 nlohmann::json run_json(const store::RunInfo& r);
+// A feed's held deletions (the mass-deletion guard).
+nlohmann::json hold_json(const store::DeletionHold& h);
 // Our subscription at an upstream hub, without its token or secret.
 nlohmann::json subscription_json(const store::PushSubscription& s);
 // Subscriptions both ways, without tokens or secrets (the status API may be
@@ -45,9 +47,11 @@ constexpr size_t k_subscribers_shown = 100;
 // A cached read of the store is fresh for a second.
 bool fresh(const DaemonState::Cached& c);
 
-// What the status page counts a source as: "in_sync", "lagging",
-// "failing" or "disabled", and why when not in sync. `st` may be null (no
-// run yet); `unapplied`: changes left in its running job.
+// A source's state, one vocabulary for the page, the API and /metrics:
+// "in_sync", "lagging", "failing", "paused" or "disabled", and why when not
+// in sync. `st` may be null (no run yet); `unapplied`: changes left in its
+// running job.
+inline constexpr const char* k_sync_states[] = {"in_sync", "lagging", "failing", "paused", "disabled"};
 std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
                                                   const store::SourceStats* st, uint64_t unapplied, Time now);
 
@@ -59,6 +63,9 @@ std::string error_kind(std::string_view reason);
 // GET /api/v1/history[?hours=H&step=S&source=NAME]: each source's lag and
 // changes in buckets of S seconds over the last H hours.
 void history_route(DaemonState& state, const http::Request& req, http::Response& res);
+// GET /api/v1/sources/{name}/runs[?limit=50&before=ID&status=S&trigger=T]:
+// a page of its runs, newest first, with `next_before` for the next page.
+void runs_route(DaemonState& state, const std::string& name, const http::Request& req, http::Response& res);
 // GET /api/v1/sources/{name}/detail: the source, its feeds and watermarks,
 // recent runs, errors grouped by kind, retrying resources and subscription.
 void detail_route(DaemonState& state, const std::string& name, http::Response& res);

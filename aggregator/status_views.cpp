@@ -128,8 +128,9 @@ void history_route(DaemonState& state, const http::Request& req, http::Response&
   for (const auto& name : names) {
     json lag = json::array();
     json changes = json::array();
+    json baseline = json::array();
     std::vector<std::optional<double>> lags(n);
-    std::vector<uint64_t> counts(n, 0);
+    std::vector<uint64_t> counts(n, 0), stored(n, 0);
     if (auto it = by_name.find(name); it != by_name.end()) {
       for (const auto& p : it->second->points) {
         const int64_t at = p.bucket.time_since_epoch().count();
@@ -141,6 +142,7 @@ void history_route(DaemonState& state, const http::Request& req, http::Response&
           continue;
         }
         counts[i] += p.changes;
+        stored[i] += p.baseline;
         if (p.lag_seconds) {
           lags[i] = std::max(lags[i].value_or(0.0), *p.lag_seconds); // the worst in the step
         }
@@ -149,8 +151,9 @@ void history_route(DaemonState& state, const http::Request& req, http::Response&
     for (size_t i = 0; i < n; ++i) {
       lag.push_back(lags[i] ? json(std::round(*lags[i])) : json(nullptr));
       changes.push_back(counts[i]);
+      baseline.push_back(stored[i]);
     }
-    sources.push_back({{"name", name}, {"lag_seconds", lag}, {"changes", changes}});
+    sources.push_back({{"name", name}, {"lag_seconds", lag}, {"changes", changes}, {"baseline", baseline}});
   }
   answer(res, 200,
          {{"from", iso(from)},
@@ -254,13 +257,62 @@ void detail_route(DaemonState& state, const std::string& name, http::Response& r
       }
     }
   }
+  // The operators' actions on it, newest first (a read that fails leaves
+  // the list empty: the rest of the page still answers).
+  json action_list = json::array();
+  if (auto acts = state.history_store->actions(name, 20)) {
+    for (const auto& a : *acts) {
+      action_list.push_back(
+          {{"action", a.action}, {"by", a.actor}, {"at", iso(a.at)}, {"detail", a.detail}});
+    }
+  }
   answer(res, 200,
          {{"source", sources->at(0)},
           {"feeds", feed_list},
           {"runs", run_list},
           {"errors", {{"window", errors->size()}, {"kinds", kinds}}},
           {"retrying", {{"total", retrying->first}, {"resources", retry_list}}},
-          {"subscription", subscription}});
+          {"subscription", subscription},
+          {"actions", action_list}});
+}
+
+void runs_route(DaemonState& state, const std::string& name, const http::Request& req, http::Response& res) {
+  auto q = rs::websub::parse_form(req.query);
+  if (!q) {
+    fail(res, 400, "bad_request", "malformed query");
+    return;
+  }
+  auto get = [&](const char* k) { return q->count(k) ? q->at(k) : std::string(); };
+  auto whole = [](const std::string& v, long long lo, long long hi) -> std::optional<long long> {
+    if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    const long long n = std::stoll(v);
+    return n < lo || n > hi ? std::nullopt : std::optional<long long>(n);
+  };
+  const auto limit = get("limit").empty() ? std::optional<long long>(50) : whole(get("limit"), 1, 500);
+  const auto before = get("before").empty() ? std::optional<long long>(0) : whole(get("before"), 1, INT64_MAX);
+  const std::string status = get("status"), trigger = get("trigger");
+  const bool status_ok = status.empty() || status == "running" || status == "succeeded" || status == "partial" ||
+                         status == "failed";
+  if (!limit || !before || !status_ok || (!trigger.empty() && !store::parse_trigger(trigger))) {
+    fail(res, 400, "bad_request",
+         "limit 1 to 500, before a run id, status running|succeeded|partial|failed, "
+         "trigger schedule|push|operator|startup|cli");
+    return;
+  }
+  std::lock_guard lock(state.status_mutex);
+  auto runs = state.status_store->runs_page(name, *before, static_cast<size_t>(*limit), status, trigger);
+  if (!runs) {
+    fail(res, 503, "store_unavailable", state.database.for_client(runs.error()));
+    return;
+  }
+  json list = json::array();
+  for (const auto& r : *runs) {
+    list.push_back(run_json(r));
+  }
+  const bool more = runs->size() == static_cast<size_t>(*limit);
+  answer(res, 200, {{"source", name}, {"runs", list}, {"next_before", more ? json(runs->back().id) : json(nullptr)}});
 }
 
 std::vector<store::HistorySample> history_samples(DaemonState& state) {
@@ -275,7 +327,7 @@ std::vector<store::HistorySample> history_samples(DaemonState& state) {
     if (s["lag"]["seconds"].is_number()) {
       h.lag_seconds = s["lag"]["seconds"].get<double>();
     }
-    h.failing = s["sync_state"] == "failing";
+    h.failing = s["state"] == "failing";
     out.push_back(std::move(h));
   }
   return out;

@@ -353,7 +353,7 @@ Result<LockAttempt> MemoryStore::try_lock_source(int64_t source_id, const std::s
   return out;
 }
 
-Result<int64_t> MemoryStore::begin_run(int64_t source_id, RunMode mode) {
+Result<int64_t> MemoryStore::begin_run(int64_t source_id, RunMode mode, RunTrigger trigger) {
   std::lock_guard lock(m_data->mutex);
   const int64_t id = m_data->next_id++;
   RunInfo info;
@@ -362,6 +362,7 @@ Result<int64_t> MemoryStore::begin_run(int64_t source_id, RunMode mode) {
   info.mode = mode;
   info.status = RunStatus::running;
   info.node = node_name();
+  info.trigger = trigger;
   info.started_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   m_data->runs[id] = info;
   return id;
@@ -374,8 +375,8 @@ Result<void> MemoryStore::record_error(int64_t run_id, const std::string& url, c
 }
 
 Result<int64_t> MemoryStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
-                                               const std::string& message) {
-  auto id = begin_run(source_id, mode);
+                                               const std::string& message, RunTrigger trigger) {
+  auto id = begin_run(source_id, mode, trigger);
   (void)finish_run(*id, RunStatus::failed, message);
   std::lock_guard lock(m_data->mutex);
   m_data->runs[*id].started_at = started;

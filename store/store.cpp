@@ -48,6 +48,32 @@ std::string_view to_string(RunMode m) {
   return "";
 }
 
+std::string_view to_string(RunTrigger t) {
+  switch (t) {
+  case RunTrigger::schedule:
+    return "schedule";
+  case RunTrigger::push:
+    return "push";
+  case RunTrigger::operator_:
+    return "operator";
+  case RunTrigger::startup:
+    return "startup";
+  case RunTrigger::cli:
+    return "cli";
+  }
+  return "";
+}
+
+std::optional<RunTrigger> parse_trigger(std::string_view s) {
+  for (auto t : {RunTrigger::schedule, RunTrigger::push, RunTrigger::operator_, RunTrigger::startup,
+                 RunTrigger::cli}) {
+    if (to_string(t) == s) {
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string_view to_string(RunStatus s) {
   switch (s) {
   case RunStatus::running:

@@ -81,8 +81,14 @@ struct RunCounters {
 
 enum class RunMode { baseline, incremental, audit };
 enum class RunStatus { running, succeeded, partial, failed };
+// Why a run ran: its schedule, a push notification, an operator (the API
+// or the status page), the daemon's start (a source's first run after it),
+// or `tributary sync` (the command line).
+enum class RunTrigger { schedule, push, operator_, startup, cli };
 std::string_view to_string(RunMode m);
 std::string_view to_string(RunStatus s);
+std::string_view to_string(RunTrigger t);
+std::optional<RunTrigger> parse_trigger(std::string_view s);
 
 struct RunInfo {
   int64_t id = 0;
@@ -94,6 +100,7 @@ struct RunInfo {
   RunCounters counters;
   std::string message;
   std::string node; // the process that ran it (node_name()); empty for runs before schema 0009
+  std::optional<RunTrigger> trigger; // none for runs before schema 0021
 };
 
 // What this process calls itself in the runs it records: the config's
@@ -239,13 +246,14 @@ public:
   // still "running" (their process died) as failed.
   virtual Result<LockAttempt> try_lock_source(int64_t source_id, const std::string& who) = 0;
 
-  virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode) = 0;
+  virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode, RunTrigger trigger = RunTrigger::cli) = 0;
   virtual Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) = 0;
   virtual Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) = 0;
   // A run that failed before begin_run() could record it (the database
   // could not be reached), recorded failed: started then, finished now.
   virtual Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
-                                            const std::string& message) = 0;
+                                            const std::string& message,
+                                            RunTrigger trigger = RunTrigger::schedule) = 0;
   virtual Result<RunInfo> run(int64_t run_id) = 0;
 };
 

@@ -64,6 +64,10 @@ struct SourceStats {
   // How far ahead of our clock its last Change List dated changes, past its
   // tolerance; none when its clock looked right.
   std::optional<double> clock_ahead_seconds;
+  Timestamp created_at{}; // when its first run recorded it (the source row)
+  // When the first of the failed runs since its last success (or partial
+  // success) started; none when no run failed since.
+  std::optional<Timestamp> failing_since;
   uint64_t live = 0;    // resources held live
   uint64_t deleted = 0; // resources held as deleted
   uint64_t bytes = 0;   // sum of the live resources' lengths

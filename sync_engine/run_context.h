@@ -124,6 +124,26 @@ public:
     report.disk_full = report.disk_full || is_disk_full(e);
     error(url, e.message);
   }
+  // While alive, what the run applies counts as a baseline's too
+  // (SourceReport::baseline).
+  struct BaselineScope {
+    explicit BaselineScope(RunContext& c) : ctx(c), at(c.report.counters) {}
+    ~BaselineScope() {
+      const store::RunCounters& now = ctx.report.counters;
+      store::RunCounters d;
+      d.created = now.created - at.created;
+      d.updated = now.updated - at.updated;
+      d.deleted = now.deleted - at.deleted;
+      d.unchanged = now.unchanged - at.unchanged;
+      d.failed = now.failed - at.failed;
+      d.bytes = now.bytes - at.bytes;
+      ctx.report.baseline += d;
+    }
+    BaselineScope(const BaselineScope&) = delete;
+    BaselineScope& operator=(const BaselineScope&) = delete;
+    RunContext& ctx;
+    store::RunCounters at;
+  };
   // What the run decided ("re-baselined: ..."), for the report.
   void note(std::string n) { report.notes.push_back(std::move(n)); }
   // Reports `h`'s rejected entries as errors of the run (naming the entry's

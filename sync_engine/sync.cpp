@@ -74,6 +74,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
   // the Capability List offers one; a broken dump falls back to the
   // Resource List ("auto"), saying so in the run.
   auto do_baseline = [&]() -> Result<void> {
+    RunContext::BaselineScope counted(ctx);
     if (ctx.src.strategy != "lists" && !rd.empty()) {
       auto r = baseline_from_dump(ctx, feed, rd);
       if (r || ctx.src.strategy == "dumps" || rl.empty()) {
@@ -330,7 +331,7 @@ void execute(RunContext& ctx) {
     ctx.report.status = store::RunStatus::failed;
     return;
   }
-  auto rid = ctx.store.begin_run(ctx.source_id, ctx.opt.mode);
+  auto rid = ctx.store.begin_run(ctx.source_id, ctx.opt.mode, ctx.opt.trigger);
   if (!rid) {
     ctx.error(ctx.src.url, rid.error());
     ctx.report.status = store::RunStatus::failed;

@@ -29,6 +29,7 @@ struct Progress {
 
 struct RunOptions {
   store::RunMode mode = store::RunMode::incremental;
+  store::RunTrigger trigger = store::RunTrigger::cli; // recorded with the run
   bool repair = false;       // audit: fix what differs (a baseline)
   size_t batch_size = 1000;  // entries applied per transaction
   RetryPolicy retry;
@@ -83,6 +84,10 @@ struct SourceReport {
   int64_t run_id = 0;
   store::RunStatus status = store::RunStatus::failed;
   store::RunCounters counters;
+  // The part of `counters` a baseline applied (in any mode: an incremental
+  // run of a source never synced baselines first): resources stored, not
+  // upstream changes.
+  store::RunCounters baseline;
   AuditCounts audit;
   std::chrono::milliseconds duration{0};
   std::vector<std::string> errors; // the first few, "URL: reason"

@@ -4,8 +4,8 @@ const path = location.pathname;
 const detailMatch = path.match(/\/status\/sources\/([^/]+)$/);
 const root = path.replace(/status(\/sources\/[^/]*)?$/, "");
 const api = p => root + "api/v1/" + p;
-const RANKS = {failing: 0, lagging: 1, in_sync: 2, disabled: 3};
-const LABELS = {in_sync: "in sync", lagging: "lagging", failing: "failing", disabled: "disabled"};
+const RANKS = {failing: 0, lagging: 1, paused: 2, in_sync: 3, disabled: 4};
+const LABELS = {in_sync: "in sync", lagging: "lagging", failing: "failing", paused: "paused", disabled: "disabled"};
 
 const KINDS = {
   "resourcesync": "ResourceSync with Change Lists",
@@ -77,8 +77,8 @@ async function get(p) {
   return body.data;
 }
 function syncBadge(s) {
-  const b = el("span", LABELS[s.sync_state] || s.sync_state, "sync " + s.sync_state);
-  if (s.sync_reason) b.title = s.sync_reason;
+  const b = el("span", LABELS[s.state] || s.state, "sync " + s.state);
+  if (s.state_reason) b.title = s.state_reason;
   return b;
 }
 
@@ -117,7 +117,7 @@ function rateOf(name) {
 function sortValue(s, key) {
   switch (key) {
     case "name": return s.name;
-    case "state": return RANKS[s.sync_state] * 1e12 - (s.lag.seconds || 0);
+    case "state": return RANKS[s.state] * 1e12 - (s.lag.seconds || 0);
     case "lag": return s.lag.seconds === null ? -1 : s.lag.seconds;
     case "rate": return rateOf(s.name) || 0;
     case "resources": return s.resources.live;
@@ -146,15 +146,15 @@ function hostCell(s) {
 function sourceRow(s, now) {
   const tr = document.createElement("tr");
   tr.dataset.source = s.name;
-  tr.dataset.syncState = s.sync_state;
+  tr.dataset.syncState = s.state;
   const name = document.createElement("td");
   const a = el("a", s.name); a.href = root + "status/sources/" + encodeURIComponent(s.name);
   name.appendChild(a);
   tr.appendChild(name);
   const st = document.createElement("td");
   st.appendChild(syncBadge(s));
-  st.appendChild(el("span", s.state, "state " + s.state));
-  if (s.sync_reason) st.appendChild(el("div", s.sync_reason, "why"));
+  st.appendChild(el("span", s.activity, "activity " + s.activity));
+  if (s.state_reason) st.appendChild(el("div", s.state_reason, "why"));
   if (s.running_on || s.last_node) {
     st.appendChild(el("div", (s.running_on ? "running on " + s.running_on : "last on " + s.last_node), "node"));
   }
@@ -192,14 +192,14 @@ function sourceRow(s, now) {
   return tr;
 }
 function renderSummary(d) {
-  const counts = {in_sync: 0, lagging: 0, failing: 0, disabled: 0};
-  for (const s of d.sources) counts[s.sync_state] = (counts[s.sync_state] || 0) + 1;
+  const counts = {in_sync: 0, lagging: 0, failing: 0, paused: 0, disabled: 0};
+  for (const s of d.sources) counts[s.state] = (counts[s.state] || 0) + 1;
   let total = null;
   for (const s of d.sources) { const r = rateOf(s.name); if (r !== null) total = (total || 0) + r; }
   const box = document.getElementById("summary");
   box.replaceChildren();
   box.appendChild(el("b", d.sources.length)); box.append(" sources: ");
-  ["in_sync", "lagging", "failing", "disabled"].forEach((k, i) => {
+  ["in_sync", "lagging", "failing", "paused", "disabled"].forEach((k, i) => {
     if (i) box.append(" · ");
     const b = document.createElement("button");
     b.dataset.count = k;
@@ -231,7 +231,7 @@ function render() {
   renderHosts(d);
   const q = view.q.toLowerCase();
   const rows = d.sources.filter(s => (!q || s.name.toLowerCase().includes(q)) &&
-                                     (!view.state || s.sync_state === view.state) &&
+                                     (!view.state || s.state === view.state) &&
                                      (!view.host || s.host === view.host));
   rows.sort((a, b) => {
     const x = sortValue(a, view.sort), y = sortValue(b, view.sort);
@@ -355,14 +355,14 @@ function renderDetail(d, now) {
   const s = d.source;
   document.title = s.name + " · Tributary";
   const title = document.getElementById("source-title");
-  title.replaceChildren(el("span", s.name + " "), syncBadge(s), el("span", " "), el("span", s.state, "state " + s.state));
+  title.replaceChildren(el("span", s.name + " "), syncBadge(s), el("span", " "), el("span", s.activity, "activity " + s.activity));
   const dl = document.getElementById("facts");
   dl.replaceChildren();
   const link = el("a", s.url); link.href = s.url;
   fact(dl, "Source", link);
   fact(dl, "Publishes", KINDS[s.kind] || "not known yet");
   if (s.clock_ahead_seconds) fact(dl, "Source's clock", "ahead by " + duration(s.clock_ahead_seconds) + " (its future-dated changes are applied; the watermark waits)").className = "held";
-  fact(dl, "In sync?", (LABELS[s.sync_state] || s.sync_state) + (s.sync_reason ? ": " + s.sync_reason : ""));
+  fact(dl, "In sync?", (LABELS[s.state] || s.state) + (s.state_reason ? ": " + s.state_reason : ""));
   fact(dl, "Lag", duration(s.lag.seconds) + (s.lag.unapplied_changes ? " (" + s.lag.unapplied_changes + " pending)" : ""));
   fact(dl, "Newest change applied", s.watermark);
   fact(dl, "Next run", s.next_run_at ? s.next_run_at + (s.queued ? " (" + s.queued + " queued)" : "") : "–");

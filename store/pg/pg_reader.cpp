@@ -115,7 +115,8 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
     pqxx::read_transaction tx(m_impl->conn);
     std::vector<SourceStats> out;
     std::map<int64_t, size_t> index;
-    for (const auto& row : tx.exec("SELECT id, name, url, kind, clock_ahead_seconds FROM source ORDER BY name")) {
+    for (const auto& row : tx.exec("SELECT id, name, url, kind, clock_ahead_seconds, " + us("created_at") +
+                                   " FROM source ORDER BY name")) {
       SourceStats st;
       st.source_id = row[0].as<int64_t>();
       st.name = row[1].as<std::string>();
@@ -124,6 +125,7 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
       if (!row[4].is_null()) {
         st.clock_ahead_seconds = row[4].as<double>();
       }
+      st.created_at = read_opt_time(row[5]).value_or(Timestamp{});
       index[st.source_id] = out.size();
       out.push_back(std::move(st));
     }
@@ -167,13 +169,26 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
              "  UNION ALL (SELECT 'l', id FROM sync_run WHERE source_id = s.id ORDER BY id DESC LIMIT 1)) x "
              "  JOIN sync_run r ON r.id = x.run_id) q")) {
       RunInfo run = read_run(row);
-      const std::string kind = row[14].as<std::string>();
+      const std::string kind = row[15].as<std::string>();
       auto it = index.find(run.source_id);
       if (it == index.end()) {
         continue;
       }
       SourceStats& st = out[it->second];
       (kind == "s" ? st.last_success : kind == "f" ? st.last_failure : st.last_run) = std::move(run);
+    }
+    // Failing since: the first failed run after the last run that stored
+    // anything (succeeded or partial), if any (sync_run_source_status: an
+    // index probe per source).
+    for (const auto& row : tx.exec(
+             "SELECT s.id, " + us("f.first") + " FROM source s CROSS JOIN LATERAL ("
+             "  SELECT min(r.started_at) AS first FROM sync_run r WHERE r.source_id = s.id AND r.status = 'failed' "
+             "  AND r.id > coalesce((SELECT max(id) FROM sync_run WHERE source_id = s.id "
+             "                       AND status IN ('succeeded', 'partial')), 0)) f "
+             "WHERE f.first IS NOT NULL")) {
+      if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
+        out[it->second].failing_since = read_opt_time(row[1]);
+      }
     }
     return out;
   });

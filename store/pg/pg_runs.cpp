@@ -148,27 +148,27 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
   });
 }
 
-Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode) {
+Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode, RunTrigger trigger) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("begin run", [&]() -> Result<int64_t> {
     pqxx::work tx(m_impl->conn);
-    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node) VALUES ($1, $2, 'running', $3) "
-                            "RETURNING id",
-                            source_id, std::string(to_string(mode)), node_name());
+    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node, trigger) "
+                            "VALUES ($1, $2, 'running', $3, $4) RETURNING id",
+                            source_id, std::string(to_string(mode)), node_name(), std::string(to_string(trigger)));
     tx.commit();
     return r[0][0].as<int64_t>();
   });
 }
 
 Result<int64_t> PgStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
-                                           const std::string& message) {
+                                           const std::string& message, RunTrigger trigger) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("record a failed run", [&]() -> Result<int64_t> {
     pqxx::work tx(m_impl->conn);
-    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node, started_at, finished_at, message) "
-                            "VALUES ($1, $2, 'failed', $3, $4, now(), $5) RETURNING id",
+    auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node, started_at, finished_at, message, "
+                            "trigger) VALUES ($1, $2, 'failed', $3, $4, now(), $5, $6) RETURNING id",
                             source_id, std::string(to_string(mode)), node_name(), rs::format_w3c_datetime(started),
-                            message);
+                            message, std::string(to_string(trigger)));
     tx.commit();
     return r[0][0].as<int64_t>();
   });
@@ -217,6 +217,24 @@ Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_
                                 " FROM sync_run WHERE source_id = (SELECT id FROM source WHERE name = $1) "
                                 "ORDER BY id DESC LIMIT $2",
                             name, static_cast<long long>(limit));
+    std::vector<RunInfo> out;
+    for (const auto& row : r) {
+      out.push_back(read_run(row));
+    }
+    return out;
+  });
+}
+
+Result<std::vector<RunInfo>> PgStore::runs_page(const std::string& name, int64_t before, size_t limit,
+                                                const std::string& status, const std::string& trigger) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("read a page of runs", [&]() -> Result<std::vector<RunInfo>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    auto r = tx.exec_params("SELECT " + k_run_columns +
+                                " FROM sync_run WHERE source_id = (SELECT id FROM source WHERE name = $1) "
+                                "AND ($2 = 0 OR id < $2) AND ($3 = '' OR status = $3) "
+                                "AND ($4 = '' OR trigger = $4) ORDER BY id DESC LIMIT $5",
+                            name, static_cast<long long>(before), status, trigger, static_cast<long long>(limit));
     std::vector<RunInfo> out;
     for (const auto& row : r) {
       out.push_back(read_run(row));

@@ -1,6 +1,7 @@
 #include "store/pg/pg_status_store.h"
 
 #include "store/pg/pg_conn.h"
+#include "store/pg/pg_status_store_impl.h"
 #include "store/pg/migrations.h"
 #include "store/pg/pg_fields.h"
 
@@ -18,12 +19,6 @@ std::string bucket_of(const std::string& expr) {
 
 } // namespace
 
-struct PgStatusStore::Impl {
-  explicit Impl(const std::string& conninfo) : conn(conninfo) {}
-  std::mutex mutex;
-  PgConn conn; // a new one after an outage
-};
-
 PgStatusStore::PgStatusStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 PgStatusStore::~PgStatusStore() = default;
 
@@ -40,20 +35,6 @@ Result<void> PgStatusStore::sample(const std::vector<HistorySample>& samples, st
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("sample the status history", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
-    // The cursor's row lock makes daemons sharing the database count each
-    // change once, one after the other.
-    const long long from =
-        tx.exec1("SELECT last_seq FROM source_history_cursor WHERE id = 1 FOR UPDATE")[0].as<long long>();
-    const long long to = tx.exec1("SELECT coalesce(max(seq), 0) FROM change_log")[0].as<long long>();
-    if (to > from) {
-      tx.exec_params("INSERT INTO source_history AS h (source_id, bucket, changes) "
-                     "SELECT f.source_id, " + bucket_of("c.recorded_at") + ", count(*) "
-                     "FROM change_log c JOIN feed f ON f.id = c.feed_id WHERE c.seq > $1 AND c.seq <= $2 "
-                     "GROUP BY 1, 2 "
-                     "ON CONFLICT (source_id, bucket) DO UPDATE SET changes = h.changes + EXCLUDED.changes",
-                     from, to);
-      tx.exec_params("UPDATE source_history_cursor SET last_seq = $1 WHERE id = 1", to);
-    }
     for (const auto& s : samples) {
       tx.exec_params("INSERT INTO source_history AS h (source_id, bucket, lag_seconds, failing) "
                      "SELECT id, " + bucket_of("now()") + ", $2, $3 FROM source WHERE name = $1 "
@@ -68,11 +49,29 @@ Result<void> PgStatusStore::sample(const std::vector<HistorySample>& samples, st
   });
 }
 
+Result<void> PgStatusStore::record_run(const std::string& source, bool baseline, uint64_t applied) {
+  if (applied == 0) {
+    return {};
+  }
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("count a run in the status history", [&]() -> Result<void> {
+    pqxx::work tx(m_impl->conn);
+    const std::string column = baseline ? "baseline" : "changes";
+    tx.exec_params("INSERT INTO source_history AS h (source_id, bucket, " + column + ") "
+                   "SELECT id, " + bucket_of("now()") + ", $2 FROM source WHERE name = $1 "
+                   "ON CONFLICT (source_id, bucket) DO UPDATE SET " + column + " = h." + column + " + EXCLUDED." +
+                   column,
+                   source, static_cast<long long>(applied));
+    tx.commit();
+    return {};
+  });
+}
+
 Result<std::vector<SourceHistory>> PgStatusStore::history(rs::Timestamp since, const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("read the status history", [&]() -> Result<std::vector<SourceHistory>> {
     pqxx::read_transaction tx(m_impl->conn);
-    auto rows = tx.exec_params("SELECT s.name, " + us("h.bucket") + ", h.lag_seconds, h.changes, h.failing "
+    auto rows = tx.exec_params("SELECT s.name, " + us("h.bucket") + ", h.lag_seconds, h.changes, h.failing, h.baseline "
                                "FROM source_history h JOIN source s ON s.id = h.source_id "
                                "WHERE h.bucket >= to_timestamp($1::double precision / 1000000) "
                                "AND ($2 = '' OR s.name = $2) ORDER BY s.name, h.bucket",
@@ -88,6 +87,7 @@ Result<std::vector<SourceHistory>> PgStatusStore::history(rs::Timestamp since, c
       p.lag_seconds = row[2].as<std::optional<double>>();
       p.changes = row[3].as<uint64_t>();
       p.failing = row[4].as<bool>();
+      p.baseline = row[5].as<uint64_t>();
       out.back().points.push_back(p);
     }
     return out;

@@ -23,7 +23,8 @@ struct HistorySample {
 struct HistoryPoint {
   rs::Timestamp bucket;
   std::optional<double> lag_seconds;
-  uint64_t changes = 0;
+  uint64_t changes = 0;  // changes applied by incremental runs and audits
+  uint64_t baseline = 0; // resources a baseline stored (no upstream change)
   bool failing = false;
 };
 
@@ -67,6 +68,24 @@ struct RetryingResource {
   rs::Timestamp next_attempt_at;
 };
 
+// A source an operator paused (schema 0021).
+struct PauseInfo {
+  std::string source;
+  rs::Timestamp at;
+  std::string by;
+  std::string reason;
+};
+
+// An operator's action on a source (schema 0021).
+struct OperatorAction {
+  int64_t id = 0;
+  std::string source;
+  std::string action; // pause, resume, sync, audit, retry, confirm-deletions, refuse-deletions, retire
+  std::string actor;  // who: the name the operator gave, and the client's address
+  rs::Timestamp at;
+  std::string detail;
+};
+
 // What the status page reads beside the sync engine's tables, on a
 // connection of its own: the rolling history (schema 0016) and one source's
 // feeds, errors and retrying resources. One statement at a time.
@@ -78,11 +97,14 @@ public:
   static Result<std::unique_ptr<PgStatusStore>> open(const std::string& conninfo);
   ~PgStatusStore();
 
-  // Writes one sample: each source's lag into its current bucket, the
-  // changes recorded since the last sample (by any daemon on the database)
-  // into the buckets they were recorded in, and removes buckets older than
-  // `retention`.
+  // Writes one sample: each source's lag into its current bucket, and
+  // removes buckets older than `retention`.
   Result<void> sample(const std::vector<HistorySample>& samples, std::chrono::seconds retention);
+  // A run ended having applied `applied` changes: counted in the current
+  // bucket, as a baseline's (resources stored) or as changes. Each run is
+  // counted by the daemon that ran it, so once however many share the
+  // database.
+  Result<void> record_run(const std::string& source, bool baseline, uint64_t applied);
   // Every source's buckets since `since` (or only `source`'s), by name.
   Result<std::vector<SourceHistory>> history(rs::Timestamp since, const std::string& source);
 
@@ -92,6 +114,24 @@ public:
   // How many of the source's resources wait for a retry, and the first
   // `limit` of them by next attempt.
   Result<std::pair<uint64_t, std::vector<RetryingResource>>> retrying(const std::string& source, size_t limit);
+
+  // ---- the operator's actions (pg_operator.cpp) ----
+  // Every paused source.
+  Result<std::vector<PauseInfo>> pauses();
+  // Pauses (again: the newest word stands) and records the action.
+  Result<void> pause(const std::string& source, const std::string& by, const std::string& reason);
+  // Resumes and records the action; false when it was not paused.
+  Result<bool> resume(const std::string& source, const std::string& by);
+  Result<void> record_action(const std::string& source, const std::string& action, const std::string& actor,
+                             const std::string& detail);
+  // The source's newest `limit` actions, newest first.
+  Result<std::vector<OperatorAction>> actions(const std::string& source, size_t limit);
+  // Every resource of the source waiting for a retry is due now; how many.
+  Result<uint64_t> retry_now(const std::string& source);
+  // The operator refuses the source's held deletions: the holds are
+  // dropped, nothing is deleted (a later baseline whose list still lacks
+  // the resources holds again); how many holds were dropped.
+  Result<uint64_t> refuse_deletions(const std::string& source);
 
 private:
   struct Impl;

@@ -43,11 +43,12 @@ public:
   Result<std::vector<RetryRecord>> due_retries(int64_t feed_id, Timestamp now, size_t limit) override;
   Result<std::unique_ptr<Store>> open_session() override;
   Result<LockAttempt> try_lock_source(int64_t source_id, const std::string& who) override;
-  Result<int64_t> begin_run(int64_t source_id, RunMode mode) override;
+  Result<int64_t> begin_run(int64_t source_id, RunMode mode, RunTrigger trigger = RunTrigger::cli) override;
   Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;
   Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
   Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
-                                    const std::string& message) override;
+                                    const std::string& message,
+                                    RunTrigger trigger = RunTrigger::schedule) override;
   Result<RunInfo> run(int64_t run_id) override;
 
   Result<std::vector<FeedInfo>> feeds() override;
@@ -61,6 +62,10 @@ public:
   Result<int64_t> last_seq() override;
   Result<std::vector<SourceStats>> source_stats() override;
   Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;
+  // A page of the source's runs, newest first: those before run `before`
+  // (0: from the newest), of `status` and `trigger` when not empty.
+  Result<std::vector<RunInfo>> runs_page(const std::string& name, int64_t before, size_t limit,
+                                         const std::string& status, const std::string& trigger);
 
   Result<std::optional<ResourceDump>> resource_dump(const std::string& set) override;
   Result<std::vector<std::pair<std::string, ResourceDump>>> resource_dumps() override;

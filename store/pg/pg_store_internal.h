@@ -270,7 +270,7 @@ inline DeletionHold read_hold(const pqxx::row& row) {
 
 inline const std::string k_run_columns = "id, source_id, mode, status, " + us("started_at") + ", " + us("finished_at") +
                                   ", created, updated, deleted, unchanged, failed, bytes, coalesce(message, ''), "
-                                  "coalesce(node, '')";
+                                  "coalesce(node, ''), coalesce(trigger, '')";
 
 inline RunInfo read_run(const pqxx::row& row) {
   RunInfo info;
@@ -293,6 +293,7 @@ inline RunInfo read_run(const pqxx::row& row) {
   info.counters.bytes = row[11].as<unsigned long long>();
   info.message = row[12].as<std::string>();
   info.node = row[13].as<std::string>();
+  info.trigger = parse_trigger(row[14].as<std::string>());
   return info;
 }
 

@@ -20,6 +20,7 @@
 #include "sync_engine/iiif/change_discovery.h"
 #include "sync_engine/run_context.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -56,6 +57,11 @@ public:
     m_w = *wm;
     const bool fresh = !m_w.baseline_at && !m_w.last_time;
     const bool full = m_ctx.opt.mode != store::RunMode::incremental || fresh;
+    // A first read (or a baseline) stores what the stream holds: a baseline's.
+    std::optional<RunContext::BaselineScope> counted;
+    if (fresh || m_ctx.opt.mode == store::RunMode::baseline) {
+      counted.emplace(m_ctx);
+    }
     // Newest first: from `last` back by `prev` (or, with no `last`, from
     // `first` forward, then read in reverse).
     std::vector<iiif::Page> pages;

@@ -17,6 +17,7 @@
 #include "sync_engine/oai/oai_pmh.h"
 #include "sync_engine/run_context.h"
 
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
@@ -407,6 +408,10 @@ private:
   }
 
   Result<void> harvest(bool baseline) {
+    std::optional<RunContext::BaselineScope> counted;
+    if (baseline) {
+      counted.emplace(m_ctx);
+    }
     return walk(false, [&](const oai::Page& page) { return apply(page, baseline); });
   }
 

@@ -79,7 +79,7 @@ inline bool wait_for(const std::string& base, const std::function<bool(const jso
 
 inline bool in_sync(const json& st, const std::string& name, uint64_t live) {
   const json* s = find_source(st, name);
-  return s && (*s)["state"] == "idle" && !(*s)["last_success"].is_null() && (*s)["resources"]["live"] == live;
+  return s && (*s)["activity"] == "idle" && !(*s)["last_success"].is_null() && (*s)["resources"]["live"] == live;
 }
 
 inline std::string config_text(const std::string& db, const std::filesystem::path& dir, int port,

@@ -228,7 +228,7 @@ TEST_CASE("Daemon: a Resource List that suddenly lists nothing deletes nothing u
   REQUIRE(call(d.base, "POST", "/api/v1/sources/up/sync", auth, R"({"mode": "baseline"})").status == 202);
   const bool held = wait_for(d.base, [](const json& st) {
     const json* s = find_source(st, "up");
-    return s && !(*s)["deletions_held"].empty() && (*s)["state"] == "idle";
+    return s && !(*s)["deletions_held"].empty() && (*s)["activity"] == "idle";
   });
   INFO(d.log_text());
   REQUIRE(held);
@@ -272,7 +272,7 @@ TEST_CASE("Daemon: a Resource List that suddenly lists nothing deletes nothing u
   // The baseline it queued applies them, and the hold is gone.
   const bool applied = wait_for(d.base, [](const json& st) {
     const json* s = find_source(st, "up");
-    return s && (*s)["deletions_held"].empty() && (*s)["resources"]["live"] == 0 && (*s)["state"] == "idle";
+    return s && (*s)["deletions_held"].empty() && (*s)["resources"]["live"] == 0 && (*s)["activity"] == "idle";
   });
   CHECK(applied);
   const json after = status_of(d.base);

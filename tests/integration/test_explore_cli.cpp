@@ -154,7 +154,7 @@ TEST_CASE("tributary explore: `tributary simulate` and a Tributary republishing 
   a.start();
   REQUIRE(wait_for(a.base, [](const json& st) {
     const json* s = find_source(st, "sim");
-    return s && (*s)["state"] == "idle" && !(*s)["last_success"].is_null() && (*s)["resources"]["live"] >= 300;
+    return s && (*s)["activity"] == "idle" && !(*s)["last_success"].is_null() && (*s)["resources"]["live"] >= 300;
   }, 30));
   REQUIRE(eventually([&] {
     return http_get(a.base + "/sets/sim/changedump.xml").body.find("<url>") != std::string::npos &&

@@ -419,7 +419,7 @@ TEST_CASE("Never lose: the daemon shows a source another process is syncing as b
   d.start();
   CHECK(wait_for(d.base, [](const json& st) {
     const json* s = find_source(st, "up");
-    return s && (*s)["state"] == "busy";
+    return s && (*s)["activity"] == "busy";
   }));
   // A second CLI run refuses, naming the holder.
   auto refused = run_tributary("sync --config " + d.cfg + " --incremental");

@@ -237,7 +237,7 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   for (int i = 0; i < 600 && !synced; ++i) {
     const json s = status_of();
     synced = s.is_object() && s["last_success"].is_object() && s["last_success"]["id"] > runs_before &&
-             s["state"] == "idle";
+             s["activity"] == "idle";
     if (!synced) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -269,8 +269,8 @@ TEST_CASE("Daemon end to end: follows tributary simulate, survives kill -9 mid-b
   INFO(dom);
   CHECK(dom.find("data-source=\"sim\"") != std::string::npos);
   // Healthy: idle, or in one of its runs (every second; slow under ASan).
-  CHECK((dom.find("<span class=\"state idle\">idle</span>") != std::string::npos ||
-         dom.find("<span class=\"state syncing\">syncing</span>") != std::string::npos));
+  CHECK((dom.find("<span class=\"activity idle\">idle</span>") != std::string::npos ||
+         dom.find("<span class=\"activity syncing\">syncing</span>") != std::string::npos));
   CHECK(dom.find("<span class=\"state failing\">") == std::string::npos);
   // Which node runs the source (or ran it last): this daemon.
   char host[256] = {0};

@@ -66,7 +66,7 @@ TEST_CASE("Scheduler: failures back off exponentially, capped, and a success rec
   for (unsigned f = 1; f <= 4; ++f) {
     REQUIRE(s.due(now, 1).size() == 1);
     s.finished("a", RunMode::incremental, false, now);
-    CHECK(s.view()[0].state == SourceState::failing);
+    CHECK(s.view()[0].state == SourceState::backing_off);
     CHECK(s.view()[0].consecutive_failures == f);
     const auto wait = Scheduler::backoff(f, 60s);
     CHECK(s.due(now + wait * 9 / 10 - 1s, 1).empty());
@@ -204,7 +204,7 @@ TEST_CASE("Scheduler: a job that could not reach the database is tried again wit
   }
   s.wait_for_node("a", RunMode::baseline, t0 + 30s);
   auto v = s.view();
-  CHECK(v[0].state == SourceState::failing);
+  CHECK(v[0].state == SourceState::waiting);
   CHECK(v[0].consecutive_failures == 0); // no failure of the source's
   // The database answers: due now, not at the retry.
   s.node_back(t0 + 30s);
@@ -212,4 +212,49 @@ TEST_CASE("Scheduler: a job that could not reach the database is tried again wit
   s.finished("a", RunMode::baseline, true, t0 + 31s);
   CHECK(s.view()[0].state == SourceState::idle);
   CHECK(s.due(t0 + 100s, 2).empty()); // b keeps its interval; database_back moved no one else
+}
+
+TEST_CASE("Scheduler: each job says why it runs, and requests before a run starts make one run") {
+  Scheduler s(3);
+  s.configure({source("a", 60s)}, t0);
+  auto first = s.due(t0, 1);
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].trigger == tributary::store::RunTrigger::startup); // the first run since the process began
+  // Three notifications and an operator's audit while it runs: one
+  // follow-up run, an audit (the strongest asked), the operator's.
+  CHECK(s.request("a", RunMode::incremental, tributary::store::RunTrigger::push) == Scheduler::Request::queued);
+  CHECK(s.request("a", RunMode::audit, tributary::store::RunTrigger::operator_) == Scheduler::Request::queued);
+  CHECK(s.request("a", RunMode::incremental, tributary::store::RunTrigger::push) == Scheduler::Request::queued);
+  CHECK(s.due(t0 + 1s, 2).empty()); // never twice at once
+  s.finished("a", RunMode::incremental, true, t0 + 2s);
+  auto follow = s.due(t0 + 2s, 2);
+  REQUIRE(follow.size() == 1);
+  CHECK(follow[0].mode == RunMode::audit);
+  CHECK(follow[0].trigger == tributary::store::RunTrigger::operator_);
+  s.finished("a", RunMode::audit, true, t0 + 3s);
+  CHECK(s.due(t0 + 4s, 2).empty()); // nothing more was asked
+  // Notifications alone: one push run.
+  s.request("a", RunMode::incremental, tributary::store::RunTrigger::push);
+  s.request("a", RunMode::incremental, tributary::store::RunTrigger::push);
+  auto pushed = s.due(t0 + 5s, 2);
+  REQUIRE(pushed.size() == 1);
+  CHECK(pushed[0].trigger == tributary::store::RunTrigger::push);
+  s.finished("a", RunMode::incremental, true, t0 + 6s);
+  auto scheduled = s.due(t0 + 200s, 2);
+  REQUIRE(scheduled.size() == 1);
+  CHECK(scheduled[0].trigger == tributary::store::RunTrigger::schedule);
+}
+
+TEST_CASE("Scheduler: a paused source starts nothing and refuses requests until resumed") {
+  Scheduler s(4);
+  s.set_paused("a", true); // before it is configured: held from its first sight
+  s.configure({source("a", 60s), source("b", 60s)}, t0);
+  CHECK(names(s.due(t0, 2)) == std::vector<std::string>{"b"});
+  CHECK(s.request("a", RunMode::baseline) == Scheduler::Request::paused);
+  CHECK(s.view()[0].state == SourceState::paused);
+  CHECK(s.view()[0].paused);
+  s.set_paused("a", false);
+  auto jobs = s.due(t0 + 1s, 2);
+  REQUIRE(names(jobs) == std::vector<std::string>{"a"});
+  CHECK(jobs[0].trigger == tributary::store::RunTrigger::startup);
 }

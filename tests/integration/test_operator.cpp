@@ -1,0 +1,259 @@
+// The operator's view (#37) over real HTTP and PostgreSQL: true numbers
+// against a Source changing at a known rate, runs told apart by trigger,
+// actions that hold across nodes and restarts, and reloads that say what
+// they did.
+#include "daemon_client.h"
+#include "process.h"
+#include "sync_fixture.h"
+#include "../common/scratch_dir.h"
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <sys/wait.h>
+
+using namespace tributary::test;
+
+namespace {
+
+// The value of one series of a /metrics text ("name{labels}"), or -1.
+double metric(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) {
+    return -1;
+  }
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// The sum of every series of `name` whose labels contain each of `with`.
+double metric_sum(const std::string& text, const std::string& name, const std::vector<std::string>& with) {
+  double sum = 0;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + "{", 0) != 0) {
+      continue;
+    }
+    bool all = true;
+    for (const auto& w : with) {
+      all = all && line.find(w) != std::string::npos;
+    }
+    if (all) {
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return sum;
+}
+
+std::string metrics_of(const std::string& base) { return call(base, "GET", "/metrics").body; }
+
+const httplib::Headers k_admin{{"Authorization", "Bearer token"}};
+
+} // namespace
+
+TEST_CASE("Operator: a Source making 150 changes: /metrics and the history count them apart from its baseline, "
+          "runs are told apart by trigger, and a never-synced source has its lag and last-success series") {
+  ScratchDir dir("operator-rates");
+  const int sim_port = free_port();
+  pid_t sim = spawn_tributary({"simulate", "--listen", "127.0.0.1:" + std::to_string(sim_port), "--resources", "400",
+                               "--change-rate", "20", "--max-changes", "150", "--size", "64", "--part-size", "40",
+                               "--seed", "11"},
+                              (dir / "sim.log").string());
+  ProcessGuard sim_guard(sim);
+  const int dead_port = free_port(); // nothing listens there
+  TestDaemon d({{"sim", "http://127.0.0.1:" + std::to_string(sim_port) + "/"},
+                {"dead", "http://127.0.0.1:" + std::to_string(dead_port) + "/"}});
+  d.start();
+  // The simulator stops after 150 changes (7.5 s at 20/s); then the
+  // counter settles (the same for 3 s).
+  const auto started = std::chrono::steady_clock::now();
+  bool settled = false;
+  double changes = -1;
+  auto stable_since = started;
+  while (std::chrono::steady_clock::now() - started < std::chrono::seconds(40)) {
+    const std::string m = metrics_of(d.base);
+    const double now_changes =
+        metric_sum(m, "tributary_changes_applied_total", {"source=\"sim\"", "mode=\"incremental\""});
+    if (now_changes != changes) {
+      changes = now_changes;
+      stable_since = std::chrono::steady_clock::now();
+    }
+    if (std::chrono::steady_clock::now() - started > std::chrono::seconds(10) && changes > 0 &&
+        std::chrono::steady_clock::now() - stable_since > std::chrono::seconds(3)) {
+      settled = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  INFO(d.log_text());
+  CHECK(settled);
+  // The dead source fails once its tries are over (5 over about 12 s).
+  CHECK(wait_for(d.base, [](const json& st) {
+    const json* x = find_source(st, "dead");
+    return x && (*x)["state"] == "failing" && (*x)["activity"] == "backing_off";
+  }, 40));
+  const std::string m = metrics_of(d.base);
+  // Every change applied once, by kind; the baseline's 400 apart. (Those
+  // the simulator made while the baseline read its list are in the
+  // baseline: 150 less a few.)
+  const double logged = std::stod(scalar(d, "SELECT count(*) FROM change_log"));
+  const double stored = metric_sum(m, "tributary_changes_applied_total", {"source=\"sim\"", "mode=\"baseline\""});
+  CHECK(changes + stored == logged);
+  CHECK(changes >= 120);
+  CHECK(changes <= 150);
+  CHECK(stored >= 390); // 400, less those deleted before the baseline read its list
+  CHECK(stored <= 410);
+  CHECK(metric_sum(m, "tributary_changes_applied_total", {"source=\"sim\"", "change=\"updated\""}) > 0);
+  CHECK(metric(m, "tributary_content_bytes_total{source=\"sim\"}") > 400 * 64 - 1);
+  // Runs by trigger: the first after start, then the schedule's.
+  CHECK(metric_sum(m, "tributary_runs_total", {"source=\"sim\"", "trigger=\"startup\""}) == 1);
+  CHECK(metric_sum(m, "tributary_runs_total", {"source=\"sim\"", "trigger=\"schedule\""}) >= 3);
+  CHECK(metric_sum(m, "tributary_run_duration_seconds_count", {"mode=\"incremental\""}) >= 3);
+  CHECK(m.find("tributary_build_info{version=\"") != std::string::npos);
+  // One state vocabulary: the page's, with every state a series.
+  CHECK(metric(m, "tributary_source_state{source=\"sim\",state=\"in_sync\"}") == 1);
+  CHECK(metric(m, "tributary_source_state{source=\"sim\",state=\"lagging\"}") == 0);
+  CHECK(metric(m, "tributary_source_state{source=\"dead\",state=\"failing\"}") == 1);
+  // The source that never succeeded lags, and last succeeded, from when it
+  // was configured: the alerts can fire for it.
+  const double now = static_cast<double>(std::time(nullptr));
+  const double last = metric(m, "tributary_source_last_success_timestamp_seconds{source=\"dead\"}");
+  CHECK(last > now - 120);
+  CHECK(last <= now + 1);
+  CHECK(metric(m, "tributary_source_lag_seconds{source=\"dead\"}") >= 0);
+  CHECK(metric(m, "tributary_source_ever_succeeded{source=\"dead\"}") == 0);
+  CHECK(metric(m, "tributary_source_ever_succeeded{source=\"sim\"}") == 1);
+  // The history (what the page's rates come from) agrees, apart likewise.
+  const json h = json::parse(call(d.base, "GET", "/api/v1/history?hours=1&source=sim").body);
+  uint64_t hist_changes = 0, hist_baseline = 0;
+  for (const auto& c : h["data"]["sources"][0]["changes"]) {
+    hist_changes += c.get<uint64_t>();
+  }
+  for (const auto& c : h["data"]["sources"][0]["baseline"]) {
+    hist_baseline += c.get<uint64_t>();
+  }
+  CHECK(static_cast<double>(hist_changes) == changes);
+  CHECK(static_cast<double>(hist_baseline) == stored);
+  // Runs carry their trigger in the API and the database, with paging.
+  const json runs = json::parse(call(d.base, "GET", "/api/v1/sources/sim/runs?limit=2").body);
+  REQUIRE(runs["data"]["runs"].size() == 2);
+  CHECK(runs["data"]["runs"][0]["trigger"] == "schedule");
+  const int64_t next = runs["data"]["next_before"].get<int64_t>();
+  const json older = json::parse(
+      call(d.base, "GET", "/api/v1/sources/sim/runs?limit=500&before=" + std::to_string(next)).body);
+  CHECK(older["data"]["runs"].back()["trigger"] == "startup");
+  CHECK(older["data"]["next_before"].is_null());
+  const json failed = json::parse(call(d.base, "GET", "/api/v1/sources/dead/runs?status=failed").body);
+  CHECK(failed["data"]["runs"].size() >= 1);
+  CHECK(scalar(d, "SELECT count(*) FROM sync_run WHERE trigger IS NULL") == "0");
+  CHECK(wait_for(d.base, [](const json& st) {
+    const json* x = find_source(st, "dead");
+    return x && (*x)["state"] == "failing" && !(*x)["failing_since"].is_null() && !(*x)["configured_at"].is_null();
+  }, 5));
+}
+
+TEST_CASE("Operator: pause holds in PostgreSQL across a restart, resume, retry and audit now, each action in the "
+          "source's history with who and when") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(3);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"up", up.url("/")}});
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "up", 3); }));
+  auto runs = [&d] { return std::stoi(scalar(d, "SELECT count(*) FROM sync_run")); };
+  // Pause: no run starts, a sync is refused, the state says paused.
+  const Answer p = call(d.base, "POST", "/api/v1/sources/up/pause", {{"Authorization", "Bearer token"}},
+                        R"({"reason": "upstream maintenance until 14:00", "by": "alice"})");
+  CHECK(p.status == 200);
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/pause", {}, "").status == 401);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500)); // a run under way finishes
+  const int held = runs();
+  std::this_thread::sleep_for(std::chrono::seconds(3)); // interval 1 s: three runs, were it not paused
+  CHECK(runs() == held);
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/sync", k_admin, "").status == 409);
+  json st = status_of(d.base);
+  const json* s = find_source(st, "up");
+  REQUIRE(s);
+  CHECK((*s)["state"] == "paused");
+  CHECK((*s)["activity"] == "paused");
+  CHECK((*s)["paused"]["reason"] == "upstream maintenance until 14:00");
+  CHECK((*s)["paused"]["by"].get<std::string>().rfind("alice from 127.0.0.1", 0) == 0);
+  CHECK(metric(metrics_of(d.base), "tributary_source_state{source=\"up\",state=\"paused\"}") == 1);
+  // Kept in PostgreSQL: a restart is still paused.
+  CHECK(d.stop().second == 0);
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& x) {
+    const json* u = find_source(x, "up");
+    return u && (*u)["state"] == "paused";
+  }));
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  CHECK(runs() == held);
+  // Resume: runs again, first of all the one asked for.
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/resume", k_admin, R"({"by": "bob"})").status == 200);
+  CHECK(wait_for(d.base, [&](const json&) { return runs() > held; }, 10));
+  // Retry now and audit now, as an operator.
+  const Answer r = call(d.base, "POST", "/api/v1/sources/up/retry", k_admin, "");
+  CHECK(r.status == 202);
+  CHECK(call(d.base, "POST", "/api/v1/sources/up/audit", {{"Authorization", "Bearer token"}, {"X-Operator", "carol"}},
+             "")
+            .status == 202);
+  CHECK(wait_for(d.base, [&](const json&) {
+    return scalar(d, "SELECT count(*) FROM sync_run WHERE mode = 'audit' AND trigger = 'operator'") == "1";
+  }));
+  // Every action, with who and when, newest first, in the source's detail.
+  const json detail = json::parse(call(d.base, "GET", "/api/v1/sources/up/detail").body);
+  std::vector<std::string> actions;
+  for (const auto& a : detail["data"]["actions"]) {
+    actions.push_back(a["action"].get<std::string>() + " by " + a["by"].get<std::string>().substr(0, 5));
+  }
+  CHECK(actions == std::vector<std::string>{"audit by carol", "retry by an op", "resume by bob f", "pause by alice"});
+  CHECK(d.log_text().find("operator action: resume") != std::string::npos);
+}
+
+TEST_CASE("Operator: a reload names the sources it added, removed, disabled and changed, and a refused one is a status "
+          "field and a metric") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(2);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"a", up.url("/")}, {"b", up.url("/")}, {"c", up.url("/")}});
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "a", 2); }));
+  CHECK(status_of(d.base)["data"]["reload"].is_null());
+  // b removed, c disabled, a changed (its interval), d added.
+  json cfg = json::parse(slurp(d.cfg));
+  cfg["sources"].erase(1);
+  cfg["sources"][0]["interval"] = "2s";
+  cfg["sources"][1]["enabled"] = false;
+  cfg["sources"].push_back({{"name", "d"}, {"url", up.url("/")}, {"interval", "1s"}});
+  std::ofstream(d.cfg) << cfg.dump(2);
+  kill(d.pid, SIGHUP);
+  REQUIRE(wait_for(d.base, [](const json& st) { return st.is_object() && !st["data"]["reload"].is_null(); }));
+  json r = status_of(d.base)["data"]["reload"];
+  CHECK(r["ok"] == true);
+  CHECK(r["added"] == json::array({"d"}));
+  CHECK(r["removed"] == json::array({"b"}));
+  CHECK(r["disabled"] == json::array({"c"}));
+  CHECK(r["changed"] == json::array({"a"}));
+  CHECK(r["error"].is_null());
+  CHECK(d.log_text().find("config reloaded: added d; removed b; disabled c; changed a") != std::string::npos);
+  std::string m = metrics_of(d.base);
+  CHECK(metric(m, "tributary_config_last_reload_successful") == 1);
+  CHECK(metric(m, "tributary_config_reloads_total{outcome=\"applied\"}") == 1);
+  // The removed source's series are gone.
+  CHECK(m.find("source=\"b\"") == std::string::npos);
+  // An invalid file: refused, said in the status and /metrics.
+  std::ofstream(d.cfg) << "{\"database\": 7, \"sources\": [";
+  kill(d.pid, SIGHUP);
+  REQUIRE(wait_for(d.base, [](const json& st) { return st.is_object() && st["data"]["reload"]["ok"] == false; }));
+  r = status_of(d.base)["data"]["reload"];
+  CHECK(r["error"].get<std::string>().find("not valid JSON") != std::string::npos);
+  m = metrics_of(d.base);
+  CHECK(metric(m, "tributary_config_last_reload_successful") == 0);
+  CHECK(metric(m, "tributary_config_reloads_total{outcome=\"refused\"}") == 1);
+  CHECK(find_source(status_of(d.base), "d") != nullptr); // still the config before
+}
