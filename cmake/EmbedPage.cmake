@@ -1,10 +1,15 @@
 # Compiles the status page (aggregator/status_page/status.html, with its
-# status.css and status.js put in place of @STYLE@ and @SCRIPT@) into a C++
+# status.css and its scripts common.js, list.js and detail.js, in that order,
+# put in place of @STYLE@ and @SCRIPT@) into a C++
 # source, so the binary serves one self-contained page. Called as:
 #   cmake -DOUT=file.cpp -DDIR=aggregator/status_page -P EmbedPage.cmake
 file(READ "${DIR}/status.html" page)
 file(READ "${DIR}/status.css" style)
-file(READ "${DIR}/status.js" script)
+set(script "")
+foreach(part common list detail)
+  file(READ "${DIR}/${part}.js" text)
+  string(APPEND script "${text}")
+endforeach()
 string(REPLACE "@STYLE@" "${style}" page "${page}")
 string(REPLACE "@SCRIPT@" "${script}" page "${page}")
 string(FIND "${page}" ")tributary_page\"" bad)

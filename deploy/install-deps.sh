@@ -42,8 +42,9 @@ packages=(
   # JSON Schema validation: the tests check docs/config.schema.json and the
   # status API's answers against docs/openapi.json with it
   python3-jsonschema
-  # the status page's end-to-end test renders it in headless Chromium
-  chromium
+  # the status page's end-to-end test renders it in headless Chromium, and
+  # clicks its action buttons over the DevTools protocol (python3-websocket)
+  chromium python3-websocket
   # promtool (Prometheus's own checker) lints /metrics and checks and
   # unit-tests deploy/monitoring's alert rules in the tests; Debian ships it
   # in the prometheus package, whose service policy-rc.d may leave stopped

@@ -355,12 +355,18 @@ void execute(RunContext& ctx) {
                                                 : store::RunStatus::succeeded;
   ctx.report.duration =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-  std::string message = format_counters(ctx.report.counters);
-  for (const auto& n : ctx.report.notes) {
-    message += "; " + n;
-  }
+  // The cause first (the counts are the run's columns): its first error,
+  // how many more, then what the run decided.
+  std::string message;
   if (!ctx.report.errors.empty()) {
-    message += "; first error: " + ctx.report.errors.front();
+    message = ctx.report.errors.front();
+    if (ctx.report.error_count > 1) {
+      message += " (and " + std::to_string(ctx.report.error_count - 1) + " more error" +
+                 (ctx.report.error_count == 2 ? "" : "s") + ")";
+    }
+  }
+  for (const auto& n : ctx.report.notes) {
+    message += (message.empty() ? "" : "; ") + n;
   }
   (void)ctx.store.finish_run(ctx.run_id, ctx.report.status, message);
 }

@@ -257,3 +257,66 @@ TEST_CASE("Operator: a reload names the sources it added, removed, disabled and 
   CHECK(metric(m, "tributary_config_reloads_total{outcome=\"refused\"}") == 1);
   CHECK(find_source(status_of(d.base), "d") != nullptr); // still the config before
 }
+
+TEST_CASE("Operator: each action through the status page in headless Chromium: the token typed once, kept in "
+          "memory only, and every click recorded") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(3);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"up", up.url("/")}}, "page-token");
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "up", 3); }));
+  ScratchDir dir("operator-page");
+  const std::string out = (dir / "steps.jsonl").string();
+  const std::string cmd = python3() + " " +
+                          (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/page_actions.py").string() +
+                          " '" + d.base + "/status/sources/up' page-token dana buttons 'reason:moving racks' "
+                          "click:pause buttons click:resume click:sync click:audit reload buttons > " + out +
+                          " 2>" + (dir / "steps.err").string();
+  const int rc = std::system(cmd.c_str());
+  INFO(slurp(dir / "steps.err"));
+  INFO(slurp(out));
+  REQUIRE(rc == 0);
+  std::vector<json> steps;
+  {
+    std::ifstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      steps.push_back(json::parse(line));
+    }
+  }
+  REQUIRE(steps.size() == 9);
+  CHECK(steps[0]["result"] == "pause sync audit");
+  CHECK(steps[2]["result"] == "Pause: done");
+  CHECK(steps[3]["result"] == "resume"); // paused: resume is all there is
+  CHECK(steps[4]["result"] == "Resume: done");
+  CHECK(steps[5]["result"] == "Sync now: done");
+  CHECK(steps[6]["result"] == "Audit now: done");
+  // The token left the field at once, never went into the address, and
+  // nothing was stored: after a reload it must be typed again.
+  for (size_t i : {2u, 4u, 5u, 6u}) {
+    CHECK(steps[i]["left"] == d.base + "/status/sources/up");
+  }
+  CHECK(steps[7]["result"] == "[0,0,\"\"]");
+  // What the clicks did, as the API and the database say.
+  const json detail = json::parse(call(d.base, "GET", "/api/v1/sources/up/detail").body);
+  std::vector<std::string> actions;
+  for (const auto& a : detail["data"]["actions"]) {
+    actions.push_back(a["action"].get<std::string>());
+    CHECK(a["by"].get<std::string>().rfind("dana from 127.0.0.1", 0) == 0);
+  }
+  CHECK(actions == std::vector<std::string>{"audit", "sync", "resume", "pause"});
+  CHECK(scalar(d, "SELECT detail FROM operator_action WHERE action = 'pause'") == "moving racks");
+  CHECK(scalar(d, "SELECT count(*) FROM source_pause") == "0");
+  CHECK(wait_for(d.base, [&](const json&) {
+    return scalar(d, "SELECT count(*) FROM sync_run WHERE mode = 'audit' AND trigger = 'operator'") == "1";
+  }));
+  // A wrong token is refused on the page, and says so.
+  const std::string bad = python3() + " " +
+                          (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/page_actions.py").string() +
+                          " '" + d.base + "/status/sources/up' wrong eve click:pause > " + out + " 2>&1";
+  REQUIRE(std::system(bad.c_str()) == 0);
+  CHECK(slurp(out).find("Pause: wrong admin token") != std::string::npos);
+  CHECK(scalar(d, "SELECT count(*) FROM source_pause") == "0");
+}

@@ -41,12 +41,12 @@ std::string dom_of(const std::string& url, const std::filesystem::path& dir, con
 }
 
 // A screenshot of `url`, kept with the build's test artefacts.
-std::filesystem::path screenshot(const std::string& url, const std::string& name, int height) {
+std::filesystem::path screenshot(const std::string& url, const std::string& name, int height, int width = 1400) {
   const std::filesystem::path dir = TRIBUTARY_ARTEFACT_DIR;
   std::filesystem::create_directories(dir);
   const auto png = dir / (name + ".png");
   std::filesystem::remove(png);
-  chromium_screenshot(url, png, 1600, height, 8000);
+  chromium_screenshot(url, png, width, height, 8000);
   return png;
 }
 
@@ -196,8 +196,17 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
     CHECK(count(page, "<polyline class=\"line\"") >= 400);
     // The host each source is fetched from, with its rate; failing sources
     // first (the default sort), naming why.
-    CHECK(page.find(sims[0]->base_url().substr(7) + "<div class=\"sub\">") != std::string::npos);
+    CHECK(page.find("<td class=\"host\" title=\"") != std::string::npos);
     CHECK(page.find(" req/s, window ") != std::string::npos);
+    // Times relative, exact on hover; failing since as a duration; each
+    // sparkline with its scale; the pushed source's schedule explained.
+    CHECK(page.find("<time datetime=\"") != std::string::npos);
+    CHECK(page.find(" ago</time>") != std::string::npos);
+    CHECK(page.find("<span class=\"since\" title=\"failing since ") != std::string::npos);
+    CHECK(count(page, "<text class=\"scale\"") >= 400);
+    CHECK(page.find("<span class=\"sub\"> · pushed</span>") != std::string::npos);
+    CHECK(page.find("failing failing") == std::string::npos);
+    CHECK(page.find("last on ") == std::string::npos); // one node: no node named on every row
     CHECK(row_names(page).front().rfind("dead-", 0) == 0);
     CHECK(page.find("failed run(s) in a row") != std::string::npos);
     // A link to each source's page.
@@ -226,6 +235,22 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
     for (const auto& n : on_host) {
       CHECK(n.rfind("sim-2-", 0) == 0);
     }
+  }
+  // Rows of one line: 200 sources make a page of about 200 × 28 px.
+  {
+    const std::string out = (dir.path / "rows.jsonl").string();
+    const std::string cmd =
+        python3() + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/page_actions.py").string() +
+        " '" + d.base + "/status' - - 'eval:Math.max(...[...document.querySelectorAll(\"#sources tr\")]"
+        ".map(r => r.getBoundingClientRect().height))' "
+        "'eval:document.querySelectorAll(\"#sources tr\").length' > " + out + " 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const std::string text = slurp(out);
+    INFO(text);
+    const json tallest = json::parse(text.substr(0, text.find('\n')))["result"];
+    MESSAGE("tallest row: " << tallest.dump() << " px");
+    CHECK(tallest.get<double>() <= 30);
+    CHECK(text.find("\"result\": 200") != std::string::npos);
   }
   lap("list pages rendered");
   // ---- one source: a broken one ----
@@ -261,11 +286,13 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
   }
   lap("source pages rendered");
   // Screenshots for the eye (kept under the build's artefacts/).
-  using Shot = std::tuple<std::string, std::string, int>;
-  for (const auto& [url, name, height] : {Shot{d.base + "/status", "status-200-sources", 2400},
-                                          Shot{d.base + "/status/sources/broken-0", "status-source-broken", 1600},
-                                          Shot{d.base + "/status/sources/sim-0-000", "status-source-pushed", 1600}}) {
-    const auto png = screenshot(url, name, height);
+  using Shot = std::tuple<std::string, std::string, int, int>;
+  for (const auto& [url, name, height, width] :
+       {Shot{d.base + "/status", "status-200-sources", 6200, 1400},
+        Shot{d.base + "/status", "status-200-sources-phone", 2400, 390},
+        Shot{d.base + "/status/sources/broken-0", "status-source-broken", 1600, 1400},
+        Shot{d.base + "/status/sources/sim-0-000", "status-source-pushed", 1600, 1400}}) {
+    const auto png = screenshot(url, name, height, width);
     CHECK(std::filesystem::exists(png));
     CHECK(std::filesystem::file_size(png) > 20000);
     MESSAGE("screenshot: " << png.string());
