@@ -4,6 +4,7 @@
 #include "aggregator/content.h"
 #include "aggregator/serving.h"
 #include "store/blob/garbage.h"
+#include "store/pg/pg_status_store.h"
 #include "store/pg/pg_store.h"
 
 #include "republisher/server.h"
@@ -326,6 +327,36 @@ int collect_bucket(const Config& config, std::chrono::seconds grace, bool dry_ru
 }
 } // namespace
 
+int run_retire(const std::string& config_path, const std::string& source, std::ostream& out, std::ostream& err) {
+  auto config = loaded(config_path, err);
+  if (!config) {
+    return 1;
+  }
+  if (config->find_source(source)) {
+    err << "tributary retire: source '" << source
+        << "' is in the config: remove it there first (and reload), then retire it\n";
+    return 2;
+  }
+  auto status = store::PgStatusStore::open(config->database);
+  if (!status) {
+    err << "tributary retire: " << status.error().message << '\n';
+    return 1;
+  }
+  auto purged = (*status)->purge_source(source);
+  if (!purged) {
+    err << "tributary retire: " << purged.error().message << '\n';
+    return 1;
+  }
+  if (!*purged) {
+    err << "tributary retire: the database holds no source '" << source << "'\n";
+    return 1;
+  }
+  (void)(*status)->record_action(source, "retire", "tributary retire (command line)", "purged");
+  out << "retired " << source << ": its feeds, resources, change log, runs and history are purged; its content "
+      << "blobs are removed by `tributary gc` once no other source names them\n";
+  return 0;
+}
+
 int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   // "0s" removes at once what an earlier run condemned (tests, an emptied store).
   auto grace = parse_duration(cmd.grace, /*allow_zero=*/true);
@@ -340,6 +371,27 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   auto storage = open_storage(*config, "gc", err, /*local=*/true);
   if (!storage) {
     return 1;
+  }
+  // Sources removed from the config longer ago than their retention go
+  // first: their resources then name no blob, which this collection condemns.
+  if (config->removed_source_retention.count() > 0) {
+    auto status = store::PgStatusStore::open(config->database);
+    auto expired = status ? (*status)->removed_before(config->removed_source_retention)
+                          : Result<std::vector<std::string>>(tl::unexpected(status.error()));
+    if (!expired) {
+      err << "tributary gc: " << expired.error().message << '\n';
+      return 1;
+    }
+    for (const auto& name : *expired) {
+      if (cmd.dry_run) {
+        out << "would purge removed source " << name << '\n';
+      } else if (auto purged = (*status)->purge_source(name); !purged) {
+        err << "tributary gc: purging " << name << ": " << purged.error().message << '\n';
+        return 1;
+      } else {
+        out << "purged removed source " << name << " (removed from the config longer than removed_source_retention)\n";
+      }
+    }
   }
   store::GcOptions options;
   options.grace = *grace;

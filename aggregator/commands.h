@@ -39,6 +39,13 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
 // Returns 0 when nothing is wrong, 1 otherwise.
 int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& out, std::ostream& err);
 
+// `tributary retire --config FILE SOURCE`: purges at once every trace of a
+// source no longer in the config (feeds, resources, change log, runs,
+// history; content blobs become garbage for gc). Refuses a configured
+// source (2). Returns 0 when purged, 1 when there was no such source or on
+// failure.
+int run_retire(const std::string& config_path, const std::string& source, std::ostream& out, std::ostream& err);
+
 // `tributary gc --config FILE [--grace DURATION] [--dry-run]`: one garbage
 // collection of the blob store (see store/garbage.h): removes blobs
 // condemned longer than the grace period that the database still does not

@@ -401,6 +401,7 @@ public:
             {"public_url", {url(c.public_url, false)}},
             {"max_concurrent_syncs", {integer(c.max_concurrent_syncs, 1, 256)}},
             {"run_retention", {duration(c.run_retention, true)}},
+            {"removed_source_retention", {duration(c.removed_source_retention, true)}},
             {"change_retention", {duration(c.change_retention, true)}},
             {"resource_dump_interval", {duration(c.resource_dump_interval, true)}},
             {"dump_package_size", {integer(c.dump_package_size, 1, 1000000)}},

@@ -43,6 +43,11 @@ struct Config {
   // Runs (and their errors) older than this are removed, hourly, except
   // each source's newest succeeded and failed run; zero ("never"): kept.
   std::chrono::seconds run_retention{30 * 86400};
+  // A source removed from the config: its documents answer 410 Gone at
+  // once; its data (feeds, resources, change log, runs) is purged by
+  // `tributary gc` this long after (zero, "never": kept until `tributary
+  // retire`).
+  std::chrono::seconds removed_source_retention{30 * 86400};
   // Change-log retention: closed Change List parts that ended longer ago
   // than this are compacted, hourly, with their Change Dump packages; a
   // Destination further behind re-baselines. Zero ("never"): kept.

@@ -101,13 +101,23 @@ int main(int argc, char** argv) {
             "files mostly dead are rewritten to give the disk back; with the s3 store, this node's copies of "
             "blobs the bucket holds are removed past content.cache_bytes, and the bucket is collected the same "
             "way (rows, then the objects left with none). Safe beside running daemons, syncs "
-            "and servers; run it daily (deploy/tributary-gc.timer). Prints what it found and did.");
+            "and servers; run it daily (deploy/tributary-gc.timer). Sources removed from the config longer than "
+            "removed_source_retention are purged first. Prints what it found and did.");
   gc_sub->add_option("--config", gc_cmd.config_path, "Configuration file (JSON)")->required();
   gc_sub->add_option("--grace", gc_cmd.grace,
                      "How long a blob stays condemned before it may be removed (default 24h); longer than any "
                      "sync batch takes")
       ->capture_default_str();
   gc_sub->add_flag("--dry-run", gc_cmd.dry_run, "Report what is garbage; mark, remove and rewrite nothing");
+
+  std::string retire_config, retire_source;
+  auto* retire_sub = app.add_subcommand(
+      "retire", "Purge at once every trace of a source removed from the config (feeds, resources, change log, runs, "
+                "history; its content blobs are then garbage for gc). A removed source's documents answer 410 Gone "
+                "from the moment it leaves the config; without retire, gc purges it after removed_source_retention "
+                "(default 30d). Exit 0 purged, 1 no such source or failure, 2 the source is still configured.");
+  retire_sub->add_option("--config", retire_config, "Configuration file (JSON)")->required();
+  retire_sub->add_option("source", retire_source, "The source's name")->required();
 
   std::string migrate_blobs_config;
   auto* migrate_blobs_cmd = app.add_subcommand(
@@ -210,6 +220,9 @@ int main(int argc, char** argv) {
     }
     if (migrate_blobs_cmd->parsed()) {
       return tributary::agg::run_migrate_blobs(migrate_blobs_config, std::cout, std::cerr);
+    }
+    if (retire_sub->parsed()) {
+      return agg::run_retire(retire_config, retire_source, std::cout, std::cerr);
     }
     if (gc_sub->parsed()) {
       return tributary::agg::run_gc(gc_cmd, std::cout, std::cerr);

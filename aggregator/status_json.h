@@ -56,7 +56,7 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
                                                   const store::SourceStats* st, uint64_t unapplied, Time now);
 
 // The kind of a run's error, from its reason, for grouping: "HTTP 404",
-// "hash mismatch", "timeout", "connection", "too large", "refused",
+// "hash mismatch", "timeout", "TLS", "connection", "too large", "refused",
 // "rejected entry", "invalid document", "busy" or "other".
 std::string error_kind(std::string_view reason);
 

@@ -35,7 +35,7 @@ std::string error_kind(std::string_view reason) {
   if (reason.rfind("entry rejected", 0) == 0) {
     return "rejected entry";
   }
-  static const std::regex k_status(R"(: HTTP ([1-5][0-9][0-9]))");
+  static const std::regex k_status(R"((?:^|: )HTTP ([1-5][0-9][0-9]))");
   std::match_results<std::string_view::const_iterator> m;
   if (std::regex_search(reason.begin(), reason.end(), m, k_status)) {
     return "HTTP " + m[1].str();
@@ -49,11 +49,15 @@ std::string error_kind(std::string_view reason) {
   if (has(reason, "larger than") || (has(reason, "more than") && has(reason, "limit"))) {
     return "too large";
   }
+  if (has(reason, "tls ")) {
+    return "TLS";
+  }
+  if (has(reason, "connection refused") || has(reason, "unreachable") || has(reason, "resolve") ||
+      has(reason, "connect")) {
+    return "connection";
+  }
   if (has(reason, "refused:")) {
     return "refused";
-  }
-  if (has(reason, "resolve") || has(reason, "connect")) {
-    return "connection";
   }
   if (has(reason, "being synced by another run")) {
     return "busy";
@@ -294,7 +298,7 @@ void runs_route(DaemonState& state, const std::string& name, const http::Request
   const auto before = get("before").empty() ? std::optional<long long>(0) : whole(get("before"), 1, INT64_MAX);
   const std::string status = get("status"), trigger = get("trigger");
   const bool status_ok = status.empty() || status == "running" || status == "succeeded" || status == "partial" ||
-                         status == "failed";
+                         status == "failed" || status == "interrupted";
   if (!limit || !before || !status_ok || (!trigger.empty() && !store::parse_trigger(trigger))) {
     fail(res, 400, "bad_request",
          "limit 1 to 500, before a run id, status running|succeeded|partial|failed, "

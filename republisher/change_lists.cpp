@@ -43,6 +43,10 @@ auto Republisher::Impl::refresh(bool force) -> Result<void> {
   if (!feeds) {
     return tl::unexpected(feeds.error());
   }
+  if (auto removed = reader->removed_sources()) {
+    std::unique_lock lock(cache_mutex);
+    removed_sources = std::make_shared<const std::set<std::string>>(removed->begin(), removed->end());
+  }
   // A set is shown whole or not at all: one whose Resource List the
   // lister has not published yet (a source's first changes, a new named
   // set) waits for it, so that no client reads a Capability List naming

@@ -65,8 +65,38 @@ auto Republisher::Impl::handle(const http::Request& req, http::Response& res, bo
   if (auto r = UrlScheme::parse_resource_path(req.path); r && req.path.compare(0, prefix.size(), prefix) == 0) {
     return serve_resource(req, res, r->first, r->second, can_block);
   }
+  if (removed_path(*path)) {
+    // The source was removed from this aggregator: a follower is told it
+    // is gone for good, not that it is missing for now.
+    res.status = 410;
+    res.set_body("This source was removed from the aggregator; its documents are gone.\n",
+                 "text/plain; charset=utf-8");
+    return http::Disposition::done;
+  }
   res.status = 404;
   return http::Disposition::done;
+}
+
+bool Republisher::Impl::removed_path(const std::string& path) {
+  const size_t at = path.find("/sets/");
+  if (at == std::string::npos) {
+    return false;
+  }
+  const size_t from = at + 6;
+  const size_t end = path.find('/', from);
+  const std::string set = path.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  std::shared_ptr<const std::set<std::string>> removed;
+  {
+    std::shared_lock lock(cache_mutex);
+    removed = removed_sources;
+  }
+  if (removed->count(set)) {
+    return true;
+  }
+  // A source's second and later sets: NAME-2, NAME-3, …
+  const size_t dash = set.rfind('-');
+  return dash != std::string::npos && dash + 1 < set.size() &&
+         set.find_first_not_of("0123456789", dash + 1) == std::string::npos && removed->count(set.substr(0, dash));
 }
 
 Republisher::Republisher(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::BlobStore> blobs,
@@ -184,6 +214,16 @@ Result<void> Republisher::archive(const std::vector<store::Compaction>& plan) { 
 
 Republisher::Compactable Republisher::compactable(rs::Timestamp cutoff) {
   return m_impl->compactable(cutoff);
+}
+
+void Republisher::sources_changed() {
+  {
+    std::lock_guard lock(m_impl->stop_mutex);
+    m_impl->sets_listed = true; // every set rendered again: the Source Description lists one less
+    m_impl->refresh_requested = true;
+    m_impl->lists_wake = true;
+  }
+  m_impl->stop_cv.notify_all();
 }
 
 void Republisher::refresh_soon() {

@@ -101,6 +101,10 @@ public:
   // Asks for the documents to be rendered again now if the store moved on
   // (the daemon calls it after a run), instead of at the next periodic check.
   void refresh_soon();
+  // Sources were added to or removed from the configuration: every set is
+  // rendered again now (a removed source leaves the Source Description, and
+  // its documents answer 410 Gone).
+  void sources_changed();
   // Stops the background threads (stop the server first).
   void stop();
 

@@ -235,6 +235,12 @@ struct Republisher::Impl {
 
   std::shared_mutex cache_mutex;
   std::shared_ptr<const DocumentMap> documents = std::make_shared<DocumentMap>();
+  // Sources removed from the configuration, kept until purged: their sets'
+  // documents and resources answer 410 Gone (under cache_mutex).
+  std::shared_ptr<const std::set<std::string>> removed_sources = std::make_shared<std::set<std::string>>();
+  // Whether `path` (of a document or resource we serve) is in the set of a
+  // removed source ("/sets/NAME/…" or "/sets/NAME-2/…").
+  bool removed_path(const std::string& path);
   // What content requests need of a resource, cached until the store moves
   // on (a database round trip per request would cap the server far below
   // what serving a file costs).

@@ -42,3 +42,9 @@ CREATE TABLE source_removed (
 -- `changes` from incremental runs and audits, `baseline` from baselines.
 -- The change-log cursor of 0016 is no longer read.
 ALTER TABLE source_history ADD COLUMN baseline bigint NOT NULL DEFAULT 0;
+
+-- A run stopped by its process shutting down is "interrupted": no failure
+-- of the source's (it resumes at the next start), not shown as one.
+ALTER TABLE sync_run DROP CONSTRAINT sync_run_status_check;
+ALTER TABLE sync_run ADD CONSTRAINT sync_run_status_check
+  CHECK (status IN ('running', 'succeeded', 'partial', 'failed', 'interrupted'));

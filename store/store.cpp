@@ -84,6 +84,8 @@ std::string_view to_string(RunStatus s) {
     return "partial";
   case RunStatus::failed:
     return "failed";
+  case RunStatus::interrupted:
+    return "interrupted";
   }
   return "";
 }

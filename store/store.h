@@ -80,7 +80,9 @@ struct RunCounters {
 };
 
 enum class RunMode { baseline, incremental, audit };
-enum class RunStatus { running, succeeded, partial, failed };
+// interrupted: stopped by its process shutting down (SIGTERM): no failure
+// of the source's, and not shown as one.
+enum class RunStatus { running, succeeded, partial, failed, interrupted };
 // Why a run ran: its schedule, a push notification, an operator (the API
 // or the status page), the daemon's start (a source's first run after it),
 // or `tributary sync` (the command line).

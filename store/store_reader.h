@@ -84,8 +84,12 @@ class StoreReader {
 public:
   virtual ~StoreReader() = default;
 
-  // Every feed, ordered by source name, then feed id.
+  // Every feed we publish, ordered by source name, then feed id: those of
+  // sources removed from the configuration (schema 0021) are not.
   virtual Result<std::vector<FeedInfo>> feeds() = 0;
+  // The names of sources removed from the configuration whose data is kept
+  // until purged: their documents answer 410 Gone.
+  virtual Result<std::vector<std::string>> removed_sources() { return std::vector<std::string>{}; }
   // Live resources of a feed ordered by URI (the store's collation), those
   // after `after_uri` (all when empty), at most `limit`.
   virtual Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,

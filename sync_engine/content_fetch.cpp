@@ -1,5 +1,6 @@
 #include "sync_engine/content_fetch.h"
 
+#include "sync_engine/error_words.h"
 #include "sync_engine/retry.h"
 
 #include <algorithm>
@@ -115,7 +116,7 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
       continue;
     }
     if (r->status < 200 || r->status > 299) {
-      reasons.push_back(url + ": HTTP " + std::to_string(r->status));
+      reasons.push_back(http_status_words(r->status, url));
       if (r->status != 404 && r->status != 410) {
         all_missing = false;
       }
@@ -132,7 +133,7 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
     if (check) {
       std::string mismatch;
       if (!rs::hashes_match({*check}, w->digests(), &mismatch)) {
-        reasons.push_back(url + ": hash mismatch, " + mismatch);
+        reasons.push_back("hash mismatch for " + url + ": " + mismatch);
         any_mismatch = true;
         continue;
       }

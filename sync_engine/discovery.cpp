@@ -1,5 +1,6 @@
 #include "sync_engine/discovery.h"
 
+#include "sync_engine/error_words.h"
 #include "sync_engine/document_fetch.h"
 #include "common/url_resolve.h"
 
@@ -58,6 +59,18 @@ struct DiscoveryHandler : rs::DocumentHandler {
   void reset() { *this = DiscoveryHandler{}; }
 };
 
+// A fetch error's words, naming `url` unless they name it (or its
+// authority) already.
+std::string names_url(const std::string& words, const std::string& url) {
+  if (words.find(url) != std::string::npos) {
+    return words;
+  }
+  if (auto u = parse_url(url); u && words.find(authority_of(u->host, u->port)) != std::string::npos) {
+    return words;
+  }
+  return words + " (" + url + ")";
+}
+
 class Discoverer {
 public:
   Discoverer(Fetcher& f, const FetchOptions& o) : m_fetcher(f), m_options(o) {}
@@ -73,7 +86,7 @@ public:
     DiscoveryHandler h;
     auto got = fetch_document(m_fetcher, url, m_options, h, [&] { h.reset(); });
     if (!got) {
-      note(url + ": " + got.error().message);
+      note(names_url(got.error().message, url));
       mark_if_down(url, got.error());
       return false;
     }
@@ -208,7 +221,7 @@ public:
     ++m_fetches;
     auto robots = fetch_robots(m_fetcher, robots_url, m_options);
     if (!robots) {
-      note(robots_url + ": " + robots.error().message);
+      note(names_url(robots.error().message, robots_url));
       return false;
     }
     bool found = false;
@@ -403,7 +416,7 @@ Result<std::string> fetch_robots(Fetcher& fetcher, const std::string& robots_url
   }
   if (r->status != 200) {
     return make_error(r->status == 404 || r->status == 410 ? ErrorKind::not_found : ErrorKind::transient,
-                      "HTTP " + std::to_string(r->status));
+                      http_status_words(r->status, robots_url));
   }
   return robots;
 }
@@ -471,11 +484,19 @@ Result<DiscoveryResult> discover(Fetcher& fetcher, const std::string& entry_url,
     found = true;
   }
   if (!found) {
-    std::string trail;
-    for (const auto& t : d.result().trail) {
-      trail += "\n  " + t;
+    // The cause first (why the first thing tried failed), then what else
+    // was tried, on one line.
+    const auto& trail = d.result().trail;
+    std::string message = trail.empty() ? std::string() : trail.front() + "; ";
+    const bool named = !trail.empty() && trail.front().find(entry_url) != std::string::npos;
+    message += named ? "no Capability List found there" : "no Capability List found from " + entry_url;
+    for (size_t i = 1; i < trail.size(); ++i) {
+      message += (i == 1 ? " (also tried: " : "; ") + trail[i];
     }
-    return make_error(ErrorKind::not_found, "no Capability List found from " + entry_url + ":" + trail);
+    if (trail.size() > 1) {
+      message += ")";
+    }
+    return make_error(ErrorKind::not_found, message);
   }
   return std::move(d.result());
 }

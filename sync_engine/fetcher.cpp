@@ -1,5 +1,7 @@
 #include "sync_engine/fetcher.h"
 
+#include "sync_engine/error_words.h"
+
 #include "sync_engine/fetcher_impl.h"
 
 #include "common/text.h"
@@ -38,7 +40,7 @@ public:
       return tl::unexpected(parsed.error());
     }
     if (std::string why; options.allow_url && !options.allow_url(*parsed, why)) {
-      return make_error(ErrorKind::permanent, "GET " + url + ": refused: " + why);
+      return make_error(ErrorKind::permanent, "refused: " + why + " (" + url + ")");
     }
     auto it = m_by_scheme.find(parsed->scheme);
     if (it == m_by_scheme.end()) {
@@ -156,7 +158,7 @@ Error status_error(const std::string& url, int status) {
   const ErrorKind kind = status == 404 || status == 410     ? ErrorKind::not_found
                          : status >= 500 || status == 429 ? ErrorKind::transient
                                                           : ErrorKind::permanent;
-  return Error{kind, "GET " + url + ": HTTP " + std::to_string(status)};
+  return Error{kind, http_status_words(status, url)};
 }
 
 } // namespace tributary::sync

@@ -1,5 +1,6 @@
 #include "sync_engine/fetcher_impl.h"
 
+#include "sync_engine/error_words.h"
 #include "sync_engine/net_policy.h"
 
 #include "common/text.h"
@@ -17,6 +18,38 @@
 namespace tributary::sync {
 
 namespace {
+
+// The library's error in plain words, cause first: a connection's by the
+// authority it concerns ("connection refused: 127.0.0.1:47199"), the rest by
+// the URL ("read failed for https://…/changelist.xml").
+std::string transport_words(httplib::Error err, const Url& u, const std::string& pinned) {
+  const std::string at = authority_of(u.host, u.port);
+  switch (err) {
+  case httplib::Error::Connection:
+    // The library does not say why: a fresh attempt does (2 s at most).
+    return connect_failure(pinned.empty() ? u.host : pinned, u.port, 2000) + ": " + at;
+  case httplib::Error::ConnectionTimeout:
+    return "connection timed out: " + at;
+  case httplib::Error::SSLConnection:
+    return "TLS handshake failed: " + at;
+  case httplib::Error::SSLServerVerification:
+    return "TLS certificate not trusted: " + at;
+  case httplib::Error::SSLLoadingCerts:
+    return "TLS certificates could not be loaded (" + at + ")";
+  case httplib::Error::Read:
+    return "read failed (connection closed or no data in time) for " + u.str();
+  case httplib::Error::Write:
+    return "send failed (connection closed) for " + u.str();
+  case httplib::Error::Compression:
+    return "response could not be decompressed for " + u.str();
+  case httplib::Error::ExceedRedirectCount:
+    return "too many redirects for " + u.str();
+  case httplib::Error::Canceled:
+    return "cancelled: " + u.str();
+  default:
+    return "HTTP client error (" + httplib::to_string(err) + ") for " + u.str();
+  }
+}
 
 // How much of an error response's body is read (and discarded) before the
 // request ends with its status.
@@ -141,11 +174,11 @@ public:
       }
       const std::string via = hop == 0 ? std::string() : " (redirected from " + url + ")";
       if (parsed->scheme != "http" && parsed->scheme != "https") {
-        return make_error(ErrorKind::permanent, m + " " + current + via + ": refused: only http and https are followed");
+        return make_error(ErrorKind::permanent, "refused: only http and https are followed, not " + current + via);
       }
       std::string why;
       if (o.allow_url && !o.allow_url(*parsed, why)) {
-        return make_error(ErrorKind::permanent, m + " " + current + via + ": refused: " + why);
+        return make_error(ErrorKind::permanent, "refused: " + why + " (" + current + via + ")");
       }
       if (hop == 0) {
         first_origin = parsed->origin();
@@ -171,12 +204,12 @@ public:
       }
       if (location.empty()) {
         return make_error(ErrorKind::permanent,
-                          m + " " + current + ": HTTP " + std::to_string(r->status) + " without Location");
+                          "HTTP " + std::to_string(r->status) + " without Location for " + current);
       }
       current = resolve_redirect(*parsed, location);
     }
-    return make_error(ErrorKind::permanent, m + " " + url + ": more than " +
-                                                std::to_string(o.max_redirects) + " redirects");
+    return make_error(ErrorKind::permanent,
+                      "more than " + std::to_string(o.max_redirects) + " redirects for " + url);
   }
 
 private:
@@ -239,7 +272,7 @@ private:
     if (o.addresses) {
       PickedAddress a = address_for(u, *o.addresses);
       if (a.address.empty()) {
-        return make_error(a.resolved ? ErrorKind::permanent : ErrorKind::transient, m + " " + u.str() + ": " + a.error);
+        return make_error(a.resolved ? ErrorKind::permanent : ErrorKind::transient, a.error + " (" + u.str() + ")");
       }
       pinned = a.address;
     }
@@ -247,7 +280,7 @@ private:
     try {
       client = take(u, o);
     } catch (const std::exception& e) {
-      return make_error(ErrorKind::permanent, m + " " + u.str() + ": " + e.what());
+      return make_error(ErrorKind::permanent, std::string(e.what()) + " (" + u.str() + ")");
     }
     if (!pinned.empty()) {
       // Connect to the address just checked, whatever a second lookup
@@ -342,7 +375,7 @@ private:
     m_watch.unwatch(t);
     if (!t.cut_off.empty()) {
       // Cut off by the watch: the connection is shut down, not reusable.
-      return make_error(ErrorKind::transient, m + " " + u.str() + ": " + t.cut_off);
+      return make_error(ErrorKind::transient, t.cut_off + " for " + u.str());
     }
     if (!res && (bodiless || error_body_cut) && res.error() == httplib::Error::Canceled) {
       return resp; // not given back: the library leaves a cancelled connection in an unknown state
@@ -350,12 +383,12 @@ private:
     if (!res) {
       const auto err = res.error();
       if (!failure.empty()) {
-        return make_error(ErrorKind::permanent, m + " " + u.str() + ": " + failure);
+        return make_error(ErrorKind::permanent, failure + " for " + u.str());
       }
       // The connection is in an unknown state: do not return it to the pool.
       ErrorKind kind = err == httplib::Error::SSLServerVerification ? ErrorKind::permanent
                                                                       : ErrorKind::transient;
-      return make_error(kind, m + " " + u.str() + ": " + httplib::to_string(err));
+      return make_error(kind, transport_words(err, u, pinned));
     }
     if (resp.status == 0) {
       // The library calls no response handler for a 204 (it reads no body).

@@ -1,5 +1,7 @@
 #include "sync_engine/retry.h"
 
+#include "sync_engine/error_words.h"
+
 #include <ctime>
 #include <random>
 #include <thread>
@@ -86,8 +88,9 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
   if (throttled) {
     read_robots(*parsed, options);
   }
-  Result<FetchResponse> last = make_error(ErrorKind::transient, "GET " + url + ": not attempted");
-  const auto deadline = std::chrono::steady_clock::now() + m_policy.deadline;
+  Result<FetchResponse> last = make_error(ErrorKind::transient, "not attempted: " + url);
+  const auto first_try = std::chrono::steady_clock::now();
+  const auto deadline = first_try + m_policy.deadline;
   FetchOptions timed = options;
   int attempts = 0;
   for (int attempt = 1; attempt <= m_policy.max_attempts; ++attempt) {
@@ -108,7 +111,7 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
       if (ticket) {
         m_throttle->finish(*ticket, HostThrottle::Outcome{});
       }
-      return make_error(ErrorKind::transient, "GET " + url + ": stopped (shutting down)");
+      return make_error(ErrorKind::transient, "stopped (shutting down): " + url);
     }
     const auto started = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::duration> first_byte;
@@ -130,8 +133,8 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
       } else {
         const auto& m = last.error().message;
         o.timed_out = last.error().kind == ErrorKind::transient &&
-                      (m.find("ConnectionTimeout") != std::string::npos ||
-                       (m.find("Read") != std::string::npos && took >= options.read_timeout * 9 / 10));
+                      (m.find("connection timed out") != std::string::npos ||
+                       (m.find("read failed") != std::string::npos && took >= options.read_timeout * 9 / 10));
       }
       m_throttle->finish(*ticket, o);
     }
@@ -144,8 +147,8 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
       if (wait && *wait > m_policy.max_retry_after) {
         // The server asks for longer than we wait inside one request: give
         // up now and let the scheduler come back later.
-        return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) +
-                                                    ", Retry-After " + std::to_string(wait->count() / 1000) + " s");
+        return make_error(ErrorKind::transient, http_status_words(last->status, url) + " with Retry-After " +
+                                                    std::to_string(wait->count() / 1000) + " s");
       }
     } else if (last.error().kind != ErrorKind::transient) {
       return last;
@@ -162,18 +165,20 @@ Result<FetchResponse> RetryingFetcher::fetch(const std::string& url, const Fetch
       break; // no time left for another attempt
     }
     if (!sleep_unless_cancelled(options.cancel, pause, m_sleeper)) {
-      return make_error(ErrorKind::transient, "GET " + url + ": stopped (shutting down)");
+      return make_error(ErrorKind::transient, "stopped (shutting down): " + url);
     }
   }
+  const auto spent = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - first_try);
   const std::string within =
-      attempts < m_policy.max_attempts
-          ? std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + " within the deadline of " +
-                std::to_string(m_policy.deadline.count() / 1000) + " s"
-          : std::to_string(attempts) + " attempts";
+      std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + " over " + std::to_string(spent.count()) +
+      " s" +
+      (attempts < m_policy.max_attempts
+           ? ", the deadline of " + std::to_string(m_policy.deadline.count() / 1000) + " s"
+           : std::string());
   if (last) {
-    return make_error(ErrorKind::transient, "GET " + url + ": HTTP " + std::to_string(last->status) + " after " + within);
+    return make_error(ErrorKind::transient, http_status_words(last->status, url) + " (" + within + ")");
   }
-  return make_error(ErrorKind::transient, last.error().message + " (after " + within + ")");
+  return make_error(ErrorKind::transient, last.error().message + " (" + within + ")");
 }
 
 } // namespace tributary::sync

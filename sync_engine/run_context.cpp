@@ -1,5 +1,7 @@
 #include "sync_engine/run_context.h"
 
+#include "sync_engine/error_words.h"
+
 #include "common/log.h"
 #include "common/text.h"
 #include "common/url_resolve.h"
@@ -177,7 +179,15 @@ Result<void> Committer::wait() {
 
 void RunContext::error(const std::string& url, const std::string& reason) {
   ++report.error_count;
-  const std::string line = url.empty() || reason.find(url) != std::string::npos ? reason : url + ": " + reason;
+  // The cause first; the URL once, after it, unless the reason names it
+  // (or, for a connection's failure, its host and port) already.
+  std::string line = reason;
+  if (!url.empty() && reason.find(url) == std::string::npos) {
+    auto u = parse_url(url);
+    if (!u || reason.find(authority_of(u->host, u->port)) == std::string::npos) {
+      line += " (" + url + ")";
+    }
+  }
   if (report.errors.size() < k_max_reported_errors) {
     report.errors.push_back(line);
   }

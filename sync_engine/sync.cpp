@@ -353,6 +353,10 @@ void execute(RunContext& ctx) {
   ctx.report.status = !ok                         ? store::RunStatus::failed
                     : ctx.report.counters.failed ? store::RunStatus::partial
                                                 : store::RunStatus::succeeded;
+  if (!ok && ctx.cancelled() && ctx.opt.stopping && ctx.opt.stopping->load()) {
+    ctx.report.status = store::RunStatus::interrupted;
+    ctx.note("interrupted: the process shut down (what was committed stays; the next run resumes)");
+  }
   ctx.report.duration =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   // The cause first (the counts are the run's columns): its first error,

@@ -38,6 +38,9 @@ struct RunOptions {
   // committed stays (with its watermark), nothing more is applied, and the
   // run ends failed with "stopped". The next run resumes from the watermark.
   const std::atomic<bool>* cancel = nullptr;
+  // Set when the process shuts down: a run it cancelled ends "interrupted",
+  // not failed (the next start resumes it; it is no failure of the source).
+  const std::atomic<bool>* stopping = nullptr;
   // A resource whose content failed (every location, or the bytes did not
   // verify) is retried by later incremental runs after this, doubling per
   // attempt up to a day.

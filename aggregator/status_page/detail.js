@@ -78,7 +78,7 @@ function renderDetail(d, now) {
     const tr = cells([r.id, r.mode + (r.trigger ? " · " + r.trigger : ""), "", "", r.duration_seconds !== undefined ? r.duration_seconds.toFixed(2) : "running",
                       r.counters.created, r.counters.updated, r.counters.deleted, r.counters.unchanged, r.counters.failed,
                       r.node || "–", r.message]);
-    tr.children[2].appendChild(el("span", r.status, "state " + ({succeeded: "idle", partial: "lagging", failed: "failing"}[r.status] || "syncing")));
+    tr.children[2].appendChild(el("span", r.status, "state " + ({succeeded: "idle", partial: "lagging", failed: "failing", interrupted: "disabled"}[r.status] || "syncing")));
     tr.children[3].appendChild(when(r.started_at, now));
     tr.dataset.run = r.id;
     return tr;
@@ -177,6 +177,9 @@ async function refreshDetail() {
     renderDetail(d, now);
     setProblem("");
   } catch (e) {
+    // A source removed from the config is gone from the API: say so, not
+    // "loading…" for ever.
+    document.getElementById("meta").textContent = "source " + detailName;
     setProblem("source unavailable: " + e.message);
   }
 }

@@ -86,6 +86,63 @@ Result<uint64_t> PgStatusStore::retry_now(const std::string& source) {
   });
 }
 
+Result<std::vector<std::string>> PgStatusStore::mark_removed(const std::vector<std::string>& configured) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("mark removed sources", [&]() -> Result<std::vector<std::string>> {
+    pqxx::work tx(m_impl->conn);
+    std::string names = "{";
+    for (size_t i = 0; i < configured.size(); ++i) {
+      std::string quoted;
+      for (char c : configured[i]) {
+        if (c == '"' || c == '\\') {
+          quoted += '\\';
+        }
+        quoted += c;
+      }
+      names += (i ? ",\"" : "\"") + quoted + "\"";
+    }
+    names += "}";
+    tx.exec_params("DELETE FROM source_removed WHERE source = ANY($1::text[])", names);
+    std::vector<std::string> out;
+    for (const auto& row : tx.exec_params("INSERT INTO source_removed (source) SELECT name FROM source "
+                                          "WHERE NOT (name = ANY($1::text[])) ON CONFLICT DO NOTHING RETURNING source",
+                                          names)) {
+      out.push_back(row[0].as<std::string>());
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+Result<bool> PgStatusStore::purge_source(const std::string& source) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("purge a source", [&]() -> Result<bool> {
+    pqxx::work tx(m_impl->conn);
+    // Everything of it hangs off its row (ON DELETE CASCADE): feeds,
+    // resources, retries, the change log, watermarks, runs and errors, the
+    // status history.
+    const bool had = tx.exec_params("DELETE FROM source WHERE name = $1", source).affected_rows() > 0;
+    tx.exec_params("DELETE FROM source_pause WHERE source = $1", source);
+    tx.exec_params("DELETE FROM source_removed WHERE source = $1", source);
+    tx.commit();
+    return had;
+  });
+}
+
+Result<std::vector<std::string>> PgStatusStore::removed_before(std::chrono::seconds older_than) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("list removed sources", [&]() -> Result<std::vector<std::string>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    std::vector<std::string> out;
+    for (const auto& row : tx.exec_params("SELECT source FROM source_removed "
+                                          "WHERE removed_at < now() - make_interval(secs => $1) ORDER BY source",
+                                          static_cast<double>(older_than.count()))) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
+  });
+}
+
 Result<uint64_t> PgStatusStore::refuse_deletions(const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("refuse held deletions", [&]() -> Result<uint64_t> {

@@ -9,11 +9,25 @@ Result<std::vector<FeedInfo>> PgStore::feeds() {
   return m_impl->conn.run("list feeds", [&]() -> Result<std::vector<FeedInfo>> {
     pqxx::read_transaction tx(m_impl->conn);
     auto r = tx.exec("SELECT f.id, f.source_id, s.name, f.capability_list_url FROM feed f "
-                     "JOIN source s ON s.id = f.source_id ORDER BY s.name, f.id");
+                     "JOIN source s ON s.id = f.source_id "
+                     "WHERE NOT EXISTS (SELECT 1 FROM source_removed x WHERE x.source = s.name) "
+                     "ORDER BY s.name, f.id");
     std::vector<FeedInfo> out;
     for (const auto& row : r) {
       out.push_back(FeedInfo{row[0].as<int64_t>(), row[1].as<int64_t>(), row[2].as<std::string>(),
                              row[3].as<std::string>()});
+    }
+    return out;
+  });
+}
+
+Result<std::vector<std::string>> PgStore::removed_sources() {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("list removed sources", [&]() -> Result<std::vector<std::string>> {
+    pqxx::read_transaction tx(m_impl->conn);
+    std::vector<std::string> out;
+    for (const auto& row : tx.exec("SELECT source FROM source_removed ORDER BY source")) {
+      out.push_back(row[0].as<std::string>());
     }
     return out;
   });

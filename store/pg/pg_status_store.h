@@ -128,6 +128,18 @@ public:
   Result<std::vector<OperatorAction>> actions(const std::string& source, size_t limit);
   // Every resource of the source waiting for a retry is due now; how many.
   Result<uint64_t> retry_now(const std::string& source);
+  // ---- removed sources (schema 0021) ----
+  // Sources held in the database but not in `configured` are marked
+  // removed (since now, if not already); configured ones are unmarked.
+  // The newly removed, by name.
+  Result<std::vector<std::string>> mark_removed(const std::vector<std::string>& configured);
+  // Purges every trace of a source that is not configured: its feeds,
+  // resources, change log, runs and history (content blobs become
+  // garbage for `tributary gc`), its pause and removal mark. Its operator
+  // actions are kept. False when there was nothing of it.
+  Result<bool> purge_source(const std::string& source);
+  // The removed sources marked longer ago than `older_than`.
+  Result<std::vector<std::string>> removed_before(std::chrono::seconds older_than);
   // The operator refuses the source's held deletions: the holds are
   // dropped, nothing is deleted (a later baseline whose list still lacks
   // the resources holds again); how many holds were dropped.

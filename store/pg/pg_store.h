@@ -52,6 +52,7 @@ public:
   Result<RunInfo> run(int64_t run_id) override;
 
   Result<std::vector<FeedInfo>> feeds() override;
+  Result<std::vector<std::string>> removed_sources() override;
   Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
                                                      size_t limit) override;
   Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) override;
@@ -130,6 +131,7 @@ public:
   static Result<std::shared_ptr<PgReaderPool>> open(const std::string& conninfo, size_t connections);
 
   Result<std::vector<FeedInfo>> feeds() override { return next().feeds(); }
+  Result<std::vector<std::string>> removed_sources() override { return next().removed_sources(); }
   Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
                                                      size_t limit) override {
     return next().live_resources(feed_id, after_uri, limit);

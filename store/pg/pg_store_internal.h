@@ -282,6 +282,7 @@ inline RunInfo read_run(const pqxx::row& row) {
   info.status = st == "running"     ? RunStatus::running
                 : st == "succeeded" ? RunStatus::succeeded
                 : st == "partial"   ? RunStatus::partial
+                : st == "interrupted" ? RunStatus::interrupted
                                     : RunStatus::failed;
   info.started_at = *read_opt_time(row[4]);
   info.finished_at = read_opt_time(row[5]);

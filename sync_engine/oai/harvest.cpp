@@ -14,13 +14,13 @@
 
 #include "common/log.h"
 #include "common/percent.h"
+#include "resourcesync/hash.h"
 #include "sync_engine/oai/oai_pmh.h"
 #include "sync_engine/run_context.h"
 
-#include <optional>
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
+#include <optional>
 #include <unordered_map>
 
 namespace tributary::sync {
@@ -36,19 +36,6 @@ constexpr std::chrono::seconds k_baseline_window{365 * 86400};
 
 rs::Timestamp now_ts() {
   return time_point_cast<microseconds>(system_clock::now());
-}
-
-std::string sha256_hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < n; ++i) {
-    hex += digits[md[i] >> 4];
-    hex += digits[md[i] & 15];
-  }
-  return hex;
 }
 
 // Where a harvest goes on: the kind's own record in Watermark::resume.
@@ -254,7 +241,7 @@ private:
       md.change = rs::Change::deleted;
     } else {
       std::string doc = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + r.metadata + "\n";
-      md.hash = {rs::HashValue{"sha-256", sha256_hex(doc)}};
+      md.hash = {rs::HashValue{"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, doc)}};
       md.length = doc.size();
       md.type = "application/xml";
       content[e.loc] = std::move(doc);

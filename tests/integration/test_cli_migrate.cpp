@@ -99,6 +99,28 @@ TEST_CASE("tributary migrate and check-config: a bad config names every problem"
   auto c = run_tributary("check-config " + cfg.string());
   CHECK(c.status == 1);
   CHECK(c.out == m.out);
+  // --config FILE, as every other command takes it, says the same.
+  auto c2 = run_tributary("check-config --config " + cfg.string());
+  CHECK(c2.status == 1);
+  CHECK(c2.out == m.out);
+  CHECK(run_tributary("check-config").status == 2); // no file at all
+  fs::remove(cfg);
+}
+
+TEST_CASE("tributary check-config: a valid config whose admin token variable is unset is ok, with a warning") {
+  auto cfg = write_config("tributary-token-config.json",
+                          R"({"database": "dbname=x", "data_dir": "/tmp/x", "sources": [],
+                              "admin_token_env": "TRIBUTARY_TEST_UNSET_TOKEN_VARIABLE"})");
+  auto c = run_tributary("check-config --config " + cfg.string());
+  INFO(c.out);
+  CHECK(c.status == 0);
+  CHECK(c.out.find(": ok (0 sources)") != std::string::npos);
+  CHECK(c.out.find("warning: /admin_token_env: the environment variable TRIBUTARY_TEST_UNSET_TOKEN_VARIABLE is not "
+                   "set here, so the admin API (actions, sync now, pause) would be off") != std::string::npos);
+  auto quiet = run_tributary("--version >/dev/null; TRIBUTARY_TEST_UNSET_TOKEN_VARIABLE=x " + std::string(TRIBUTARY_BIN) +
+                             " check-config --config " + cfg.string());
+  CHECK(quiet.status == 0);
+  CHECK(quiet.out.find("warning:") == std::string::npos);
   fs::remove(cfg);
 }
 
@@ -134,7 +156,7 @@ TEST_CASE("tributary sync: one line per source and an exit status scripts can us
   CHECK(partial.out.rfind("source 'up': baseline partial in ", 0) == 0);
   CHECK(partial.out.find(": created 1, updated 0, deleted 0, unchanged 0, failed 1, 5 B, 1 error(s)\n") !=
         std::string::npos);
-  CHECK(partial.out.find("  error: " + up.url("/res/gone.txt") + ": HTTP 404\n") != std::string::npos);
+  CHECK(partial.out.find("  error: HTTP 404 for " + up.url("/res/gone.txt") + "\n") != std::string::npos);
 
   site.erase("/res/gone.txt");
   site.publish_resource_list(tributary::test::ts("2026-01-02T00:00:00Z"));

@@ -122,10 +122,14 @@ TEST_CASE("Discovery: nothing to find gives the trail of what was tried") {
   auto r = sync::discover(*f, up.url("/"), {});
   REQUIRE_FALSE(r);
   CHECK(r.error().kind == ErrorKind::not_found);
-  CHECK(r.error().message.find("no Capability List found from " + up.url("/")) == 0);
-  CHECK(r.error().message.find(up.url("/.well-known/resourcesync") + ": GET " + up.url("/.well-known/resourcesync") +
-                               ": HTTP 404") != std::string::npos);
-  CHECK(r.error().message.find(up.url("/robots.txt") + ": HTTP 404") != std::string::npos);
+  INFO(r.error().message);
+  // The cause first (what the first thing tried said), on one line, each
+  // URL named once.
+  CHECK(r.error().message.find("no Capability List found") != std::string::npos);
+  CHECK(r.error().message.find("HTTP 404 for " + up.url("/.well-known/resourcesync")) != std::string::npos);
+  CHECK(r.error().message.find("HTTP 404 for " + up.url("/robots.txt")) != std::string::npos);
+  CHECK(r.error().message.find("GET ") == std::string::npos);
+  CHECK(r.error().message.find('\n') == std::string::npos);
 }
 
 TEST_CASE("Discovery: a host that does not answer is not asked again for the well-known URI and robots.txt") {
@@ -135,7 +139,7 @@ TEST_CASE("Discovery: a host that does not answer is not asked again for the wel
   auto r = sync::discover(*f, base + "/oai/", {});
   REQUIRE_FALSE(r);
   INFO(r.error().message);
-  CHECK(r.error().message.find(base + "/oai/: GET " + base + "/oai/: ") != std::string::npos);
+  CHECK(r.error().message.rfind("connection refused: 127.0.0.1:" + std::to_string(port) + "; ", 0) == 0);
   CHECK(r.error().message.find(base + "/oai/.well-known/resourcesync: not tried, " + base + " did not answer") !=
         std::string::npos);
   CHECK(r.error().message.find(base + "/.well-known/resourcesync: not tried, " + base + " did not answer") !=

@@ -378,6 +378,10 @@ TEST_CASE("Never lose: SIGTERM during an upstream outage stops the daemon within
   CHECK(status == 0);
   CHECK(d.log_text().find("stopped") != std::string::npos);
   CHECK(d.log_text().find("exiting now") == std::string::npos); // the run itself stopped
+  // The run cut off by the shutdown is recorded as interrupted: no failure
+  // of the source's, so no "last failure" or "failing since" for it.
+  CHECK(scalar(d, "SELECT status FROM sync_run ORDER BY id DESC LIMIT 1") == "interrupted");
+  CHECK(scalar(d, "SELECT count(*) FROM sync_run WHERE status = 'failed'") == "0");
 }
 
 TEST_CASE("Never lose: a request hung on a silent upstream does not hold a stopping daemon past its grace period") {

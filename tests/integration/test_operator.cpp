@@ -7,6 +7,8 @@
 #include "sync_fixture.h"
 #include "../common/scratch_dir.h"
 
+#include <httplib.h>
+
 #include <doctest/doctest.h>
 
 #include <csignal>
@@ -319,4 +321,126 @@ TEST_CASE("Operator: each action through the status page in headless Chromium: t
   REQUIRE(std::system(bad.c_str()) == 0);
   CHECK(slurp(out).find("Pause: wrong admin token") != std::string::npos);
   CHECK(scalar(d, "SELECT count(*) FROM source_pause") == "0");
+}
+
+TEST_CASE("Operator: errors lead with their kind and cause, then the URL once: a closed port, a 404 and a TLS "
+          "failure, alike in the CLI and the status API") {
+  ScratchDir dir("operator-errors");
+  const std::string cert = (dir / "cert.pem").string(), key = (dir / "key.pem").string();
+  REQUIRE(std::system(("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " + key +
+                       " -out " + cert + " >/dev/null 2>&1")
+                          .c_str()) == 0);
+  httplib::SSLServer tls(cert.c_str(), key.c_str());
+  REQUIRE(tls.is_valid());
+  const int tls_port = tls.bind_to_any_port("127.0.0.1");
+  std::thread tls_thread([&] { tls.listen_after_bind(); });
+  Upstream empty; // answers 404 to everything
+  const int closed = free_port();
+  const std::string dead_url = "http://127.0.0.1:" + std::to_string(closed) + "/";
+  const std::string tls_url = "https://127.0.0.1:" + std::to_string(tls_port) + "/";
+  TestDaemon d({{"closed", dead_url}, {"missing", empty.url("/")}, {"selfsigned", tls_url}});
+  // The CLI, once each.
+  const Run cli = run_tributary("sync --config " + d.cfg + " --incremental");
+  INFO(cli.out);
+  CHECK(cli.status == 1);
+  const std::regex refused("  error: connection refused: 127\\.0\\.0\\.1:" + std::to_string(closed) +
+                           " \\([0-9]+ attempts over [0-9]+ s\\); no Capability List found ");
+  CHECK(std::regex_search(cli.out, refused));
+  CHECK(cli.out.find("  error: HTTP 404 for " + empty.url("/")) != std::string::npos);
+  CHECK(cli.out.find("  error: TLS certificate not trusted: 127.0.0.1:" + std::to_string(tls_port)) !=
+        std::string::npos);
+  CHECK(cli.out.find("GET ") == std::string::npos); // no method before the cause
+  CHECK(cli.out.find("Connection (after") == std::string::npos);
+  // The daemon's runs say the same, and their messages hold no counts.
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) {
+    int failing = 0;
+    for (const char* n : {"closed", "missing", "selfsigned"}) {
+      const json* s = find_source(st, n);
+      failing += s && !(*s)["last_failure"].is_null() ? 1 : 0;
+    }
+    return failing == 3;
+  }, 60));
+  const json st = status_of(d.base);
+  const std::string closed_error = (*find_source(st, "closed"))["last_failure"]["error"];
+  const std::string missing_error = (*find_source(st, "missing"))["last_failure"]["error"];
+  const std::string tls_error = (*find_source(st, "selfsigned"))["last_failure"]["error"];
+  CHECK(closed_error.rfind("connection refused: 127.0.0.1:" + std::to_string(closed) + " (", 0) == 0);
+  CHECK(missing_error.rfind("HTTP 404 for " + empty.url("/"), 0) == 0);
+  CHECK(tls_error.rfind("TLS certificate not trusted: 127.0.0.1:" + std::to_string(tls_port), 0) == 0);
+  for (const std::string& e : {closed_error, missing_error, tls_error}) {
+    CHECK(e.find("created ") == std::string::npos);
+    CHECK(e.find('\n') == std::string::npos); // one line
+  }
+  // The URL once in the 404's words (its first try), not three times.
+  size_t times = 0;
+  for (const char* after : {" ", ";", ")"}) {
+    for (size_t at = missing_error.find(empty.url("/") + after); at != std::string::npos;
+         at = missing_error.find(empty.url("/") + after, at + 1)) {
+      ++times;
+    }
+  }
+  CHECK(times == 1);
+  tls.stop();
+  tls_thread.join();
+}
+
+TEST_CASE("Operator: a source removed from the config leaves our Source Description at once, its documents answer "
+          "410 Gone, its series go, and gc (after removed_source_retention) or retire (at once) purges its data") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(2);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TestDaemon d({{"a", up.url("/")}, {"b", up.url("/")}, {"c", up.url("/")}});
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) {
+    return in_sync(st, "a", 2) && in_sync(st, "b", 2) && in_sync(st, "c", 2);
+  }));
+  REQUIRE(wait_for(d.base, [&](const json&) {
+    return call(d.base, "GET", "/sets/b/capabilitylist.xml").status == 200 &&
+           call(d.base, "GET", "/.well-known/resourcesync").body.find("/sets/c/capabilitylist.xml") != std::string::npos;
+  }));
+  // b and c leave the config (b's data kept a second past its removal).
+  json cfg = json::parse(slurp(d.cfg));
+  cfg["sources"] = json::array({cfg["sources"][0]});
+  cfg["removed_source_retention"] = "1s";
+  std::ofstream(d.cfg) << cfg.dump(2);
+  kill(d.pid, SIGHUP);
+  REQUIRE(wait_for(d.base, [&](const json&) {
+    return call(d.base, "GET", "/.well-known/resourcesync").body.find("/sets/b/") == std::string::npos;
+  }, 10));
+  const std::string description = call(d.base, "GET", "/.well-known/resourcesync").body;
+  CHECK(description.find("/sets/a/capabilitylist.xml") != std::string::npos);
+  CHECK(description.find("/sets/c/") == std::string::npos);
+  for (const char* path : {"/sets/b/capabilitylist.xml", "/sets/b/resourcelist.xml", "/sets/b/changelist.xml",
+                           "/sets/c/capabilitylist.xml"}) {
+    CHECK_MESSAGE(call(d.base, "GET", path).status == 410, path);
+  }
+  CHECK(call(d.base, "GET", "/sets/a/capabilitylist.xml").status == 200);
+  CHECK(call(d.base, "GET", "/sets/nope/capabilitylist.xml").status == 404); // never ours: not gone, missing
+  CHECK(call(d.base, "GET", "/api/v1/sources/b").status == 404);
+  const std::string m = metrics_of(d.base);
+  CHECK(m.find("source=\"b\"") == std::string::npos);
+  CHECK(m.find("source=\"c\"") == std::string::npos);
+  CHECK(scalar(d, "SELECT string_agg(source, ',' ORDER BY source) FROM source_removed") == "b,c");
+  CHECK(d.log_text().find("[b] source removed from the config: no longer published") != std::string::npos);
+  // retire: refused for a configured source, at once for a removed one.
+  const Run refused = run_tributary("retire --config " + d.cfg + " a");
+  CHECK(refused.status == 2);
+  const Run retired = run_tributary("retire --config " + d.cfg + " c");
+  INFO(retired.out);
+  CHECK(retired.status == 0);
+  CHECK(scalar(d, "SELECT count(*) FROM source WHERE name = 'c'") == "0");
+  CHECK(run_tributary("retire --config " + d.cfg + " c").status == 1); // nothing left of it
+  // gc: b's retention (1 s) has passed.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  const Run gc = run_tributary("gc --config " + d.cfg + " --grace 0s");
+  INFO(gc.out);
+  CHECK(gc.status == 0);
+  CHECK(gc.out.find("purged removed source b") != std::string::npos);
+  CHECK(scalar(d, "SELECT count(*) FROM source WHERE name = 'b'") == "0");
+  CHECK(scalar(d, "SELECT count(*) FROM source_removed") == "0");
+  CHECK(scalar(d, "SELECT count(*) FROM resource r JOIN feed f ON f.id = r.feed_id JOIN source s ON s.id = f.source_id "
+                  "WHERE s.name = 'a'") == "2"); // a untouched
+  CHECK(call(d.base, "GET", "/sets/a/capabilitylist.xml").status == 200);
 }

@@ -383,8 +383,8 @@ TEST_CASE("Sync: a hash mismatch and a 404 fail those resources only") {
   for (const auto& e : r.errors) {
     errors += e + "\n";
   }
-  CHECK(errors.find(up.url("/res/bad.txt") + ": hash mismatch, md5: expected") != std::string::npos);
-  CHECK(errors.find(up.url("/res/gone.txt") + ": HTTP 404") != std::string::npos);
+  CHECK(errors.find("hash mismatch for " + up.url("/res/bad.txt") + ": md5: expected") != std::string::npos);
+  CHECK(errors.find("HTTP 404 for " + up.url("/res/gone.txt")) != std::string::npos);
   CHECK(env.live().size() == 1);
 }
 

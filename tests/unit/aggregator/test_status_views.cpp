@@ -20,6 +20,12 @@ TEST_CASE("error_kind: the engine's reasons fall into the kinds a source's page 
   CHECK(error_kind("GET http://example.org/a: body larger than the limit of 10 bytes") == "too large");
   CHECK(error_kind("GET http://10.0.0.1/a: refused: a private address") == "refused");
   CHECK(error_kind("GET http://example.org/: Connection (after 5 attempts)") == "connection");
+  // The words the fetchers use now: the cause first.
+  CHECK(error_kind("HTTP 404 for http://example.org/caps.xml") == "HTTP 404");
+  CHECK(error_kind("HTTP 503 for http://example.org/a (5 attempts over 12 s)") == "HTTP 503");
+  CHECK(error_kind("connection refused: 127.0.0.1:47199 (5 attempts over 12 s)") == "connection");
+  CHECK(error_kind("connection timed out: example.org:443 (3 attempts over 30 s)") == "timeout");
+  CHECK(error_kind("TLS certificate not trusted: self-signed.example:443") == "TLS");
   CHECK(error_kind("GET http://nowhere.invalid/: cannot resolve host nowhere.invalid: Name or service not known") ==
         "connection");
   CHECK(error_kind("source 's' is being synced by another run (host pid 1)") == "busy");
