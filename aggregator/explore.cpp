@@ -447,8 +447,9 @@ int run_explore(const ExploreOptions& options, sync::Fetcher& fetcher, std::ostr
   const Explorer& x = *explorer;
   const auto& nodes = x.nodes();
   if (nodes.empty() || !nodes.front().read) {
-    err << "tributary explore: " << start << ": "
-        << (nodes.empty() ? std::string("not read") : nodes.front().problem) << '\n';
+    // The cause first, then the document once (as the runs and the CLI say it).
+    err << "tributary explore: " << (nodes.empty() ? std::string("not read") : nodes.front().problem) << " (" << start
+        << ")\n";
     return 2;
   }
   const Totals t = totals(x);

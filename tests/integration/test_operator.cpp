@@ -350,6 +350,10 @@ TEST_CASE("Operator: errors lead with their kind and cause, then the URL once: a
   CHECK(cli.out.find("  error: TLS certificate not trusted: 127.0.0.1:" + std::to_string(tls_port)) !=
         std::string::npos);
   CHECK(cli.out.find("GET ") == std::string::npos); // no method before the cause
+  // explore says it the same way.
+  const Run ex = run_tributary("explore " + dead_url);
+  CHECK(ex.out.find("tributary explore: unreachable: connection refused: 127.0.0.1:" + std::to_string(closed)) !=
+        std::string::npos);
   CHECK(cli.out.find("Connection (after") == std::string::npos);
   // The daemon's runs say the same, and their messages hold no counts.
   d.start();
