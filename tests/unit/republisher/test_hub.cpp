@@ -333,13 +333,17 @@ TEST_CASE("Hub (no database): callbacks that answer late are served by the slow 
   for (int i = 0; i < 100 && posts_to(k_callback) < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  REQUIRE(posts_to(k_callback) == 2);
+  // Two at least: a delivery that timed out on a loaded machine is sent
+  // again (at least once is the hub's promise); what counts is when the
+  // second change first reached it.
+  REQUIRE(posts_to(k_callback) >= 2);
   std::chrono::steady_clock::time_point got;
   {
     std::lock_guard lock(rig.mutex);
     for (size_t k = 0; k < rig.sent.size(); ++k) {
-      if (rig.sent[k].method == "POST" && rig.sent[k].url == k_callback) {
+      if (rig.sent[k].method == "POST" && rig.sent[k].url == k_callback && rig.sent_at[k] >= changed) {
         got = rig.sent_at[k];
+        break;
       }
     }
   }
