@@ -4,8 +4,11 @@
 // they did.
 #include "daemon_client.h"
 #include "process.h"
+#include "push_fixture.h"
 #include "sync_fixture.h"
 #include "../common/scratch_dir.h"
+
+#include "tools/simulate/simulate.h"
 
 #include <httplib.h>
 
@@ -447,4 +450,56 @@ TEST_CASE("Operator: a source removed from the config leaves our Source Descript
   CHECK(scalar(d, "SELECT count(*) FROM resource r JOIN feed f ON f.id = r.feed_id JOIN source s ON s.id = f.source_id "
                   "WHERE s.name = 'a'") == "2"); // a untouched
   CHECK(call(d.base, "GET", "/sets/a/capabilitylist.xml").status == 200);
+}
+
+TEST_CASE("Operator: notifications that arrive during a run are coalesced into one follow-up run, its trigger push") {
+  // A Source pushing every change at once through its hub, 200 changes a
+  // notification each, about one every 5 ms: far faster than runs end.
+  tributary::agg::SimulateOptions o;
+  o.port = 0;
+  o.resources = 200;
+  o.change_rate = 0; // changes only when the test makes them
+  o.hub = true;
+  tributary::agg::Simulator sim(o);
+  REQUIRE(sim.start());
+  TestDaemon d({{"sim", sim.base_url() + "/"}});
+  edit_config(d, [](json& j) {
+    j["sources"][0]["interval"] = "1h"; // push alone brings the changes
+    j["push"] = {{"sign", true}, {"poll_interval", "1h"}};
+  });
+  start_in_sync(d, "sim", 200);
+  REQUIRE(eventually([&] { return scalar(d, "SELECT state FROM push_subscription") == "active"; }, 15));
+  const std::string runs_before = scalar(d, "SELECT count(*) FROM sync_run");
+  for (int i = 0; i < 200; ++i) {
+    sim.change(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const uint64_t live = sim.live();
+  REQUIRE(wait_for(d.base, [&](const json& st) { return in_sync(st, "sim", live); }, 20));
+  // The last notification's run has ended: nothing waits.
+  REQUIRE(eventually([&] {
+    return scalar(d, "SELECT count(*) FROM sync_run WHERE status = 'running'") == "0";
+  }, 10));
+  INFO(d.log_text());
+  const int notified = std::stoi(scalar(d, "SELECT notifications FROM push_subscription"));
+  const int push_runs = std::stoi(scalar(d, "SELECT count(*) FROM sync_run WHERE trigger = 'push'"));
+  const int other_runs =
+      std::stoi(scalar(d, "SELECT count(*) FROM sync_run WHERE trigger <> 'push' AND id > " + runs_before));
+  MESSAGE(notified << " notifications accepted, " << push_runs << " runs triggered by push, " << other_runs
+                   << " by anything else");
+  CHECK(notified >= 100);
+  CHECK(push_runs >= 1);
+  // One run at a time, and at most one waiting behind it however many
+  // notifications came during it: a few runs, not one per notification.
+  CHECK(push_runs * 3 <= notified);
+  CHECK(other_runs == 0);
+  CHECK(scalar(d, "SELECT count(*) FROM sync_run a JOIN sync_run b ON a.id < b.id AND a.source_id = b.source_id "
+                  "AND b.started_at < a.finished_at") == "0");
+  // The last notification was followed by a run that began after it.
+  CHECK(scalar(d, "SELECT (SELECT max(started_at) FROM sync_run WHERE trigger = 'push') >= "
+                  "(SELECT last_notification_at FROM push_subscription)") == "t");
+  // Every change was applied: 200 made, each in the change log after the
+  // baseline's 200.
+  CHECK(std::stoi(scalar(d, "SELECT count(*) FROM change_log")) >= 400);
+  sim.stop();
 }
