@@ -29,6 +29,8 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   # that names the source and nothing else (every default, the adaptive
   # host throttle included), against a static Source served by nginx.
   bash "$root/bench/nginx_sources.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+  # Politeness that finds a server's limit (#38): 150 requests/s or 4 at once.
+  bash "$root/bench/polite.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = listonly ]; then
   echo "== bench/listonly (tributary run, default config but interval 10 s, following a Resource-List-only Source of ${BENCH_LISTONLY_RESOURCES:-1000000} resources behind nginx)"

@@ -22,6 +22,14 @@ constexpr auto k_limit_idle = std::chrono::minutes(10);   // an unused limit is 
 constexpr auto k_max_pause = std::chrono::minutes(2);     // Retry-After honoured up to this
 constexpr auto k_robots_ttl = std::chrono::hours(24);     // RFC 9309 2.4
 constexpr double k_min_rate = 0.5;                        // requests/s: never slower than this
+constexpr double k_resume = 0.95;                         // recover to this share of where the host refused
+constexpr double k_approach = 0.75;                       // of the way there each healthy second
+constexpr unsigned k_plateau = 4;                         // healthy seconds held there before probing,
+constexpr unsigned k_max_plateau = 64;                    // doubled each time the host refuses there again
+constexpr double k_same_ceiling = 0.15;                   // "there": within 15%
+constexpr double k_first_probe = 1.0 / 64;                // then +1.6%/s, doubling every second,
+constexpr double k_max_probe = 0.25;                      // up to +25%/s
+constexpr auto k_same_burst = std::chrono::milliseconds(100); // signals this soon after a cut: its burst
 constexpr double k_latency_factor = 4;                    // "grown well past": ×4 and
 constexpr double k_latency_margin_ms = 500;               // at least 500 ms more than usual
 constexpr double k_max_crawl_delay = 60;
@@ -110,15 +118,18 @@ void HostThrottle::tick_locked(Host& h, steady::time_point now) {
   h.measured_rate = h.bucket_count / secs;
   const bool busy = h.bucket_count > 0;
   if (!h.signalled && busy) {
-    // Additive increase: the window by one per healthy period; a limit only
-    // while it is what holds us back (else it would grow without testing).
-    const double grown = std::min<double>(h.max_window, h.window + 1);
+    // Growth only for what holds us back (else it would grow untested):
+    // the window by one when requests waited for it (past the window at
+    // which the host last refused only once the limit probes too), a
+    // limit while it is nearly used.
+    const double cap = h.window_ceiling > 0 && !probing_locked(h) ? h.window_ceiling - 1 : h.max_window;
+    const double grown =
+        h.window_waited && h.window < cap ? std::min<double>({double(h.max_window), cap, h.window + 1}) : h.window;
     const bool window_grew = grown > h.window;
     h.window = grown;
     if (h.rate && h.measured_rate >= 0.7 * *h.rate) {
-      h.rate = *h.rate + std::max(1.0, *h.rate / 16);
+      raise_locked(h);
       h.limit_used = now;
-      set_reason_locked(h, "recovering: healthy for a second, limit raised to " + format_rate(*h.rate));
     } else if (window_grew && !h.rate) {
       set_reason_locked(h, "recovering: healthy for a second, window " + std::to_string(unsigned(h.window)));
     }
@@ -128,11 +139,66 @@ void HostThrottle::tick_locked(Host& h, steady::time_point now) {
   }
   if (h.rate && now - h.limit_used > k_limit_idle) {
     h.rate.reset();
+    h.ceiling = 0;
     set_reason_locked(h, "limit dropped: unused for ten minutes");
   }
   h.signalled = false;
+  h.window_waited = false;
   h.bucket_start = now;
   h.bucket_count = 0;
+}
+
+void HostThrottle::raise_locked(Host& h) {
+  // Back quickly to just under the rate at which the host last refused,
+  // hold there a while (longer each time the host refuses at the same
+  // rate again), then probe past it slowly at first and faster the longer
+  // it stays healthy (the shape of TCP CUBIC's window): a limit that found
+  // the host's ceiling spends most of its time near it, and one the host
+  // raised, or a first estimate too low, is found again in seconds.
+  h.healthy_rate = *h.rate;
+  const double target = h.ceiling * k_resume;
+  if (*h.rate < target) {
+    // Straight back while the ceiling is a single estimate.
+    const double approach = h.confirmed > 0 ? k_approach : 1.0;
+    h.rate = std::min(target, *h.rate + std::max(1.0, (target - *h.rate) * approach));
+    set_reason_locked(h, "recovering: healthy for a second, limit raised to " + format_rate(*h.rate) +
+                             " (the host refused at " + format_rate(h.ceiling) + ")");
+    return;
+  }
+  ++h.healthy_at_ceiling;
+  const unsigned plateau = plateau_of(h);
+  if (h.healthy_at_ceiling <= plateau) {
+    return;
+  }
+  const unsigned doublings = h.healthy_at_ceiling - plateau - 1;
+  const double first = h.confirmed > 0 ? k_first_probe : k_first_probe * 8;
+  const double most = h.confirmed > 0 ? k_max_probe / 2 : k_max_probe; // near a known ceiling, smaller leaps
+  const double step = std::min(most, first * std::pow(2.0, std::min(doublings, 8u)));
+  h.rate = *h.rate + std::max(1.0, *h.rate * step);
+  set_reason_locked(h, "probing: healthy for a second, limit raised to " + format_rate(*h.rate));
+}
+
+bool HostThrottle::probing_locked(const Host& h) {
+  return h.ceiling <= 0 || h.healthy_at_ceiling > plateau_of(h);
+}
+
+unsigned HostThrottle::plateau_of(const Host& h) {
+  // A rate the host refused at only once may be a poor estimate (the
+  // first is taken from a second's start): probed at once.
+  return h.ceiling > 0 && h.confirmed > 0 ? std::min(k_max_plateau, k_plateau << std::min(h.confirmed - 1, 6u)) : 0;
+}
+
+double HostThrottle::current_rate_locked(const Host& h, steady::time_point now) {
+  // The rate of the last few completions: a signal early in a period (or
+  // in the first, when the host is new) is judged on what the host was
+  // just doing, not on an average diluted by the time before it.
+  if (h.recent_n >= h.recent.size()) {
+    const auto oldest = h.recent[h.recent_n % h.recent.size()];
+    if (now > oldest) {
+      return (h.recent.size() - 1) / std::chrono::duration<double>(now - oldest).count();
+    }
+  }
+  return h.measured_rate;
 }
 
 void HostThrottle::back_off_locked(Host& h, steady::time_point now, steady::time_point started,
@@ -143,22 +209,32 @@ void HostThrottle::back_off_locked(Host& h, steady::time_point now, steady::time
     const auto p = std::min<steady::duration>(*pause, k_max_pause);
     h.paused_until = std::max(h.paused_until, now + p);
   }
-  if (started <= h.last_signal) {
-    return; // sent before the last cut: the same burst, already answered
+  if (started <= h.last_signal + k_same_burst) {
+    return; // sent before the last cut, or just after: the same burst, already answered
   }
   h.last_signal = now;
+  const double previous = h.ceiling;
   if (h.rate) {
-    // Multiplicative decrease of the limit in force.
+    // Multiplicative decrease of the limit in force. The host refused
+    // between the last limit that held for a second and this one: halfway,
+    // if the limit was raised since, else at this one.
+    h.ceiling = h.healthy_rate > 0 && h.healthy_rate < *h.rate ? (h.healthy_rate + *h.rate) / 2 : *h.rate;
     h.rate = std::max(k_min_rate, *h.rate * k_cut);
   } else {
     // The first limit: half the rate just measured (the last full period,
-    // or this one so far; early in the first period an estimate from what
-    // little there is, which later signals correct).
+    // or this one so far, which later signals correct).
     const double so_far = std::chrono::duration<double>(now - h.bucket_start).count();
-    const double current = std::max(h.measured_rate, h.bucket_count / std::max(so_far, 0.01));
-    h.rate = std::max(k_min_rate, current * k_first_cut);
+    const double rate =
+        std::max({h.measured_rate, current_rate_locked(h, now), h.bucket_count / std::max(so_far, 0.01)});
+    h.ceiling = rate;
+    h.rate = std::max(k_min_rate, rate * k_first_cut);
   }
+  h.healthy_at_ceiling = 0;
+  const bool same = previous > 0 && std::abs(h.ceiling - previous) <= k_same_ceiling * previous;
+  h.confirmed = same ? h.confirmed + 1 : 0;
   h.limit_used = now;
+  h.healthy_rate = 0;
+  h.window_ceiling = std::max(2.0, h.window);
   h.window = std::max(1.0, h.window / 2);
   std::string text = why + ": limit " + format_rate(*h.rate) + ", window " + std::to_string(unsigned(h.window));
   if (pause) {
@@ -195,6 +271,7 @@ HostThrottle::Ticket HostThrottle::start(const std::string& host, unsigned max_c
       continue;
     }
     if (h.in_flight >= std::max(1u, static_cast<unsigned>(h.window))) {
+      h.window_waited = true;
       m_cv.wait_for(lock, milliseconds(100));
       continue;
     }
@@ -229,6 +306,7 @@ void HostThrottle::finish(const Ticket& ticket, const Outcome& o) {
     const auto now = m_clock();
     h.in_flight = h.in_flight ? h.in_flight - 1 : 0;
     ++h.bucket_count;
+    h.recent[h.recent_n++ % h.recent.size()] = now;
     const auto code = o.status;
     if (code == 429 || code == 502 || code == 503 || code == 504) {
       std::string why = "HTTP " + std::to_string(code);

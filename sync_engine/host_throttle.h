@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -30,12 +31,17 @@ bool sleep_unless_cancelled(const std::atomic<bool>* cancel, std::chrono::millis
 // - no rate limit at all until the host signals trouble: 429, 503 (also
 //   502, 504), Retry-After, a timeout, or a response time grown well past
 //   the host's usual one. A signal halves the window and cuts the rate: the
-//   first to half the rate just measured, later ones to 70% of the limit in
-//   force. Signals from requests sent before the last cut are the same
-//   burst and cut nothing more. Retry-After also pauses the host;
-// - recovery while the host is healthy: every second without a signal the
-//   window grows by one and a limit that is being used grows by 1/16 (and at
-//   least 1/s); a limit unused for ten minutes is dropped;
+//   first to half the rate just measured (over the last eight completions
+//   or the last second), later ones to 70% of the limit in force. Signals
+//   from requests sent before the last cut (or within 100 ms after) are the
+//   same burst and cut nothing more. Retry-After also pauses the host;
+// - recovery while the host is healthy, for what holds us back: every second
+//   without a signal the window grows by one if requests waited for it, and
+//   a limit that is being used climbs three quarters of the way back to 95%
+//   of the rate at which the host refused, holds there two seconds (twice
+//   as long each time the host refuses at about that rate again, up to a
+//   minute), then probes past it (+1.6%/s, doubling every second up to
+//   +25%/s). A limit unused for ten minutes is dropped;
 // - ceilings that adaptation never passes: the source's configured
 //   max_requests_per_second and robots.txt Crawl-delay.
 //
@@ -116,7 +122,15 @@ private:
     double measured_rate = 0;
     double latency_ms = -1; // moving average; < 0 until the first sample
     double floor_ms = -1;   // lowest recent latency, drifting up slowly
+    std::array<std::chrono::steady_clock::time_point, 8> recent{}; // the last completions, a ring
+    size_t recent_n = 0;
     bool signalled = false; // a signal in the current period
+    bool window_waited = false; // a request waited for the window this period
+    double ceiling = 0;     // the rate at which the host last refused (0: none)
+    unsigned healthy_at_ceiling = 0; // healthy seconds since the limit got back to it
+    unsigned confirmed = 0; // times in a row the host refused at about the same rate
+    double healthy_rate = 0; // the last limit that held for a healthy second
+    double window_ceiling = 0; // the window at which the host last refused
     std::chrono::steady_clock::time_point last_signal{}; // the last cut
     std::chrono::steady_clock::time_point limit_used{};
     uint64_t requests = 0;
@@ -131,6 +145,10 @@ private:
                        std::chrono::steady_clock::time_point started, const std::string& why,
                        std::optional<std::chrono::milliseconds> pause);
   void set_reason_locked(Host& h, std::string why);
+  void raise_locked(Host& h);
+  static bool probing_locked(const Host& h);
+  static unsigned plateau_of(const Host& h);
+  static double current_rate_locked(const Host& h, std::chrono::steady_clock::time_point now);
   std::optional<double> effective_rate_locked(const Host& h) const;
 
   Clock m_clock;

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <deque>
 
 using namespace tributary;
@@ -82,7 +83,10 @@ TEST_CASE("HostThrottle: 503 with Retry-After pauses the host and halves the rat
   }
   auto a = view_of(th.snapshot(), "http://a");
   REQUIRE(a.rate_limit);
-  CHECK(*a.rate_limit == doctest::Approx(500).epsilon(0.05));
+  // Half the rate just measured: 1,000/s over the last second, a little
+  // more over the last few completions (the burst ended at once).
+  CHECK(*a.rate_limit >= 500);
+  CHECK(*a.rate_limit <= 600);
   CHECK(a.window == 4);
   CHECK(a.throttled == 4);
   CHECK(a.paused_until);
@@ -98,7 +102,7 @@ TEST_CASE("HostThrottle: 503 with Retry-After pauses the host and halves the rat
   t.sleeps.clear();
   run(t, th, "http://a", 10, 200, 0ms);
   REQUIRE_FALSE(t.sleeps.empty());
-  CHECK(t.sleeps.back() == 2ms);
+  CHECK(t.sleeps.back() == std::chrono::milliseconds(static_cast<int>(std::ceil(1000 / *a.rate_limit))));
 }
 
 TEST_CASE("HostThrottle: a limit in use grows while the host is healthy, and an explicit rate stays a ceiling") {
@@ -112,13 +116,20 @@ TEST_CASE("HostThrottle: a limit in use grows while the host is healthy, and an 
     th.finish(ticket, o);
   }
   const double first = *view_of(th.snapshot(), "http://a").rate_limit;
-  CHECK(first == doctest::Approx(100).epsilon(0.1));
-  run(t, th, "http://a", 2000, 200, 0ms); // paced by the limit: several healthy seconds
+  CHECK(first >= 100);
+  CHECK(first <= 120);
+  run(t, th, "http://a", 300, 200, 0ms); // paced by the limit: healthy seconds
   const auto a = view_of(th.snapshot(), "http://a");
   REQUIRE(a.rate_limit);
-  CHECK(*a.rate_limit > first * 1.3);
-  CHECK(a.reason.find("recovering") != std::string::npos);
-  CHECK(a.window == 8);
+  // Straight back to just under where the host refused (a first estimate,
+  // so not held there).
+  CHECK(*a.rate_limit > first * 1.8);
+  CHECK(a.reason.find("(the host refused at ") != std::string::npos);
+  run(t, th, "http://a", 1000, 200, 0ms); // then past it, probing
+  CHECK(view_of(th.snapshot(), "http://a").reason.find("probing") == 0);
+  CHECK(*view_of(th.snapshot(), "http://a").rate_limit > *a.rate_limit * 1.1);
+  // The window did not grow: one request at a time never waited for it.
+  CHECK(a.window == 4);
 
   // A configured ceiling holds whatever the adaptation says.
   FakeTime t2;
@@ -126,6 +137,58 @@ TEST_CASE("HostThrottle: a limit in use grows while the host is healthy, and an 
   run(t2, th2, "http://c", 50, 200, 0ms, 10);
   CHECK(t2.now - (std::chrono::steady_clock::time_point{} + 1000h) >= 4900ms);
   CHECK(view_of(th2.snapshot(), "http://c").configured_rate == 10);
+}
+
+TEST_CASE("HostThrottle: against a host refusing past 150 requests/s (503, Retry-After 1 s), at least 80% of that "
+          "from the tenth second, with fewer than 1% refused") {
+  // The host: a token bucket of 150/s holding 10, answering in 5 ms; four
+  // clients share our throttle, as a run's workers do.
+  FakeTime t;
+  auto th = t.make();
+  const auto t0 = t.now;
+  double tokens = 10;
+  auto last = t.now;
+  std::vector<int> accepted(60), refused(60);
+  struct Client {
+    std::chrono::steady_clock::time_point free_at;
+  };
+  std::vector<Client> clients(4, Client{t.now});
+  while (t.now - t0 < 60s) {
+    // The client free first goes next (time moves to it; the throttle's
+    // waits move it on).
+    auto next = std::min_element(clients.begin(), clients.end(),
+                                 [](const Client& a, const Client& b) { return a.free_at < b.free_at; });
+    t.now = std::max(t.now, next->free_at);
+    auto ticket = th.start("http://a", 8, 0);
+    tokens = std::min(10.0, tokens + std::chrono::duration<double>(t.now - last).count() * 150);
+    last = t.now;
+    const auto second = static_cast<size_t>(std::chrono::duration_cast<std::chrono::seconds>(t.now - t0).count());
+    HostThrottle::Outcome o;
+    o.first_byte = 5ms;
+    if (tokens >= 1) {
+      tokens -= 1;
+      o.status = 200;
+      accepted[std::min<size_t>(second, 59)]++;
+    } else {
+      o.status = 503;
+      o.retry_after = 1000ms;
+      refused[std::min<size_t>(second, 59)]++;
+    }
+    next->free_at = t.now + 5ms;
+    t.now += 5ms;
+    th.finish(ticket, o);
+  }
+  int ok = 0, no = 0;
+  for (size_t s = 10; s < 60; ++s) {
+    ok += accepted[s];
+    no += refused[s];
+  }
+  const double rate = ok / 50.0;
+  MESSAGE("from the tenth second: " << rate << " accepted/s, " << no << " refused; reason now: "
+                                    << view_of(th.snapshot(), "http://a").reason);
+  CHECK(rate >= 120);
+  CHECK(no * 100 <= ok + no);
+  CHECK(accepted[5] + accepted[6] + accepted[7] + accepted[8] + accepted[9] > 0);
 }
 
 TEST_CASE("HostThrottle: response times far above the usual one and timeouts back off") {
