@@ -188,19 +188,6 @@ unsigned HostThrottle::plateau_of(const Host& h) {
   return h.ceiling > 0 && h.confirmed > 0 ? std::min(k_max_plateau, k_plateau << std::min(h.confirmed - 1, 6u)) : 0;
 }
 
-double HostThrottle::current_rate_locked(const Host& h, steady::time_point now) {
-  // The rate of the last few completions: a signal early in a period (or
-  // in the first, when the host is new) is judged on what the host was
-  // just doing, not on an average diluted by the time before it.
-  if (h.recent_n >= h.recent.size()) {
-    const auto oldest = h.recent[h.recent_n % h.recent.size()];
-    if (now > oldest) {
-      return (h.recent.size() - 1) / std::chrono::duration<double>(now - oldest).count();
-    }
-  }
-  return h.measured_rate;
-}
-
 void HostThrottle::back_off_locked(Host& h, steady::time_point now, steady::time_point started,
                                    const std::string& why, std::optional<milliseconds> pause) {
   ++h.throttled;
@@ -222,10 +209,10 @@ void HostThrottle::back_off_locked(Host& h, steady::time_point now, steady::time
     h.rate = std::max(k_min_rate, *h.rate * k_cut);
   } else {
     // The first limit: half the rate just measured (the last full period,
-    // or this one so far, which later signals correct).
+    // or this one so far; early in the first period an estimate from what
+    // little there is, which later signals correct).
     const double so_far = std::chrono::duration<double>(now - h.bucket_start).count();
-    const double rate =
-        std::max({h.measured_rate, current_rate_locked(h, now), h.bucket_count / std::max(so_far, 0.01)});
+    const double rate = std::max(h.measured_rate, h.bucket_count / std::max(so_far, 0.01));
     h.ceiling = rate;
     h.rate = std::max(k_min_rate, rate * k_first_cut);
   }
@@ -306,7 +293,6 @@ void HostThrottle::finish(const Ticket& ticket, const Outcome& o) {
     const auto now = m_clock();
     h.in_flight = h.in_flight ? h.in_flight - 1 : 0;
     ++h.bucket_count;
-    h.recent[h.recent_n++ % h.recent.size()] = now;
     const auto code = o.status;
     if (code == 429 || code == 502 || code == 503 || code == 504) {
       std::string why = "HTTP " + std::to_string(code);

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -31,17 +30,19 @@ bool sleep_unless_cancelled(const std::atomic<bool>* cancel, std::chrono::millis
 // - no rate limit at all until the host signals trouble: 429, 503 (also
 //   502, 504), Retry-After, a timeout, or a response time grown well past
 //   the host's usual one. A signal halves the window and cuts the rate: the
-//   first to half the rate just measured (over the last eight completions
-//   or the last second), later ones to 70% of the limit in force. Signals
-//   from requests sent before the last cut (or within 100 ms after) are the
-//   same burst and cut nothing more. Retry-After also pauses the host;
+//   first to half the rate just measured, later ones to 70% of the limit in
+//   force. Signals from requests sent before the last cut (or within 100 ms
+//   after it) are the same burst and cut nothing more. Retry-After also
+//   pauses the host;
 // - recovery while the host is healthy, for what holds us back: every second
 //   without a signal the window grows by one if requests waited for it, and
-//   a limit that is being used climbs three quarters of the way back to 95%
-//   of the rate at which the host refused, holds there two seconds (twice
-//   as long each time the host refuses at about that rate again, up to a
-//   minute), then probes past it (+1.6%/s, doubling every second up to
-//   +25%/s). A limit unused for ten minutes is dropped;
+//   a limit that is being used climbs back to 95% of the rate at which the
+//   host refused (straight there after a first refusal, three quarters of
+//   the way a second after later ones), holds there four seconds (twice as
+//   long each time the host refuses at about that rate again, up to 64 s),
+//   then probes past it (+1.6%/s, doubling every second up to +12.5%/s;
+//   +12.5% doubling to +25% while the rate is a single estimate). A limit
+//   unused for ten minutes is dropped;
 // - ceilings that adaptation never passes: the source's configured
 //   max_requests_per_second and robots.txt Crawl-delay.
 //
@@ -122,8 +123,6 @@ private:
     double measured_rate = 0;
     double latency_ms = -1; // moving average; < 0 until the first sample
     double floor_ms = -1;   // lowest recent latency, drifting up slowly
-    std::array<std::chrono::steady_clock::time_point, 8> recent{}; // the last completions, a ring
-    size_t recent_n = 0;
     bool signalled = false; // a signal in the current period
     bool window_waited = false; // a request waited for the window this period
     double ceiling = 0;     // the rate at which the host last refused (0: none)
@@ -148,7 +147,6 @@ private:
   void raise_locked(Host& h);
   static bool probing_locked(const Host& h);
   static unsigned plateau_of(const Host& h);
-  static double current_rate_locked(const Host& h, std::chrono::steady_clock::time_point now);
   std::optional<double> effective_rate_locked(const Host& h) const;
 
   Clock m_clock;
