@@ -55,6 +55,16 @@ std::string words(const std::string& s, size_t max) {
   return out;
 }
 
+// Answers 503 when the store could not do it: true then (the caller
+// returns).
+template <typename T> bool unavailable(DaemonState& state, const Result<T>& r, http::Response& res) {
+  if (r) {
+    return false;
+  }
+  fail(res, 503, "store_unavailable", state.database.for_client(r.error()));
+  return true;
+}
+
 // Queues a run of `mode` asked by an operator; false (answered) when the
 // source cannot take it.
 bool queue(DaemonState& state, const std::string& name, store::RunMode mode, http::Response& res) {
@@ -91,8 +101,7 @@ void confirm_deletions(DaemonState& state, const std::string& name, const std::s
   {
     std::lock_guard lock(state.status_mutex);
     auto stats = state.status_store->source_stats();
-    if (!stats) {
-      fail(res, 503, "store_unavailable", state.database.for_client(stats.error()));
+    if (unavailable(state, stats, res)) {
       return;
     }
     auto it = std::find_if(stats->begin(), stats->end(), [&](const auto& st) { return st.name == name; });
@@ -103,8 +112,7 @@ void confirm_deletions(DaemonState& state, const std::string& name, const std::s
     holds = state.status_store->confirm_deletions(it->source_id);
     state.stats_read.valid = false; // the next answer shows the confirmation
   }
-  if (!holds) {
-    fail(res, 503, "store_unavailable", state.database.for_client(holds.error()));
+  if (unavailable(state, holds, res)) {
     return;
   }
   uint64_t unseen = 0;
@@ -200,8 +208,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
   }
   if (action == "refuse-deletions") {
     auto n = state.history_store->refuse_deletions(name);
-    if (!n) {
-      fail(res, 503, "store_unavailable", state.database.for_client(n.error()));
+    if (unavailable(state, n, res)) {
       return;
     }
     if (*n == 0) {
@@ -218,8 +225,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
   }
   if (action == "pause") {
     const std::string reason = words(body.value("reason", ""), 200);
-    if (auto r = state.history_store->pause(name, actor, reason); !r) {
-      fail(res, 503, "store_unavailable", state.database.for_client(r.error()));
+    if (auto r = state.history_store->pause(name, actor, reason); unavailable(state, r, res)) {
       return;
     }
     const auto at = std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
@@ -234,8 +240,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
   }
   if (action == "resume") {
     auto was = state.history_store->resume(name, actor);
-    if (!was) {
-      fail(res, 503, "store_unavailable", state.database.for_client(was.error()));
+    if (unavailable(state, was, res)) {
       return;
     }
     {
@@ -250,8 +255,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
   }
   if (action == "retry") {
     auto n = state.history_store->retry_now(name);
-    if (!n) {
-      fail(res, 503, "store_unavailable", state.database.for_client(n.error()));
+    if (unavailable(state, n, res)) {
       return;
     }
     if (!queue(state, name, store::RunMode::incremental, res)) {
