@@ -360,8 +360,12 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
     results.emplace_back(make_error(ErrorKind::transient, "not fetched"));
   }
   std::atomic<size_t> next{0};
-  // `concurrency` requests in flight; more workers, so that fsyncing and
-  // linking blobs overlaps with the next transfers.
+  // `concurrency` requests in flight, by as many workers: blobs are sealed
+  // here and published once for the slice (publish_sealed), so no worker
+  // waits on a disk while holding no slot. Four times as many workers (as
+  // when each blob was synced on its own) only queued for the slots: on 2
+  // cores a default baseline from nginx ran at a median 5,682 resources/s
+  // with 32 workers and 6,711/s with 8 (five runs each, alternated).
   Slots slots(static_cast<std::ptrdiff_t>(src.concurrency));
   auto work = [&] {
     for (size_t i = next++; i < entries.size(); i = next++) {
@@ -390,7 +394,7 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
       }
     }
   };
-  const size_t n = std::min<size_t>(std::min<size_t>(4 * src.concurrency, 64), entries.size());
+  const size_t n = std::min<size_t>(std::min<size_t>(src.concurrency, 64), entries.size());
   std::vector<std::thread> threads;
   for (size_t t = 1; t < n; ++t) {
     threads.emplace_back(work);
