@@ -31,6 +31,11 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   bash "$root/bench/nginx_sources.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
   # Politeness that finds a server's limit (#38): 150 requests/s or 4 at once.
   bash "$root/bench/polite.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+  # PY_RESYNC=<a checkout of resync/resync>: the reference client's baseline
+  # of the same 10,000 x 1 KB, alternated with ours, five runs each.
+  if [ -n "${PY_RESYNC:-}" ]; then
+    bash "$root/bench/vs_pyresync.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+  fi
 fi
 if [ "$which" = all ] || [ "$which" = listonly ]; then
   echo "== bench/listonly (tributary run, default config but interval 10 s, following a Resource-List-only Source of ${BENCH_LISTONLY_RESOURCES:-1000000} resources behind nginx)"

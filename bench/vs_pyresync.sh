@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Tributary's default baseline against the reference client's, side by
+# side (#38): 10,000 x 1 KB from nginx on loopback, alternating
+# `tributary sync --baseline` (default config: the source's name and url)
+# and py-resync's `resync-sync --baseline`, RUNS each (default 5); prints
+# every run, then medians with minimum and maximum, and the ratio.
+#   PY_RESYNC=<checkout of resync/resync> bench/vs_pyresync.sh ROOT PG_CONNINFO
+set -euo pipefail
+root=$1
+pg=$2
+bin=${TRIBUTARY_BIN:-"$root/build/bench/aggregator/tributary"}
+: "${PY_RESYNC:?set PY_RESYNC to a checkout of resync/resync (bring it with the fetch tool)}"
+n=${BENCH_NGINX_RESOURCES:-10000}
+runs=${RUNS:-5}
+port=18703
+work=$(mktemp -d /tmp/tributary-bench-vs.XXXXXX)
+source "$root/bench/nginx.sh"
+trap 'nginx_stop "$work"; rm -rf "$work"' EXIT
+python3 "$root/bench/static_source.py" "$work/www" "http://127.0.0.1:$port" "$n" 1024
+nginx_start "$work" "server { listen 127.0.0.1:$port; root $work/www; }"
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+ours=() theirs=()
+for i in $(seq "$runs"); do
+  psql "$pg" -qc "DROP DATABASE IF EXISTS bench_vs" -c "CREATE DATABASE bench_vs" >/dev/null 2>&1
+  rm -rf "$work/data" "$work/py"
+  printf '{"database": "%s dbname=bench_vs", "data_dir": "%s/data",\n "sources": [{"name": "vs", "url": "http://127.0.0.1:%s/"}]}\n' \
+    "$pg" "$work" "$port" >"$work/config.json"
+  "$bin" migrate --config "$work/config.json" >/dev/null
+  t0=$(date +%s.%N)
+  "$bin" sync --config "$work/config.json" --baseline >"$work/ours.log" 2>&1
+  t1=$(date +%s.%N)
+  grep -q "created $n, .*failed 0" "$work/ours.log" || { echo "tributary run $i: not every resource held"; tail -3 "$work/ours.log"; exit 1; }
+  ours+=("$(secs "$t0" "$t1")")
+  mkdir -p "$work/py"
+  t0=$(date +%s.%N)
+  (cd "$work/py" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --baseline --delay 0 \
+    --capabilitylist "http://127.0.0.1:$port/capabilitylist.xml" "http://127.0.0.1:$port/=$work/py/" >"$work/py.log" 2>&1)
+  t1=$(date +%s.%N)
+  held=$(find "$work/py" -type f | wc -l)
+  [ "$held" -ge "$n" ] || { echo "py-resync run $i: $held files"; tail -3 "$work/py.log"; exit 1; }
+  theirs+=("$(secs "$t0" "$t1")")
+  echo "run $i: tributary ${ours[-1]} s ($(awk -v n="$n" -v s="${ours[-1]}" 'BEGIN { printf "%.0f", n / s }')/s), py-resync ${theirs[-1]} s ($(awk -v n="$n" -v s="${theirs[-1]}" 'BEGIN { printf "%.0f", n / s }')/s): $(awk -v a="${ours[-1]}" -v b="${theirs[-1]}" 'BEGIN { printf "%.1f", b / a }')x"
+done
+stats() { printf '%s\n' "$@" | sort -g | awk -v n="$n" '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.0f %.0f %.0f", n / m, n / v[NR], n / v[1] }'; }
+read -r om omin omax <<<"$(stats "${ours[@]}")"
+read -r tm tmin tmax <<<"$(stats "${theirs[@]}")"
+echo "tributary (default config): median $om resources/s (min $omin, max $omax)"
+echo "py-resync resync-sync --baseline: median $tm resources/s (min $tmin, max $tmax)"
+awk -v a="$om" -v b="$tm" -v amin="$omin" -v bmax="$tmax" 'BEGIN { printf "ratio of medians %.1fx (worst pairing: %.1fx)  [target >= 10x and >= 20,000/s: %s]\n", a / b, amin / bmax, (a / b >= 10 && a >= 20000 ? "PASS" : "FAIL") }'
