@@ -105,7 +105,7 @@ struct Daemon : DaemonState {
       return;
     }
     Config next = std::move(*load.config);
-    mark_removed(next);
+    mark_removed_sources(*history_store, next);
     std::lock_guard lock(mutex);
     Reload report;
     report.at = Clock::now();
@@ -163,27 +163,6 @@ struct Daemon : DaemonState {
     last_reload = std::move(report);
     ++reloads_ok;
     wake.notify_all();
-  }
-
-  // Sources held in the database but not in `c` leave what we publish: their
-  // documents answer 410 Gone, and their data waits for gc (or retire).
-  void mark_removed(const Config& c) {
-    std::vector<std::string> names;
-    for (const auto& s : c.sources) {
-      names.push_back(s.name);
-    }
-    auto removed = history_store->mark_removed(names);
-    if (!removed) {
-      log::warn("", "removed sources not marked: " + removed.error().message);
-      return;
-    }
-    for (const auto& name : *removed) {
-      const auto keep = c.removed_source_retention.count();
-      log::warn(name, "source removed from the config: no longer published (its documents answer 410 Gone); its data "
-                      "is kept " + (keep > 0 ? "for " + std::to_string(keep / 86400) + " d, then purged by tributary gc"
-                                             : std::string("until `tributary retire ") + name + "`") +
-                      " (`tributary retire " + name + "` purges it now)");
-    }
   }
 
   // The configured sources' bookkeeping after a (re)load (under `mutex`):
@@ -502,7 +481,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   d->tier = std::dynamic_pointer_cast<store::ObjectTier>(d->blobs->remote());
   d->scheduler.configure(d->config.sources, Clock::now());
   d->configured(Clock::now());
-  d->mark_removed(d->config);
+  mark_removed_sources(*d->history_store, d->config);
   if (auto pauses = d->history_store->pauses()) {
     apply_pauses(*d, *pauses); // paused by an operator before this start, on any node
   } else {

@@ -1,5 +1,7 @@
 #include "aggregator/reload.h"
 
+#include "common/log.h"
+
 namespace tributary::agg {
 
 SourceChanges compare_sources(const Config& before, const Config& after) {
@@ -47,6 +49,25 @@ std::string describe(const SourceChanges& c) {
   part("disabled", c.disabled);
   part("changed", c.changed);
   return out.empty() ? "no source changed" : out;
+}
+
+void mark_removed_sources(store::PgStatusStore& history, const Config& c) {
+  std::vector<std::string> names;
+  for (const auto& s : c.sources) {
+    names.push_back(s.name);
+  }
+  auto removed = history.mark_removed(names);
+  if (!removed) {
+    log::warn("", "removed sources not marked: " + removed.error().message);
+    return;
+  }
+  for (const auto& name : *removed) {
+    const auto keep = c.removed_source_retention.count();
+    log::warn(name, "source removed from the config: no longer published (its documents answer 410 Gone); its data "
+                    "is kept " + (keep > 0 ? "for " + std::to_string(keep / 86400) + " d, then purged by tributary gc"
+                                           : std::string("until `tributary retire ") + name + "`") +
+                    " (`tributary retire " + name + "` purges it now)");
+  }
 }
 
 } // namespace tributary::agg

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "aggregator/config.h"
+#include "store/pg/pg_status_store.h"
 
 #include <string>
 #include <vector>
@@ -20,5 +21,10 @@ SourceChanges compare_sources(const Config& before, const Config& after);
 
 // "added a, b; removed c; disabled d", or "no source changed".
 std::string describe(const SourceChanges& c);
+
+// Sources held in the database but not in `c` leave what we publish: their
+// documents answer 410 Gone, and their data waits for gc (or retire). Each
+// newly removed one is logged with what happens to its data.
+void mark_removed_sources(store::PgStatusStore& history, const Config& c);
 
 } // namespace tributary::agg
