@@ -57,6 +57,17 @@ std::string metrics_of(const std::string& base) { return call(base, "GET", "/met
 
 const httplib::Headers k_admin{{"Authorization", "Bearer token"}};
 
+// An upstream Source of two resources, which the reload and removal tests
+// configure three times over (sources a, b and c).
+struct TwoResources {
+  Upstream up;
+  Site site{up};
+  TwoResources() {
+    site.put_numbered(2);
+    site.publish_start(ts("2026-01-01T00:00:00Z"));
+  }
+};
+
 } // namespace
 
 TEST_CASE("Operator: a Source making 150 changes: /metrics and the history count them apart from its baseline, "
@@ -221,10 +232,8 @@ TEST_CASE("Operator: pause holds in PostgreSQL across a restart, resume, retry a
 
 TEST_CASE("Operator: a reload names the sources it added, removed, disabled and changed, and a refused one is a status "
           "field and a metric") {
-  Upstream up;
-  Site site(up);
-  site.put_numbered(2);
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  TwoResources source;
+  Upstream& up = source.up;
   TestDaemon d({{"a", up.url("/")}, {"b", up.url("/")}, {"c", up.url("/")}});
   d.start();
   REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "a", 2); }));
@@ -394,11 +403,9 @@ TEST_CASE("Operator: errors lead with their kind and cause, then the URL once: a
 
 TEST_CASE("Operator: a source removed from the config leaves our Source Description at once, its documents answer "
           "410 Gone, its series go, and gc (after removed_source_retention) or retire (at once) purges its data") {
-  Upstream up;
-  Site site(up);
-  site.put_numbered(2);
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
-  TestDaemon d({{"a", up.url("/")}, {"b", up.url("/")}, {"c", up.url("/")}});
+  TwoResources source;
+  const std::string url = source.up.url("/");
+  TestDaemon d({{"a", url}, {"b", url}, {"c", url}});
   d.start();
   REQUIRE(wait_for(d.base, [](const json& st) {
     return in_sync(st, "a", 2) && in_sync(st, "b", 2) && in_sync(st, "c", 2);
