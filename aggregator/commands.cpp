@@ -32,8 +32,8 @@ std::optional<Config> loaded(const std::string& path, std::ostream& err) {
   for (const auto& p : load.problems) {
     err << p << '\n';
   }
-  if (load.config && !load.config->node_name.empty()) {
-    store::set_node_name(load.config->node_name);
+  if (load.config) {
+    apply_process_settings(*load.config);
   }
   return std::move(load.config);
 }

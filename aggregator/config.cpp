@@ -1,5 +1,7 @@
 #include "aggregator/config.h"
 
+#include "store/pg/pg_budget.h"
+#include "store/store.h"
 #include "sync_engine/fetcher.h"
 
 #include <nlohmann/json.hpp>
@@ -395,6 +397,9 @@ public:
   void config(const json& j, Config& c) {
     object(j, "",
            {{"database", {string(c.database), true}},
+            {"database_connections", {integer(c.database_connections, 2, 1000)}},
+            {"database_wait", {duration(c.database_wait, false)}},
+            {"database_session", {string(c.database_session, false)}},
             {"data_dir", {string(c.data_dir), true}},
             {"listen", {host_port(c.listen)}},
             {"operator_listen", {host_port(c.operator_listen)}},
@@ -625,6 +630,17 @@ ConfigLoad load_config(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return parse_config(s.str(), path);
+}
+
+void apply_process_settings(const Config& config) {
+  if (!config.node_name.empty()) {
+    store::set_node_name(config.node_name);
+  }
+  store::PgBudget budget;
+  budget.connections = config.database_connections;
+  budget.wait = config.database_wait;
+  budget.session_conninfo = config.database_session;
+  store::set_pg_budget(budget);
 }
 
 } // namespace tributary::agg

@@ -14,6 +14,16 @@ namespace tributary::agg {
 // The configuration file (JSON). See config/example.json for every key.
 struct Config {
   std::string database; // libpq connection string or postgresql:// URI
+  // This process's PostgreSQL connections (#38): at most this many, the
+  // session connection (LISTEN, leases) included; every component borrows
+  // from the rest for one transaction at a time, waiting at most
+  // `database_wait` for one to come free.
+  size_t database_connections = 10;
+  std::chrono::seconds database_wait{30};
+  // Where the session connection goes when `database` is PgBouncer in
+  // transaction mode (which has no LISTEN nor session locks): PostgreSQL
+  // itself. Empty: `database`.
+  std::string database_session;
   std::string data_dir; // blob store and temporary files
   std::string listen = "127.0.0.1:8080"; // host:port the republisher serves on
   // The operator's surfaces (/api, /status, /metrics) on a listener of
@@ -139,5 +149,8 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& s, bool al
 
 ConfigLoad parse_config(const std::string& text, const std::string& file_name);
 ConfigLoad load_config(const std::string& path);
+// What the config sets for the whole process, before any store is opened:
+// the node's name, the PostgreSQL connection budget.
+void apply_process_settings(const Config& config);
 
 } // namespace tributary::agg

@@ -112,6 +112,9 @@ struct Daemon : DaemonState {
     report.ok = true;
     for (const auto& [key, same] : {std::pair<const char*, bool>{"listen", next.listen == config.listen},
                                     {"database", next.database == config.database},
+                                    {"database_connections", next.database_connections == config.database_connections},
+                                    {"database_wait", next.database_wait == config.database_wait},
+                                    {"database_session", next.database_session == config.database_session},
                                     {"data_dir", next.data_dir == config.data_dir},
                                     {"public_url", next.public_url == config.public_url},
                                     {"change_list_part_size", next.change_list_part_size == config.change_list_part_size},
@@ -426,9 +429,7 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   if (!load.config) {
     return 1;
   }
-  if (!load.config->node_name.empty()) {
-    store::set_node_name(load.config->node_name);
-  }
+  apply_process_settings(*load.config);
   // Signals are taken by one thread with sigwait, never by a worker.
   sigset_t signals;
   sigemptyset(&signals);

@@ -3,6 +3,7 @@
 #include "aggregator/status_json.h"
 #include "common/version.h"
 #include "store/pg/migrations.h"
+#include "store/pg/pg_budget.h"
 #include "store/store.h"
 
 #include <sys/statvfs.h>
@@ -289,6 +290,27 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
              state.last_reload->at.time_since_epoch())))
       << '\n';
   }
+  // The PostgreSQL connection budget (#38): how full the pool is, and
+  // whether components wait for it (raise database_connections when they
+  // do, if PostgreSQL has room).
+  const store::PgPoolStats pool = store::pg_pool_stats();
+  family("tributary_db_connections_max", "gauge",
+         "Connections this process may hold (database_connections: the pool and the session connection).");
+  m << "tributary_db_connections_max " << pool.size + 1 << '\n';
+  family("tributary_db_pool_connections", "gauge", "Pooled connections open, by state (idle, in_use).");
+  m << "tributary_db_pool_connections{state=\"idle\"} " << pool.open - std::min(pool.open, pool.in_use) << '\n';
+  m << "tributary_db_pool_connections{state=\"in_use\"} " << pool.in_use << '\n';
+  family("tributary_db_pool_borrows_total", "counter", "Connections lent from the pool (one per transaction).");
+  m << "tributary_db_pool_borrows_total " << pool.borrows << '\n';
+  family("tributary_db_pool_waits_total", "counter", "Borrows that waited for a connection to come free.");
+  m << "tributary_db_pool_waits_total " << pool.waits << '\n';
+  family("tributary_db_pool_wait_seconds_total", "counter", "Time spent waiting for a connection, all borrows.");
+  m << "tributary_db_pool_wait_seconds_total " << pool.wait_seconds << '\n';
+  family("tributary_db_pool_wait_seconds_max", "gauge", "The longest wait for a connection since the start.");
+  m << "tributary_db_pool_wait_seconds_max " << pool.max_wait_seconds << '\n';
+  family("tributary_db_pool_timeouts_total", "counter",
+         "Borrows that gave up after database_wait (the work failed, and is tried again later).");
+  m << "tributary_db_pool_timeouts_total " << pool.timeouts << '\n';
   family("tributary_build_info", "gauge", "1, labelled with this build's version and schema version.");
   m << "tributary_build_info{version=\"" << label(std::string(version())) << "\",schema=\""
     << store::expected_schema_version() << "\"} 1\n";

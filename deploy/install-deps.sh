@@ -20,6 +20,9 @@ packages=(
   liblmdb-dev
   # storage
   libpq-dev libpqxx-dev postgresql-15 postgresql-client-15
+  # PgBouncer in transaction mode, in front of three nodes in the
+  # connection-budget test (tests/integration/pg_budget_cluster.sh)
+  pgbouncer
   # the S3 content tier's client (libcurl signs AWS SigV4 itself), and a
   # real S3 server for its tests: a throwaway single-node Ceph cluster
   # serving S3 through the RADOS Gateway (deploy/lib/rgw-temp.sh)

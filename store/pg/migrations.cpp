@@ -1,7 +1,9 @@
 #include "store/pg/migrations.h"
 
-#include "store/pg/entry_json.h"
 #include "store/pg/pg_guard.h"
+#include "store/pg/pg_pool.h"
+
+#include "store/pg/entry_json.h"
 
 #include "resourcesync/reader.h"
 
@@ -12,7 +14,7 @@ namespace tributary::store {
 namespace {
 
 // Bump together with a new schema/NNNN_*.sql (a test checks they agree).
-constexpr int k_schema_version = 21;
+constexpr int k_schema_version = 22;
 
 // Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
 constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"
@@ -97,8 +99,10 @@ Result<MigrateReport> migrate(const std::string& conninfo) {
 
 Result<int> schema_version(const std::string& conninfo) {
   return guarded("schema version", [&]() -> Result<int> {
-    pqxx::connection c(conninfo);
-    pqxx::read_transaction tx(c);
+    // One of the process's connections (PgPool), not one more of its own.
+    auto pool = PgPool::of(conninfo);
+    auto c = pool->borrow();
+    pqxx::read_transaction tx(c.get());
     return read_schema_version(tx);
   });
 }

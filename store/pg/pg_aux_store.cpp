@@ -1,6 +1,7 @@
 #include "store/pg/pg_aux_store.h"
 
 #include "store/pg/pg_conn.h"
+#include "store/pg/pg_session.h"
 #include "store/pg/migrations.h"
 #include "store/pg/pg_fields.h"
 
@@ -24,9 +25,10 @@ std::optional<std::string> opt_time(const std::optional<rs::Timestamp>& t) {
 } // namespace
 
 struct PgAuxStore::Impl {
-  explicit Impl(const std::string& conninfo) : conn(conninfo) {}
+  explicit Impl(const std::string& conninfo) : conn(conninfo), session(PgSession::of(conninfo)) {}
   std::mutex mutex;
-  PgConn conn; // a new one after an outage
+  PgConn conn;                         // borrowed per transaction
+  std::shared_ptr<PgSession> session; // the hub's delivery lease
 };
 
 PgAuxStore::PgAuxStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -122,17 +124,11 @@ Result<void> PgAuxStore::hub_delivery_failed(const std::string& topic, const std
 }
 
 Result<bool> PgAuxStore::lead_hub_delivery() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("take the hub's delivery lease", [&]() -> Result<bool> {
-    pqxx::nontransaction tx(m_impl->conn);
-    // Session-level: held until this connection closes (or is lost, when
-    // another node's next try takes it). Asked again only when not held,
-    // so that it is held once however often this is called.
-    const bool held = tx.exec_params1("SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND "
-                                      "pid = pg_backend_pid() AND classid = $1::bigint::oid AND objid = 1 AND granted",
-                                      k_hub_lock_space)[0].as<bool>();
-    const bool got = held || tx.exec_params1("SELECT pg_try_advisory_lock($1, 1)", k_hub_lock_space)[0].as<bool>();
-    return got;
+  return guarded("take the hub's delivery lease", [&]() -> Result<bool> {
+    // On the session connection: held until the process ends or loses it
+    // (when another node's next try takes it). Asked again only when not
+    // held, so that it is held once however often this is called.
+    return m_impl->session->holds(k_hub_lock_space, 1) || m_impl->session->try_lock(k_hub_lock_space, 1);
   });
 }
 

@@ -1,6 +1,7 @@
 // PgStore's change log: which feeds changed, compaction (retention), and
 // LISTEN for commits of other processes (ChangeListener).
 #include "store/pg/pg_store_internal.h"
+#include "store/pg/pg_session.h"
 
 #include "common/log.h"
 
@@ -111,55 +112,9 @@ Result<uint64_t> PgStore::compact_change_log(const std::vector<Compaction>& done
 }
 
 
-namespace {
-
-class Receiver : public pqxx::notification_receiver {
-public:
-  Receiver(pqxx::connection_base& c, std::function<void()>& f) : notification_receiver(c, k_change_channel), m_f(f) {}
-  void operator()(const std::string&, int) override { m_f(); }
-
-private:
-  std::function<void()>& m_f;
-};
-
-} // namespace
-
 ChangeListener::ChangeListener(std::string conninfo, std::function<void()> on_change)
-    : m_conninfo(std::move(conninfo)), m_on_change(std::move(on_change)) {
-  m_thread = std::thread([this] { run(); });
-}
+    : m_session(PgSession::of(conninfo)), m_id(m_session->listen(std::move(on_change))) {}
 
-ChangeListener::~ChangeListener() {
-  m_stop = true;
-  if (m_thread.joinable()) {
-    m_thread.join();
-  }
-}
-
-void ChangeListener::run() {
-  std::string last_error;
-  while (!m_stop) {
-    try {
-      pqxx::connection c(m_conninfo);
-      Receiver r(c, m_on_change);
-      if (!last_error.empty()) {
-        log::info("", "listening for changes again");
-        last_error.clear();
-      }
-      m_on_change(); // whatever was committed while not listening
-      while (!m_stop) {
-        c.await_notification(1, 0);
-      }
-    } catch (const std::exception& e) {
-      if (e.what() != last_error) {
-        log::warn("", std::string("not listening for changes (documents follow on their own schedule): ") + e.what());
-        last_error = e.what();
-      }
-      for (int i = 0; i < 50 && !m_stop; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
-  }
-}
+ChangeListener::~ChangeListener() { m_session->unlisten(m_id); }
 
 } // namespace tributary::store

@@ -1,105 +1,91 @@
 #pragma once
 
-// Internal to the store's PostgreSQL sources: a connection that replaces
-// itself after it was lost. Include pg_guard.h first.
+// Internal to the store's PostgreSQL sources: a store object's access to
+// the process's connections (PgPool). Include pg_guard.h first.
 //
-// libpqxx 6.4 marks a connection whose server went away as closed, then
-// reopens it on its own at a later use, without the session's temporary
-// tables; and until then every call fails ("Could not obtain client
-// encoding: not connected"). After a restart of PostgreSQL, the daemon's
-// runs failed for three minutes so (#33). A PgConn opens a new connection,
-// and runs its setup (temporary tables, settings), whenever the one it has
-// is closed or was lost; run() also tries a transaction again, once, on a
-// new connection when the old one turned out to be dead.
+// run(what, f) borrows a connection for f, a whole transaction, and gives
+// it back after: a store object holds none between calls. Inside f, the
+// PgConn converts to the borrowed connection.
+//
+// A connection can be lost (PostgreSQL restarted, #33): f is tried again,
+// once, on a new connection when the one it had turned out to be dead.
+// Connections left idle through the outage are closed with it.
 
 #include "store/pg/pg_guard.h"
+#include "store/pg/pg_pool.h"
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace tributary::store {
 
 class PgConn {
 public:
-  using Setup = std::function<void(pqxx::connection&)>;
+  // Borrows a connection once, to fail now when none can be made (throws as
+  // pqxx does).
+  explicit PgConn(const std::string& conninfo) : m_pool(PgPool::of(conninfo)) { (void)m_pool->borrow(); }
 
-  // Connects now: throws as pqxx does when it cannot.
-  explicit PgConn(std::string conninfo, Setup setup = {})
-      : m_conninfo(std::move(conninfo)), m_setup(std::move(setup)) {
-    open();
-  }
-
-  // The connection, a new one when the one held was lost (this may throw
-  // pqxx::broken_connection: call it inside guarded()).
-  pqxx::connection& get() {
-    if (!m_conn || !m_conn->is_open()) {
-      open();
-    }
-    return *m_conn;
-  }
+  // The connection borrowed by the run() under way on this thread.
+  pqxx::connection& get() { return m_current->get(); }
   operator pqxx::connection&() { return get(); }
 
-  // Whether it holds an open connection (without reconnecting).
-  bool is_open() const { return m_conn && m_conn->is_open(); }
-
-  // Answers a round trip: a connection taken from a pool after an outage
-  // says it is open until it is used.
-  bool alive() {
-    try {
-      if (!is_open()) {
-        return false;
-      }
-      pqxx::nontransaction tx(*m_conn);
-      tx.exec("SELECT 1");
-      return true;
-    } catch (const std::exception&) {
-      m_conn.reset();
-      return false;
-    }
+  // Whether run() tries a transaction again on a new connection after the
+  // one it had was lost, when that one was new (one lent before may have
+  // idled through an outage: that is always tried again). Off for a run's
+  // session unless `fence` says the source's lease is still held.
+  void set_retry(bool retry, std::function<bool()> fence = {}) {
+    m_retry = retry;
+    m_fence = std::move(fence);
   }
 
-  // Forgets the connection: the next use opens a new one.
-  void drop() { m_conn.reset(); }
-
-  // Whether run() tries a transaction again on a new connection. Off for a
-  // run's session: its source lease went with the server (the lock is the
-  // lease connection's), so the run fails rather than carrying on unleased.
-  void set_retry(bool retry) { m_retry = retry; }
-
-  // guarded(what, f), where f uses this connection: the connection lost
-  // (ErrorKind::database) is dropped, and f tried once more on a new one
-  // unless retries are off. f is a whole transaction, committed or not at
-  // all: pqxx reports a commit whose outcome is unknown as in_doubt_error,
-  // never as a lost connection, so nothing is applied twice.
+  // guarded(what, f), where f uses this connection. f is a whole
+  // transaction, committed or not at all: pqxx reports a commit whose
+  // outcome is unknown as in_doubt_error, never as a lost connection, so
+  // nothing is applied twice.
   template <typename F> auto run(const char* what, F&& f) -> decltype(f()) {
-    auto r = guarded(what, f);
-    if (!r && r.error().kind == ErrorKind::database) {
-      drop();
-      if (m_retry) {
-        r = guarded(what, f);
-        if (!r && r.error().kind == ErrorKind::database) {
-          drop();
-        }
-      }
+    std::lock_guard lock(m_mutex);
+    if (m_current) { // a run() within a run(): the same transaction's connection
+      return guarded(what, f);
+    }
+    auto r = attempt(what, f);
+    if (!r && r.error().kind == ErrorKind::database && m_lost_reused) {
+      r = attempt(what, f); // a connection that idled through an outage
+    } else if (!r && r.error().kind == ErrorKind::database && (m_retry || (m_fence && m_fence()))) {
+      r = attempt(what, f);
     }
     return r;
   }
 
 private:
-  void open() {
-    m_conn.reset();
-    auto c = std::make_unique<pqxx::connection>(m_conninfo);
-    if (m_setup) {
-      m_setup(*c);
+  template <typename F> auto attempt(const char* what, F& f) -> decltype(f()) {
+    using R = decltype(f());
+    m_lost_reused = false;
+    try {
+      m_borrowed = m_pool->borrow();
+    } catch (...) {
+      return guarded(what, []() -> R { throw; });
     }
-    m_conn = std::move(c);
+    m_current = &m_borrowed;
+    R r = guarded(what, f);
+    m_current = nullptr;
+    if (!r && r.error().kind == ErrorKind::database) {
+      m_lost_reused = m_borrowed.reused();
+      m_borrowed.discard();
+      m_pool->discard_idle();
+    }
+    m_borrowed.give_back();
+    return r;
   }
 
-  std::string m_conninfo;
-  Setup m_setup;
-  std::unique_ptr<pqxx::connection> m_conn;
+  std::shared_ptr<PgPool> m_pool;
+  std::recursive_mutex m_mutex;
+  PgPool::Borrowed m_borrowed;
+  PgPool::Borrowed* m_current = nullptr;
+  bool m_lost_reused = false;
   bool m_retry = true;
+  std::function<bool()> m_fence;
 };
 
 } // namespace tributary::store

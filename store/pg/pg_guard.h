@@ -8,9 +8,15 @@
 #define PQXX_HAVE_OPTIONAL 1 // before pqxx: as<std::optional<T>> on NULL
 #include <pqxx/pqxx>
 
+#include <stdexcept>
 #include <string>
 
 namespace tributary::store {
+
+// No connection of the process's budget came free in time (PgPool).
+struct PoolExhausted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // Translates libpqxx exceptions into Errors; callers never see pqxx types.
 template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
@@ -34,6 +40,8 @@ template <typename F> auto guarded(const char* what, F&& f) -> decltype(f()) {
       msg.pop_back();
     }
     return make_error(kind, std::string(what) + ": " + msg + " (SQLSTATE " + state + ")");
+  } catch (const PoolExhausted& e) {
+    return make_error(ErrorKind::transient, std::string(what) + ": " + e.what());
   } catch (const std::exception& e) {
     return make_error(ErrorKind::permanent, std::string(what) + ": " + e.what());
   }

@@ -1,5 +1,7 @@
 #include "store/pg/pg_object_index.h"
 
+#include "store/pg/pg_guard.h"
+#include "store/pg/pg_pool.h"
 #include "store/pg/pg_store.h"
 
 #include <pqxx/pqxx>
@@ -88,50 +90,29 @@ private:
 
 } // namespace
 
+// The process's connections (PgPool), one lent per transaction.
 struct PgObjectIndex::Pool {
-  std::string conninfo;
-  std::mutex mutex;
-  std::vector<std::unique_ptr<pqxx::connection>> idle;
+  std::shared_ptr<PgPool> pool;
 
-  std::unique_ptr<pqxx::connection> take() {
-    {
-      std::lock_guard lock(mutex);
-      if (!idle.empty()) {
-        auto c = std::move(idle.back());
-        idle.pop_back();
-        return c;
-      }
-    }
-    return std::make_unique<pqxx::connection>(conninfo);
-  }
-  void give(std::unique_ptr<pqxx::connection> c) {
-    std::lock_guard lock(mutex);
-    // As many as the server's blocking workers (16): a connection made per
-    // lookup cost more than the lookup (measured: cold reads at 286/s).
-    if (c && c->is_open() && idle.size() < 16) {
-      idle.push_back(std::move(c));
-    }
-  }
-  // Runs `fn` in a transaction on a pooled connection; a broken connection
+  // Runs `fn` in a transaction on a lent connection; a broken connection
   // is dropped and the work tried once more on a new one.
   template <typename Fn>
   Result<void> with(const char* what, Fn&& fn) {
     for (int attempt = 0;; ++attempt) {
       try {
-        auto c = take();
-        {
-          pqxx::work tx(*c);
+        auto c = pool->borrow();
+        try {
+          pqxx::work tx(c.get());
           fn(tx);
           tx.commit();
+        } catch (const pqxx::broken_connection&) {
+          c.discard();
+          // The server went away: the idle ones are as dead as this one.
+          pool->discard_idle();
+          throw;
         }
-        give(std::move(c));
         return {};
       } catch (const pqxx::broken_connection& e) {
-        {
-          // The server went away: the idle ones are as dead as this one.
-          std::lock_guard lock(mutex);
-          idle.clear();
-        }
         if (attempt > 0) {
           return make_error(ErrorKind::io, std::string("content_object ") + what + ": " + e.what());
         }
@@ -143,7 +124,7 @@ struct PgObjectIndex::Pool {
 };
 
 PgObjectIndex::PgObjectIndex(std::string conninfo) : m_pool(std::make_unique<Pool>()) {
-  m_pool->conninfo = std::move(conninfo);
+  m_pool->pool = PgPool::of(conninfo);
 }
 
 PgObjectIndex::~PgObjectIndex() = default;

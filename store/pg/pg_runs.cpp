@@ -5,144 +5,71 @@
 namespace tributary::store {
 
 Result<std::unique_ptr<Store>> PgStore::open_session() {
-  return m_impl->conn.run("open session", [&]() -> Result<std::unique_ptr<Store>> {
-    std::shared_ptr<Impl::Pool> pool;
-    {
-      std::lock_guard lock(m_impl->mutex);
-      if (!m_impl->pool) {
-        m_impl->pool = std::make_shared<Impl::Pool>();
-      }
-      pool = m_impl->pool;
-    }
-    std::unique_ptr<Impl> impl;
-    for (;;) {
-      {
-        std::lock_guard lock(pool->mutex);
-        if (pool->idle.empty()) {
-          break;
-        }
-        impl = std::move(pool->idle.back());
-        pool->idle.pop_back();
-      }
-      // One that idled through an outage says it is open until used.
-      if (impl->conn.alive()) {
-        break;
-      }
-      impl.reset();
-    }
-    if (!impl) {
-      impl = std::make_unique<Impl>(m_impl->conninfo);
-    }
-    impl->pool = std::move(pool);
-    impl->session = true;
-    // A run's transactions are not tried again on a new connection: its
-    // source lease went with the old server (see PgConn::set_retry).
-    impl->conn.set_retry(false);
+  // A store object of its own (its calls do not queue behind the daemon's
+  // on one mutex), on the same pool: it holds no connection between calls.
+  return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
+    auto impl = std::make_unique<Impl>(m_impl->conninfo);
+    // A run's transactions are tried again on a new connection only while
+    // the session connection, on which its source lease is held, is the
+    // one it was when the run began and still answers: a run must fail
+    // rather than carry on unleased.
+    auto session = impl->session;
+    const uint64_t generation = session->generation();
+    impl->conn.set_retry(false, [session, generation] { return session->confirm(generation); });
     return std::unique_ptr<Store>(new PgStore(std::move(impl)));
   });
 }
 
 Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::string& who) {
-  // A session advisory lock on a connection of the lease's own: held while
-  // the run lasts, whatever its transactions do, and released by
-  // PostgreSQL when the connection ends (the process exiting or killed).
-  // A lease given back unlocks and leaves its connection for the next run
-  // (a connection costs as much as a short run).
+  // A session advisory lock on the process's session connection: held
+  // while the run lasts, whatever its transactions do, and released by
+  // PostgreSQL when that connection ends (the process exiting or killed),
+  // so another node takes the source over at once.
   struct Lease : SourceLease {
-    Lease(std::unique_ptr<pqxx::connection> c, std::shared_ptr<Impl::Pool> p, int id)
-        : conn(std::move(c)), pool(std::move(p)), source(id) {}
-    ~Lease() override {
-      if (!pool || !conn) {
-        return;
-      }
-      try {
-        pqxx::nontransaction tx(*conn);
-        if (locked &&
-            !tx.exec_params1("SELECT pg_advisory_unlock($1, $2)", k_source_lock_class, source)[0].as<bool>()) {
-          return; // not held any more: this connection is not to be trusted
-        }
-        tx.exec("SELECT set_config('application_name', 'tributary (idle)', false)");
-      } catch (const std::exception&) {
-        return; // closed with the connection
-      }
-      std::lock_guard lock(pool->mutex);
-      if (pool->idle_leases.size() < k_idle_sessions) {
-        pool->idle_leases.push_back(std::move(conn));
-      }
-    }
-    std::unique_ptr<pqxx::connection> conn;
-    std::shared_ptr<Impl::Pool> pool;
+    Lease(std::shared_ptr<PgSession> s, int id, uint64_t g) : session(std::move(s)), source(id), generation(g) {}
+    ~Lease() override { session->unlock(k_source_lock_class, source, generation); }
+    std::shared_ptr<PgSession> session;
     int source = 0;
-    bool locked = false;
+    uint64_t generation = 0;
   };
-  return m_impl->conn.run("lock source", [&]() -> Result<LockAttempt> {
-    std::shared_ptr<Impl::Pool> pool;
-    {
-      std::lock_guard lock(m_impl->mutex);
-      if (!m_impl->pool) {
-        m_impl->pool = std::make_shared<Impl::Pool>();
-      }
-      pool = m_impl->pool;
-    }
-    std::unique_ptr<pqxx::connection> conn;
-    for (;;) {
-      {
-        std::lock_guard lock(pool->mutex);
-        if (pool->idle_leases.empty()) {
-          break;
-        }
-        conn = std::move(pool->idle_leases.back());
-        pool->idle_leases.pop_back();
-      }
-      // One that idled through an outage says it is open until used.
-      try {
-        if (conn->is_open()) {
-          pqxx::nontransaction ping(*conn);
-          ping.exec("SELECT 1");
-          break;
-        }
-      } catch (const std::exception&) {
-      }
-      conn.reset();
-    }
-    if (!conn) {
-      conn = std::make_unique<pqxx::connection>(m_impl->conninfo);
-    }
-    auto lease = std::make_unique<Lease>(std::move(conn), pool, static_cast<int>(source_id));
-    pqxx::nontransaction tx(*lease->conn);
-    tx.exec_params("SELECT set_config('application_name', $1, false)", who.substr(0, 60));
-    // A daemon whose host died (no FIN reaches the server) holds its lease
-    // until the server notices: keepalive probes bound that to about 25 s
-    // instead of the kernel's two hours (over a Unix socket they do not
-    // apply, nor are they needed: the peer's exit closes it).
-    tx.exec("SET tcp_keepalives_idle = 10");
-    tx.exec("SET tcp_keepalives_interval = 5");
-    tx.exec("SET tcp_keepalives_count = 3");
+  return guarded("lock source", [&]() -> Result<LockAttempt> {
+    const int id = static_cast<int>(source_id);
+    uint64_t generation = 0;
     LockAttempt out;
-    if (!tx.exec_params1("SELECT pg_try_advisory_lock($1, $2)", k_source_lock_class, static_cast<int>(source_id))[0]
-             .as<bool>()) {
-      auto r = tx.exec_params("SELECT a.application_name, " + us("a.backend_start") +
-                                  " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                                  "WHERE l.locktype = 'advisory' AND l.granted AND l.database = "
-                                  "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-                                  "AND l.classid = $1::oid AND l.objid = $2::oid AND l.objsubid = 2",
-                              k_source_lock_class, static_cast<int>(source_id));
-      if (r.empty()) {
-        out.holder = "another run (just ended)";
-      } else {
-        out.holder = r[0][0].as<std::string>();
-        if (auto since = read_opt_time(r[0][1])) {
-          out.holder += ", connected since " + rs::format_w3c_datetime(*since);
+    if (!m_impl->session->try_lock(k_source_lock_class, id, &generation)) {
+      auto holder = m_impl->conn.run("name the source's holder", [&]() -> Result<std::string> {
+        pqxx::read_transaction tx(m_impl->conn);
+        auto r = tx.exec_params("SELECT holder, " + us("since") + " FROM source_lease WHERE source_id = $1",
+                                source_id);
+        if (r.empty()) {
+          return std::string("another run (just ended)");
         }
-      }
+        std::string h = r[0][0].as<std::string>();
+        if (auto since = read_opt_time(r[0][1])) {
+          h += ", since " + rs::format_w3c_datetime(*since);
+        }
+        return h;
+      });
+      out.holder = holder ? *holder : "another run";
       return out;
     }
-    lease->locked = true;
-    // Runs left "running" by a process that died: none can be under way now.
-    tx.exec_params("UPDATE sync_run SET status = 'failed', finished_at = now(), "
-                   "message = coalesce(message || '; ', '') || 'interrupted: its process ended or lost the database' "
-                   "WHERE source_id = $1 AND status = 'running'",
-                   source_id);
+    auto lease = std::make_unique<Lease>(m_impl->session, id, generation);
+    auto recorded = m_impl->conn.run("record the source's lease", [&]() -> Result<void> {
+      pqxx::work tx(m_impl->conn);
+      tx.exec_params("INSERT INTO source_lease (source_id, holder, since) VALUES ($1, $2, now()) "
+                     "ON CONFLICT (source_id) DO UPDATE SET holder = EXCLUDED.holder, since = EXCLUDED.since",
+                     source_id, who.substr(0, 200));
+      // Runs left "running" by a process that died: none can be under way now.
+      tx.exec_params("UPDATE sync_run SET status = 'failed', finished_at = now(), "
+                     "message = coalesce(message || '; ', '') || 'interrupted: its process ended or lost the database' "
+                     "WHERE source_id = $1 AND status = 'running'",
+                     source_id);
+      tx.commit();
+      return {};
+    });
+    if (!recorded) {
+      return tl::unexpected(recorded.error()); // the lease goes back
+    }
     out.lease = std::move(lease);
     return out;
   });

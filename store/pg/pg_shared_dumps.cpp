@@ -72,21 +72,36 @@ Result<bool> PgStore::put_resource_dump(const std::string& set, const ResourceDu
 // set name's hash.
 constexpr int k_dump_lock_space = 0x74726475; // "trdu"
 
+// The set's key within that space, as hashtext() would give it, asked of
+// the server once (the lock lives on the session connection).
+namespace {
+Result<int> dump_lock_key(PgConn& conn, const std::string& set) {
+  return conn.run("name a set's Resource Dump lock", [&]() -> Result<int> {
+    pqxx::read_transaction tx(conn);
+    return tx.exec_params1("SELECT hashtext($1)", set)[0].as<int>();
+  });
+}
+} // namespace
+
 Result<bool> PgStore::claim(const std::string& set) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("claim a set's Resource Dump", [&]() -> Result<bool> {
-    pqxx::nontransaction tx(m_impl->conn);
-    return tx.exec_params1("SELECT pg_try_advisory_lock($1, hashtext($2))", k_dump_lock_space, set)[0].as<bool>();
+  auto key = dump_lock_key(m_impl->conn, set);
+  if (!key) {
+    return tl::unexpected(key.error());
+  }
+  return guarded("claim a set's Resource Dump", [&]() -> Result<bool> {
+    // Held (by this process) until released or the session is lost.
+    return m_impl->session->holds(k_dump_lock_space, *key) ||
+           m_impl->session->try_lock(k_dump_lock_space, *key);
   });
 }
 
 Result<void> PgStore::release(const std::string& set) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("release a set's Resource Dump", [&]() -> Result<void> {
-    pqxx::nontransaction tx(m_impl->conn);
-    tx.exec_params1("SELECT pg_advisory_unlock($1, hashtext($2))", k_dump_lock_space, set);
-    return {};
-  });
+  auto key = dump_lock_key(m_impl->conn, set);
+  if (!key) {
+    return tl::unexpected(key.error());
+  }
+  m_impl->session->unlock(k_dump_lock_space, *key, m_impl->session->generation());
+  return {};
 }
 
 Result<void> PgStore::put_change_package(const std::string& set, const ChangePackage& p) {

@@ -13,7 +13,7 @@ namespace tributary::store {
 struct PgStatusStore::Impl {
   explicit Impl(const std::string& conninfo) : conn(conninfo) {}
   std::mutex mutex;
-  PgConn conn; // a new one after an outage
+  PgConn conn; // borrowed per transaction
 };
 
 } // namespace tributary::store

@@ -8,29 +8,7 @@ namespace tributary::store {
 
 PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
-PgStore::~PgStore() {
-  if (!m_impl || !m_impl->session || !m_impl->pool) {
-    return;
-  }
-  auto pool = std::move(m_impl->pool); // an idle connection holds no pool (no cycle)
-  // Only a connection that still has its session (its temporary tables:
-  // a server restart, or a connection re-established underneath, would
-  // have lost them) goes back.
-  bool healthy = false;
-  try {
-    if (m_impl->conn.is_open()) {
-      pqxx::nontransaction tx(m_impl->conn);
-      healthy = tx.exec1("SELECT to_regclass('pg_temp.stage_resource') IS NOT NULL")[0].as<bool>();
-    }
-  } catch (const std::exception&) {
-  }
-  if (healthy) {
-    std::lock_guard lock(pool->mutex);
-    if (pool->idle.size() < k_idle_sessions) {
-      pool->idle.push_back(std::move(m_impl));
-    }
-  }
-}
+PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo) {
   if (auto ok = check_schema(conninfo); !ok) {
@@ -158,6 +136,7 @@ Result<void> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("apply batch", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
+    ensure_stage_tables(tx);
     // Seen marks first: rows upserted below take theirs in the same write
     // (one write per row instead of an insert and then an update).
     const bool mark_seen = !b.seen.empty() && b.run_id != 0;
@@ -296,6 +275,7 @@ Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, 
                    "deletion_hold_since = NULL, deletion_hold_run = NULL, deletions_confirmed = false "
                    "WHERE id = $1",
                    feed_id);
+    ensure_stage_tables(tx);
     auto r = tx.exec_params(
         "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
         "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "

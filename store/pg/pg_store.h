@@ -5,6 +5,7 @@
 #include "store/store.h"
 #include "store/store_reader.h"
 #include "store/pg/migrations.h"
+#include "store/pg/pg_budget.h"
 
 #include <atomic>
 #include <functional>
@@ -167,9 +168,11 @@ private:
 inline constexpr const char* k_change_channel = "tributary_changes";
 
 // Calls `on_change`, on a thread of its own, whenever a commit to the change
-// log lands, from any process on the database (LISTEN): serve replicas and
-// daemons beside each other learn of changes without polling. Reconnects
-// after a failure (and calls `on_change` then, for what it missed).
+// log lands, from any process on the database (LISTEN, on the process's
+// session connection): serve replicas and daemons beside each other learn of
+// changes without polling. Reconnects after a failure (and calls
+// `on_change` then, for what it missed).
+class PgSession;
 class ChangeListener {
 public:
   ChangeListener(std::string conninfo, std::function<void()> on_change);
@@ -178,11 +181,8 @@ public:
   ChangeListener& operator=(const ChangeListener&) = delete;
 
 private:
-  void run();
-  std::string m_conninfo;
-  std::function<void()> m_on_change;
-  std::atomic<bool> m_stop{false};
-  std::thread m_thread;
+  std::shared_ptr<PgSession> m_session;
+  uint64_t m_id = 0;
 };
 
 } // namespace tributary::store

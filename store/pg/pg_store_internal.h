@@ -10,6 +10,7 @@
 #include "store/pg/migrations.h"
 #include "store/pg/pg_conn.h"
 #include "store/pg/pg_fields.h"
+#include "store/pg/pg_session.h"
 
 
 #include <nlohmann/json.hpp>
@@ -298,41 +299,35 @@ inline RunInfo read_run(const pqxx::row& row) {
   return info;
 }
 
-// Idle sessions kept per root store.
-constexpr size_t k_idle_sessions = 8;
+// The staging tables of apply() and delete_unseen(), made within the
+// transaction that uses them when its connection has none yet: a
+// connection is lent one transaction at a time (PgPool), and through
+// PgBouncer in transaction mode the next transaction may run on another
+// server connection, so they cannot be made once per connection. Kept
+// (ON COMMIT DELETE ROWS) for the next transaction on the same server
+// connection; one round trip, no catalog change, when they are there.
+inline void ensure_stage_tables(pqxx::work& tx) {
+  tx.exec0("DO $$ BEGIN IF to_regclass('pg_temp.stage_resource') IS NULL THEN "
+           "CREATE TEMP TABLE stage_resource ("
+           "uri text COLLATE \"C\", state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
+           "md5 text, sha1 text, sha256 text, type text, encoding text, links jsonb, blob_sha256 text, "
+           "fetched_at timestamptz, fetched_from text) ON COMMIT DELETE ROWS; "
+           "CREATE TEMP TABLE stage_seen (uri text COLLATE \"C\") ON COMMIT DELETE ROWS; "
+           "CREATE TEMP TABLE stage_deleted (uri text COLLATE \"C\", lastmod timestamptz, length bigint, md5 text, "
+           "sha1 text, sha256 text, type text, encoding text, links jsonb) ON COMMIT DELETE ROWS; "
+           "END IF; END $$");
+}
 
 } // namespace pg_detail
 
 using namespace pg_detail;
 
 struct PgStore::Impl {
-  explicit Impl(const std::string& info) : conninfo(info), conn(info, &create_stage_tables) {}
-  // A session's temporary tables: made again with every new connection.
-  static void create_stage_tables(pqxx::connection& c) {
-    pqxx::work tx(c);
-    tx.exec0("CREATE TEMP TABLE stage_resource ("
-             "uri text COLLATE \"C\", state text, lastmod timestamptz, change_datetime timestamptz, length bigint, "
-             "md5 text, sha1 text, sha256 text, type text, encoding text, links jsonb, blob_sha256 text, "
-             "fetched_at timestamptz, fetched_from text) ON COMMIT DELETE ROWS");
-    tx.exec0("CREATE TEMP TABLE stage_seen (uri text COLLATE \"C\") ON COMMIT DELETE ROWS");
-    tx.exec0("CREATE TEMP TABLE stage_deleted (uri text COLLATE \"C\", lastmod timestamptz, length bigint, md5 text, sha1 text, "
-             "sha256 text, type text, encoding text, links jsonb) ON COMMIT DELETE ROWS");
-    tx.commit();
-  }
+  explicit Impl(const std::string& info) : conninfo(info), conn(info), session(PgSession::of(info)) {}
   std::string conninfo;
   std::mutex mutex;
-  PgConn conn;
-  // Sessions (open_session) go back to their root store's pool when done:
-  // a connection with its temporary tables costs 15-20 ms to set up, as
-  // much as a whole incremental run of one change (measured for #16's
-  // push, where every notification is a run).
-  struct Pool {
-    std::mutex mutex;
-    std::vector<std::unique_ptr<Impl>> idle;
-    std::vector<std::unique_ptr<pqxx::connection>> idle_leases; // unlocked, ready for the next run
-  };
-  std::shared_ptr<Pool> pool; // a session's, while it is in use
-  bool session = false;
+  PgConn conn;                         // borrowed per transaction
+  std::shared_ptr<PgSession> session; // leases and claims
 };
 
 } // namespace tributary::store

@@ -98,17 +98,17 @@ inline std::string config_text(const std::string& db, const std::filesystem::pat
 
 
 // Whether the daemon of process `pid` holds a source's lease with a run of
-// it in progress: its lease connection (named after it) holds the source's
-// advisory lock, and the source has a run `running` (only the lock's holder
-// can have one). A connection of its alone is not enough: a lease connection
-// also exists while a lock is tried and refused, or before the run is
-// recorded.
+// it in progress: its session connection (named after it) holds the
+// source's advisory lock (class "trib", two-key form), and the source has a
+// run `running` (only the lock's holder can have one). The lock alone is not
+// enough: it is taken before the run is recorded.
 inline bool holds_running_lease(const std::string& conninfo, pid_t pid) {
   pqxx::connection c(conninfo);
   pqxx::nontransaction tx(c);
   return !tx.exec_params("SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
                          "JOIN sync_run r ON r.source_id = l.objid::bigint AND r.status = 'running' "
-                         "WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE $1",
+                         "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 1953655138::oid "
+                         "AND l.objsubid = 2 AND a.application_name LIKE $1",
                          "%(pid " + std::to_string(pid) + " %")
               .empty();
 }
