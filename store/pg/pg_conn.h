@@ -8,8 +8,9 @@
 // PgConn converts to the borrowed connection.
 //
 // A connection can be lost (PostgreSQL restarted, #33): f is tried again,
-// once, on a new connection when the one it had turned out to be dead.
-// Connections left idle through the outage are closed with it.
+// once, on a new connection when the one it had turned out to be dead
+// (unless a run's fence says no). Connections left idle through the outage
+// are closed with it.
 
 #include "store/pg/pg_guard.h"
 #include "store/pg/pg_pool.h"
@@ -31,13 +32,14 @@ public:
   pqxx::connection& get() { return m_current->get(); }
   operator pqxx::connection&() { return get(); }
 
-  // Whether run() tries a transaction again on a new connection after the
-  // one it had was lost, when that one was new (one lent before may have
-  // idled through an outage: that is always tried again). Off for a run's
-  // session unless `fence` says the source's lease is still held.
-  void set_retry(bool retry, std::function<bool()> fence = {}) {
-    m_retry = retry;
-    m_fence = std::move(fence);
+  // A run's session: its transactions go on only while `held` says (no
+  // round trip) that the session connection holding its source's lease is
+  // the one it began with, and one is tried again on a new connection only
+  // when `confirm` (a round trip) says that connection still answers. A
+  // run must fail rather than carry on unleased.
+  void fence(std::function<bool()> held, std::function<bool()> confirm) {
+    m_held = std::move(held);
+    m_confirm = std::move(confirm);
   }
 
   // guarded(what, f), where f uses this connection. f is a whole
@@ -49,10 +51,12 @@ public:
     if (m_current) { // a run() within a run(): the same transaction's connection
       return guarded(what, f);
     }
+    if (m_held && !m_held()) {
+      return make_error(ErrorKind::database, std::string(what) +
+                                                 ": the database session holding this run's source lease was lost");
+    }
     auto r = attempt(what, f);
-    if (!r && r.error().kind == ErrorKind::database && m_lost_reused) {
-      r = attempt(what, f); // a connection that idled through an outage
-    } else if (!r && r.error().kind == ErrorKind::database && (m_retry || (m_fence && m_fence()))) {
+    if (!r && r.error().kind == ErrorKind::database && (!m_confirm || m_confirm())) {
       r = attempt(what, f);
     }
     return r;
@@ -61,7 +65,6 @@ public:
 private:
   template <typename F> auto attempt(const char* what, F& f) -> decltype(f()) {
     using R = decltype(f());
-    m_lost_reused = false;
     try {
       m_borrowed = m_pool->borrow();
     } catch (...) {
@@ -71,7 +74,6 @@ private:
     R r = guarded(what, f);
     m_current = nullptr;
     if (!r && r.error().kind == ErrorKind::database) {
-      m_lost_reused = m_borrowed.reused();
       m_borrowed.discard();
       m_pool->discard_idle();
     }
@@ -83,9 +85,7 @@ private:
   std::recursive_mutex m_mutex;
   PgPool::Borrowed m_borrowed;
   PgPool::Borrowed* m_current = nullptr;
-  bool m_lost_reused = false;
-  bool m_retry = true;
-  std::function<bool()> m_fence;
+  std::function<bool()> m_held, m_confirm;
 };
 
 } // namespace tributary::store

@@ -86,7 +86,6 @@ PgPool::Borrowed& PgPool::Borrowed::operator=(Borrowed&& o) noexcept {
     give_back();
     m_pool = o.m_pool;
     m_conn = std::move(o.m_conn);
-    m_reused = o.m_reused;
     o.m_pool = nullptr;
   }
   return *this;
@@ -117,7 +116,7 @@ PgPool::Borrowed PgPool::borrow() {
         m_stats.wait_seconds += s;
         m_stats.max_wait_seconds = std::max(m_stats.max_wait_seconds, s);
       }
-      return Borrowed(this, std::move(c), true);
+      return Borrowed(this, std::move(c));
     }
     if (m_stats.open < limit) {
       ++m_stats.open;
@@ -130,7 +129,7 @@ PgPool::Borrowed PgPool::borrow() {
       }
       lock.unlock();
       try {
-        return Borrowed(this, std::make_unique<pqxx::connection>(m_conninfo), false);
+        return Borrowed(this, std::make_unique<pqxx::connection>(m_conninfo));
       } catch (...) {
         give(nullptr);
         throw;

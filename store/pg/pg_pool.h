@@ -49,26 +49,22 @@ public:
   class Borrowed {
   public:
     Borrowed() = default;
-    Borrowed(Borrowed&& o) noexcept : m_pool(o.m_pool), m_conn(std::move(o.m_conn)), m_reused(o.m_reused) {
+    Borrowed(Borrowed&& o) noexcept : m_pool(o.m_pool), m_conn(std::move(o.m_conn)) {
       o.m_pool = nullptr;
     }
     Borrowed& operator=(Borrowed&& o) noexcept;
     ~Borrowed() { give_back(); }
     pqxx::connection& get() { return *m_conn; }
     explicit operator bool() const { return m_conn != nullptr; }
-    // Whether it had served before (it may have idled through an outage).
-    bool reused() const { return m_reused; }
     // Closes it instead of giving it back (it was found broken).
     void discard() { m_conn.reset(); }
     void give_back();
 
   private:
     friend class PgPool;
-    Borrowed(PgPool* pool, std::unique_ptr<pqxx::connection> c, bool reused)
-        : m_pool(pool), m_conn(std::move(c)), m_reused(reused) {}
+    Borrowed(PgPool* pool, std::unique_ptr<pqxx::connection> c) : m_pool(pool), m_conn(std::move(c)) {}
     PgPool* m_pool = nullptr;
     std::unique_ptr<pqxx::connection> m_conn;
-    bool m_reused = false;
   };
 
   // Waits for a free connection (or opens one while fewer than the limit

@@ -9,13 +9,14 @@ Result<std::unique_ptr<Store>> PgStore::open_session() {
   // on one mutex), on the same pool: it holds no connection between calls.
   return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
     auto impl = std::make_unique<Impl>(m_impl->conninfo);
-    // A run's transactions are tried again on a new connection only while
-    // the session connection, on which its source lease is held, is the
-    // one it was when the run began and still answers: a run must fail
-    // rather than carry on unleased.
+    // A run's transactions go on only while the session connection, on
+    // which its source lease is held, is the one it was when the run began
+    // (and are tried again on a new connection only when it still
+    // answers): a run must fail rather than carry on unleased.
     auto session = impl->session;
     const uint64_t generation = session->generation();
-    impl->conn.set_retry(false, [session, generation] { return session->confirm(generation); });
+    impl->conn.fence([session, generation] { return session->generation() == generation; },
+                     [session, generation] { return session->confirm(generation); });
     return std::unique_ptr<Store>(new PgStore(std::move(impl)));
   });
 }
