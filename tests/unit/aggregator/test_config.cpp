@@ -183,6 +183,29 @@ TEST_CASE("Config: daemon keys (schedule, strategy, logging, concurrency, admin 
   CHECK(has(bad, "c.json: /sources/0/strategy: expected one of \"auto\", \"lists\", \"dumps\""));
 }
 
+TEST_CASE("Config: the PostgreSQL connection budget: 10 by default, a wait, a session connection of its own") {
+  auto plain = parse_config(R"({"database": "db", "data_dir": "/tmp/x"})", "c.json");
+  REQUIRE(plain.config);
+  CHECK(plain.config->database_connections == 10);
+  CHECK(plain.config->database_wait == std::chrono::seconds(30));
+  CHECK(plain.config->database_session.empty());
+  auto ok = parse_config(R"({"database": "host=bouncer port=6432", "data_dir": "/tmp/x", "database_connections": 4,
+      "database_wait": "5s", "database_session": "host=pg port=5432"})",
+                         "c.json");
+  INFO(all(ok));
+  REQUIRE(ok.config);
+  CHECK(ok.config->database_connections == 4);
+  CHECK(ok.config->database_wait == std::chrono::seconds(5));
+  CHECK(ok.config->database_session == "host=pg port=5432");
+  auto bad = parse_config(R"({"database": "db", "data_dir": "/tmp/x", "database_connections": 1,
+      "database_wait": "never"})",
+                          "c.json");
+  INFO(all(bad));
+  CHECK_FALSE(bad.config);
+  CHECK(has(bad, "c.json: /database_connections: must be between 2 and 1000"));
+  CHECK(has(bad, "c.json: /database_wait: expected a duration such as \"30s\", \"15m\", \"1h30m\" or \"1d\""));
+}
+
 TEST_CASE("Config: the example's exclude pattern matches a 1 MiB URI in linear time, without recursion") {
   // std::regex recursed once per character here and overflowed the stack
   // (SIGSEGV) on a 300 KB loc; RE2 does not recurse.
