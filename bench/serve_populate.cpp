@@ -1,5 +1,6 @@
-// Fills a store for bench/serve: one source, one feed, 50,000 changes (so
-// that our Change List has a full 50,000-entry part) and a 2 KB resource.
+// Fills a store for bench/serve: one source, one feed, 50,000 resources of
+// 1 KB (one content blob), created as 50,000 changes: our Resource List has
+// 50,000 entries and our Change List a full 50,000-entry part.
 //   bench_serve_populate --pg CONNINFO --data DIR
 #include "resourcesync/hash.h"
 #include "store/blob/blob_store.h"
@@ -31,7 +32,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot open the store: %s\n", st ? "blob store" : st.error().message.c_str());
     return 1;
   }
-  std::string content(2048, 'x');
+  std::string content(1024, 'x');
   for (size_t i = 0; i < content.size(); ++i) {
     content[i] = static_cast<char>('a' + i % 26);
   }
@@ -56,9 +57,7 @@ int main(int argc, char** argv) {
       r.type = "text/plain";
       r.blob_sha256 = blob->sha256;
       b.changes.push_back(store::ChangeRecord{rs::Change::created, r.lastmod, r});
-      if (n == 0) {
-        b.upserts.push_back(r); // the 2 KB object served in the bench
-      }
+      b.upserts.push_back(r);
     }
     if (auto r = (*st)->apply(b); !r) {
       std::fprintf(stderr, "%s\n", r.error().message.c_str());

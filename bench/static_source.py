@@ -35,10 +35,32 @@ def main():
             f.write(body)
         entries.append(f'<url><loc>{base}/res/{i}</loc><lastmod>{now}</lastmod>'
                        f'<rs:md hash="md5:{hashlib.md5(body).hexdigest()}" length="{size}" type="text/plain"/></url>')
+    # Past 50,000 entries a list is split, and the parts grouped by an index
+    # (spec section 7), as py-resync writes them: resourcelist.xml is then
+    # the index, and its parts resourcelist-00000.xml, ...
+    part_size = 50000
+    parts = [entries[i:i + part_size] for i in range(0, len(entries), part_size)] or [[]]
+    if len(parts) == 1:
+        write_list(os.path.join(out, 'resourcelist.xml'), base, now, parts[0])
+        return
     with open(os.path.join(out, 'resourcelist.xml'), 'w') as f:
-        f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {SM}>'
+        f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<sitemapindex {SM}>'
                 f'<rs:ln rel="up" href="{base}/capabilitylist.xml"/>'
                 f'<rs:md at="{now}" capability="resourcelist" completed="{now}"/>')
+        for n, part in enumerate(parts):
+            name = f'resourcelist-{n:05d}.xml'
+            write_list(os.path.join(out, name), base, now, part, index=f'{base}/resourcelist.xml')
+            f.write(f'<sitemap><loc>{base}/{name}</loc><rs:md at="{now}"/></sitemap>')
+        f.write('</sitemapindex>\n')
+
+
+def write_list(path, base, now, entries, index=None):
+    with open(path, 'w') as f:
+        f.write(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {SM}>'
+                f'<rs:ln rel="up" href="{base}/capabilitylist.xml"/>')
+        if index:
+            f.write(f'<rs:ln rel="index" href="{index}"/>')
+        f.write(f'<rs:md at="{now}" capability="resourcelist" completed="{now}"/>')
         f.write('\n'.join(entries))
         f.write('</urlset>\n')
 

@@ -54,8 +54,8 @@ packages=(
   prometheus
   # groff renders the man page (docs/man/tributary.1) in its test
   groff-base
-  # used by the benchmarks (bench/run.sh serve)
-  wrk nginx-light curl
+  # used by the benchmarks (bench/run.sh serve; GNU time for peak RSS)
+  wrk nginx-light curl time
   # an OAI-PMH provider and harvester this project did not write
   # (bench/oai/catmandu/check.sh; the oai bench's Perl harvester)
   libdancer-plugin-catmandu-oai-perl libcatmandu-perl libhttp-oai-perl
