@@ -105,28 +105,28 @@ PgPool::Borrowed PgPool::borrow() {
   const auto start = Clock::now();
   std::unique_lock lock(m_mutex);
   bool waited = false;
+  auto count_wait = [&] { // under the lock
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    m_stats.wait_seconds += s;
+    m_stats.max_wait_seconds = std::max(m_stats.max_wait_seconds, s);
+  };
+  auto lend = [&] {
+    ++m_stats.in_use;
+    ++m_stats.borrows;
+    if (waited) {
+      count_wait();
+    }
+  };
   for (;;) {
     if (!m_idle.empty()) {
       auto c = std::move(m_idle.back());
       m_idle.pop_back();
-      ++m_stats.in_use;
-      ++m_stats.borrows;
-      if (waited) {
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        m_stats.wait_seconds += s;
-        m_stats.max_wait_seconds = std::max(m_stats.max_wait_seconds, s);
-      }
+      lend();
       return Borrowed(this, std::move(c));
     }
     if (m_stats.open < limit) {
       ++m_stats.open;
-      ++m_stats.in_use;
-      ++m_stats.borrows;
-      if (waited) {
-        const double s = std::chrono::duration<double>(Clock::now() - start).count();
-        m_stats.wait_seconds += s;
-        m_stats.max_wait_seconds = std::max(m_stats.max_wait_seconds, s);
-      }
+      lend();
       lock.unlock();
       try {
         return Borrowed(this, std::make_unique<pqxx::connection>(m_conninfo));
@@ -142,9 +142,7 @@ PgPool::Borrowed PgPool::borrow() {
     if (m_freed.wait_until(lock, start + budget.wait) == std::cv_status::timeout && m_idle.empty() &&
         m_stats.open >= limit) {
       ++m_stats.timeouts;
-      const double s = std::chrono::duration<double>(Clock::now() - start).count();
-      m_stats.wait_seconds += s;
-      m_stats.max_wait_seconds = std::max(m_stats.max_wait_seconds, s);
+      count_wait();
       throw PoolExhausted("no database connection came free within " +
                           std::to_string(budget.wait.count() / 1000.0).substr(0, 4) + " s (all " +
                           std::to_string(limit) + " of this process's are in use; see database_connections)");

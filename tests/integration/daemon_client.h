@@ -97,6 +97,23 @@ inline std::string config_text(const std::string& db, const std::filesystem::pat
 }
 
 
+// How many pairs of runs of one source overlapped in time (never more
+// than 0: a source's lease admits one run at a time, across processes).
+inline const char* const k_overlapping_runs_sql =
+    "SELECT count(*) FROM sync_run a JOIN sync_run b ON a.source_id = b.source_id AND a.id < b.id "
+    "AND b.started_at < coalesce(a.finished_at, 'infinity') AND a.started_at < coalesce(b.finished_at, 'infinity')";
+
+// A fresh directory for daemon `i` of a test (`prefix`-PID-i under the
+// temporary directory), with the admin token "token" in it.
+inline std::filesystem::path node_dir(const std::string& prefix, size_t i) {
+  auto dir = std::filesystem::temp_directory_path() /
+             (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(i));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << "token\n";
+  return dir;
+}
+
 // Whether the daemon of process `pid` holds a source's lease with a run of
 // it in progress: its session connection (named after it) holds the
 // source's advisory lock (class "trib", two-key form), and the source has a

@@ -12,7 +12,9 @@
 #include "sync_engine/sync.h"
 
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <unistd.h>
 
@@ -105,6 +107,27 @@ struct Site {
     cl.header.links.push_back(rs::Link{.rel = "up", .href = up.url("/caps.xml")});
     cl.entries = entries;
     up.set_document(path, cl);
+  }
+};
+
+// Sources s0, s1, ... of `resources` numbered resources each, every request
+// slowed by `delay` so that runs last and overlap (several daemons on one
+// database; a kill then finds a run in progress). `body(i)` starts each
+// resource's body of source i.
+struct SlowSources {
+  std::vector<std::unique_ptr<Upstream>> ups;
+  std::vector<std::unique_ptr<Site>> sites;
+  std::vector<std::pair<std::string, std::string>> sources; // name, URL
+  SlowSources(int count, int resources, std::chrono::milliseconds delay,
+              const std::function<std::string(int)>& body = [](int) { return std::string("resource "); }) {
+    for (int i = 0; i < count; ++i) {
+      ups.push_back(std::make_unique<Upstream>());
+      sites.push_back(std::make_unique<Site>(*ups.back()));
+      sites.back()->put_numbered(resources, "/res/", body(i));
+      sites.back()->publish_start(ts("2026-01-01T00:00:00Z"));
+      ups.back()->set_delay(delay);
+      sources.emplace_back("s" + std::to_string(i), ups.back()->url("/"));
+    }
   }
 };
 

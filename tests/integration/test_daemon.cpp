@@ -354,17 +354,8 @@ TEST_CASE("Daemon: with operator_listen, /api, /status and /metrics answer only 
 TEST_CASE("Daemon: three daemons on one database never sync a source twice at once, and take over a killed one's") {
   // Six sources, each request slowed so that runs last and overlap; three
   // daemons with the same sources on one database.
-  std::vector<std::unique_ptr<Upstream>> ups;
-  std::vector<std::unique_ptr<Site>> sites;
-  std::vector<std::pair<std::string, std::string>> sources;
-  for (int i = 0; i < 6; ++i) {
-    ups.push_back(std::make_unique<Upstream>());
-    sites.push_back(std::make_unique<Site>(*ups.back()));
-    sites.back()->put_numbered(10);
-    sites.back()->publish_start(ts("2026-01-01T00:00:00Z"));
-    ups.back()->set_delay(std::chrono::milliseconds(30));
-    sources.emplace_back("s" + std::to_string(i), ups.back()->url("/"));
-  }
+  SlowSources upstream(6, 10, std::chrono::milliseconds(30));
+  const auto& sources = upstream.sources;
   TempDatabase db;
   struct One {
     std::filesystem::path dir;
@@ -375,11 +366,7 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
   std::vector<One> daemons(3);
   for (size_t i = 0; i < daemons.size(); ++i) {
     One& d = daemons[i];
-    d.dir = std::filesystem::temp_directory_path() /
-            ("tributary-leases-" + std::to_string(::getpid()) + "-" + std::to_string(i));
-    std::filesystem::remove_all(d.dir);
-    std::filesystem::create_directories(d.dir);
-    std::ofstream(d.dir / "token") << "token\n";
+    d.dir = node_dir("tributary-leases", i);
     d.cfg = (d.dir / "tributary.json").string();
     d.log = (d.dir / "daemon.log").string();
     d.port = free_port();
@@ -451,9 +438,7 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
       d.pid = 0;
     }
   }
-  CHECK(scalar("SELECT count(*) FROM sync_run a JOIN sync_run b ON a.source_id = b.source_id AND a.id < b.id "
-               "AND b.started_at < coalesce(a.finished_at, 'infinity') AND a.started_at < "
-               "coalesce(b.finished_at, 'infinity')") == 0);
+  CHECK(scalar(k_overlapping_runs_sql) == 0);
   CHECK(scalar("SELECT count(*) FROM sync_run") >= 12); // every source at least twice: before and after the kill
   // The killed daemon's run was marked failed by the run that took over.
   CHECK(scalar("SELECT count(*) FROM sync_run WHERE status = 'running'") == 0);

@@ -139,17 +139,12 @@ TEST_CASE("S3 content: three `tributary run` nodes on one database and bucket fo
   // first 10 rounds) a deletion a round, each to a resource of its own, so
   // no two changes can fold into one.
   constexpr int k_sources = 6, k_rounds = 20;
-  std::vector<std::unique_ptr<Upstream>> ups;
-  std::vector<std::unique_ptr<Site>> sites;
-  std::vector<std::pair<std::string, std::string>> sources;
-  for (int i = 0; i < k_sources; ++i) {
-    ups.push_back(std::make_unique<Upstream>());
-    sites.push_back(std::make_unique<Site>(*ups.back()));
-    sites.back()->put_numbered(30, "/res/", "source " + std::to_string(i) + " resource ");
-    sites.back()->publish_start(ts("2026-01-01T00:00:00Z"));
-    ups.back()->set_delay(std::chrono::milliseconds(20)); // runs last, so a kill finds one in progress
-    sources.emplace_back("s" + std::to_string(i), ups.back()->url("/"));
-  }
+  // Each request slowed: runs last, so a kill finds one in progress.
+  SlowSources upstream(k_sources, 30, std::chrono::milliseconds(20),
+                       [](int i) { return "source " + std::to_string(i) + " resource "; });
+  auto& ups = upstream.ups;
+  auto& sites = upstream.sites;
+  const auto& sources = upstream.sources;
   TempDatabase db;
   const auto s3 = s3_config();
   ScratchDir dir("three");
