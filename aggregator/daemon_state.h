@@ -69,7 +69,7 @@ struct DaemonState {
   std::vector<store::HubSubscription> push_followers;  // subscribers of our hub
 
   // The status page's history and a source's detail (schema 0016); safe
-  // to share. The sampler writes through a connection of its own.
+  // to share. The sampler writes through a store object of its own.
   std::unique_ptr<store::PgStatusStore> history_store;
   std::atomic<bool> sample_soon{false}; // a run ended: sample the history soon
 

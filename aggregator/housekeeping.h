@@ -11,8 +11,9 @@ class Republisher;
 
 namespace tributary::agg {
 
-// The daemon's housekeeping, two threads beside the dispatcher, each on a
-// database connection of its own and each until `stopping`: retention (old
+// The daemon's housekeeping, two threads beside the dispatcher, each with a
+// store object of its own (connections from the process's pool) and each
+// until `stopping`: retention (old
 // runs, the change log past `change_retention`, archived documents past
 // `archive_retention`) and the status page's rolling history.
 class Housekeeping {

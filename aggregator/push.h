@@ -52,7 +52,7 @@ public:
     // A source's subscription became active (true) or stopped being (false).
     std::function<void(const std::string& source, bool active)> active;
   };
-  // `store` and `watermarks` are the subscriber's own connections.
+  // `store` and `watermarks` are the subscriber's own store objects.
   PushSubscriber(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> feeds,
                  std::shared_ptr<store::Store> watermarks, std::shared_ptr<sync::Fetcher> fetcher,
                  PushOptions options, Hooks hooks);

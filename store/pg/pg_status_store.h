@@ -86,8 +86,8 @@ struct OperatorAction {
   std::string detail;
 };
 
-// What the status page reads beside the sync engine's tables, on a
-// connection of its own: the rolling history (schema 0016) and one source's
+// What the status page reads beside the sync engine's tables, through a
+// store object of its own (a pooled connection per call): the rolling history (schema 0016) and one source's
 // feeds, errors and retrying resources. One statement at a time.
 class PgStatusStore {
 public:

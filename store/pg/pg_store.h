@@ -17,8 +17,9 @@
 
 namespace tributary::store {
 
-// Store over PostgreSQL (libpqxx). One connection; safe to call from several
-// threads (calls are serialised). Batches go in through COPY into staging
+// Store over PostgreSQL (libpqxx). Each call borrows a connection of the
+// process's pool for its transaction (pg_pool.h); safe to call from several
+// threads (calls on one object are serialised). Batches go in through COPY into staging
 // tables and one upsert per table.
 class PgStore : public Store, public StoreReader, public SharedDumps, public BlobReferences {
 public:
@@ -123,10 +124,11 @@ private:
   std::unique_ptr<Impl> m_impl;
 };
 
-// Reads over connections of their own, taken in turn: the republisher's
-// content lookups, which must not queue behind the sync engine's writes on
-// the daemon's main connection (a 404 flood once held 16 HTTP workers
-// behind batch commits for over 10 s).
+// Reads through store objects of their own, taken in turn: the
+// republisher's content lookups, which must not queue behind the sync
+// engine's writes on the daemon's main store's lock (a 404 flood once held
+// 16 HTTP workers behind batch commits for over 10 s). Their connections
+// come from the process's pool, one per call.
 class PgReaderPool : public StoreReader {
 public:
   static Result<std::shared_ptr<PgReaderPool>> open(const std::string& conninfo, size_t connections);
