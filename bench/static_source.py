@@ -5,6 +5,8 @@ one Capability List, one Resource List (MD5 hashes and lengths, as
 py-resync writes them), and the resources as plain files.
 
     static_source.py DIR BASE_URL COUNT SIZE
+
+STATIC_SOURCE_PART (default 50,000): entries per list before an index.
 """
 import hashlib
 import os
@@ -38,7 +40,7 @@ def main():
     # Past 50,000 entries a list is split, and the parts grouped by an index
     # (spec section 7), as py-resync writes them: resourcelist.xml is then
     # the index, and its parts resourcelist-00000.xml, ...
-    part_size = 50000
+    part_size = int(os.environ.get('STATIC_SOURCE_PART', '50000'))  # more: one list past the limit
     parts = [entries[i:i + part_size] for i in range(0, len(entries), part_size)] or [[]]
     if len(parts) == 1:
         write_list(os.path.join(out, 'resourcelist.xml'), base, now, parts[0])
