@@ -87,6 +87,11 @@ struct Hub::Impl {
   HubOptions options;
 
   std::mutex mutex;
+  // Held from a verified subscription's quota checks to its write: the
+  // verifiers run on several threads, and two callbacks on different hosts
+  // of one domain, verified at once, each counted the other's domain short
+  // of its quota (a fourth subscription under a quota of three, in CI).
+  std::mutex admit_mutex;
   std::condition_variable wake;
   bool stopping = false;
   bool started = false;

@@ -156,6 +156,7 @@ auto Hub::Impl::verify(const Intent& i) -> void {
     auto it = shown_seq.find(i.set);
     s.delivered_seq = it == shown_seq.end() ? 0 : it->second;
   }
+  std::lock_guard admit(admit_mutex);
   auto existing = store->hub_subscriptions();
   if (existing && !renews(*existing, i) && on_host(*existing, i.callback_host) >= options.max_subscriptions_per_host) {
     log::warn("", "hub: refused, " + who + ": its callback host holds the maximum of " +
