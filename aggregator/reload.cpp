@@ -1,6 +1,7 @@
 #include "aggregator/reload.h"
 
 #include "common/log.h"
+#include "store/pg/pg_status_store.h"
 
 namespace tributary::agg {
 

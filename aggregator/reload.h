@@ -1,10 +1,13 @@
 #pragma once
 
 #include "aggregator/config.h"
-#include "store/pg/pg_status_store.h"
 
 #include <string>
 #include <vector>
+
+namespace tributary::store {
+class PgStatusStore;
+}
 
 // What a reload (SIGHUP) changed in the sources, named: the log line, the
 // status API's `reload` and /metrics say it.

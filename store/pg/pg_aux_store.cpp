@@ -128,7 +128,7 @@ Result<bool> PgAuxStore::lead_hub_delivery() {
     // On the session connection: held until the process ends or loses it
     // (when another node's next try takes it). Asked again only when not
     // held, so that it is held once however often this is called.
-    return m_impl->session->holds(k_hub_lock_space, 1) || m_impl->session->try_lock(k_hub_lock_space, 1);
+    return m_impl->session->hold(k_hub_lock_space, 1);
   });
 }
 

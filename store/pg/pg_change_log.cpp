@@ -1,7 +1,6 @@
 // PgStore's change log: which feeds changed, compaction (retention), and
 // LISTEN for commits of other processes (ChangeListener).
 #include "store/pg/pg_store_internal.h"
-#include "store/pg/pg_session.h"
 
 #include "common/log.h"
 

@@ -53,6 +53,9 @@ public:
   // is gone already).
   void unlock(int a, int b, uint64_t generation);
   bool holds(int a, int b);
+  // Holds (a, b) from now on: it already did, or took it now (false:
+  // another holds it). Re-entrant, for leases asked for on every turn.
+  bool hold(int a, int b) { return holds(a, b) || try_lock(a, b); }
 
   uint64_t generation() const { return m_generation.load(); }
   // Whether the connection of `generation` still answers (a round trip):

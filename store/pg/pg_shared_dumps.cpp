@@ -90,8 +90,7 @@ Result<bool> PgStore::claim(const std::string& set) {
   }
   return guarded("claim a set's Resource Dump", [&]() -> Result<bool> {
     // Held (by this process) until released or the session is lost.
-    return m_impl->session->holds(k_dump_lock_space, *key) ||
-           m_impl->session->try_lock(k_dump_lock_space, *key);
+    return m_impl->session->hold(k_dump_lock_space, *key);
   });
 }
 
