@@ -119,6 +119,8 @@ struct BlobStore::Writer::Placed {
 
 struct BlobStore::State {
   fs::path root;
+  // Which of the 256 directories of file blobs exist (made as first needed).
+  std::array<std::atomic<bool>, 256> made{};
   MDB_env* env = nullptr;
   MDB_dbi dbi = 0;           // sha-256 -> IndexValue (the unnamed database)
   MDB_dbi condemned_dbi = 0; // sha-256 -> int64 unix time it was condemned ("condemned")

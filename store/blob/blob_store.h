@@ -262,6 +262,8 @@ public:
 private:
   explicit BlobStore(std::filesystem::path root) : m_root(std::move(root)) {}
   std::filesystem::path file_path(const std::string& sha256) const; // a valid name
+  // blobs/<sub> (two hex digits), made if this process has not yet.
+  std::filesystem::path blob_dir(const std::string& sub) const;
   Result<BlobLocation> locate_here(const std::string& sha256) const;
   // Copies a blob the tier has into this store (locate() on a miss).
   Result<void> fetch_remote(RemoteTier& tier, const std::string& sha256) const;

@@ -44,7 +44,7 @@ Result<void> BlobStore::Writer::spill() {
   static constexpr char k_hex[] = "0123456789abcdef";
   const uint64_t spread = counter.fetch_add(1);
   const std::string sub{k_hex[(spread >> 4) & 15], k_hex[spread & 15]};
-  m_fd = ::open((root / "blobs" / sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  m_fd = ::open(m_store->blob_dir(sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (m_fd < 0) {
     // File systems without O_TMPFILE: a named temporary file, renamed later.
     m_tmp = root / "tmp" / temp_file_name("blob", ".part");
