@@ -320,6 +320,7 @@ public:
                                                   string(out)(h, p);
                                                 })}},
             {"verify_tls", {boolean(s.verify_tls)}},
+            {"pipelining", {boolean(s.pipelining)}},
             {"timeout_seconds", {number(timeout_seconds, 0.1, 3600)}},
             {"max_body_bytes", {integer(s.max_body_bytes, 1, 1LL << 40)}},
             {"min_bytes_per_second", {integer(s.min_bytes_per_second, 0, 1LL << 40)}},

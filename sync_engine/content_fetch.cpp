@@ -28,10 +28,7 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
   return out;
 }
 
-Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
-                                     const std::string& loc, const std::vector<rs::Link>& links,
-                                     const Expected& expected, const HostPolicy& allowed,
-                                     Slots* network_slots, bool defer_publish) {
+std::vector<rs::HashAlgorithm> digests_to_keep(const Expected& expected) {
   const rs::HashValue* check = rs::strongest_hash(expected.hashes);
   std::vector<rs::HashAlgorithm> extra;
   if (check) {
@@ -45,6 +42,44 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
       }
     }
   }
+  return extra;
+}
+
+Result<FetchedContent> accept_content(store::BlobStore& blobs, const Expected& expected, const std::string& url,
+                                      std::string_view body, const std::string& content_type) {
+  auto w = blobs.begin(digests_to_keep(expected));
+  if (!w) {
+    return tl::unexpected(w.error());
+  }
+  if (auto ok = w->write(body.data(), body.size()); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  if (expected.length && w->size() != *expected.length) {
+    return make_error(ErrorKind::invalid_document, url + ": length " + std::to_string(w->size()) + ", expected " +
+                                                       std::to_string(*expected.length));
+  }
+  if (const rs::HashValue* check = rs::strongest_hash(expected.hashes)) {
+    std::string mismatch;
+    if (!rs::hashes_match({*check}, w->digests(), &mismatch)) {
+      return make_error(ErrorKind::invalid_document, "hash mismatch for " + url + ": " + mismatch);
+    }
+  }
+  FetchedContent out;
+  out.blob = w->seal();
+  out.sealed.emplace(std::move(*w));
+  out.served_from = url;
+  if (!content_type.empty()) {
+    out.type = content_type;
+  }
+  return out;
+}
+
+Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
+                                     const std::string& loc, const std::vector<rs::Link>& links,
+                                     const Expected& expected, const HostPolicy& allowed,
+                                     Slots* network_slots, bool defer_publish) {
+  const rs::HashValue* check = rs::strongest_hash(expected.hashes);
+  const std::vector<rs::HashAlgorithm> extra = digests_to_keep(expected);
   std::vector<std::string> reasons;
   bool all_missing = true;
   bool any_mismatch = false;

@@ -8,6 +8,7 @@
 #include <optional>
 #include "common/slots.h"
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tributary::sync {
@@ -42,6 +43,17 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
 // `network_slots`, when given, bounds the requests in flight: a slot is held
 // for the transfer only, not while the blob is fsynced and linked, so that
 // slow disks do not hold the source's concurrency hostage.
+// The digests a blob of `expected` keeps: the strongest offered (to check)
+// and every other offered one we can store (for later audits).
+std::vector<rs::HashAlgorithm> digests_to_keep(const Expected& expected);
+
+// A whole 2xx body already received (the pipelined path), written and
+// checked as fetch_content() checks what it fetches; sealed, for
+// BlobStore::publish(). Fails `invalid_document` when the length or hash is
+// not what the entry announced.
+Result<FetchedContent> accept_content(store::BlobStore& blobs, const Expected& expected, const std::string& url,
+                                      std::string_view body, const std::string& content_type);
+
 Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,

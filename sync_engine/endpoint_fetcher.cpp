@@ -137,6 +137,19 @@ bool EndpointFetcher::is_own_host(const std::string& url) const {
   return false;
 }
 
+std::optional<std::map<std::string, std::string>> EndpointFetcher::direct_headers(const std::string& url,
+                                                                                 const FetchOptions& options) const {
+  const std::string& primary = m_endpoints[0].base;
+  if (m_endpoints.size() > 1 && url.compare(0, primary.size(), primary) == 0) {
+    return std::nullopt;
+  }
+  auto headers = options.headers;
+  if (!m_auth_header.empty() && is_own_host(url)) {
+    headers["Authorization"] = m_auth_header;
+  }
+  return headers;
+}
+
 Result<FetchResponse> EndpointFetcher::fetch(const std::string& url, const FetchOptions& options,
                                              const BodySink& sink) {
   FetchOptions o = options;

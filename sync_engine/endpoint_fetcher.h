@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +49,11 @@ public:
   // Whether `url`'s origin is one of the source's endpoints.
   bool is_own_host(const std::string& url) const;
   const HostRules& host_rules() const { return *m_rules; }
+  // The headers fetch() would send with a GET of `url` when it goes to
+  // `url` itself (the source's credentials on its own hosts); none when
+  // fetch() would fail over between endpoints for it.
+  std::optional<std::map<std::string, std::string>> direct_headers(const std::string& url,
+                                                                   const FetchOptions& options) const;
 
 private:
   struct Endpoint {

@@ -286,6 +286,39 @@ HostThrottle::Ticket HostThrottle::start(const std::string& host, unsigned max_c
   return Ticket{host, now};
 }
 
+std::optional<HostThrottle::Ticket> HostThrottle::try_start(const std::string& host, unsigned max_connections,
+                                                            double configured_rate) {
+  std::lock_guard lock(m_mutex);
+  Host& h = host_locked(host);
+  h.max_window = max_connections ? max_connections : k_default_connections;
+  h.window = std::min<double>(h.window, h.max_window);
+  h.configured_rate = configured_rate;
+  const auto now = m_clock();
+  tick_locked(h, now);
+  if (h.robots == Host::Robots::fetching || h.paused_until > now ||
+      h.in_flight >= std::max(1u, static_cast<unsigned>(h.window))) {
+    return std::nullopt;
+  }
+  if (auto r = effective_rate_locked(h)) {
+    if (h.next_start > now) {
+      return std::nullopt;
+    }
+    h.next_start = now + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(1.0 / *r));
+    if (h.rate) {
+      h.limit_used = now;
+    }
+  }
+  ++h.in_flight;
+  ++h.requests;
+  return Ticket{host, now};
+}
+
+bool HostThrottle::robots_known(const std::string& host) const {
+  std::lock_guard lock(m_mutex);
+  auto it = m_hosts.find(host);
+  return it != m_hosts.end() && it->second.robots == Host::Robots::known && m_clock() - it->second.robots_at < k_robots_ttl;
+}
+
 void HostThrottle::finish(const Ticket& ticket, const Outcome& o) {
   {
     std::lock_guard lock(m_mutex);

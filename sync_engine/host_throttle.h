@@ -96,6 +96,13 @@ public:
   Ticket start(const std::string& host, unsigned max_connections, double configured_rate,
                const std::atomic<bool>* cancel = nullptr);
   void finish(const Ticket& ticket, const Outcome& outcome);
+  // start() without waiting: a ticket when a request may start now (no
+  // robots.txt being read, no pause, room in the window, no wait for the
+  // rate), else none. For requests pipelined behind one that waited.
+  std::optional<Ticket> try_start(const std::string& host, unsigned max_connections, double configured_rate);
+  // Whether robots.txt for `host` has been read (and is fresh): until it
+  // is, requests should go through RetryingFetcher, which reads it.
+  bool robots_known(const std::string& host) const;
 
   // robots.txt: true once for a host whose Crawl-delay is not known (or
   // is older than a day); the caller fetches it and calls

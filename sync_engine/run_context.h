@@ -8,11 +8,14 @@
 #include "sync_engine/document_fetch.h"
 #include "sync_engine/dump_package.h"
 #include "sync_engine/endpoint_fetcher.h"
+#include "sync_engine/pipelined_http.h"
 #include "sync_engine/spool.h"
 #include "sync_engine/sync.h"
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <set>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -223,6 +226,9 @@ public:
 private:
   std::vector<std::string> m_rejected_uris;
   bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
+  // The pipelined path for `e`'s content (and its request target), or null
+  // when it goes the ordinary way (fetch_all.cpp).
+  PipelinedOrigin* pipeline_for(const rs::Entry& e, std::string& target);
 
   std::shared_ptr<Fetcher> m_transport;
   std::shared_ptr<HostThrottle> m_throttle;
@@ -237,6 +243,9 @@ private:
   // receive (Batch::new_blobs).
   std::mutex m_uploads_mutex;
   std::vector<std::string> m_pending_uploads;
+  std::mutex m_pipelines_mutex;
+  std::map<std::string, std::unique_ptr<PipelinedOrigin>> m_pipelines; // by origin
+  std::set<std::string> m_pipeline_warned;
 };
 
 // A document of a kind that is not ResourceSync (an OAI-PMH page, a Change

@@ -94,6 +94,10 @@ struct SourceConfig {
   // loopback address through the address policy.
   std::vector<std::string> allow_hosts;
   bool verify_tls = true;
+  // Several small GETs in flight on one http connection (HTTP/1.1
+  // pipelining) for a baseline's or audit's content; off for a server known
+  // to mishandle it (one that does is noticed and turned off by itself).
+  bool pipelining = true;
   std::chrono::milliseconds timeout{60000};
   uint64_t max_body_bytes = 1ull << 30;
   // A transfer slower than this over any `rate_window` is cut off (and

@@ -128,8 +128,12 @@ TEST_CASE("Hostile: credentials never follow a redirect to another origin") {
   auto r = env.run(src, RunMode::baseline);
   CHECK(r.status == RunStatus::succeeded);
   CHECK(env.live().size() == 2);
-  REQUIRE(up.requests("/r.txt").size() == 1);
-  CHECK(up.requests("/r.txt")[0].find("Authorization: Bearer s3cret") != std::string::npos);
+  // Asked once pipelined (its 302 is then asked again the ordinary way,
+  // which follows it), each time with the credential: /r.txt is the source's own.
+  REQUIRE(!up.requests("/r.txt").empty());
+  for (const auto& req : up.requests("/r.txt")) {
+    CHECK(req.find("Authorization: Bearer s3cret") != std::string::npos);
+  }
   REQUIRE(other.requests("/moved.txt").size() == 1);
   CHECK(other.requests("/moved.txt")[0].find("Authorization") == std::string::npos);
 }

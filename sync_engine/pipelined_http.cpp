@@ -1,0 +1,779 @@
+#include "sync_engine/pipelined_http.h"
+
+#include "sync_engine/net_policy.h"
+#include "sync_engine/retry.h"
+
+#include "common/version.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string_view>
+
+namespace tributary::sync {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+// A response head longer than this is not what a static resource sends.
+constexpr size_t k_max_head = 64 * 1024;
+// Idle connections kept per origin between batches.
+constexpr size_t k_max_idle = 8;
+
+// What each origin was found to do with pipelined requests, for the life
+// of the process (a verdict of `broken` for a day): every run's
+// PipelinedOrigin starts from it, so a server that drops pipelined requests
+// costs one probe, not one a run.
+enum class Verdict { unknown, works, broken };
+struct Known {
+  Verdict verdict = Verdict::unknown;
+  std::string why;
+  steady::time_point at{};
+  unsigned inconclusive = 0; // probes cut short by a close
+};
+std::mutex g_known_mutex;
+std::map<std::string, Known> g_known;
+constexpr auto k_broken_for = std::chrono::hours(24);
+constexpr unsigned k_max_inconclusive = 3;
+
+Known known(const std::string& origin) {
+  std::lock_guard lock(g_known_mutex);
+  auto it = g_known.find(origin);
+  if (it == g_known.end()) {
+    return {};
+  }
+  if (it->second.verdict == Verdict::broken && steady::now() - it->second.at > k_broken_for) {
+    g_known.erase(it);
+    return {};
+  }
+  return it->second;
+}
+
+void record(const std::string& origin, Verdict v, const std::string& why = {}) {
+  std::lock_guard lock(g_known_mutex);
+  Known& k = g_known[origin];
+  if (v == Verdict::unknown) {
+    if (++k.inconclusive >= k_max_inconclusive && k.verdict == Verdict::unknown) {
+      k.verdict = Verdict::broken;
+      k.why = "closed the connection after one answer " + std::to_string(k.inconclusive) + " times";
+      k.at = steady::now();
+    }
+    return;
+  }
+  if (k.verdict != Verdict::broken) {
+    k.verdict = v;
+    k.why = why;
+    k.at = steady::now();
+  }
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+bool has_token(std::string_view list, std::string_view token) {
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (iequals(trim(list.substr(0, comma)), token)) {
+      return true;
+    }
+    if (comma == std::string_view::npos) {
+      break;
+    }
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+struct Head {
+  int status = 0;
+  size_t length = 0; // bytes of the head, blank line included
+  std::optional<uint64_t> content_length;
+  bool chunked = false;
+  bool close = false; // the connection ends after this response
+  std::string content_type;
+  std::string content_encoding;
+  std::string retry_after;
+};
+
+enum class Parse { more, ok, bad };
+
+// A response head at the start of `buf` (RFC 9112 4, 5), strictly: what a
+// server that pipelines correctly sends. Anything else is `bad`, and the
+// request goes the ordinary way.
+Parse parse_head(std::string_view buf, Head& h, std::string& why) {
+  const size_t end = buf.find("\r\n\r\n");
+  if (end == std::string_view::npos) {
+    if (buf.size() > k_max_head) {
+      why = "response head longer than 64 KiB";
+      return Parse::bad;
+    }
+    return Parse::more;
+  }
+  h = Head{};
+  h.length = end + 4;
+  std::string_view lines = buf.substr(0, end + 2);
+  size_t eol = lines.find("\r\n");
+  std::string_view status_line = lines.substr(0, eol);
+  lines.remove_prefix(eol + 2);
+  const bool v11 = status_line.substr(0, 9) == "HTTP/1.1 ";
+  const bool v10 = status_line.substr(0, 9) == "HTTP/1.0 ";
+  if ((!v11 && !v10) || status_line.size() < 12 || (status_line.size() > 12 && status_line[12] != ' ')) {
+    why = "not an HTTP/1.x status line";
+    return Parse::bad;
+  }
+  for (size_t i = 9; i < 12; ++i) {
+    if (status_line[i] < '0' || status_line[i] > '9') {
+      why = "not an HTTP/1.x status line";
+      return Parse::bad;
+    }
+    h.status = h.status * 10 + (status_line[i] - '0');
+  }
+  bool keep_alive = false;
+  while (!lines.empty()) {
+    eol = lines.find("\r\n");
+    std::string_view line = lines.substr(0, eol);
+    lines.remove_prefix(eol + 2);
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0 || line.front() == ' ' || line.front() == '\t') {
+      why = "malformed header line";
+      return Parse::bad;
+    }
+    const std::string_view name = line.substr(0, colon);
+    const std::string_view value = trim(line.substr(colon + 1));
+    if (iequals(name, "content-length")) {
+      if (value.empty() || value.size() > 18 || value.find_first_not_of("0123456789") != std::string_view::npos) {
+        why = "malformed Content-Length";
+        return Parse::bad;
+      }
+      const uint64_t n = std::stoull(std::string(value));
+      if (h.content_length && *h.content_length != n) {
+        why = "conflicting Content-Length";
+        return Parse::bad;
+      }
+      h.content_length = n;
+    } else if (iequals(name, "transfer-encoding")) {
+      if (!iequals(value, "chunked") || h.chunked) {
+        why = "transfer coding other than chunked";
+        return Parse::bad;
+      }
+      h.chunked = true;
+    } else if (iequals(name, "connection")) {
+      h.close = h.close || has_token(value, "close");
+      keep_alive = keep_alive || has_token(value, "keep-alive");
+    } else if (iequals(name, "content-type")) {
+      h.content_type = std::string(value);
+    } else if (iequals(name, "content-encoding")) {
+      h.content_encoding = std::string(value);
+    } else if (iequals(name, "retry-after")) {
+      h.retry_after = std::string(value);
+    }
+  }
+  if (h.chunked && h.content_length) {
+    h.close = true; // RFC 9112 6.3: framing by the coding, and the connection is not reused
+    h.content_length.reset();
+  }
+  if (v10 && !keep_alive) {
+    h.close = true;
+  }
+  return Parse::ok;
+}
+
+// The framing of a chunked body at the start of `buf` (RFC 9112 7.1):
+// `ok` with `framed` (bytes of framing and data, trailers included) and the
+// data appended to `out` when `out` is given; `bad` past `max` bytes of data.
+Parse parse_chunked(std::string_view buf, uint64_t max, size_t& framed, std::string* out, std::string& why) {
+  size_t at = 0;
+  uint64_t total = 0;
+  for (;;) {
+    const size_t eol = buf.find("\r\n", at);
+    if (eol == std::string_view::npos) {
+      return buf.size() - at > 1024 ? (why = "malformed chunk size", Parse::bad) : Parse::more;
+    }
+    std::string_view size_line = buf.substr(at, eol - at);
+    size_line = size_line.substr(0, size_line.find(';'));
+    size_line = trim(size_line);
+    if (size_line.empty() || size_line.size() > 15 ||
+        size_line.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos) {
+      why = "malformed chunk size";
+      return Parse::bad;
+    }
+    const uint64_t n = std::stoull(std::string(size_line), nullptr, 16);
+    at = eol + 2;
+    if (n == 0) {
+      // Trailer fields, then the blank line.
+      for (;;) {
+        const size_t t = buf.find("\r\n", at);
+        if (t == std::string_view::npos) {
+          return buf.size() - at > k_max_head ? (why = "trailer too long", Parse::bad) : Parse::more;
+        }
+        const bool blank = t == at;
+        at = t + 2;
+        if (blank) {
+          framed = at;
+          return Parse::ok;
+        }
+      }
+    }
+    total += n;
+    if (total > max) {
+      why = "body larger than " + std::to_string(max) + " bytes";
+      return Parse::bad;
+    }
+    if (buf.size() < at + n + 2) {
+      return Parse::more;
+    }
+    if (buf.substr(at + n, 2) != "\r\n") {
+      why = "chunk not followed by CRLF";
+      return Parse::bad;
+    }
+    if (out) {
+      out->append(buf.data() + at, n);
+    }
+    at += n + 2;
+  }
+}
+
+} // namespace
+
+struct PipelinedOrigin::Conn {
+  int fd = -1;
+  std::string in; // received; unread from `pos`
+  size_t pos = 0;
+  uint64_t answered = 0; // responses read on this connection
+  bool eof = false;
+  ~Conn() {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  std::string_view unread() const { return std::string_view(in).substr(pos); }
+  void consume(size_t n) {
+    pos += n;
+    if (pos == in.size()) {
+      in.clear();
+      pos = 0;
+    } else if (pos > 64 * 1024) {
+      in.erase(0, pos);
+      pos = 0;
+    }
+  }
+};
+
+namespace {
+
+enum class Io { ok, timeout, cancelled, closed, error };
+
+// Waits for `events` on `fd` until `deadline`, in slices that let a
+// cancellation through.
+Io wait_for(int fd, short events, steady::time_point deadline, const std::atomic<bool>* cancel) {
+  for (;;) {
+    if (cancel && cancel->load()) {
+      return Io::cancelled;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()).count();
+    if (left <= 0) {
+      return Io::timeout;
+    }
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
+    if (rc > 0) {
+      return (p.revents & (POLLERR | POLLNVAL)) && !(p.revents & POLLIN) ? Io::error : Io::ok;
+    }
+    if (rc < 0 && errno != EINTR) {
+      return Io::error;
+    }
+  }
+}
+
+Io send_all(int fd, std::string& out, steady::time_point deadline, const std::atomic<bool>* cancel) {
+  size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::send(fd, out.data() + done, out.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN)) {
+      if (Io w = wait_for(fd, POLLOUT, deadline, cancel); w != Io::ok) {
+        return w;
+      }
+      continue;
+    }
+    return Io::closed;
+  }
+  out.clear();
+  return Io::ok;
+}
+
+// Reads what has come, waiting until `deadline` for something.
+Io receive(PipelinedOrigin::Conn& c, steady::time_point deadline, const std::atomic<bool>* cancel) {
+  for (;;) {
+    const size_t old = c.in.size();
+    c.in.resize(old + 64 * 1024);
+    const ssize_t n = ::recv(c.fd, c.in.data() + old, 64 * 1024, 0);
+    c.in.resize(old + (n > 0 ? static_cast<size_t>(n) : 0));
+    if (n > 0) {
+      return Io::ok;
+    }
+    if (n == 0) {
+      c.eof = true;
+      return Io::closed;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    if (errno == ECONNRESET) {
+      // Reset after the server closed (requests sent into a closed
+      // connection draw one): as a close.
+      c.eof = true;
+      return Io::closed;
+    }
+    if (errno != EAGAIN) {
+      return Io::error;
+    }
+    if (Io w = wait_for(c.fd, POLLIN, deadline, cancel); w != Io::ok) {
+      return w;
+    }
+  }
+}
+
+} // namespace
+
+namespace {
+
+// The answer to a probe's HEAD: `works` when it came (its head read, no
+// body), `broken` when nothing came by `deadline`, `unknown` when the
+// connection closed or failed first.
+Verdict read_probe(PipelinedOrigin::Conn& c, steady::time_point deadline, const std::atomic<bool>* cancel) {
+  for (;;) {
+    Head h;
+    std::string why;
+    const Parse p = parse_head(c.unread(), h, why);
+    if (p == Parse::ok && h.status >= 100 && h.status <= 199) {
+      c.consume(h.length);
+      continue;
+    }
+    if (p == Parse::ok) {
+      c.consume(h.length); // a HEAD answer has no content, whatever its Content-Length
+      return h.close ? Verdict::unknown : Verdict::works;
+    }
+    if (p == Parse::bad || c.eof) {
+      return p == Parse::bad ? Verdict::broken : Verdict::unknown;
+    }
+    const Io r = receive(c, deadline, cancel);
+    if (r == Io::timeout) {
+      return Verdict::broken;
+    }
+    if (r != Io::ok && r != Io::closed) {
+      return Verdict::unknown;
+    }
+  }
+}
+
+} // namespace
+
+PipelinedOrigin::PipelinedOrigin(Url origin, PipelineSettings settings, std::shared_ptr<HostThrottle> throttle)
+    : m_origin(std::move(origin)), m_key(m_origin.origin()), m_settings(std::move(settings)),
+      m_throttle(std::move(throttle)) {
+  const bool default_port = m_origin.port == 80;
+  m_request_head = "Host: " + m_origin.host + (default_port ? "" : ":" + std::to_string(m_origin.port)) +
+                   "\r\nUser-Agent: tributary/" + std::string(version()) + "\r\nAccept-Encoding: identity\r\n";
+  for (const auto& [k, v] : m_settings.headers) {
+    m_request_head += k + ": " + v + "\r\n";
+  }
+  m_request_head += "\r\n";
+  m_settings.depth = std::max(1u, m_settings.depth);
+  if (Known k = known(m_key); k.verdict == Verdict::broken) {
+    m_broken = true;
+    m_broken_reason = k.why;
+  }
+}
+
+PipelinedOrigin::~PipelinedOrigin() = default;
+
+std::string PipelinedOrigin::broken_reason() const {
+  std::lock_guard lock(m_mutex);
+  return m_broken_reason;
+}
+
+void PipelinedOrigin::set_broken(const std::string& why) {
+  record(m_key, Verdict::broken, why);
+  std::lock_guard lock(m_mutex);
+  if (!m_broken.exchange(true)) {
+    m_broken_reason = why;
+  }
+  m_idle.clear();
+}
+
+void PipelinedOrigin::give_back(std::unique_ptr<Conn> c) {
+  std::lock_guard lock(m_mutex);
+  if (!m_broken.load() && m_idle.size() < k_max_idle) {
+    m_idle.push_back(std::move(c));
+  }
+}
+
+std::unique_ptr<PipelinedOrigin::Conn> PipelinedOrigin::take() {
+  {
+    std::lock_guard lock(m_mutex);
+    while (!m_idle.empty()) {
+      auto c = std::move(m_idle.back());
+      m_idle.pop_back();
+      // A connection the server closed while idle shows readable (EOF):
+      // drop it rather than lose a request on it.
+      pollfd p{c->fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) == 0) {
+        return c;
+      }
+    }
+  }
+  std::string address;
+  if (m_settings.addresses) {
+    PickedAddress a = pick_address(m_origin.host, *m_settings.addresses);
+    address = a.address;
+  } else if (auto all = resolve_host(m_origin.host); !all.empty()) {
+    address = all.front();
+  }
+  if (address.empty()) {
+    return nullptr; // the ordinary way says why
+  }
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* ai = nullptr;
+  if (::getaddrinfo(address.c_str(), std::to_string(m_origin.port).c_str(), &hints, &ai) != 0 || !ai) {
+    return nullptr;
+  }
+  auto c = std::make_unique<Conn>();
+  c->fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  bool connected = false;
+  if (c->fd >= 0) {
+    int one = 1;
+    ::setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      connected = true;
+    } else if (errno == EINPROGRESS &&
+               wait_for(c->fd, POLLOUT, steady::now() + m_settings.connect_timeout, m_settings.cancel) == Io::ok) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      connected = ::getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
+  }
+  ::freeaddrinfo(ai);
+  return connected ? std::move(c) : nullptr;
+}
+
+void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
+  struct InFlight {
+    size_t index;
+    HostThrottle::Ticket ticket;
+    steady::time_point sent;
+  };
+  const std::atomic<bool>* cancel = m_settings.cancel;
+  auto cancelled = [&] { return cancel && cancel->load(); };
+  std::vector<bool> handed_back(batch.size(), false); // left to the caller, not sent again
+  size_t next = 0;
+  // Requests go in bursts, and no request is sent until every one before
+  // it is answered. HTTP/1.1 does not say which request an answer is for:
+  // a server that drops a pipelined request and answers a later one would
+  // have that answer taken for the dropped one's. It cannot within a burst
+  // answered whole (it cannot answer what was not sent), so a burst's
+  // answers stand only once all of them came; a burst cut short is asked
+  // again (or left to the caller), never half kept.
+  unsigned burst_limit = m_settings.depth;
+  while (next < batch.size() && usable() && !cancelled()) {
+    auto conn = take();
+    if (!conn) {
+      return; // unanswered: the ordinary way connects, or says why not
+    }
+    std::deque<InFlight> q;
+    std::vector<size_t> burst;
+    size_t burst_answers = 0;
+    std::string out;
+    auto neutral = [&](const InFlight& f) { m_throttle->finish(f.ticket, HostThrottle::Outcome{}); };
+    // A new burst: as many requests as the throttle allows now (at least
+    // one, waiting for it).
+    // Until the origin is known to answer pipelined requests, a burst is
+    // one GET followed by a HEAD of the same target: whether or not the
+    // HEAD is answered, the first answer can only be the GET's.
+    bool probing = false;
+    auto fill = [&] {
+      burst.clear();
+      burst_answers = 0;
+      const bool proven = known(m_key).verdict == Verdict::works;
+      while (next < batch.size() && q.size() < (proven ? burst_limit : 1u)) {
+        if (handed_back[next]) {
+          ++next;
+          continue;
+        }
+        std::optional<HostThrottle::Ticket> t;
+        if (q.empty()) {
+          t = m_throttle->start(m_key, m_settings.max_connections, m_settings.requests_per_second, cancel);
+          if (cancelled()) {
+            m_throttle->finish(*t, HostThrottle::Outcome{});
+            return;
+          }
+        } else {
+          t = m_throttle->try_start(m_key, m_settings.max_connections, m_settings.requests_per_second);
+        }
+        if (!t) {
+          return;
+        }
+        out += "GET ";
+        out += batch[next].target;
+        out += " HTTP/1.1\r\n";
+        out += m_request_head;
+        q.push_back(InFlight{next, std::move(*t), steady::now()});
+        burst.push_back(next);
+        if (!proven) {
+          out += "HEAD ";
+          out += batch[next].target;
+          out += " HTTP/1.1\r\n";
+          out += m_request_head;
+          probing = true;
+        }
+        ++next;
+      }
+    };
+    // Ends this connection mid-burst: the burst's answers are dropped;
+    // `again` asks its requests again on another connection, otherwise
+    // they are left to the caller. `broken` turns pipelining off.
+    auto end_connection = [&](bool again, const std::string& broken) {
+      for (size_t i : burst) {
+        batch[i] = PipelinedGet{std::move(batch[i].target)};
+        if (!again) {
+          handed_back[i] = true;
+        }
+      }
+      if (again && !burst.empty()) {
+        next = burst.front();
+      }
+      for (const auto& f : q) {
+        neutral(f);
+      }
+      q.clear();
+      if (!broken.empty()) {
+        set_broken(broken);
+      }
+    };
+    bool reusable = true;
+    auto last_done = steady::now();
+    fill();
+    while (!q.empty()) {
+      // The first request of a burst waits the read timeout; one behind
+      // it, the pipelined stall after the answer before it.
+      const bool pipelined = q.front().index != burst.front();
+      // Each answer, head and body, within the pipelined stall: a slower
+      // one (a Source dripping bytes, a mute one) is handed back, for the
+      // ordinary way's timeouts and minimum rate to judge.
+      const auto stall = std::min<steady::duration>(m_settings.read_timeout, m_settings.pipelined_stall);
+      if (!out.empty()) {
+        if (Io w = send_all(conn->fd, out, steady::now() + m_settings.read_timeout, cancel); w != Io::ok) {
+          // A connection closed under us: a used one is replaced, a fresh
+          // one that takes nothing leaves the requests to the caller.
+          reusable = false;
+          end_connection(conn->answered > 0, "");
+          break;
+        }
+      }
+      // The front request's answer.
+      PipelinedGet& g = batch[q.front().index];
+      const auto began = std::max(q.front().sent, last_done);
+      auto deadline = began + stall;
+      Head h;
+      std::string why;
+      Parse p = Parse::more;
+      std::optional<steady::time_point> head_at;
+      size_t body_framed = 0;
+      for (;;) {
+        if (!head_at) {
+          p = parse_head(conn->unread(), h, why);
+          if (p == Parse::ok && h.status >= 100 && h.status <= 199 && h.status != 101) {
+            conn->consume(h.length); // an interim response: the final one follows
+            continue;
+          }
+          if (p == Parse::ok) {
+            head_at = steady::now();
+            if (h.status == 101) {
+              p = Parse::bad;
+              why = "101 to a GET";
+            }
+          }
+        }
+        if (head_at && p != Parse::bad) {
+          const bool bodiless = h.status == 204 || h.status == 304;
+          const uint64_t limit = h.status >= 200 && h.status <= 299 ? m_settings.max_body_bytes : 64 * 1024;
+          const std::string_view rest = conn->unread().substr(h.length);
+          if (bodiless) {
+            body_framed = 0;
+            p = Parse::ok;
+          } else if (h.chunked) {
+            p = parse_chunked(rest, limit, body_framed, nullptr, why);
+          } else if (h.content_length) {
+            if (*h.content_length > limit) {
+              p = Parse::bad;
+              why = "too large";
+            } else {
+              p = rest.size() >= *h.content_length ? Parse::ok : Parse::more;
+              body_framed = static_cast<size_t>(*h.content_length);
+            }
+          } else {
+            // Delimited by the close of the connection.
+            h.close = true;
+            if (rest.size() > limit) {
+              p = Parse::bad;
+              why = "too large";
+            } else {
+              p = conn->eof ? Parse::ok : Parse::more;
+              body_framed = rest.size();
+            }
+          }
+        }
+        if (p != Parse::more) {
+          break;
+        }
+        if (conn->eof) {
+          why = "closed";
+          break;
+        }
+        Io r = receive(*conn, deadline, cancel);
+        if (r == Io::closed) {
+          continue; // parse what came, then see
+        }
+        if (r != Io::ok) {
+          why = r == Io::timeout ? "timeout" : r == Io::cancelled ? "cancelled" : "error";
+          p = Parse::bad;
+          break;
+        }
+      }
+      if (p != Parse::ok) {
+        reusable = false;
+        if (why == "too large") {
+          // Not for this path; the others go on on a new connection.
+          handed_back[q.front().index] = true;
+          neutral(q.front());
+          q.pop_front();
+          end_connection(true, "");
+        } else if (why == "closed" && !head_at && conn->in.size() == conn->pos) {
+          // Closed between answers (an idle timeout, a limit of requests a
+          // connection): a connection that answered goes on on another, with
+          // bursts no larger than it took; a fresh one that answered nothing
+          // leaves the requests to the caller.
+          if (conn->answered > 0) {
+            burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
+            end_connection(true, "");
+          } else {
+            end_connection(false, burst.size() > 1 ? "closed with pipelined requests unanswered" : "");
+          }
+        } else if (why == "timeout") {
+          // No answer behind one that came: the origin drops pipelined
+          // requests. A slow answer that began is only slow.
+          neutral(q.front());
+          handed_back[q.front().index] = true;
+          q.pop_front();
+          end_connection(false, pipelined && !head_at ? "no answer to a pipelined request within " +
+                                                            std::to_string(m_settings.pipelined_stall.count()) + " ms"
+                                                      : "");
+        } else if (why == "cancelled" || why == "error" || why == "closed") {
+          end_connection(false, "");
+        } else {
+          end_connection(false, "pipelined response not understood: " + why);
+        }
+        break;
+      }
+      // A whole response.
+      g.answered = true;
+      g.status = h.status;
+      g.content_type = std::move(h.content_type);
+      g.content_encoding = std::move(h.content_encoding);
+      if (g.status >= 200 && g.status <= 299) {
+        const std::string_view rest = conn->unread().substr(h.length);
+        if (h.chunked) {
+          g.body.clear();
+          size_t framed = 0;
+          std::string unused;
+          (void)parse_chunked(rest, m_settings.max_body_bytes, framed, &g.body, unused);
+        } else {
+          g.body.assign(rest.data(), body_framed);
+        }
+      }
+      conn->consume(h.length + body_framed);
+      ++conn->answered;
+      HostThrottle::Outcome o;
+      o.status = h.status;
+      o.first_byte = std::chrono::duration_cast<std::chrono::milliseconds>(*head_at - began);
+      if (!h.retry_after.empty()) {
+        o.retry_after = parse_retry_after(h.retry_after, std::chrono::system_clock::now());
+      }
+      m_throttle->finish(q.front().ticket, o);
+      q.pop_front();
+      ++burst_answers;
+      last_done = steady::now();
+      if (h.close) {
+        reusable = false;
+        if (probing) {
+          record(m_key, Verdict::unknown); // the probe is cut short; the next connection probes again
+        }
+        if (!q.empty()) {
+          burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
+          end_connection(true, "");
+        }
+        break;
+      }
+      if (q.empty() && probing) {
+        probing = false;
+        const auto latency = *head_at - began;
+        const auto wait = std::clamp<steady::duration>(4 * latency, std::chrono::milliseconds(200),
+                                                       m_settings.pipelined_stall);
+        const Verdict v = read_probe(*conn, steady::now() + wait, cancel);
+        if (v == Verdict::broken) {
+          reusable = false;
+          set_broken("no answer to a pipelined request within " +
+                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + " ms");
+          break;
+        }
+        record(m_key, v);
+        if (v == Verdict::unknown) {
+          reusable = false;
+          break; // closed: another connection probes again
+        }
+      }
+      if (q.empty()) {
+        // The burst is answered whole: its answers stand. The next one may
+        // be larger again.
+        burst_limit = std::min(m_settings.depth, burst_limit * 2);
+        fill();
+      }
+    }
+    if (reusable && q.empty() && !conn->eof) {
+      give_back(std::move(conn));
+    }
+  }
+}
+
+} // namespace tributary::sync

@@ -1,0 +1,321 @@
+// PipelinedOrigin against a raw server on 127.0.0.1 that reads requests as
+// they come and answers them the way the test says: in order, closing
+// after some, chunked, refusing, or (a broken server) answering only the
+// first request of each read and dropping the rest.
+#include "sync_engine/pipelined_http.h"
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tributary;
+using namespace tributary::sync;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Mode {
+  size_t close_after = 0;        // answers per connection, then close (0: never)
+  bool announce_close = true;    // "Connection: close" on the last one
+  bool drop_pipelined = false;   // answer the first request of each read only
+  bool chunked = false;
+  int status = 200;
+  std::string extra;             // more header lines
+  std::string status_line;       // instead of "HTTP/1.1 <status> X"
+};
+
+class PipeServer {
+public:
+  explicit PipeServer(Mode m) : m_mode(std::move(m)) {
+    m_listen = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(m_listen >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    REQUIRE(::bind(m_listen, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(m_listen, 64) == 0);
+    socklen_t len = sizeof a;
+    getsockname(m_listen, reinterpret_cast<sockaddr*>(&a), &len);
+    m_port = ntohs(a.sin_port);
+    m_thread = std::thread([this] { loop(); });
+  }
+  ~PipeServer() {
+    m_stop = true;
+    ::shutdown(m_listen, SHUT_RDWR);
+    ::close(m_listen);
+    m_thread.join();
+    for (auto& t : m_conns) {
+      t.join();
+    }
+  }
+  int port() const { return m_port; }
+  size_t connections() const { return m_connections.load(); }
+  size_t requests() const { return m_requests.load(); } // GETs
+  size_t heads() const { return m_heads.load(); }
+  size_t most_in_one_read() const { return m_most.load(); }
+
+private:
+  void loop() {
+    for (;;) {
+      int fd = ::accept4(m_listen, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) {
+        return;
+      }
+      ++m_connections;
+      m_conns.emplace_back([this, fd] { serve(fd); });
+    }
+  }
+  static std::string body_of(const std::string& target) { return "content of " + target + "\n"; }
+  std::string answer(const std::string& target, bool last) const {
+    const std::string body = body_of(target);
+    std::string head = m_mode.status_line.empty() ? "HTTP/1.1 " + std::to_string(m_mode.status) + " X\r\n"
+                                                  : m_mode.status_line + "\r\n";
+    head += "Content-Type: text/plain\r\n" + m_mode.extra;
+    if (last && m_mode.announce_close) {
+      head += "Connection: close\r\n";
+    }
+    if (m_mode.chunked) {
+      const std::string a = body.substr(0, 5), b = body.substr(5);
+      char sa[16], sb[16];
+      std::snprintf(sa, sizeof sa, "%zx", a.size());
+      std::snprintf(sb, sizeof sb, "%zx", b.size());
+      return head + "Transfer-Encoding: chunked\r\n\r\n" + sa + ";ext=1\r\n" + a + "\r\n" + sb + "\r\n" + b +
+             "\r\n0\r\nX-Trailer: y\r\n\r\n";
+    }
+    return head + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  void serve(int fd) {
+    std::string in;
+    size_t answered = 0;
+    char buf[65536];
+    while (!m_stop) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) {
+        continue;
+      }
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) {
+        break;
+      }
+      in.append(buf, static_cast<size_t>(n));
+      std::vector<std::pair<bool, std::string>> targets; // (HEAD, target)
+      for (size_t end; (end = in.find("\r\n\r\n")) != std::string::npos;) {
+        const size_t sp = in.find(' ');
+        targets.emplace_back(in.compare(0, 5, "HEAD ") == 0, in.substr(sp + 1, in.find(' ', sp + 1) - sp - 1));
+        in.erase(0, end + 4);
+      }
+      if (targets.size() > m_most.load()) {
+        m_most = targets.size();
+      }
+      if (m_mode.drop_pipelined && targets.size() > 1) {
+        targets.resize(1);
+        in.clear();
+      }
+      std::string out;
+      bool close = false;
+      for (const auto& [head, t] : targets) {
+        m_requests += head ? 0 : 1;
+        m_heads += head ? 1 : 0;
+        ++answered;
+        close = m_mode.close_after && answered == m_mode.close_after;
+        std::string a = answer(t, close);
+        if (head) {
+          a.resize(a.find("\r\n\r\n") + 4); // the head alone (chunked or not)
+        }
+        out += a;
+        if (close) {
+          break;
+        }
+      }
+      (void)::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+      if (close) {
+        break;
+      }
+    }
+    ::close(fd);
+  }
+
+  Mode m_mode;
+  int m_listen = -1;
+  int m_port = 0;
+  std::thread m_thread;
+  std::vector<std::thread> m_conns;
+  std::atomic<bool> m_stop{false};
+  std::atomic<size_t> m_connections{0};
+  std::atomic<size_t> m_requests{0};
+  std::atomic<size_t> m_heads{0};
+  std::atomic<size_t> m_most{0};
+};
+
+std::vector<PipelinedGet> gets(size_t n) {
+  std::vector<PipelinedGet> v;
+  for (size_t i = 0; i < n; ++i) {
+    v.push_back(PipelinedGet{"/r/" + std::to_string(i)});
+  }
+  return v;
+}
+
+PipelinedOrigin origin_for(const PipeServer& s, const std::shared_ptr<HostThrottle>& throttle,
+                           std::chrono::milliseconds stall = 5000ms) {
+  auto u = parse_url("http://127.0.0.1:" + std::to_string(s.port()) + "/");
+  REQUIRE(u);
+  PipelineSettings settings;
+  settings.read_timeout = 5000ms;
+  settings.pipelined_stall = stall;
+  return PipelinedOrigin(*u, settings, throttle);
+}
+
+size_t answered_ok(const std::vector<PipelinedGet>& v) {
+  size_t n = 0;
+  for (const auto& g : v) {
+    if (g.answered && g.status == 200 && g.body == "content of " + g.target + "\n") {
+      ++n;
+    }
+  }
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("pipelined GETs: several requests in flight on one connection, every answer in order") {
+  PipeServer server(Mode{});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle);
+  auto batch = gets(200);
+  origin.run(batch);
+  CHECK(answered_ok(batch) == 200);
+  CHECK(server.connections() == 1);
+  CHECK(server.requests() == 200);
+  CHECK(server.most_in_one_read() > 1); // pipelined, not one by one
+  CHECK(server.heads() == 1);           // one probe (GET then HEAD) before the first burst
+  CHECK(origin.usable());
+  // The throttle saw every request come and go, never more than its window at once.
+  auto v = throttle->snapshot();
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].requests == 200);
+  CHECK(v[0].in_flight == 0);
+}
+
+TEST_CASE("pipelined GETs: a server that closes after some answers costs none of the rest") {
+  SUBCASE("announced with Connection: close") {
+    PipeServer server(Mode{.close_after = 7});
+    auto throttle = std::make_shared<HostThrottle>();
+    auto origin = origin_for(server, throttle);
+    auto batch = gets(50);
+    origin.run(batch);
+    CHECK(answered_ok(batch) == 50);
+    CHECK(server.connections() >= 8);
+    CHECK(origin.usable());
+  }
+  SUBCASE("closed without a word") {
+    PipeServer server(Mode{.close_after = 7, .announce_close = false});
+    auto throttle = std::make_shared<HostThrottle>();
+    auto origin = origin_for(server, throttle);
+    auto batch = gets(50);
+    origin.run(batch);
+    CHECK(answered_ok(batch) == 50);
+    CHECK(origin.usable());
+    INFO(origin.broken_reason());
+  }
+}
+
+TEST_CASE("pipelined GETs: chunked answers are decoded, trailers skipped") {
+  PipeServer server(Mode{.chunked = true});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle);
+  auto batch = gets(40);
+  origin.run(batch);
+  CHECK(answered_ok(batch) == 40);
+  CHECK(server.connections() == 1);
+}
+
+TEST_CASE("pipelined GETs: a server that drops pipelined requests turns pipelining off, and nothing is lost") {
+  PipeServer server(Mode{.drop_pipelined = true});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle, 300ms);
+  auto batch = gets(20);
+  const auto t0 = std::chrono::steady_clock::now();
+  origin.run(batch);
+  CHECK(std::chrono::steady_clock::now() - t0 < 3s);
+  CHECK_FALSE(origin.usable());
+  CHECK(origin.broken_reason().find("no answer to a pipelined request") != std::string::npos);
+  // No answer is kept for the wrong request: the burst the server cut short
+  // is dropped whole and handed back, to be asked the ordinary way.
+  size_t answered = 0;
+  for (const auto& g : batch) {
+    if (g.answered) {
+      ++answered;
+      CHECK(g.body == "content of " + g.target + "\n");
+    }
+  }
+  CHECK(answered < 20);
+  CHECK(throttle->snapshot()[0].in_flight == 0);
+}
+
+TEST_CASE("pipelined GETs: statuses other than 2xx come back for the caller, and 503 with Retry-After pauses the host") {
+  PipeServer server(Mode{.status = 503, .extra = "Retry-After: 2\r\n"});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle);
+  auto batch = gets(1);
+  origin.run(batch);
+  REQUIRE(batch[0].answered);
+  CHECK(batch[0].status == 503);
+  CHECK(batch[0].body.empty());
+  auto v = throttle->snapshot();
+  REQUIRE(v.size() == 1);
+  CHECK(v[0].throttled == 1);
+  CHECK(v[0].paused_until.has_value());
+}
+
+TEST_CASE("pipelined GETs: an answer not understood hands the batch back and turns pipelining off") {
+  PipeServer server(Mode{.status_line = "HTTP/1.1 2000 Odd"});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle);
+  auto batch = gets(10);
+  origin.run(batch);
+  for (const auto& g : batch) {
+    CHECK_FALSE(g.answered);
+  }
+  CHECK_FALSE(origin.usable());
+  CHECK(origin.broken_reason().find("not understood") != std::string::npos);
+  CHECK(throttle->snapshot()[0].in_flight == 0);
+}
+
+TEST_CASE("pipelined GETs: a content coding is reported, not decoded") {
+  PipeServer server(Mode{.extra = "Content-Encoding: gzip\r\n"});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle);
+  auto batch = gets(3);
+  origin.run(batch);
+  for (const auto& g : batch) {
+    REQUIRE(g.answered);
+    CHECK(g.content_encoding == "gzip"); // fetch_all asks again the ordinary way
+  }
+}
+
+TEST_CASE("pipelined GETs: a connection refused leaves every request to the caller") {
+  int port = 0;
+  {
+    PipeServer gone(Mode{});
+    port = gone.port();
+  }
+  auto u = parse_url("http://127.0.0.1:" + std::to_string(port) + "/");
+  REQUIRE(u);
+  auto throttle = std::make_shared<HostThrottle>();
+  PipelinedOrigin origin(*u, PipelineSettings{}, throttle);
+  auto batch = gets(5);
+  origin.run(batch);
+  for (const auto& g : batch) {
+    CHECK_FALSE(g.answered);
+  }
+}
