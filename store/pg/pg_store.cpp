@@ -136,6 +136,11 @@ Result<void> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("apply batch", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
+    // The feed must exist until this commits: one row lock a batch where a
+    // foreign key checked every row written (schema 0023).
+    if (tx.exec_params("SELECT 1 FROM feed WHERE id = $1 FOR KEY SHARE", b.feed_id).empty()) {
+      return make_error(ErrorKind::conflict, "feed " + std::to_string(b.feed_id) + " no longer exists");
+    }
     ensure_stage_tables(tx);
     // Seen marks first: rows upserted below take theirs in the same write
     // (one write per row instead of an insert and then an update).

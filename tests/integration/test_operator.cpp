@@ -454,6 +454,10 @@ TEST_CASE("Operator: a source removed from the config leaves our Source Descript
   CHECK(gc.out.find("purged removed source b") != std::string::npos);
   CHECK(scalar(d, "SELECT count(*) FROM source WHERE name = 'b'") == "0");
   CHECK(scalar(d, "SELECT count(*) FROM source_removed") == "0");
+  // Their resources and change log went with their feeds (a trigger since
+  // schema 0023, a foreign key before it).
+  CHECK(scalar(d, "SELECT count(*) FROM resource WHERE feed_id NOT IN (SELECT id FROM feed)") == "0");
+  CHECK(scalar(d, "SELECT count(*) FROM change_log WHERE feed_id NOT IN (SELECT id FROM feed)") == "0");
   CHECK(scalar(d, "SELECT count(*) FROM resource r JOIN feed f ON f.id = r.feed_id JOIN source s ON s.id = f.source_id "
                   "WHERE s.name = 'a'") == "2"); // a untouched
   CHECK(call(d.base, "GET", "/sets/a/capabilitylist.xml").status == 200);
