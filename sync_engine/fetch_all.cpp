@@ -19,11 +19,10 @@ namespace tributary::sync {
 
 namespace {
 
+// Connections to an origin that answers fast (see fetch_all).
+constexpr size_t k_fast_connections = 2;
 // Requests one pipelined worker sends before it stores what came back.
 constexpr size_t k_pipelined_chunk = 32;
-// Connections (and workers) per origin on the pipelined path: two keep the
-// window full while one of them stores its answers.
-constexpr size_t k_pipelined_workers = 2;
 // Answers larger than this are not for the pipelined path: they are read
 // whole into memory there.
 constexpr uint64_t k_pipelined_max_body = 256 * 1024;
@@ -152,59 +151,69 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
   std::mutex plain_mutex;
   std::condition_variable plain_cv;
   std::atomic<size_t> next_chunk{0};
+  size_t running = 0; // chunks taken and not yet done with (plain_mutex)
   const size_t n = std::min<size_t>(std::min<size_t>(src.concurrency, 64), entries.size());
-  const size_t pipers = chunks.empty() ? 0 : std::min(k_pipelined_workers, n);
-  size_t producing = pipers; // pipelined workers still running (plain_mutex)
 
+  auto run_chunk = [&](Chunk& ch) {
+    if (ch.origin->usable()) {
+      try {
+        ch.origin->run(ch.gets);
+      } catch (const std::exception& ex) {
+        log::warn(src.name, std::string("pipelined fetch failed: ") + ex.what(), {});
+      }
+    }
+    std::vector<size_t> again;
+    for (size_t k = 0; k < ch.index.size(); ++k) {
+      PipelinedGet& g = ch.gets[k];
+      const size_t i = ch.index[k];
+      if (g.answered && g.status >= 200 && g.status <= 299 &&
+          (g.content_encoding.empty() || g.content_encoding == "identity")) {
+        auto r = accept_content(blobs, expected_of(*entries[i]), entries[i]->loc, g.body, g.content_type);
+        if (r || r.error().kind != ErrorKind::invalid_document) {
+          results[i] = std::move(r);
+          continue;
+        }
+      }
+      // Anything but a clean answer is asked again the ordinary way,
+      // which judges it (statuses, redirects, mirrors, retries).
+      again.push_back(i);
+    }
+    ch.gets.clear();
+    std::lock_guard lock(plain_mutex);
+    plain.insert(plain.end(), again.begin(), again.end());
+    --running;
+  };
+  // Each worker pipelines on a connection of its own. To an origin that
+  // answers fast, two connections carry bursts (more only split the
+  // window's tickets into smaller ones); to one that does not, every
+  // worker does, one request at a time each (PipelinedOrigin::fast()).
+  auto may_pipeline = [&](size_t worker, const Chunk& ch) { return worker < k_fast_connections || !ch.origin->fast(); };
   auto work = [&](size_t worker) {
-    if (worker < pipers) {
-      for (size_t c = next_chunk++; c < chunks.size() && !cancelled(); c = next_chunk++) {
-        Chunk& ch = chunks[c];
-        if (ch.origin->usable()) {
-          try {
-            ch.origin->run(ch.gets);
-          } catch (const std::exception& ex) {
-            log::warn(src.name, std::string("pipelined fetch failed: ") + ex.what(), {});
-          }
-        }
-        std::vector<size_t> again;
-        for (size_t k = 0; k < ch.index.size(); ++k) {
-          PipelinedGet& g = ch.gets[k];
-          const size_t i = ch.index[k];
-          if (g.answered && g.status >= 200 && g.status <= 299 &&
-              (g.content_encoding.empty() || g.content_encoding == "identity")) {
-            auto r = accept_content(blobs, expected_of(*entries[i]), entries[i]->loc, g.body, g.content_type);
-            if (r || r.error().kind != ErrorKind::invalid_document) {
-              results[i] = std::move(r);
-              continue;
-            }
-          }
-          // Anything but a clean answer is asked again the ordinary way,
-          // which judges it (statuses, redirects, mirrors, retries).
-          again.push_back(i);
-        }
-        ch.gets.clear();
-        if (!again.empty()) {
+    for (;;) {
+      size_t c = next_chunk.load();
+      while (c < chunks.size() && !cancelled() && may_pipeline(worker, chunks[c])) {
+        if (next_chunk.compare_exchange_weak(c, c + 1)) {
           {
             std::lock_guard lock(plain_mutex);
-            plain.insert(plain.end(), again.begin(), again.end());
+            ++running;
           }
+          run_chunk(chunks[c]);
           plain_cv.notify_all();
+          c = next_chunk.load();
         }
       }
-      {
-        std::lock_guard lock(plain_mutex);
-        --producing;
-      }
-      plain_cv.notify_all();
-    }
-    for (;;) {
       size_t i = 0;
       {
         std::unique_lock lock(plain_mutex);
-        plain_cv.wait(lock, [&] { return !plain.empty() || producing == 0; });
         if (plain.empty()) {
-          return;
+          const bool chunks_left = next_chunk.load() < chunks.size() && !cancelled();
+          if (!chunks_left && running == 0) {
+            return;
+          }
+          // Fallbacks may come from the chunks running; a chunk this
+          // worker may take once its origin turns out slow.
+          plain_cv.wait_for(lock, std::chrono::milliseconds(50));
+          continue;
         }
         i = plain.front();
         plain.pop_front();

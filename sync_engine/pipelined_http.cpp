@@ -46,6 +46,9 @@ struct Known {
 std::mutex g_known_mutex;
 std::map<std::string, Known> g_known;
 constexpr auto k_broken_for = std::chrono::hours(24);
+// An answer the server takes longer than this over is not worth queueing
+// others behind (see run()).
+constexpr auto k_fast_answer = std::chrono::milliseconds(1);
 constexpr unsigned k_max_inconclusive = 3;
 
 Known known(const std::string& origin) {
@@ -61,7 +64,9 @@ Known known(const std::string& origin) {
   return it->second;
 }
 
-void record(const std::string& origin, Verdict v, const std::string& why = {}) {
+// Records what a probe found; returns the origin's verdict now (three
+// probes cut short by a close make it `broken`).
+Verdict record(const std::string& origin, Verdict v, const std::string& why = {}) {
   std::lock_guard lock(g_known_mutex);
   Known& k = g_known[origin];
   if (v == Verdict::unknown) {
@@ -70,13 +75,14 @@ void record(const std::string& origin, Verdict v, const std::string& why = {}) {
       k.why = "closed the connection after one answer " + std::to_string(k.inconclusive) + " times";
       k.at = steady::now();
     }
-    return;
+    return k.verdict;
   }
   if (k.verdict != Verdict::broken) {
     k.verdict = v;
     k.why = why;
     k.at = steady::now();
   }
+  return k.verdict;
 }
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -368,9 +374,12 @@ Io receive(PipelinedOrigin::Conn& c, steady::time_point deadline, const std::ato
 namespace {
 
 // The answer to a probe's HEAD: `works` when it came (its head read, no
-// body), `broken` when nothing came by `deadline`, `unknown` when the
-// connection closed or failed first.
-Verdict read_probe(PipelinedOrigin::Conn& c, steady::time_point deadline, const std::atomic<bool>* cancel) {
+// body; whatever its status: a server without HEAD that says 501 still
+// answered a pipelined request), `broken` when nothing came by `deadline`,
+// `unknown` when the connection closed or failed first. `close`: the
+// connection ends after it.
+Verdict read_probe(PipelinedOrigin::Conn& c, steady::time_point deadline, const std::atomic<bool>* cancel,
+                   bool& close) {
   for (;;) {
     Head h;
     std::string why;
@@ -381,7 +390,8 @@ Verdict read_probe(PipelinedOrigin::Conn& c, steady::time_point deadline, const 
     }
     if (p == Parse::ok) {
       c.consume(h.length); // a HEAD answer has no content, whatever its Content-Length
-      return h.close ? Verdict::unknown : Verdict::works;
+      close = h.close;
+      return Verdict::works;
     }
     if (p == Parse::bad || c.eof) {
       return p == Parse::bad ? Verdict::broken : Verdict::unknown;
@@ -505,7 +515,14 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
   // answered whole (it cannot answer what was not sent), so a burst's
   // answers stand only once all of them came; a burst cut short is asked
   // again (or left to the caller), never half kept.
-  unsigned burst_limit = m_settings.depth;
+  //
+  // A server answers a connection's requests one after another, so bursts
+  // pay only where answers come fast (a static file: microseconds each);
+  // a server that takes milliseconds an answer is asked one request at a
+  // time on each connection, as many connections as the window allows, as
+  // before pipelining (with 10 ms answers, bursts of 8 on two connections
+  // held a server that allows 4 at once to 87 requests/s).
+  unsigned burst_limit = std::min(2u, m_settings.depth);
   while (next < batch.size() && usable() && !cancelled()) {
     auto conn = take();
     if (!conn) {
@@ -522,9 +539,12 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
     // one GET followed by a HEAD of the same target: whether or not the
     // HEAD is answered, the first answer can only be the GET's.
     bool probing = false;
+    steady::time_point burst_sent{};
+    steady::time_point first_answer{};
     auto fill = [&] {
       burst.clear();
       burst_answers = 0;
+      burst_sent = steady::now();
       const bool proven = known(m_key).verdict == Verdict::works;
       while (next < batch.size() && q.size() < (proven ? burst_limit : 1u)) {
         if (handed_back[next]) {
@@ -734,10 +754,13 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
       q.pop_front();
       ++burst_answers;
       last_done = steady::now();
+      if (burst_answers == 1) {
+        first_answer = last_done;
+      }
       if (h.close) {
         reusable = false;
-        if (probing) {
-          record(m_key, Verdict::unknown); // the probe is cut short; the next connection probes again
+        if (probing && record(m_key, Verdict::unknown) == Verdict::broken) {
+          set_broken(known(m_key).why); // three probes cut short by a close
         }
         if (!q.empty()) {
           burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
@@ -750,23 +773,35 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
         const auto latency = *head_at - began;
         const auto wait = std::clamp<steady::duration>(4 * latency, std::chrono::milliseconds(200),
                                                        m_settings.pipelined_stall);
-        const Verdict v = read_probe(*conn, steady::now() + wait, cancel);
+        bool close = false;
+        const Verdict v = read_probe(*conn, steady::now() + wait, cancel, close);
         if (v == Verdict::broken) {
           reusable = false;
           set_broken("no answer to a pipelined request within " +
                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + " ms");
           break;
         }
-        record(m_key, v);
-        if (v == Verdict::unknown) {
+        if (record(m_key, v) == Verdict::broken) {
           reusable = false;
-          break; // closed: another connection probes again
+          set_broken(known(m_key).why);
+          break;
+        }
+        if (v == Verdict::unknown || close) {
+          reusable = false;
+          break; // closed: another connection goes on (and probes again if this one could not tell)
         }
       }
       if (q.empty()) {
-        // The burst is answered whole: its answers stand. The next one may
-        // be larger again.
-        burst_limit = std::min(m_settings.depth, burst_limit * 2);
+        // The burst is answered whole: its answers stand. The next is
+        // larger while answers come fast (the server's time an answer,
+        // between the first and the last; the round trip for one alone),
+        // one request when they do not.
+        const steady::duration per_answer =
+            burst_answers >= 2 ? (last_done - first_answer) / static_cast<long>(burst_answers - 1)
+                               : (last_done - burst_sent) / 2;
+        const bool fast = per_answer <= k_fast_answer;
+        burst_limit = fast ? std::min(m_settings.depth, burst_limit * 2) : 1u;
+        m_fast.store(fast);
         fill();
       }
     }

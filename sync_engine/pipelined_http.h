@@ -85,6 +85,9 @@ public:
   // False once the origin mishandled pipelining (or refused a connection):
   // callers stop offering it work.
   bool usable() const { return !m_broken.load(); }
+  // Whether the origin answers fast enough for bursts (its last burst's
+  // time an answer at most 1 ms); true until a burst says otherwise.
+  bool fast() const { return m_fast.load(); }
   std::string broken_reason() const;
 
   struct Conn; // one connection and what it received
@@ -100,6 +103,7 @@ private:
   std::shared_ptr<HostThrottle> m_throttle;
   std::string m_request_head; // the header lines after the request line
   std::atomic<bool> m_broken{false};
+  std::atomic<bool> m_fast{true};
   mutable std::mutex m_mutex;
   std::string m_broken_reason;
   std::vector<std::unique_ptr<Conn>> m_idle;

@@ -319,3 +319,19 @@ TEST_CASE("pipelined GETs: a connection refused leaves every request to the call
     CHECK_FALSE(g.answered);
   }
 }
+
+TEST_CASE("pipelined GETs: a server that closes after every answer is probed three times, then left to the ordinary way") {
+  PipeServer server(Mode{.close_after = 1});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle);
+  auto batch = gets(10);
+  origin.run(batch);
+  CHECK_FALSE(origin.usable());
+  CHECK(origin.broken_reason().find("closed the connection after one answer 3 times") != std::string::npos);
+  CHECK(answered_ok(batch) == 3); // each probe's GET, answered before the close
+  CHECK(server.connections() == 3);
+  CHECK(throttle->snapshot()[0].in_flight == 0);
+  // The verdict holds for the process: a new PipelinedOrigin starts from it.
+  auto again = origin_for(server, throttle);
+  CHECK_FALSE(again.usable());
+}
