@@ -1,5 +1,7 @@
 #include "targets.h"
 
+#include "sync_engine/http1_response.h"
+
 #include "aggregator/config.h"
 #include "aggregator/push.h"
 #include "republisher/hub.h"
@@ -12,6 +14,7 @@
 #include "resourcesync/validator.h"
 #include "resourcesync/writer.h"
 #include "sync_engine/dump_package.h"
+#include "sync_engine/http1_response.h"
 #include "sync_engine/oai/oai_pmh.h"
 
 #include <libxml/parser.h>
@@ -349,6 +352,37 @@ int oai_page(const uint8_t* data, size_t size) {
   return 0;
 }
 
+int http_response(const uint8_t* data, size_t size) {
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  // Every prefix, as the bytes come off a connection: `more` until enough
+  // has come; once `ok`, every longer prefix reads the same head.
+  std::optional<size_t> head_at;
+  for (size_t n = 0; n <= all.size(); ++n) {
+    sync::http1::Head h;
+    std::string why;
+    const auto p = sync::http1::parse_head(all.substr(0, n), h, why);
+    if (p == sync::http1::Parse::ok) {
+      if (h.length > n || h.status < 0 || h.status > 999) {
+        __builtin_trap();
+      }
+      if (head_at && *head_at != h.length) {
+        __builtin_trap();
+      }
+      head_at = h.length;
+      size_t framed = 0;
+      std::string body;
+      const std::string_view rest = all.substr(0, n).substr(h.length);
+      if (sync::http1::parse_chunked(rest, 4096, framed, &body, why) == sync::http1::Parse::ok &&
+          (framed > rest.size() || body.size() > 4096)) {
+        __builtin_trap();
+      }
+    } else if (head_at) {
+      __builtin_trap(); // a longer prefix no longer reads
+    }
+  }
+  return 0;
+}
+
 Target target(std::string_view name) {
   if (name == "reader") {
     return reader;
@@ -376,6 +410,9 @@ Target target(std::string_view name) {
   }
   if (name == "oai_page") {
     return oai_page;
+  }
+  if (name == "http_response") {
+    return http_response;
   }
   return nullptr;
 }

@@ -42,6 +42,11 @@ int verification_query(const uint8_t* data, size_t size);
 // Identify. Never a crash; every record kept has an identifier, and a
 // record's metadata parses as XML on its own.
 int oai_page(const uint8_t* data, size_t size);
+// What an upstream answers pipelined GETs with (#38): response heads and
+// chunked bodies as the pipelined fetcher reads them, in one buffer and
+// cut short at every length; never a crash, and what is read stays within
+// what was given.
+int http_response(const uint8_t* data, size_t size);
 
 // The target named `name` ("reader", "datetime", ...); null if none.
 using Target = int (*)(const uint8_t*, size_t);
