@@ -12,4 +12,12 @@ std::string to_lower(std::string_view s);
 // "12.0 KiB", "3.4 MiB": sizes for people.
 std::string human_bytes(uint64_t n);
 
+// Header text (RFC 9110), for our server (common/http) and the pipelined
+// client (sync_engine/http1_response): without leading and trailing spaces
+// and tabs; equal ignoring ASCII case; whether a comma-separated value
+// lists `token` (case-insensitive).
+std::string_view trim_ows(std::string_view s);
+bool iequals(std::string_view a, std::string_view b);
+bool lists_token(std::string_view value, std::string_view token);
+
 } // namespace tributary

@@ -1,41 +1,9 @@
 // Reading HTTP/1.1 responses from bytes (see http1_response.h).
 #include "sync_engine/http1_response.h"
 
-#include <strings.h>
+#include "common/text.h"
 
 namespace tributary::sync::http1 {
-
-namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && ::strncasecmp(a.data(), b.data(), a.size()) == 0;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-bool has_token(std::string_view list, std::string_view token) {
-  while (!list.empty()) {
-    const size_t comma = list.find(',');
-    if (iequals(trim(list.substr(0, comma)), token)) {
-      return true;
-    }
-    if (comma == std::string_view::npos) {
-      break;
-    }
-    list.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-} // namespace
 
 // A response head at the start of `buf` (RFC 9112 4, 5), strictly: what a
 // server that pipelines correctly sends. Anything else is `bad`, and the
@@ -79,7 +47,7 @@ Parse parse_head(std::string_view buf, Head& h, std::string& why) {
       return Parse::bad;
     }
     const std::string_view name = line.substr(0, colon);
-    const std::string_view value = trim(line.substr(colon + 1));
+    const std::string_view value = trim_ows(line.substr(colon + 1));
     if (iequals(name, "content-length")) {
       if (value.empty() || value.size() > 18 || value.find_first_not_of("0123456789") != std::string_view::npos) {
         why = "malformed Content-Length";
@@ -98,8 +66,8 @@ Parse parse_head(std::string_view buf, Head& h, std::string& why) {
       }
       h.chunked = true;
     } else if (iequals(name, "connection")) {
-      h.close = h.close || has_token(value, "close");
-      keep_alive = keep_alive || has_token(value, "keep-alive");
+      h.close = h.close || lists_token(value, "close");
+      keep_alive = keep_alive || lists_token(value, "keep-alive");
     } else if (iequals(name, "content-type")) {
       h.content_type = std::string(value);
     } else if (iequals(name, "content-encoding")) {
@@ -131,7 +99,7 @@ Parse parse_chunked(std::string_view buf, uint64_t max, size_t& framed, std::str
     }
     std::string_view size_line = buf.substr(at, eol - at);
     size_line = size_line.substr(0, size_line.find(';'));
-    size_line = trim(size_line);
+    size_line = trim_ows(size_line);
     if (size_line.empty() || size_line.size() > 15 ||
         size_line.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos) {
       why = "malformed chunk size";

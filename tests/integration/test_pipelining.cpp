@@ -5,16 +5,11 @@
 // (cpp-httplib) drop pipelined requests, so there the probe turns
 // pipelining off and only the ordinary path runs.
 #include "sync_fixture.h"
+#include "../common/pipelining_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
-#include <thread>
 
 using namespace tributary;
 using namespace tributary::test;
@@ -31,29 +26,7 @@ public:
     std::string headers; // extra lines, each ending CRLF
   };
 
-  PipeliningUpstream() {
-    m_listen = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(m_listen >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    REQUIRE(::bind(m_listen, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(m_listen, 64) == 0);
-    socklen_t len = sizeof a;
-    getsockname(m_listen, reinterpret_cast<sockaddr*>(&a), &len);
-    m_port = ntohs(a.sin_port);
-    m_thread = std::thread([this] { loop(); });
-  }
-  ~PipeliningUpstream() {
-    m_stop = true;
-    ::shutdown(m_listen, SHUT_RDWR);
-    ::close(m_listen);
-    m_thread.join();
-    for (auto& t : m_conns) {
-      t.join();
-    }
-  }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(m_port) + path; }
+  std::string url(const std::string& path) const { return m_server.url(path); }
   void set(const std::string& path, Answer a) {
     std::lock_guard lock(m_mutex);
     m_paths[path] = std::move(a);
@@ -66,71 +39,34 @@ public:
     return m_gets[path];
   }
   size_t heads() const { return m_heads.load(); }
-  size_t most_in_one_read() const { return m_most.load(); }
+  size_t most_in_one_read() const { return m_server.most_in_one_read(); }
 
 private:
-  void loop() {
-    for (;;) {
-      int fd = ::accept4(m_listen, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        return;
-      }
-      m_conns.emplace_back([this, fd] { serve(fd); });
-    }
-  }
-  std::string answer(bool head, const std::string& path) {
+  // Every request of a read, in order, as nginx does.
+  bool answer(const std::vector<PipelinedRequest>& requests, std::string& out) {
     std::lock_guard lock(m_mutex);
-    if (head) {
-      ++m_heads;
-    } else {
-      ++m_gets[path];
+    for (const auto& r : requests) {
+      if (r.head) {
+        ++m_heads;
+      } else {
+        ++m_gets[r.target];
+      }
+      auto it = m_paths.find(r.target);
+      const Answer a = it == m_paths.end() ? Answer{404, "not here\n", ""} : it->second;
+      out += "HTTP/1.1 " + std::to_string(a.status) + " X\r\n" + a.headers +
+             "Content-Length: " + std::to_string(a.body.size()) + "\r\n\r\n";
+      if (!r.head) {
+        out += a.body;
+      }
     }
-    auto it = m_paths.find(path);
-    const Answer a = it == m_paths.end() ? Answer{404, "not here\n", ""} : it->second;
-    std::string out = "HTTP/1.1 " + std::to_string(a.status) + " X\r\n" + a.headers +
-                      "Content-Length: " + std::to_string(a.body.size()) + "\r\n\r\n";
-    return head ? out : out + a.body;
-  }
-  void serve(int fd) {
-    std::string in;
-    char buf[65536];
-    while (!m_stop) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) {
-        continue;
-      }
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) {
-        break;
-      }
-      in.append(buf, static_cast<size_t>(n));
-      std::string out;
-      size_t count = 0;
-      for (size_t end; (end = in.find("\r\n\r\n")) != std::string::npos;) {
-        const size_t sp = in.find(' ');
-        const bool head = in.compare(0, 5, "HEAD ") == 0;
-        out += answer(head, in.substr(sp + 1, in.find(' ', sp + 1) - sp - 1));
-        in.erase(0, end + 4);
-        ++count;
-      }
-      if (count > m_most.load()) {
-        m_most = count;
-      }
-      (void)::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
-    }
-    ::close(fd);
+    return true;
   }
 
-  int m_listen = -1;
-  int m_port = 0;
-  std::thread m_thread;
-  std::vector<std::thread> m_conns;
-  std::atomic<bool> m_stop{false};
   std::mutex m_mutex;
   std::map<std::string, Answer> m_paths;
   std::map<std::string, size_t> m_gets;
   std::atomic<size_t> m_heads{0};
-  std::atomic<size_t> m_most{0};
+  PipeliningServer m_server{[this](const std::vector<PipelinedRequest>& rs, std::string& out) { return answer(rs, out); }};
 };
 
 } // namespace

@@ -4,13 +4,10 @@
 // first request of each read and dropping the rest.
 #include "sync_engine/pipelined_http.h"
 
+#include "../../common/pipelining_server.h"
+
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -36,45 +33,17 @@ struct Mode {
 
 class PipeServer {
 public:
-  explicit PipeServer(Mode m) : m_mode(std::move(m)) {
-    m_listen = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(m_listen >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    REQUIRE(::bind(m_listen, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(m_listen, 64) == 0);
-    socklen_t len = sizeof a;
-    getsockname(m_listen, reinterpret_cast<sockaddr*>(&a), &len);
-    m_port = ntohs(a.sin_port);
-    m_thread = std::thread([this] { loop(); });
-  }
-  ~PipeServer() {
-    m_stop = true;
-    ::shutdown(m_listen, SHUT_RDWR);
-    ::close(m_listen);
-    m_thread.join();
-    for (auto& t : m_conns) {
-      t.join();
-    }
-  }
-  int port() const { return m_port; }
-  size_t connections() const { return m_connections.load(); }
+  explicit PipeServer(Mode m)
+      : m_mode(std::move(m)), m_server([this](const std::vector<test::PipelinedRequest>& rs, std::string& out) {
+          return answer_read(rs, out);
+        }) {}
+  int port() const { return m_server.port(); }
+  size_t connections() const { return m_server.connections(); }
   size_t requests() const { return m_requests.load(); } // GETs
   size_t heads() const { return m_heads.load(); }
-  size_t most_in_one_read() const { return m_most.load(); }
+  size_t most_in_one_read() const { return m_server.most_in_one_read(); }
 
 private:
-  void loop() {
-    for (;;) {
-      int fd = ::accept4(m_listen, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) {
-        return;
-      }
-      ++m_connections;
-      m_conns.emplace_back([this, fd] { serve(fd); });
-    }
-  }
   static std::string body_of(const std::string& target) { return "content of " + target + "\n"; }
   std::string answer(const std::string& target, bool last) const {
     const std::string body = body_of(target);
@@ -94,67 +63,39 @@ private:
     }
     return head + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   }
-  void serve(int fd) {
-    std::string in;
-    size_t answered = 0;
-    char buf[65536];
-    while (!m_stop) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) {
-        continue;
+  // One read's requests; false closes the connection. The count of answers
+  // is per connection, kept by thread (each connection has its own).
+  bool answer_read(const std::vector<test::PipelinedRequest>& requests, std::string& out) {
+    thread_local size_t answered = 0;
+    thread_local const void* owner = nullptr;
+    if (owner != this) {
+      owner = this;
+      answered = 0;
+    }
+    const size_t take = m_mode.drop_pipelined ? 1 : requests.size();
+    for (size_t i = 0; i < take; ++i) {
+      const auto& r = requests[i];
+      m_requests += r.head ? 0 : 1;
+      m_heads += r.head ? 1 : 0;
+      ++answered;
+      const bool close = m_mode.close_after && answered == m_mode.close_after;
+      std::string a = answer(r.target, close);
+      if (r.head) {
+        a.resize(a.find("\r\n\r\n") + 4); // the head alone (chunked or not)
       }
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) {
-        break;
-      }
-      in.append(buf, static_cast<size_t>(n));
-      std::vector<std::pair<bool, std::string>> targets; // (HEAD, target)
-      for (size_t end; (end = in.find("\r\n\r\n")) != std::string::npos;) {
-        const size_t sp = in.find(' ');
-        targets.emplace_back(in.compare(0, 5, "HEAD ") == 0, in.substr(sp + 1, in.find(' ', sp + 1) - sp - 1));
-        in.erase(0, end + 4);
-      }
-      if (targets.size() > m_most.load()) {
-        m_most = targets.size();
-      }
-      if (m_mode.drop_pipelined && targets.size() > 1) {
-        targets.resize(1);
-        in.clear();
-      }
-      std::string out;
-      bool close = false;
-      for (const auto& [head, t] : targets) {
-        m_requests += head ? 0 : 1;
-        m_heads += head ? 1 : 0;
-        ++answered;
-        close = m_mode.close_after && answered == m_mode.close_after;
-        std::string a = answer(t, close);
-        if (head) {
-          a.resize(a.find("\r\n\r\n") + 4); // the head alone (chunked or not)
-        }
-        out += a;
-        if (close) {
-          break;
-        }
-      }
-      (void)::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
+      out += a;
       if (close) {
-        break;
+        answered = 0;
+        return false;
       }
     }
-    ::close(fd);
+    return true;
   }
 
   Mode m_mode;
-  int m_listen = -1;
-  int m_port = 0;
-  std::thread m_thread;
-  std::vector<std::thread> m_conns;
-  std::atomic<bool> m_stop{false};
-  std::atomic<size_t> m_connections{0};
   std::atomic<size_t> m_requests{0};
   std::atomic<size_t> m_heads{0};
-  std::atomic<size_t> m_most{0};
+  test::PipeliningServer m_server; // last: stopped first
 };
 
 std::vector<PipelinedGet> gets(size_t n) {
