@@ -5,6 +5,7 @@
 #include "store/pg/migrations.h"
 #include "store/pg/pg_budget.h"
 #include "store/store.h"
+#include "sync_engine/pipelined_http.h"
 
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -311,6 +312,16 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
   family("tributary_db_pool_timeouts_total", "counter",
          "Borrows that gave up after database_wait (the work failed, and is tried again later).");
   m << "tributary_db_pool_timeouts_total " << pool.timeouts << '\n';
+  // Pipelined content fetching (#38): how much of it there was, and the
+  // hosts it was found to work with or turned off for.
+  const sync::PipelineStats piped = sync::pipeline_stats();
+  family("tributary_pipelined_requests_total", "counter",
+         "Content GETs answered on pipelined connections (the rest go one at a time).");
+  m << "tributary_pipelined_requests_total " << piped.answered << '\n';
+  family("tributary_pipelining_hosts", "gauge",
+         "Upstream hosts by what a probe found: pipelining works (on), or is off for a day (off).");
+  m << "tributary_pipelining_hosts{state=\"on\"} " << piped.hosts_on << '\n';
+  m << "tributary_pipelining_hosts{state=\"off\"} " << piped.hosts_off << '\n';
   family("tributary_build_info", "gauge", "1, labelled with this build's version and schema version.");
   m << "tributary_build_info{version=\"" << label(std::string(version())) << "\",schema=\""
     << store::expected_schema_version() << "\"} 1\n";

@@ -48,6 +48,7 @@ struct Known {
 };
 std::mutex g_known_mutex;
 std::map<std::string, Known> g_known;
+std::atomic<uint64_t> g_answered{0};
 constexpr auto k_broken_for = std::chrono::hours(24);
 // An answer the server takes longer than this over is not worth queueing
 // others behind (see run()).
@@ -233,6 +234,17 @@ Verdict read_probe(PipelinedOrigin::Conn& c, steady::time_point deadline, const 
 }
 
 } // namespace
+
+PipelineStats pipeline_stats() {
+  PipelineStats out;
+  out.answered = g_answered.load(std::memory_order_relaxed);
+  std::lock_guard lock(g_known_mutex);
+  for (const auto& [origin, k] : g_known) {
+    out.hosts_on += k.verdict == Verdict::works ? 1 : 0;
+    out.hosts_off += k.verdict == Verdict::broken ? 1 : 0;
+  }
+  return out;
+}
 
 PipelinedOrigin::PipelinedOrigin(Url origin, PipelineSettings settings, std::shared_ptr<HostThrottle> throttle)
     : m_origin(std::move(origin)), m_key(m_origin.origin()), m_settings(std::move(settings)),
@@ -618,6 +630,7 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
         }
       }
       if (q.empty()) {
+        g_answered.fetch_add(burst_answers, std::memory_order_relaxed);
         // The burst is answered whole: its answers stand. The next is
         // larger while answers come fast (the server's time an answer,
         // between the first and the last; the round trip for one alone),

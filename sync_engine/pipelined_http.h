@@ -109,4 +109,12 @@ private:
   std::vector<std::unique_ptr<Conn>> m_idle;
 };
 
+// What the pipelined path did in this process, for /metrics.
+struct PipelineStats {
+  uint64_t answered = 0;  // GETs whose answers stood (whole bursts)
+  uint64_t hosts_on = 0;  // origins found to answer pipelined requests
+  uint64_t hosts_off = 0; // origins where pipelining is off (for a day)
+};
+PipelineStats pipeline_stats();
+
 } // namespace tributary::sync

@@ -122,6 +122,8 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   CHECK(metrics.body.find("tributary_source_retrying_resources{source=\"up\"} 0") != std::string::npos);
   CHECK(metrics.body.find("tributary_host_window{host=\"" + up.base() + "\"} 8") != std::string::npos);
   CHECK(metrics.body.find("tributary_node_info{node=\"") != std::string::npos);
+  CHECK(metrics.body.find("# TYPE tributary_pipelined_requests_total counter") != std::string::npos);
+  CHECK(metrics.body.find("tributary_pipelining_hosts{state=\"off\"} ") != std::string::npos);
 
   // Each upstream host's throttle: no rate limit for a healthy host, and why.
   {

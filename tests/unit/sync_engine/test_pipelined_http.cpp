@@ -139,6 +139,8 @@ TEST_CASE("pipelined GETs: several requests in flight on one connection, every a
   CHECK(server.requests() == 200);
   CHECK(server.most_in_one_read() > 1); // pipelined, not one by one
   CHECK(server.heads() == 1);           // one probe (GET then HEAD) before the first burst
+  CHECK(pipeline_stats().answered >= 200); // for /metrics
+  CHECK(pipeline_stats().hosts_on >= 1);
   CHECK(origin.usable());
   // The throttle saw every request come and go, never more than its window at once.
   auto v = throttle->snapshot();
