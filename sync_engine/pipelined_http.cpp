@@ -279,6 +279,14 @@ void PipelinedOrigin::set_broken(const std::string& why) {
   m_idle.clear();
 }
 
+void PipelinedOrigin::retire(const std::string& why) {
+  std::lock_guard lock(m_mutex);
+  if (!m_broken.exchange(true)) {
+    m_broken_reason = why + " (for this run)";
+  }
+  m_idle.clear();
+}
+
 void PipelinedOrigin::give_back(std::unique_ptr<Conn> c) {
   std::lock_guard lock(m_mutex);
   if (!m_broken.load() && m_idle.size() < k_max_idle) {
@@ -443,8 +451,7 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
     auto last_done = steady::now();
     fill();
     while (!q.empty()) {
-      // The first request of a burst waits the read timeout; one behind
-      // it, the pipelined stall after the answer before it.
+      // Whether the front request waited behind another of its burst.
       const bool pipelined = q.front().index != burst.front();
       // Each answer, head and body, within the pipelined stall: a slower
       // one (a Source dripping bytes, a mute one) is handed back, for the
@@ -550,13 +557,22 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
           }
         } else if (why == "timeout") {
           // No answer behind one that came: the origin drops pipelined
-          // requests. A slow answer that began is only slow.
+          // requests. A lone request unanswered within the stall: the
+          // origin is slow, and this run leaves it to the ordinary way (its
+          // full timeout), rather than wait the stall again each burst. A
+          // slow answer that began is only slow.
           neutral(q.front());
           handed_back[q.front().index] = true;
           q.pop_front();
-          end_connection(false, pipelined && !head_at ? "no answer to a pipelined request within " +
-                                                            std::to_string(m_settings.pipelined_stall.count()) + " ms"
-                                                      : "");
+          if (pipelined && !head_at) {
+            end_connection(false, "no answer to a pipelined request within " +
+                                      std::to_string(m_settings.pipelined_stall.count()) + " ms");
+          } else {
+            end_connection(false, "");
+            if (!head_at) {
+              retire("no answer within " + std::to_string(m_settings.pipelined_stall.count()) + " ms");
+            }
+          }
         } else if (why == "cancelled" || why == "error" || why == "closed") {
           end_connection(false, "");
         } else {

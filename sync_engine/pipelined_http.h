@@ -95,7 +95,8 @@ public:
 private:
   std::unique_ptr<Conn> take();
   void give_back(std::unique_ptr<Conn> c);
-  void set_broken(const std::string& why);
+  void set_broken(const std::string& why); // for a day, every run (the process-wide verdict)
+  void retire(const std::string& why);     // for this object's life (one run) only
 
   Url m_origin;
   std::string m_key; // origin(), the throttle's host

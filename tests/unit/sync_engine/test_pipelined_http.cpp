@@ -29,6 +29,7 @@ struct Mode {
   int status = 200;
   std::string extra;             // more header lines
   std::string status_line;       // instead of "HTTP/1.1 <status> X"
+  int delay_ms = 0;              // before answering a read
 };
 
 class PipeServer {
@@ -71,6 +72,9 @@ private:
     if (owner != this) {
       owner = this;
       answered = 0;
+    }
+    if (m_mode.delay_ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(m_mode.delay_ms));
     }
     const size_t take = m_mode.drop_pipelined ? 1 : requests.size();
     for (size_t i = 0; i < take; ++i) {
@@ -277,4 +281,20 @@ TEST_CASE("pipelined GETs: a server that closes after every answer is probed thr
   // The verdict holds for the process: a new PipelinedOrigin starts from it.
   auto again = origin_for(server, throttle);
   CHECK_FALSE(again.usable());
+}
+
+TEST_CASE("pipelined GETs: a server slower than the stall is left to the ordinary way for the run, not for the day") {
+  PipeServer server(Mode{.delay_ms = 800});
+  auto throttle = std::make_shared<HostThrottle>();
+  auto origin = origin_for(server, throttle, 300ms);
+  auto batch = gets(5);
+  origin.run(batch);
+  for (const auto& g : batch) {
+    CHECK_FALSE(g.answered);
+  }
+  CHECK_FALSE(origin.usable());
+  CHECK(origin.broken_reason().find("for this run") != std::string::npos);
+  CHECK(server.connections() == 1); // not one stall a request
+  CHECK(origin_for(server, throttle, 300ms).usable()); // the next run tries again
+  CHECK(throttle->snapshot()[0].in_flight == 0);
 }
