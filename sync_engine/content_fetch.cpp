@@ -28,6 +28,26 @@ std::vector<std::string> candidate_locations(const std::string& loc, const std::
   return out;
 }
 
+namespace {
+
+// Why the bytes `w` received from `url` are not what the entry announced
+// (its length, its strongest hash); none when they are.
+std::optional<std::string> not_as_announced(store::BlobStore::Writer& w, const Expected& expected,
+                                            const std::string& url) {
+  if (expected.length && w.size() != *expected.length) {
+    return url + ": length " + std::to_string(w.size()) + ", expected " + std::to_string(*expected.length);
+  }
+  if (const rs::HashValue* check = rs::strongest_hash(expected.hashes)) {
+    std::string mismatch;
+    if (!rs::hashes_match({*check}, w.digests(), &mismatch)) {
+      return "hash mismatch for " + url + ": " + mismatch;
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
 std::vector<rs::HashAlgorithm> digests_to_keep(const Expected& expected) {
   const rs::HashValue* check = rs::strongest_hash(expected.hashes);
   std::vector<rs::HashAlgorithm> extra;
@@ -54,15 +74,8 @@ Result<FetchedContent> accept_content(store::BlobStore& blobs, const Expected& e
   if (auto ok = w->write(body.data(), body.size()); !ok) {
     return tl::unexpected(ok.error());
   }
-  if (expected.length && w->size() != *expected.length) {
-    return make_error(ErrorKind::invalid_document, url + ": length " + std::to_string(w->size()) + ", expected " +
-                                                       std::to_string(*expected.length));
-  }
-  if (const rs::HashValue* check = rs::strongest_hash(expected.hashes)) {
-    std::string mismatch;
-    if (!rs::hashes_match({*check}, w->digests(), &mismatch)) {
-      return make_error(ErrorKind::invalid_document, "hash mismatch for " + url + ": " + mismatch);
-    }
+  if (auto why = not_as_announced(*w, expected, url)) {
+    return make_error(ErrorKind::invalid_document, *why);
   }
   FetchedContent out;
   out.blob = w->seal();
@@ -78,7 +91,6 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
                                      Slots* network_slots, bool defer_publish) {
-  const rs::HashValue* check = rs::strongest_hash(expected.hashes);
   const std::vector<rs::HashAlgorithm> extra = digests_to_keep(expected);
   std::vector<std::string> reasons;
   bool all_missing = true;
@@ -159,19 +171,10 @@ Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, 
       continue;
     }
     all_missing = false;
-    if (expected.length && w->size() != *expected.length) {
-      reasons.push_back(url + ": length " + std::to_string(w->size()) + ", expected " +
-                        std::to_string(*expected.length));
+    if (auto differs = not_as_announced(*w, expected, url)) {
+      reasons.push_back(std::move(*differs));
       any_mismatch = true;
       continue;
-    }
-    if (check) {
-      std::string mismatch;
-      if (!rs::hashes_match({*check}, w->digests(), &mismatch)) {
-        reasons.push_back("hash mismatch for " + url + ": " + mismatch);
-        any_mismatch = true;
-        continue;
-      }
     }
     FetchedContent out;
     if (defer_publish) {

@@ -53,9 +53,8 @@ PipelinedOrigin* RunContext::pipeline_for(const rs::Entry& e, std::string& targe
   std::lock_guard lock(m_pipelines_mutex);
   auto it = m_pipelines.find(origin);
   if (it == m_pipelines.end()) {
-    std::string why;
     auto headers = m_endpoint->direct_headers(e.loc, fetch_options);
-    if (!headers || !host_allowed(e.loc, e, why) || !m_throttle || !m_throttle->robots_known(origin)) {
+    if (!headers || !m_throttle || !m_throttle->robots_known(origin)) {
       return nullptr; // robots.txt is read by the first ordinary request
     }
     PipelineSettings s;
