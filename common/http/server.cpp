@@ -575,7 +575,10 @@ struct Server::Impl {
         msghdr msg{};
         msg.msg_iov = iov;
         msg.msg_iovlen = static_cast<size_t>(n_iov);
-        const ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+        // A file body follows: the head waits for its first bytes, as one
+        // segment (nginx's tcp_nopush), instead of going out alone.
+        const int more = o.res.file && o.body_sent < body_len ? MSG_MORE : 0;
+        const ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL | more);
         if (n < 0) {
           if (errno == EINTR) {
             continue;
