@@ -1,5 +1,6 @@
 #include "common/http/server.h"
 
+#include "common/http/response_out.h"
 #include "common/http/text.h"
 #include "common/log.h"
 
@@ -13,7 +14,6 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -29,31 +29,16 @@
 
 namespace tributary::http {
 
-using detail::iequals;
-using detail::is_token_char;
-using detail::is_safe_header_value;
 using detail::lists_token;
-using detail::parse_size;
-using detail::trim;
+using detail::make_outgoing;
+using detail::note_slow;
+using detail::Outgoing;
+using detail::send_some;
+using detail::Sent;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One response on its way out: the serialized head, then the body.
-struct Outgoing {
-  std::string head;
-  Response res;     // holds the body (owned, shared or file)
-  bool send_body = true;
-  size_t head_sent = 0;
-  size_t body_sent = 0;
-  bool close_after = false;
-  std::chrono::steady_clock::time_point parsed_at; // when its request was read
-  std::string what;                                 // "GET /path", for the slow-response log
-
-  const char* body_data() const { return res.shared ? res.shared->data() + res.offset : res.body.data(); }
-  size_t body_len() const { return send_body ? res.body_size() : 0; }
-};
 
 struct Connection {
   int fd = -1;
@@ -444,7 +429,6 @@ struct Server::Impl {
   }
 
   void enqueue(Loop& loop, Connection& c, const Request& req, Response res, bool error) {
-    const bool head = req.method == "HEAD";
     bool keep_alive = !error && !c.closing && !stopping.load(std::memory_order_relaxed);
     if (keep_alive) {
       const std::string* conn = req.header("connection");
@@ -454,172 +438,32 @@ struct Server::Impl {
         keep_alive = false;
       }
     }
-    if (res.status == 200 && res.ranges && (res.shared || res.file)) {
-      apply_range(req, res);
-    }
-    const bool no_body = res.status == 304 || res.status == 204 || (res.status >= 100 && res.status < 200);
-    if (res.status == 304) {
-      // No Content-Length (RFC 9110 allows none), and the connection ends
-      // here: a client that reads a body until the connection closes when
-      // no length is given (cpp-httplib 0.11's does, and so did every
-      // Tributary before its client was fixed) would otherwise wait for the
-      // idle timeout on every poll of an unchanged document. Polls are few;
-      // a reconnect per 304 costs little.
-      keep_alive = false;
-    }
-    if (no_body) {
-      res.body.clear();
-      res.shared.reset();
-      res.file.reset();
-      res.length = 0;
-    }
-    std::string h;
-    h.reserve(256);
-    h += "HTTP/1.1 ";
-    h += std::to_string(res.status);
-    h += ' ';
-    h += reason_phrase(res.status);
-    h += "\r\nServer: ";
-    h += options.server_name;
-    h += "\r\nDate: ";
-    h += date_now(loop);
-    h += "\r\n";
-    for (const auto& [k, v] : res.headers) {
-      if (!is_safe_header_value(v) || k.empty() || !std::all_of(k.begin(), k.end(), is_token_char)) {
-        // Never sent: a value that would end the header early (response
-        // splitting) is a bug or an upstream's attack; the rest stands.
-        log::warn("http", "dropped response header '" + (is_safe_header_value(k) ? k : std::string("?")) +
-                              "' for " + req.target + ": CR, LF or NUL in it");
-        continue;
-      }
-      h += k;
-      h += ": ";
-      h += v;
-      h += "\r\n";
-    }
-    if (!no_body) {
-      h += "Content-Length: ";
-      h += std::to_string(res.body_size());
-      h += "\r\n";
-    }
-    if (!keep_alive) {
-      h += "Connection: close\r\n";
-    } else if (req.minor_version == 0) {
-      h += "Connection: keep-alive\r\n";
-    }
-    h += "\r\n";
-    Outgoing o;
-    o.head = std::move(h);
-    o.res = std::move(res);
-    o.send_body = !head && !no_body;
-    o.close_after = !keep_alive;
+    Outgoing o = make_outgoing(req, std::move(res), keep_alive, options.server_name, date_now(loop));
     o.parsed_at = c.parsed_at;
-    o.what = req.method + " " + req.target.substr(0, 200);
-    if (!keep_alive) {
+    if (o.close_after) {
       c.closing = true;
     }
     c.out.push_back(std::move(o));
-  }
-
-  static void apply_range(const Request& req, Response& res) {
-    const std::string* range = req.header("range");
-    if (!range || req.method != "GET") {
-      return;
-    }
-    if (const std::string* if_range = req.header("if-range")) {
-      std::string etag;
-      for (const auto& [k, v] : res.headers) {
-        if (iequals(k, "ETag")) {
-          etag = v;
-        }
-      }
-      if (etag.empty() || *if_range != etag) {
-        return; // the client's copy is stale: the whole body
-      }
-    }
-    const size_t size = res.length;
-    auto r = parse_range(*range, size);
-    if (!r) {
-      return;
-    }
-    if (!r->satisfiable) {
-      res.status = 416;
-      res.shared.reset();
-      res.file.reset();
-      res.length = 0;
-      res.body.clear();
-      res.set_header("Content-Range", "bytes */" + std::to_string(size));
-      return;
-    }
-    res.status = 206;
-    res.offset += r->first;
-    res.length = r->length;
-    res.set_header("Content-Range", "bytes " + std::to_string(r->first) + "-" +
-                                        std::to_string(r->first + r->length - 1) + "/" + std::to_string(size));
   }
 
   // Writes what it can; false when the connection was closed.
   bool write_out(Loop& loop, Connection& c) {
     while (!c.out.empty()) {
       Outgoing& o = c.out.front();
-      const size_t body_len = o.body_len();
-      if (o.head_sent < o.head.size() || (!o.res.file && o.body_sent < body_len)) {
-        iovec iov[2];
-        int n_iov = 0;
-        if (o.head_sent < o.head.size()) {
-          iov[n_iov++] = {o.head.data() + o.head_sent, o.head.size() - o.head_sent};
-        }
-        if (!o.res.file && o.body_sent < body_len) {
-          iov[n_iov++] = {const_cast<char*>(o.body_data()) + o.body_sent, body_len - o.body_sent};
-        }
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = static_cast<size_t>(n_iov);
-        // A file body follows: the head waits for its first bytes, as one
-        // segment (nginx's tcp_nopush), instead of going out alone.
-        const int more = o.res.file && o.body_sent < body_len ? MSG_MORE : 0;
-        const ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL | more);
-        if (n < 0) {
-          if (errno == EINTR) {
-            continue;
-          }
-          if (errno == EAGAIN) {
-            break;
-          }
-          close_conn(loop, c);
-          return false;
-        }
+      bool progressed = false;
+      const Sent sent = send_some(c.fd, o, progressed);
+      if (progressed) {
         c.last_activity = Clock::now();
-        size_t left = static_cast<size_t>(n);
-        const size_t h = std::min(left, o.head.size() - o.head_sent);
-        o.head_sent += h;
-        left -= h;
-        o.body_sent += left;
-        continue;
       }
-      if (o.res.file && o.body_sent < body_len) {
-        off_t off = static_cast<off_t>(o.res.offset + o.body_sent);
-        const ssize_t n = ::sendfile(c.fd, o.res.file->fd, &off, std::min<size_t>(body_len - o.body_sent, 1 << 20));
-        if (n < 0) {
-          if (errno == EINTR) {
-            continue;
-          }
-          if (errno == EAGAIN) {
-            break;
-          }
-          close_conn(loop, c);
-          return false;
-        }
-        if (n == 0) {
-          close_conn(loop, c); // the file shrank under us: the response cannot be completed
-          return false;
-        }
-        c.last_activity = Clock::now();
-        o.body_sent += static_cast<size_t>(n);
-        continue;
+      if (sent == Sent::blocked) {
+        break;
+      }
+      if (sent == Sent::failed) {
+        close_conn(loop, c);
+        return false;
       }
       const bool close_after = o.close_after;
-      note_slow(o, c);
+      note_slow(o, c.peer);
       c.out.pop_front();
       if (close_after) {
         close_conn(loop, c);
@@ -627,35 +471,6 @@ struct Server::Impl {
       }
     }
     return true;
-  }
-
-  // A response whose last byte went out more than 5 s after its request
-  // was read is logged (at most one line a second, with how many more):
-  // the time a client waits, where it went, to tell a slow handler or a
-  // long queue for the workers from a slow reader.
-  void note_slow(const Outgoing& o, const Connection& c) {
-    const auto now = Clock::now();
-    const auto took = now - o.parsed_at;
-    if (took < std::chrono::seconds(5)) {
-      return;
-    }
-    static std::mutex m;
-    static Clock::time_point last_line;
-    static uint64_t unlogged = 0;
-    std::lock_guard lock(m);
-    if (now - last_line < std::chrono::seconds(1)) {
-      ++unlogged;
-      return;
-    }
-    last_line = now;
-    const double secs = std::chrono::duration<double>(took).count();
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f", secs);
-    log::warn("", "slow response: " + o.what + " (" + std::to_string(o.res.status) + ", " +
-                      std::to_string(o.head.size() + o.body_len()) + " B) to " + c.peer + " took " + buf +
-                      " s from request to last byte" +
-                      (unlogged ? " (and " + std::to_string(unlogged) + " more since the last line)" : ""));
-    unlogged = 0;
   }
 
   void drain_completions(Loop& loop) {
@@ -840,108 +655,6 @@ void Server::stop() {
   m.workers.clear();
   ::close(m.listen_fd);
   m.listen_fd = -1;
-}
-
-int parse_request(std::string_view data, size_t max_header_bytes, size_t max_body_bytes, Request& req, size_t& consumed) {
-  size_t start = 0;
-  while (start + 1 < data.size() && data[start] == '\r' && data[start + 1] == '\n') {
-    start += 2; // RFC 9112 2.2: ignore empty lines before a request
-  }
-  const size_t end = data.find("\r\n\r\n", start);
-  if (end == std::string_view::npos) {
-    return data.size() > max_header_bytes ? 431 : -1;
-  }
-  if (end - start > max_header_bytes) {
-    return 431;
-  }
-  std::string_view head = data.substr(start, end - start);
-  const size_t line_end = head.find("\r\n");
-  const std::string_view line = head.substr(0, line_end);
-  const size_t sp1 = line.find(' ');
-  const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
-    return 400;
-  }
-  const std::string_view method = line.substr(0, sp1);
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  const std::string_view version = line.substr(sp2 + 1);
-  if (method.empty() || !std::all_of(method.begin(), method.end(), is_token_char) || target.empty()) {
-    return 400;
-  }
-  if (version == "HTTP/1.1") {
-    req.minor_version = 1;
-  } else if (version == "HTTP/1.0") {
-    req.minor_version = 0;
-  } else if (version.substr(0, 5) == "HTTP/") {
-    return 505;
-  } else {
-    return 400;
-  }
-  for (char ch : target) {
-    if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) {
-      return 400;
-    }
-  }
-  req.method.assign(method);
-  req.target.assign(target);
-  const size_t q = target.find('?');
-  req.path.assign(target.substr(0, q));
-  if (q != std::string_view::npos) {
-    req.query.assign(target.substr(q + 1));
-  }
-  std::optional<size_t> content_length;
-  std::string_view rest = line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 2);
-  while (!rest.empty()) {
-    const size_t e = rest.find("\r\n");
-    const std::string_view h = rest.substr(0, e);
-    rest = e == std::string_view::npos ? std::string_view() : rest.substr(e + 2);
-    if (h.empty() || h.front() == ' ' || h.front() == '\t') {
-      return 400; // obsolete line folding
-    }
-    const size_t colon = h.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      return 400;
-    }
-    const std::string_view name = h.substr(0, colon);
-    if (!std::all_of(name.begin(), name.end(), is_token_char)) {
-      return 400;
-    }
-    std::string lname(name);
-    for (char& ch : lname) {
-      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    }
-    const std::string_view value = trim(h.substr(colon + 1));
-    if (!is_safe_header_value(value)) {
-      return 400; // a bare CR or LF, or a NUL (RFC 9110 5.5)
-    }
-    if (lname == "content-length") {
-      size_t n = 0;
-      if (!parse_size(value, n) || (content_length && *content_length != n)) {
-        return 400;
-      }
-      content_length = n;
-    } else if (lname == "transfer-encoding") {
-      return 501; // request bodies come with Content-Length here
-    }
-    req.headers.emplace_back(std::move(lname), std::string(value));
-  }
-  if (req.minor_version == 1 && !req.header("host")) {
-    return 400; // RFC 9112 3.2
-  }
-  const size_t body_start = end + 4;
-  const size_t body_len = content_length.value_or(0);
-  if (body_len > max_body_bytes) {
-    return 413;
-  }
-  if (body_len > 0 && req.method != "POST" && req.method != "PUT" && req.method != "PATCH") {
-    return 413; // no route here reads the body of a GET, HEAD, DELETE...: none is buffered
-  }
-  if (data.size() - body_start < body_len) {
-    return -1;
-  }
-  req.body.assign(data.substr(body_start, body_len));
-  consumed = body_start + body_len;
-  return 0;
 }
 
 } // namespace tributary::http
