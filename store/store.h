@@ -163,6 +163,11 @@ struct Batch {
   // still to receive: uploaded by the committer before the database names
   // them, while the next batch is fetched.
   std::vector<std::string> new_blobs;
+  // The engine found none of `upserts` in the store (a first baseline): a
+  // store may then write them without asking about each (PgStore: COPY
+  // straight into the table). A hint only: the store must still be right
+  // when one exists after all.
+  bool upserts_new = false;
 };
 
 // One source taken for one run (see Store::try_lock_source); released when

@@ -140,6 +140,7 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
     return tl::unexpected(held.error());
   }
   std::vector<const rs::Entry*> to_fetch;
+  bool all_new = true; // no upsert below is held already
   for (const auto* e : entries) {
     auto it = held->find(e->loc);
     if (it != held->end() && same_content(it->second, *e)) {
@@ -169,6 +170,7 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
     ResourceRecord rec = record_for(e, results[i]->blob, results[i]->served_from, results[i]->type);
     batch.counters.bytes += results[i]->blob.length;
     auto it = held->find(e.loc);
+    all_new = all_new && it == held->end();
     const bool had = it != held->end() && it->second.state == ResourceState::live;
     if (had && it->second.blob_sha256 == rec.blob_sha256) {
       ++batch.counters.unchanged; // same bytes: refresh metadata, log nothing
@@ -183,6 +185,7 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
     batch.changes.push_back(ChangeRecord{had ? rs::Change::updated : rs::Change::created, e.change_time(), rec});
     batch.upserts.push_back(std::move(rec));
   }
+  batch.upserts_new = all_new;
   return ctx.commit(batch);
 }
 

@@ -4,6 +4,9 @@
 
 #include "common/log.h"
 
+#include <string_view>
+#include <unordered_set>
+
 namespace tributary::store {
 
 PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -132,19 +135,77 @@ Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<voi
   });
 }
 
+namespace {
+
+// Writes a batch's upserts, none of which the feed holds (Batch::upserts_new:
+// a first baseline), straight into resource with one COPY: no staging
+// table, no conflict check, each row's seen mark written with it. Under a
+// savepoint: false, and nothing written, when a row exists after all (a
+// writer the engine did not see), and the batch then goes the ordinary way.
+// Half the database's time for a first baseline's batch went to staging
+// and INSERT ... ON CONFLICT (bench/RESULTS.md, session 25).
+bool copy_new_resources(pqxx::work& tx, const Batch& b, bool mark_seen) {
+  std::unordered_set<std::string_view> upserted;
+  for (const auto& r : b.upserts) {
+    upserted.insert(r.uri);
+  }
+  std::unordered_set<std::string_view> seen;
+  if (mark_seen) {
+    for (const auto& u : b.seen) {
+      if (!upserted.count(u)) {
+        return false; // listed and not written here: its mark needs the ordinary way
+      }
+      seen.insert(u);
+    }
+  }
+  try {
+    pqxx::subtransaction sub(tx, "copy_new_resources");
+    {
+      pqxx::stream_to s(sub, "resource",
+                        std::vector<std::string>{"feed_id", "uri", "state", "lastmod", "change_datetime", "length",
+                                                 "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256",
+                                                 "fetched_at", "fetched_from", "last_seen_run"});
+      const auto feed = static_cast<long long>(b.feed_id);
+      for (const auto& r : b.upserts) {
+        const std::optional<long long> run =
+            seen.count(r.uri) ? std::optional<long long>(static_cast<long long>(b.run_id)) : std::nullopt;
+        s << std::tuple_cat(std::make_tuple(feed), resource_row(r), std::make_tuple(run));
+      }
+      s.complete();
+    }
+    sub.commit();
+    return true;
+  } catch (const pqxx::unique_violation&) {
+    return false;
+  }
+}
+
+Result<void> finish_apply(pqxx::work& tx, const Batch& b);
+
+} // namespace
+
 Result<void> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("apply batch", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
     // The feed must exist until this commits: one row lock a batch where a
     // foreign key checked every row written (schema 0023).
-    if (tx.exec_params("SELECT 1 FROM feed WHERE id = $1 FOR KEY SHARE", b.feed_id).empty()) {
+    auto feed = tx.exec_params("SELECT EXISTS (SELECT 1 FROM retry WHERE feed_id = $1) FROM feed WHERE id = $1 "
+                               "FOR KEY SHARE",
+                               b.feed_id);
+    if (feed.empty()) {
       return make_error(ErrorKind::conflict, "feed " + std::to_string(b.feed_id) + " no longer exists");
+    }
+    const bool feed_has_retries = feed[0][0].as<bool>();
+    const bool mark_seen = !b.seen.empty() && b.run_id != 0;
+    if (b.upserts_new && !b.upserts.empty() && b.retries.empty() && !feed_has_retries &&
+        copy_new_resources(tx, b, mark_seen)) {
+      // Written with their seen marks; no retry to clear or mark.
+      return finish_apply(tx, b);
     }
     ensure_stage_tables(tx);
     // Seen marks first: rows upserted below take theirs in the same write
     // (one write per row instead of an insert and then an update).
-    const bool mark_seen = !b.seen.empty() && b.run_id != 0;
     if (mark_seen) {
       pqxx::stream_to s(tx, "stage_seen", std::vector<std::string>{"uri"});
       for (const auto& u : b.seen) {
@@ -217,38 +278,48 @@ Result<void> PgStore::apply(const Batch& b) {
                      "WHERE r.feed_id = $1 AND r.uri = s.uri AND r.last_seen_run IS DISTINCT FROM $2",
                      b.feed_id, b.run_id);
     }
-    if (b.watermark) {
-      upsert_watermark(tx, b.feed_id, *b.watermark);
-    }
-    if (b.run_id != 0) {
-      const RunCounters& c = b.counters;
-      tx.exec_params("UPDATE sync_run SET created = created + $2, updated = updated + $3, deleted = deleted + $4, "
-                     "unchanged = unchanged + $5, failed = failed + $6, bytes = bytes + $7 WHERE id = $1",
-                     b.run_id, static_cast<long long>(c.created), static_cast<long long>(c.updated),
-                     static_cast<long long>(c.deleted), static_cast<long long>(c.unchanged),
-                     static_cast<long long>(c.failed), static_cast<long long>(c.bytes));
-    }
-    if (!b.changes.empty()) {
-      // Last, under the change-log lock held to commit: see lock_change_log().
-      lock_change_log(tx);
-      pqxx::stream_to s(tx, "change_log",
-                        std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
-                                                 "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
-      for (const auto& c : b.changes) {
-        const ResourceRecord& r = c.resource;
-        s << std::make_tuple(
-            static_cast<long long>(b.feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
-            ts(r.lastmod),
-            r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
-            hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
-            hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
-      }
-      s.complete();
-    }
-    tx.commit();
-    return {};
+    return finish_apply(tx, b);
   });
 }
+
+namespace {
+
+// The rest of a batch, after its resources, retries and seen marks:
+// watermark, the run's counters, the change log; then commits.
+Result<void> finish_apply(pqxx::work& tx, const Batch& b) {
+  if (b.watermark) {
+    upsert_watermark(tx, b.feed_id, *b.watermark);
+  }
+  if (b.run_id != 0) {
+    const RunCounters& c = b.counters;
+    tx.exec_params("UPDATE sync_run SET created = created + $2, updated = updated + $3, deleted = deleted + $4, "
+                   "unchanged = unchanged + $5, failed = failed + $6, bytes = bytes + $7 WHERE id = $1",
+                   b.run_id, static_cast<long long>(c.created), static_cast<long long>(c.updated),
+                   static_cast<long long>(c.deleted), static_cast<long long>(c.unchanged),
+                   static_cast<long long>(c.failed), static_cast<long long>(c.bytes));
+  }
+  if (!b.changes.empty()) {
+    // Last, under the change-log lock held to commit: see lock_change_log().
+    lock_change_log(tx);
+    pqxx::stream_to s(tx, "change_log",
+                      std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
+                                               "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
+    for (const auto& c : b.changes) {
+      const ResourceRecord& r = c.resource;
+      s << std::make_tuple(
+          static_cast<long long>(b.feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
+          ts(r.lastmod),
+          r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
+          hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
+          hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
+    }
+    s.complete();
+  }
+  tx.commit();
+  return {};
+}
+
+} // namespace
 
 Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
                                                double max_share) {

@@ -250,6 +250,112 @@ TEST_CASE("PgStore: a batch commits resources, change log, watermark and counter
   }
 }
 
+TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks; where the hint is wrong, a retry is "
+          "pending or a listed URI is not written, the ordinary way") {
+  test::TempDatabase db;
+  REQUIRE(migrate(db.conninfo()));
+  auto store = PgStore::open(db.conninfo());
+  REQUIRE(store);
+  PgStore& s = **store;
+  auto source = s.ensure_source("example", "http://example.org/");
+  REQUIRE(source);
+  auto feed = s.ensure_feed(*source, "http://example.org/caps.xml");
+  REQUIRE(feed);
+  pqxx::connection c(db.conninfo());
+  auto seen_run = [&](const std::string& uri) {
+    pqxx::read_transaction tx(c);
+    auto r = tx.exec_params1("SELECT coalesce(last_seen_run, 0) FROM resource WHERE feed_id = $1 AND uri = $2", *feed,
+                             uri);
+    return r[0].as<int64_t>();
+  };
+  auto scalar = [&](const std::string& sql) {
+    pqxx::read_transaction tx(c);
+    return tx.exec1(sql)[0].as<int64_t>();
+  };
+  const std::string a = "http://example.org/a", b = "http://example.org/b\t'\"", cu = "http://example.org/c";
+
+  auto run1 = s.begin_run(*source, RunMode::baseline);
+  REQUIRE(run1);
+  Batch first;
+  first.feed_id = *feed;
+  first.run_id = *run1;
+  first.upserts = {resource(a, 1), resource(b, 2)};
+  first.changes = {ChangeRecord{rs::Change::created, std::nullopt, first.upserts[0]},
+                   ChangeRecord{rs::Change::created, std::nullopt, first.upserts[1]}};
+  first.seen = {a, b};
+  first.counters.created = 2;
+  first.upserts_new = true;
+  REQUIRE(s.apply(first));
+  auto got = s.resources(*feed, {a, b});
+  REQUIRE(got);
+  REQUIRE(got->size() == 2);
+  CHECK(got->at(a) == first.upserts[0]);
+  CHECK(got->at(b) == first.upserts[1]);
+  CHECK(seen_run(a) == *run1);
+  CHECK(seen_run(b) == *run1);
+  CHECK(scalar("SELECT live FROM feed_stats") == 2);
+  CHECK(scalar("SELECT count(*) FROM change_log") == 2);
+  CHECK(s.run(*run1)->counters.created == 2);
+
+  // The hint is wrong (another writer stored a): nothing fails, a is updated.
+  auto run2 = s.begin_run(*source, RunMode::baseline);
+  REQUIRE(run2);
+  Batch wrong;
+  wrong.feed_id = *feed;
+  wrong.run_id = *run2;
+  wrong.upserts = {resource(cu, 3), resource(a, 7)};
+  wrong.upserts[1].length = 7777;
+  wrong.changes = {ChangeRecord{rs::Change::created, std::nullopt, wrong.upserts[0]},
+                   ChangeRecord{rs::Change::updated, std::nullopt, wrong.upserts[1]}};
+  wrong.seen = {cu, a};
+  wrong.upserts_new = true;
+  REQUIRE(s.apply(wrong));
+  CHECK(s.resources(*feed, {a})->at(a).length == 7777u);
+  CHECK(s.resources(*feed, {cu})->at(cu) == wrong.upserts[0]);
+  CHECK(seen_run(a) == *run2);
+  CHECK(seen_run(cu) == *run2);
+  CHECK(seen_run(b) == *run1);
+  CHECK(scalar("SELECT live FROM feed_stats") == 3);
+  CHECK(scalar("SELECT count(*) FROM change_log") == 4);
+
+  // A retry is pending for d: storing d clears it.
+  const std::string d = "http://example.org/d";
+  Batch failed;
+  failed.feed_id = *feed;
+  failed.run_id = *run2;
+  rs::Entry entry;
+  entry.loc = d;
+  failed.retries = {RetryRecord{d, entry, std::nullopt, std::nullopt, "503", 1, t("2026-11-21T00:00:00Z")}};
+  failed.seen = {d};
+  REQUIRE(s.apply(failed));
+  CHECK(scalar("SELECT count(*) FROM retry") == 1);
+  Batch stored;
+  stored.feed_id = *feed;
+  stored.run_id = *run2;
+  stored.upserts = {resource(d, 4)};
+  stored.seen = {d};
+  stored.upserts_new = true;
+  REQUIRE(s.apply(stored));
+  CHECK(scalar("SELECT count(*) FROM retry") == 0);
+  CHECK(seen_run(d) == *run2);
+
+  // A listed URI this batch does not write (unchanged) still gets its mark.
+  auto run3 = s.begin_run(*source, RunMode::baseline);
+  REQUIRE(run3);
+  const std::string e = "http://example.org/e";
+  Batch mixed;
+  mixed.feed_id = *feed;
+  mixed.run_id = *run3;
+  mixed.upserts = {resource(e, 5)};
+  mixed.seen = {e, b};
+  mixed.upserts_new = true;
+  REQUIRE(s.apply(mixed));
+  CHECK(seen_run(e) == *run3);
+  CHECK(seen_run(b) == *run3);
+  CHECK(seen_run(a) == *run2);
+  CHECK(scalar("SELECT live FROM feed_stats") == 5);
+}
+
 TEST_CASE("PgStore: for_each_resource pages through large feeds in URI order") {
   test::TempDatabase db;
   REQUIRE(migrate(db.conninfo()));
