@@ -250,7 +250,7 @@ TEST_CASE("PgStore: a batch commits resources, change log, watermark and counter
   }
 }
 
-TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks; where the hint is wrong, a retry is "
+TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, and where the hint is wrong, a retry is "
           "pending or a listed URI is not written, the ordinary way") {
   test::TempDatabase db;
   REQUIRE(migrate(db.conninfo()));
