@@ -5,6 +5,18 @@
 # and py-resync's `resync-sync --baseline`, RUNS each (default 5); prints
 # every run, then medians with minimum and maximum, and the ratio.
 #   PY_RESYNC=<checkout of resync/resync> bench/vs_pyresync.sh ROOT PG_CONNINFO
+#
+# py-resync writes a file per resource, Tributary a few pack files. Where
+# the disk is ext4 without a journal (this project's test hosts' /tmp),
+# creating files within seconds of deleting thousands makes ext4 skip the
+# recently freed inodes one by one (recently_deleted(), 70% of py-resync's
+# time in `perf`): deleting one run's 10,000 files before the next ran the
+# reference client at 1,100-1,300/s instead of the 2,800/s it reaches on
+# a journaled ext4, and overstated every ratio. So its destination is
+# tmpfs (BENCH_PY_DEST, default /dev/shm where writable): files cost it
+# no disk at all, a little more than a journaled ext4 gives it, and each
+# run writes a new directory, removed only at the end. Tributary's
+# data_dir stays on disk under TMPDIR, with its fsyncs, as a user runs it.
 set -euo pipefail
 root=$1
 pg=$2
@@ -14,15 +26,21 @@ n=${BENCH_NGINX_RESOURCES:-10000}
 runs=${RUNS:-5}
 port=18703
 work=$(mktemp -d /tmp/tributary-bench-vs.XXXXXX)
+dest_root=${BENCH_PY_DEST:-}
+if [ -z "$dest_root" ]; then
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then dest_root=/dev/shm; else dest_root=$work; fi
+fi
+py_dest=$(mktemp -d "$dest_root/tributary-bench-vs-py.XXXXXX")
 source "$root/bench/nginx.sh"
-trap 'nginx_stop "$work"; rm -rf "$work"' EXIT
+trap 'nginx_stop "$work"; rm -rf "$work" "$py_dest"' EXIT
+echo "py-resync writes into $py_dest ($(stat -f -c %T "$py_dest")); tributary's data_dir is under $work ($(stat -f -c %T "$work"))"
 python3 "$root/bench/static_source.py" "$work/www" "http://127.0.0.1:$port" "$n" 1024
 nginx_start "$work" "server { listen 127.0.0.1:$port; root $work/www; }"
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 ours=() theirs=()
 for i in $(seq "$runs"); do
   psql "$pg" -qc "DROP DATABASE IF EXISTS bench_vs" -c "CREATE DATABASE bench_vs" >/dev/null 2>&1
-  rm -rf "$work/data" "$work/py"
+  rm -rf "$work/data"
   printf '{"database": "%s dbname=bench_vs", "data_dir": "%s/data",\n "sources": [{"name": "vs", "url": "http://127.0.0.1:%s/"}]}\n' \
     "$pg" "$work" "$port" >"$work/config.json"
   "$bin" migrate --config "$work/config.json" >/dev/null
@@ -31,12 +49,13 @@ for i in $(seq "$runs"); do
   t1=$(date +%s.%N)
   grep -q "created $n, .*failed 0" "$work/ours.log" || { echo "tributary run $i: not every resource held"; tail -3 "$work/ours.log"; exit 1; }
   ours+=("$(secs "$t0" "$t1")")
-  mkdir -p "$work/py"
+  py="$py_dest/run-$i"
+  mkdir -p "$py"
   t0=$(date +%s.%N)
-  (cd "$work/py" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --baseline --delay 0 \
-    --capabilitylist "http://127.0.0.1:$port/capabilitylist.xml" "http://127.0.0.1:$port/=$work/py/" >"$work/py.log" 2>&1)
+  (cd "$py" && /usr/bin/python3 "$PY_RESYNC/resync-sync" --baseline --delay 0 \
+    --capabilitylist "http://127.0.0.1:$port/capabilitylist.xml" "http://127.0.0.1:$port/=$py/" >"$work/py.log" 2>&1)
   t1=$(date +%s.%N)
-  held=$(find "$work/py" -type f | wc -l)
+  held=$(find "$py" -type f | wc -l)
   [ "$held" -ge "$n" ] || { echo "py-resync run $i: $held files"; tail -3 "$work/py.log"; exit 1; }
   theirs+=("$(secs "$t0" "$t1")")
   echo "run $i: tributary ${ours[-1]} s ($(awk -v n="$n" -v s="${ours[-1]}" 'BEGIN { printf "%.0f", n / s }')/s), py-resync ${theirs[-1]} s ($(awk -v n="$n" -v s="${theirs[-1]}" 'BEGIN { printf "%.0f", n / s }')/s): $(awk -v a="${ours[-1]}" -v b="${theirs[-1]}" 'BEGIN { printf "%.1f", b / a }')x"
