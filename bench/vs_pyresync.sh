@@ -9,7 +9,7 @@
 # py-resync writes a file per resource, Tributary a few pack files. Where
 # the disk is ext4 without a journal (this project's test hosts' /tmp),
 # creating files within seconds of deleting thousands makes ext4 skip the
-# recently freed inodes one by one (recently_deleted(), 70% of py-resync's
+# recently freed inodes one by one (recently_deleted() and its kin, 58% of py-resync's
 # time in `perf`): deleting one run's 10,000 files before the next ran the
 # reference client at 1,100-1,300/s instead of the 2,800/s it reaches on
 # a journaled ext4, and overstated every ratio. So its destination is
