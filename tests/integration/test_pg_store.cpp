@@ -38,6 +38,27 @@ ResourceRecord resource(const std::string& uri, int n) {
   return r;
 }
 
+// A migrated throwaway database, a store over it, and one source's feed.
+struct FeedStore {
+  test::TempDatabase db;
+  std::unique_ptr<PgStore> store;
+  int64_t source = 0;
+  int64_t feed = 0;
+
+  explicit FeedStore(const std::string& base) {
+    REQUIRE(migrate(db.conninfo()));
+    auto opened = PgStore::open(db.conninfo());
+    REQUIRE(opened);
+    store = std::move(*opened);
+    auto src = store->ensure_source("example", base);
+    REQUIRE(src);
+    source = *src;
+    auto f = store->ensure_feed(source, base + "caps.xml");
+    REQUIRE(f);
+    feed = *f;
+  }
+};
+
 } // namespace
 
 TEST_CASE("Migrations: the pinned version matches the embedded files") {
@@ -252,19 +273,12 @@ TEST_CASE("PgStore: a batch commits resources, change log, watermark and counter
 
 TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, and where the hint is wrong, a retry is "
           "pending or a listed URI is not written, the ordinary way") {
-  test::TempDatabase db;
-  REQUIRE(migrate(db.conninfo()));
-  auto store = PgStore::open(db.conninfo());
-  REQUIRE(store);
-  PgStore& s = **store;
-  auto source = s.ensure_source("example", "http://example.org/");
-  REQUIRE(source);
-  auto feed = s.ensure_feed(*source, "http://example.org/caps.xml");
-  REQUIRE(feed);
-  pqxx::connection c(db.conninfo());
+  FeedStore fs("http://example.org/");
+  PgStore& s = *fs.store;
+  pqxx::connection c(fs.db.conninfo());
   auto seen_run = [&](const std::string& uri) {
     pqxx::read_transaction tx(c);
-    auto r = tx.exec_params1("SELECT coalesce(last_seen_run, 0) FROM resource WHERE feed_id = $1 AND uri = $2", *feed,
+    auto r = tx.exec_params1("SELECT coalesce(last_seen_run, 0) FROM resource WHERE feed_id = $1 AND uri = $2", fs.feed,
                              uri);
     return r[0].as<int64_t>();
   };
@@ -274,10 +288,10 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   };
   const std::string a = "http://example.org/a", b = "http://example.org/b\t'\"", cu = "http://example.org/c";
 
-  auto run1 = s.begin_run(*source, RunMode::baseline);
+  auto run1 = s.begin_run(fs.source, RunMode::baseline);
   REQUIRE(run1);
   Batch first;
-  first.feed_id = *feed;
+  first.feed_id = fs.feed;
   first.run_id = *run1;
   first.upserts = {resource(a, 1), resource(b, 2)};
   first.changes = {ChangeRecord{rs::Change::created, std::nullopt, first.upserts[0]},
@@ -286,7 +300,7 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   first.counters.created = 2;
   first.upserts_new = true;
   REQUIRE(s.apply(first));
-  auto got = s.resources(*feed, {a, b});
+  auto got = s.resources(fs.feed, {a, b});
   REQUIRE(got);
   REQUIRE(got->size() == 2);
   CHECK(got->at(a) == first.upserts[0]);
@@ -298,10 +312,10 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   CHECK(s.run(*run1)->counters.created == 2);
 
   // The hint is wrong (another writer stored a): nothing fails, a is updated.
-  auto run2 = s.begin_run(*source, RunMode::baseline);
+  auto run2 = s.begin_run(fs.source, RunMode::baseline);
   REQUIRE(run2);
   Batch wrong;
-  wrong.feed_id = *feed;
+  wrong.feed_id = fs.feed;
   wrong.run_id = *run2;
   wrong.upserts = {resource(cu, 3), resource(a, 7)};
   wrong.upserts[1].length = 7777;
@@ -310,8 +324,8 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   wrong.seen = {cu, a};
   wrong.upserts_new = true;
   REQUIRE(s.apply(wrong));
-  CHECK(s.resources(*feed, {a})->at(a).length == 7777u);
-  CHECK(s.resources(*feed, {cu})->at(cu) == wrong.upserts[0]);
+  CHECK(s.resources(fs.feed, {a})->at(a).length == 7777u);
+  CHECK(s.resources(fs.feed, {cu})->at(cu) == wrong.upserts[0]);
   CHECK(seen_run(a) == *run2);
   CHECK(seen_run(cu) == *run2);
   CHECK(seen_run(b) == *run1);
@@ -321,7 +335,7 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   // A retry is pending for d: storing d clears it.
   const std::string d = "http://example.org/d";
   Batch failed;
-  failed.feed_id = *feed;
+  failed.feed_id = fs.feed;
   failed.run_id = *run2;
   rs::Entry entry;
   entry.loc = d;
@@ -330,7 +344,7 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   REQUIRE(s.apply(failed));
   CHECK(scalar("SELECT count(*) FROM retry") == 1);
   Batch stored;
-  stored.feed_id = *feed;
+  stored.feed_id = fs.feed;
   stored.run_id = *run2;
   stored.upserts = {resource(d, 4)};
   stored.seen = {d};
@@ -340,11 +354,11 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   CHECK(seen_run(d) == *run2);
 
   // A listed URI this batch does not write (unchanged) still gets its mark.
-  auto run3 = s.begin_run(*source, RunMode::baseline);
+  auto run3 = s.begin_run(fs.source, RunMode::baseline);
   REQUIRE(run3);
   const std::string e = "http://example.org/e";
   Batch mixed;
-  mixed.feed_id = *feed;
+  mixed.feed_id = fs.feed;
   mixed.run_id = *run3;
   mixed.upserts = {resource(e, 5)};
   mixed.seen = {e, b};
@@ -357,24 +371,19 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
 }
 
 TEST_CASE("PgStore: for_each_resource pages through large feeds in URI order") {
-  test::TempDatabase db;
-  REQUIRE(migrate(db.conninfo()));
-  auto store = PgStore::open(db.conninfo());
-  REQUIRE(store);
-  auto source = (*store)->ensure_source("big", "http://big.example.org/");
-  auto feed = (*store)->ensure_feed(*source, "http://big.example.org/caps.xml");
+  FeedStore fs("http://big.example.org/");
   Batch b;
-  b.feed_id = *feed;
+  b.feed_id = fs.feed;
   for (int i = 0; i < 25000; ++i) {
     ResourceRecord r;
     r.uri = "http://big.example.org/r" + std::to_string(i);
     b.upserts.push_back(std::move(r));
   }
-  REQUIRE((*store)->apply(b));
+  REQUIRE(fs.store->apply(b));
   size_t n = 0;
   std::string prev;
   bool ordered = true;
-  REQUIRE((*store)->for_each_resource(*feed, [&](const ResourceRecord& r) {
+  REQUIRE(fs.store->for_each_resource(fs.feed, [&](const ResourceRecord& r) {
     ordered = ordered && (n == 0 || prev < r.uri);
     prev = r.uri;
     ++n;
