@@ -247,7 +247,10 @@ bool RunContext::is_source_host(const std::string& url) const { return m_endpoin
 
 void RunContext::watch_rejections(ChunkHandler& h, const std::string& doc_url) {
   h.set_on_rejected([this, doc_url](const rs::Entry& e, uint64_t line, const std::string& reason) {
-    ++report.counters.failed; // the run is partial
+    {
+      std::lock_guard lock(m_counters_mutex); // the committer adds a batch's counters meanwhile
+      ++report.counters.failed;              // the run is partial
+    }
     error(e.loc.empty() ? doc_url : e.loc,
           "entry rejected (" + doc_url + " line " + std::to_string(line) + "): " + reason);
     if (!e.loc.empty()) {

@@ -562,6 +562,36 @@ TEST_CASE("Sync: a Resource List naming a URI twice is applied once (the last en
   CHECK(env.live() == expected_live(site));
 }
 
+TEST_CASE("Sync: a URI listed again in later batches (the one before, while it commits, and further back) is "
+          "fetched and logged once") {
+  Upstream up;
+  Site site(up);
+  for (const char* n : {"x", "r1", "r2", "r3", "r4", "r5"}) {
+    site.put(std::string("/res/") + n, std::string("content of ") + n);
+  }
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  // Batches of two: {x, r1} {x, r2} {r3, x} {r4, r5} {x}: x in the batch
+  // before, two before, and further back.
+  for (const char* n : {"x", "r1", "x", "r2", "r3", "x", "r4", "r5", "x"}) {
+    rl.entries.push_back(resource_entry(up.url(std::string("/res/") + n), std::string("content of ") + n));
+  }
+  up.set_document("/rl.xml", rl);
+  SyncEnv env;
+  sync::RunOptions o;
+  o.mode = RunMode::baseline;
+  o.batch_size = 2;
+  auto r = env.engine->run(SyncEnv::source(up.url("/")), o);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(r.counters.created == 6);
+  CHECK(r.counters.unchanged == 3);
+  CHECK(up.requests("/res/x") == 1);
+  CHECK(env.live() == expected_live(site));
+  const auto log = env.log();
+  CHECK(std::count(log.begin(), log.end(), "created " + up.url("/res/x")) == 1);
+  CHECK(log.size() == 6);
+}
+
 TEST_CASE("Sync: a configured file:// source is read from disk") {
   SyncEnv env;
   const auto dir = env.data / "local-source";
