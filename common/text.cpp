@@ -30,10 +30,6 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
-} // namespace tributary
-
-namespace tributary {
-
 std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);

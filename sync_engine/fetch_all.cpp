@@ -78,7 +78,7 @@ PipelinedOrigin* RunContext::pipeline_for(const rs::Entry& e, std::string& targe
     return nullptr;
   }
   std::string why;
-  if (!host_allowed(e.loc, e, why)) {
+  if (!host_allowed(*u, e.loc, e, why)) {
     return nullptr;
   }
   target = std::move(u->target);

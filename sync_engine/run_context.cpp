@@ -226,20 +226,24 @@ bool RunContext::host_allowed(const std::string& url, const rs::Entry& e, std::s
     why = "not a URL";
     return false;
   }
+  return host_allowed(*u, url, e, why);
+}
+
+bool RunContext::host_allowed(const Url& u, const std::string& url, const rs::Entry& e, std::string& why) const {
   const HostRules& rules = m_endpoint->host_rules();
-  if (!rules.scheme_allowed(*u, why)) {
+  if (!rules.scheme_allowed(u, why)) {
     return false;
   }
-  if (u->scheme == "file" || m_endpoint->is_own_host(url) || rules.allowed.count(u->host) > 0) {
+  if (u.scheme == "file" || m_endpoint->is_own_host(url) || rules.allowed.count(u.host) > 0) {
     return true;
   }
   // Hosts the source's own document names as mirrors of this resource.
   for (const auto& l : e.links) {
-    if (l.rel == "duplicate" && origin_of(l.href) == u->origin()) {
+    if (l.rel == "duplicate" && origin_of(l.href) == u.origin()) {
       return true;
     }
   }
-  why = "host " + u->host + " is not the source's and not in allow_hosts";
+  why = "host " + u.host + " is not the source's and not in allow_hosts";
   return false;
 }
 

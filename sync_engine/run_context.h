@@ -226,6 +226,8 @@ public:
 private:
   std::vector<std::string> m_rejected_uris;
   bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
+  // The same for `url` parsed already as `u`.
+  bool host_allowed(const Url& u, const std::string& url, const rs::Entry& e, std::string& why) const;
   // The pipelined path for `e`'s content (and its request target), or null
   // when it goes the ordinary way (fetch_all.cpp).
   PipelinedOrigin* pipeline_for(const rs::Entry& e, std::string& target);

@@ -3,9 +3,9 @@
 // Untrusted input (fuzzed: tests/fuzz).
 #include "common/http/server.h"
 #include "common/http/text.h"
+#include "common/text.h"
 
 #include <algorithm>
-#include <cctype>
 
 namespace tributary::http {
 
@@ -78,10 +78,7 @@ int parse_request(std::string_view data, size_t max_header_bytes, size_t max_bod
     if (!std::all_of(name.begin(), name.end(), is_token_char)) {
       return 400;
     }
-    std::string lname(name);
-    for (char& ch : lname) {
-      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    }
+    std::string lname = to_lower(name);
     const std::string_view value = trim(h.substr(colon + 1));
     if (!is_safe_header_value(value)) {
       return 400; // a bare CR or LF, or a NUL (RFC 9110 5.5)
