@@ -9,6 +9,7 @@
 // requests), or some and then a close.
 #include <doctest/doctest.h>
 
+#include "loopback_listener.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -36,16 +37,7 @@ public:
   using Answer = std::function<bool(const std::vector<PipelinedRequest>& requests, std::string& out)>;
 
   explicit PipeliningServer(Answer answer) : m_answer(std::move(answer)) {
-    m_listen = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(m_listen >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    REQUIRE(::bind(m_listen, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(m_listen, 64) == 0);
-    socklen_t len = sizeof a;
-    getsockname(m_listen, reinterpret_cast<sockaddr*>(&a), &len);
-    m_port = ntohs(a.sin_port);
+    m_listen = listen_loopback("127.0.0.1", 64, m_port);
     m_thread = std::thread([this] { accept_loop(); });
   }
   ~PipeliningServer() {

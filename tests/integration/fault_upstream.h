@@ -7,6 +7,7 @@
 // One request per connection (each answer ends by closing it).
 #include <doctest/doctest.h>
 
+#include "../common/loopback_listener.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -29,18 +30,7 @@ public:
   using Script = std::function<void(int fd, const std::string& request)>;
 
   explicit FaultUpstream(const std::string& host = "127.0.0.1") : m_host(host) {
-    m_listen = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    REQUIRE(m_listen >= 0);
-    int yes = 1;
-    setsockopt(m_listen, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    REQUIRE(::bind(m_listen, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(m_listen, 256) == 0);
-    socklen_t len = sizeof a;
-    getsockname(m_listen, reinterpret_cast<sockaddr*>(&a), &len);
-    m_port = ntohs(a.sin_port);
+    m_listen = listen_loopback(host, 256, m_port);
     m_accept = std::thread([this] { accept_loop(); });
   }
 

@@ -48,17 +48,6 @@ std::string base64(const std::string& hex, bool url) {
   return out;
 }
 
-// A Capability List offering a Resource List and nothing else, as most
-// ResourceSync Sources in the field do.
-void publish_list_only_caps(Upstream& up) {
-  rs::Document sd = make_doc("description");
-  sd.entries.push_back(cap_entry(up.url("/caps.xml"), "capabilitylist"));
-  up.set_document("/.well-known/resourcesync", sd);
-  rs::Document caps = make_doc("capabilitylist");
-  caps.entries.push_back(cap_entry(up.url("/rl.xml"), "resourcelist"));
-  up.set_document("/caps.xml", caps);
-}
-
 // The Resource List of `content` as a hand-written document, so that each
 // entry can carry what real writers put there.
 std::string resource_list_xml(const std::string& at, const std::vector<std::string>& urls) {

@@ -73,12 +73,7 @@ private:
 
 TEST_CASE("Pipelining: a baseline of 300 resources from a server that pipelines stores each once, and what is not a clean answer goes the ordinary way") {
   PipeliningUpstream up;
-  rs::Document sd = make_doc("description");
-  sd.entries.push_back(cap_entry(up.url("/caps.xml"), "capabilitylist"));
-  up.set_document("/.well-known/resourcesync", sd);
-  rs::Document caps = make_doc("capabilitylist");
-  caps.entries.push_back(cap_entry(up.url("/rl.xml"), "resourcelist"));
-  up.set_document("/caps.xml", caps);
+  publish_list_only_caps(up);
   rs::Document rl = make_doc("resourcelist");
   rl.header.md->at = ts("2026-01-01T00:00:00Z");
   std::map<std::string, std::string> expected;

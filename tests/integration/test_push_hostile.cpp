@@ -20,6 +20,7 @@
 // test_push.cpp).
 #include "daemon_client.h"
 #include "http_get.h"
+#include "../common/loopback_listener.h"
 #include "push_fixture.h"
 #include "sync_fixture.h"
 #include "tests/support/hostile.h"
@@ -80,15 +81,7 @@ struct Silent {
   int fd = -1;
   int port = 0;
   explicit Silent(const std::string& host) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    ::inet_pton(AF_INET, host.c_str(), &a.sin_addr);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd, 1024) == 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
+    fd = listen_loopback(host, 1024, port);
   }
   ~Silent() { ::close(fd); }
 };
