@@ -110,6 +110,16 @@ std::vector<PipelinedGet> gets(size_t n) {
   return v;
 }
 
+// Runs `n` GETs on `origin` and checks that none came back answered: all
+// are handed back to the ordinary way.
+void run_handed_back(PipelinedOrigin& origin, size_t n) {
+  auto batch = gets(n);
+  origin.run(batch);
+  for (const auto& g : batch) {
+    CHECK_FALSE(g.answered);
+  }
+}
+
 PipelinedOrigin origin_for(const PipeServer& s, const std::shared_ptr<HostThrottle>& throttle,
                            std::chrono::milliseconds stall = 5000ms) {
   auto u = parse_url("http://127.0.0.1:" + std::to_string(s.port()) + "/");
@@ -228,11 +238,7 @@ TEST_CASE("pipelined GETs: an answer not understood hands the batch back and tur
   PipeServer server(Mode{.status_line = "HTTP/1.1 2000 Odd"});
   auto throttle = std::make_shared<HostThrottle>();
   auto origin = origin_for(server, throttle);
-  auto batch = gets(10);
-  origin.run(batch);
-  for (const auto& g : batch) {
-    CHECK_FALSE(g.answered);
-  }
+  run_handed_back(origin, 10);
   CHECK_FALSE(origin.usable());
   CHECK(origin.broken_reason().find("not understood") != std::string::npos);
   CHECK(throttle->snapshot()[0].in_flight == 0);
@@ -260,11 +266,7 @@ TEST_CASE("pipelined GETs: a connection refused leaves every request to the call
   REQUIRE(u);
   auto throttle = std::make_shared<HostThrottle>();
   PipelinedOrigin origin(*u, PipelineSettings{}, throttle);
-  auto batch = gets(5);
-  origin.run(batch);
-  for (const auto& g : batch) {
-    CHECK_FALSE(g.answered);
-  }
+  run_handed_back(origin, 5);
 }
 
 TEST_CASE("pipelined GETs: a server that closes after every answer is probed three times, then left to the ordinary way") {
@@ -287,11 +289,7 @@ TEST_CASE("pipelined GETs: a server slower than the stall is left to the ordinar
   PipeServer server(Mode{.delay_ms = 800});
   auto throttle = std::make_shared<HostThrottle>();
   auto origin = origin_for(server, throttle, 300ms);
-  auto batch = gets(5);
-  origin.run(batch);
-  for (const auto& g : batch) {
-    CHECK_FALSE(g.answered);
-  }
+  run_handed_back(origin, 5);
   CHECK_FALSE(origin.usable());
   CHECK(origin.broken_reason().find("for this run") != std::string::npos);
   CHECK(server.connections() == 1); // not one stall a request
