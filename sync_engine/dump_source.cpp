@@ -86,7 +86,7 @@ std::vector<Result<FetchedContent>> extract_entries(RunContext& ctx, const DumpP
     indices.push_back(index_of(e));
   }
   auto results = package.extract_many(wanted, indices, ctx.blobs);
-  ctx.publish_sealed(results);
+  ctx.stage_sealed(results);
   return results;
 }
 

@@ -92,7 +92,7 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
     results.emplace_back(make_error(ErrorKind::transient, "not fetched"));
   }
   // `concurrency` requests in flight, by as many workers: blobs are sealed
-  // here and published once for the slice (publish_sealed), so no worker
+  // here and published once for the slice (stage_sealed), so no worker
   // waits on a disk while holding no slot. Four times as many workers (as
   // when each blob was synced on its own) only queued for the slots: on 2
   // cores a default baseline from nginx ran at a median 5,682 resources/s
@@ -233,7 +233,7 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
   for (auto& t : threads) {
     t.join();
   }
-  RunContext::publish_sealed(results);
+  stage_sealed(results);
   return results;
 }
 
@@ -246,26 +246,11 @@ std::optional<Error> RunContext::disk_full(const std::vector<Result<FetchedConte
   return std::nullopt;
 }
 
-void RunContext::publish_sealed(std::vector<Result<FetchedContent>>& results) {
-  std::vector<store::BlobStore::Writer*> sealed;
-  std::vector<size_t> index;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (results[i] && results[i]->sealed) {
-      sealed.push_back(&*results[i]->sealed);
-      index.push_back(i);
-    }
-  }
-  std::vector<std::string> deferred;
-  auto published = blobs.publish(sealed, &deferred);
-  {
-    std::lock_guard lock(m_uploads_mutex);
-    m_pending_uploads.insert(m_pending_uploads.end(), deferred.begin(), deferred.end());
-  }
-  for (size_t k = 0; k < published.size(); ++k) {
-    Result<FetchedContent>& r = results[index[k]];
-    if (!published[k]) {
-      r = tl::unexpected(published[k].error());
-    } else {
+void RunContext::stage_sealed(std::vector<Result<FetchedContent>>& results) {
+  std::lock_guard lock(m_uploads_mutex);
+  for (auto& r : results) {
+    if (r && r->sealed) {
+      m_sealed.push_back(std::move(*r->sealed));
       r->sealed.reset();
     }
   }

@@ -86,11 +86,17 @@ public:
   // Waits for the batch in flight (returning its failure, if any, without
   // submitting), then hands this one over; `on_committed` runs after it
   // commits.
-  Result<void> submit(store::Batch batch, std::function<void(const store::Batch&)> on_committed);
+  // `sealed` are the blobs the batch names that are not yet durable: they
+  // are published (BlobStore::publish) before the batch is applied.
+  Result<void> submit(store::Batch batch, std::vector<store::BlobStore::Writer> sealed,
+                      std::function<void(const store::Batch&)> on_committed);
   // Waits for the batch in flight; its result (or the last one's).
   Result<void> wait();
 
 private:
+  // Makes `sealed` durable and names them; what a remote tier is still to
+  // receive is appended to `deferred`.
+  Result<void> publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred);
   std::unique_ptr<store::Store> m_session;
   store::BlobStore& m_blobs;
   std::future<Result<void>> m_future;
@@ -180,8 +186,10 @@ public:
   // then not applied at all, rather than each of its resources charged a
   // failure and a retry back-off for what is no fault of theirs.
   static std::optional<Error> disk_full(const std::vector<Result<FetchedContent>>& results);
-  // One file-system sync for the whole batch, then every blob is named.
-  void publish_sealed(std::vector<Result<FetchedContent>>& results);
+  // Takes the sealed blobs of `results` for the next commit(), whose
+  // committer makes them durable with one sync and names them before it
+  // applies the batch (off this thread: the syncs overlap the next fetch).
+  void stage_sealed(std::vector<Result<FetchedContent>>& results);
   // A stored blob the next commit() names without publishing it (a
   // deduplicated fetch): a remote tier receives it first.
   void will_name(const std::string& sha256);
@@ -245,6 +253,8 @@ private:
   // receive (Batch::new_blobs).
   std::mutex m_uploads_mutex;
   std::vector<std::string> m_pending_uploads;
+  // Sealed blobs for the next commit() to publish (stage_sealed).
+  std::vector<store::BlobStore::Writer> m_sealed;
   std::mutex m_pipelines_mutex;
   std::map<std::string, std::unique_ptr<PipelinedOrigin>> m_pipelines; // by origin
   std::set<std::string> m_pipeline_warned;

@@ -292,7 +292,7 @@ private:
         fc.type = "application/xml";
         out.emplace_back(std::move(fc));
       }
-      m_ctx.publish_sealed(out);
+      m_ctx.stage_sealed(out);
       return out;
     };
   }
