@@ -160,6 +160,12 @@ Result<Watermark> MemoryStore::watermark(int64_t feed_id) {
   return it == m_data->watermarks.end() ? Watermark{} : it->second;
 }
 
+Result<bool> MemoryStore::holds_any(int64_t feed_id) {
+  std::lock_guard lock(m_data->mutex);
+  auto it = m_data->resources.find(feed_id);
+  return it != m_data->resources.end() && !it->second.empty();
+}
+
 Result<std::unordered_map<std::string, ResourceRecord>> MemoryStore::resources(int64_t feed_id,
                                                                              const std::vector<std::string>& uris) {
   std::lock_guard lock(m_data->mutex);

@@ -211,6 +211,13 @@ public:
   // What we hold for these URIs of the feed (absent URIs are not in the map).
   virtual Result<std::unordered_map<std::string, ResourceRecord>>
   resources(int64_t feed_id, const std::vector<std::string>& uris) = 0;
+  // Whether the feed holds any resource, live or deleted (true when a store
+  // cannot tell cheaply). A run that finds its feed empty holds, from then
+  // on, only what it applied: it need not ask the store for the rest.
+  virtual Result<bool> holds_any(int64_t feed_id) {
+    (void)feed_id;
+    return true;
+  }
   // Calls `fn` for every resource of the feed (live and deleted), ordered by
   // URI (in the store's collation).
   virtual Result<void> for_each_resource(int64_t feed_id,

@@ -1,5 +1,7 @@
 #include "sync_engine/run_context.h"
 
+#include "sync_engine/read_ahead.h"
+
 #include <unordered_map>
 
 // A baseline: make what we hold of a feed equal to its Resource List (or
@@ -92,7 +94,10 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
     return static_cast<bool>(status);
   });
   ctx.watch_rejections(h, doc.url());
-  auto r = doc.read(h);
+  auto r = read_ahead(doc, h, ctx.opt.batch_size, [&] { return !status; });
+  if (!status) {
+    return status;
+  }
   if (!r) {
     return tl::unexpected(r.error());
   }

@@ -407,6 +407,14 @@ Result<void> RunContext::commit(store::Batch& batch) {
   for (const auto& r : batch.retries) {
     retry_overlay[r.uri] = r.change ? std::optional<store::RetryRecord>(r) : std::nullopt;
   }
+  if (auto fresh = m_fresh_feeds.find(batch.feed_id); fresh != m_fresh_feeds.end() && fresh->second) {
+    for (const auto& r : batch.upserts) {
+      fresh->second->insert(r.uri);
+    }
+    for (const auto& c : batch.changes) {
+      fresh->second->insert(c.resource.uri);
+    }
+  }
   std::vector<store::BlobStore::Writer> sealed;
   {
     std::lock_guard lock(m_uploads_mutex);
@@ -440,7 +448,28 @@ Result<Watermark> RunContext::settled_watermark(int64_t feed) {
 }
 
 Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int64_t feed, const std::vector<std::string>& uris) {
-  auto held = store.resources(feed, uris);
+  auto fresh = m_fresh_feeds.find(feed);
+  if (fresh == m_fresh_feeds.end()) {
+    auto any = store.holds_any(feed);
+    if (!any) {
+      return tl::unexpected(any.error());
+    }
+    fresh = m_fresh_feeds.emplace(feed, *any ? std::nullopt : std::optional<UriBloom>(UriBloom{})).first;
+  }
+  Result<std::unordered_map<std::string, ResourceRecord>> held;
+  if (fresh->second) {
+    std::vector<std::string> perhaps; // committed by this run, or a false positive
+    for (const auto& u : uris) {
+      if (fresh->second->maybe_contains(u)) {
+        perhaps.push_back(u);
+      }
+    }
+    if (!perhaps.empty()) {
+      held = store.resources(feed, perhaps);
+    }
+  } else {
+    held = store.resources(feed, uris);
+  }
   if (held && !m_overlay.empty()) {
     for (const auto& u : uris) {
       if (auto it = m_overlay.find(u); it != m_overlay.end()) {

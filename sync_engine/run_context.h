@@ -11,6 +11,7 @@
 #include "sync_engine/pipelined_http.h"
 #include "sync_engine/spool.h"
 #include "sync_engine/sync.h"
+#include "sync_engine/uri_bloom.h"
 
 #include <chrono>
 #include <functional>
@@ -246,6 +247,12 @@ private:
   std::shared_ptr<Fetcher> m_content_fetcher; // one try per location per round
   std::unique_ptr<Committer> m_committer;
   std::unordered_map<std::string, ResourceRecord> m_overlay;
+  // By feed, once held_for first asked: for a feed that then held nothing,
+  // the URIs this run has committed to it since (nullopt: it held some).
+  // The source's lease keeps every other writer out of its feeds, so the
+  // store holds none of the rest: a first baseline asked the store about
+  // each batch's 1,000 URIs for nothing, 1-6 ms a batch.
+  std::map<int64_t, std::optional<UriBloom>> m_fresh_feeds;
   // The batch in flight's retries: a change waiting, or none (cleared).
   std::unordered_map<std::string, std::optional<store::RetryRecord>> m_retry_overlay;
   std::mutex m_counters_mutex;

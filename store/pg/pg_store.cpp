@@ -110,6 +110,14 @@ Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64
   });
 }
 
+Result<bool> PgStore::holds_any(int64_t feed_id) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("read resources", [&]() -> Result<bool> {
+    pqxx::read_transaction tx(m_impl->conn);
+    return tx.exec_params1("SELECT EXISTS (SELECT 1 FROM resource WHERE feed_id = $1)", feed_id)[0].as<bool>();
+  });
+}
+
 Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<void(const ResourceRecord&)>& fn) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("list resources", [&]() -> Result<void> {
@@ -351,19 +359,24 @@ Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, 
                    "deletion_hold_since = NULL, deletion_hold_run = NULL, deletions_confirmed = false "
                    "WHERE id = $1",
                    feed_id);
-    ensure_stage_tables(tx);
-    auto r = tx.exec_params(
-        "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
-        "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "
-        "  RETURNING uri, lastmod, length, md5, sha1, sha256, type, encoding, links) "
-        "INSERT INTO stage_deleted SELECT * FROM d",
-        feed_id, run_id);
-    out.deleted = static_cast<uint64_t>(r.affected_rows());
+    if (out.unseen > 0) {
+      // (Counted under the feed's lock, which every writer of its resources
+      // holds: none appeared since. With none unseen, this second pass over
+      // the feed cost a clean baseline of 10,000 about 4 ms.)
+      ensure_stage_tables(tx);
+      auto r = tx.exec_params(
+          "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
+          "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "
+          "  RETURNING uri, lastmod, length, md5, sha1, sha256, type, encoding, links) "
+          "INSERT INTO stage_deleted SELECT * FROM d",
+          feed_id, run_id);
+      out.deleted = static_cast<uint64_t>(r.affected_rows());
+    }
     // The listing no longer names them: nothing left to retry.
     tx.exec_params("DELETE FROM retry WHERE feed_id = $1 AND last_seen_run IS DISTINCT FROM $2", feed_id, run_id);
-    tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id,
-                   static_cast<long long>(out.deleted));
     if (out.deleted > 0) {
+      tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id,
+                     static_cast<long long>(out.deleted));
       // Last, under the change-log lock held to commit: see lock_change_log().
       lock_change_log(tx);
       tx.exec_params(

@@ -34,6 +34,7 @@ public:
   Result<Watermark> watermark(int64_t feed_id) override;
   Result<std::unordered_map<std::string, ResourceRecord>>
   resources(int64_t feed_id, const std::vector<std::string>& uris) override;
+  Result<bool> holds_any(int64_t feed_id) override;
   Result<void> for_each_resource(int64_t feed_id,
                                  const std::function<void(const ResourceRecord&)>& fn) override;
   Result<void> apply(const Batch& batch) override;
