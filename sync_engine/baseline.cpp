@@ -86,6 +86,19 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
 namespace {
 
 Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocument& doc) {
+  if (doc.deferred()) {
+    // Its first batch is fetched while it is validated; nothing of it is
+    // committed before the verdict.
+    ctx.hold_commits_until([&ctx, &doc]() -> Result<void> {
+      auto r = ctx.check_spooled(doc, rs::Capability::resourcelist);
+      if (r) {
+        ctx.total += doc.summary().entries;
+      }
+      return r;
+    });
+  } else {
+    ctx.total += doc.summary().entries;
+  }
   Result<void> status;
   ChunkHandler h(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
     status = baseline_batch(ctx, feed, entries);
@@ -95,8 +108,14 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
   });
   ctx.watch_rejections(h, doc.url());
   auto r = read_ahead(doc, h, ctx.opt.batch_size, [&] { return !status; });
+  // The verdict, if no commit asked for it yet (every entry unchanged, or
+  // the reading stopped): never left behind for a later commit.
+  auto valid = ctx.pass_commit_gate();
   if (!status) {
     return status;
+  }
+  if (!valid) {
+    return valid;
   }
   if (!r) {
     return tl::unexpected(r.error());
@@ -119,7 +138,8 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
                             const std::optional<Watermark>& reached) {
   // A list may name a URI twice (the validator warns): the last one counts,
   // and a batch must not upsert one row twice.
-  std::unordered_map<std::string, size_t> last;
+  std::unordered_map<std::string_view, size_t> last;
+  last.reserve(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     last[all[i].loc] = i;
   }
@@ -136,13 +156,13 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   batch.feed_id = feed;
   batch.run_id = ctx.run_id;
   batch.watermark = reached;
-  batch.seen = uris;
-  for (auto& u : ctx.take_rejected_uris()) {
-    batch.seen.push_back(std::move(u)); // listed, with a bad value: kept as held
-  }
   auto held = ctx.held_for(feed, uris);
   if (!held) {
     return tl::unexpected(held.error());
+  }
+  batch.seen = std::move(uris);
+  for (auto& u : ctx.take_rejected_uris()) {
+    batch.seen.push_back(std::move(u)); // listed, with a bad value: kept as held
   }
   std::vector<const rs::Entry*> to_fetch;
   bool all_new = true; // no upsert below is held already
@@ -197,7 +217,7 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
 
 Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url) {
   ctx.validators.forget_prefix(ctx.src.name + " "); // the watermark moves: ask for everything again
-  auto doc = ctx.spool(rl_url, rs::Capability::resourcelist);
+  auto doc = ctx.spool(rl_url, rs::Capability::resourcelist, false, /*defer_validation=*/true);
   if (!doc) {
     return tl::unexpected(doc.error());
   }
@@ -209,10 +229,14 @@ Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string
 Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_ptr<SpooledDocument> top,
                                    bool remember) {
   auto* doc = &top; // as the Result it was
-  const auto at = (*doc)->header().md->at;
-  const auto completed = (*doc)->header().md->completed;
   std::vector<std::string> parts;
-  if ((*doc)->header().root == rs::RootElement::sitemapindex) {
+  const rs::DocumentHeader* early = (*doc)->early_header();
+  if ((early ? early->root : (*doc)->header().root) == rs::RootElement::sitemapindex) {
+    if ((*doc)->deferred()) {
+      if (auto v = ctx.check_spooled(**doc, rs::Capability::resourcelist); !v) {
+        return v; // an index is read whole here: validated first
+      }
+    }
     CollectingHandler h;
     if (auto r = (*doc)->read(h); !r) {
       return tl::unexpected(r.error());
@@ -223,17 +247,15 @@ Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_pt
   }
   ctx.progress_start = std::chrono::steady_clock::now();
   if (parts.empty()) {
-    ctx.total += (*doc)->summary().entries;
     if (auto r = baseline_document(ctx, feed, **doc); !r) {
       return r;
     }
   } else {
     for (const auto& part : parts) {
-      auto p = ctx.spool(part, rs::Capability::resourcelist);
+      auto p = ctx.spool(part, rs::Capability::resourcelist, false, /*defer_validation=*/true);
       if (!p) {
         return tl::unexpected(p.error());
       }
-      ctx.total += (*p)->summary().entries;
       if (auto r = baseline_document(ctx, feed, **p); !r) {
         return r;
       }
@@ -242,6 +264,9 @@ Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_pt
       }
     }
   }
+  // (Read once validated: a header element after the entries counts too.)
+  const auto at = (*doc)->header().md->at;
+  const auto completed = (*doc)->header().md->completed;
   if (auto r = close_baseline(ctx, feed, at, completed); !r) {
     return r;
   }

@@ -142,23 +142,26 @@ void ChunkHandler::drain() {
   m_pending.clear();
 }
 
-Result<void> Committer::submit(store::Batch batch, std::vector<store::BlobStore::Writer> sealed,
+Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
+                               std::vector<store::BlobStore::Writer> sealed,
                                std::function<void(const store::Batch&)> on_committed) {
   if (auto prev = wait(); !prev) {
     return prev;
   }
-  m_future = std::async(std::launch::async, [this, b = std::move(batch), blobs = std::move(sealed),
+  m_future = std::async(std::launch::async, [this, batch = std::move(batch), blobs = std::move(sealed),
                                              done = std::move(on_committed)]() mutable {
+    const store::Batch& b = *batch;
     // The batch's blobs are made durable and named here, while the next
     // batch is fetched: the pack's sync and the index's cost 3.5-4 ms a
     // batch of 1,000, which in the fetch path left both cores idle.
-    if (auto r = publish(blobs, b.new_blobs); !r) {
+    std::vector<std::string> uploads = b.new_blobs;
+    if (auto r = publish(blobs, uploads); !r) {
       return r;
     }
     // The remote tier receives the batch's blobs before the database names
     // them, here too (one PUT of about a megabyte per batch, which in the
     // fetch path cost a quarter of the rate against RGW).
-    if (auto r = m_blobs.upload(b.new_blobs); !r) {
+    if (auto r = m_blobs.upload(uploads); !r) {
       return r;
     }
     if (auto r = m_blobs.sync_directories(); !r) {
@@ -305,7 +308,7 @@ void RunContext::progress(const std::string& doc) {
 }
 
 Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& url, rs::Capability want,
-                                                           bool conditional) {
+                                                           bool conditional, bool defer_validation) {
   FetchOptions o = fetch_options;
   const std::string key = src.name + " " + url;
   if (conditional) {
@@ -318,22 +321,51 @@ Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& ur
       }
     }
   }
-  auto doc = spool_document(*fetcher, url, o, tmp);
+  auto doc = spool_document(*fetcher, url, o, tmp, defer_validation);
   if (!doc || (*doc)->not_modified()) {
     return doc;
   }
-  const auto& s = (*doc)->summary();
-  log_diagnostics(**doc);
-  if (!s.usable()) {
-    return make_error(ErrorKind::invalid_document,
-                      url + ": invalid document, nothing applied from it: " + (*doc)->error_text());
+  if ((*doc)->deferred()) {
+    // What the header says is checked now; the rest once the pass ends
+    // (check_spooled, before anything of the document is applied).
+    const rs::DocumentHeader* h = (*doc)->early_header();
+    if (h->md && h->capability() == want) {
+      return doc;
+    }
   }
-  if ((*doc)->header().capability() != want) {
-    return make_error(ErrorKind::invalid_document,
-                      url + ": expected a " + std::string(rs::to_string(want)) + ", got capability '" +
-                          (*doc)->header().md->capability.value_or("") + "'");
+  if (auto r = check_spooled(**doc, want); !r) {
+    return tl::unexpected(r.error());
   }
   return doc;
+}
+
+Result<void> RunContext::check_spooled(const SpooledDocument& doc, rs::Capability want) {
+  const std::string& url = doc.url();
+  if (auto v = doc.validated(); !v) {
+    return v;
+  }
+  const auto& s = doc.summary();
+  log_diagnostics(doc);
+  if (!s.usable()) {
+    return make_error(ErrorKind::invalid_document,
+                      url + ": invalid document, nothing applied from it: " + doc.error_text());
+  }
+  if (doc.header().capability() != want) {
+    return make_error(ErrorKind::invalid_document,
+                      url + ": expected a " + std::string(rs::to_string(want)) + ", got capability '" +
+                          doc.header().md->capability.value_or("") + "'");
+  }
+  return {};
+}
+
+void RunContext::hold_commits_until(std::function<Result<void>()> check) { m_commit_gate = std::move(check); }
+
+Result<void> RunContext::pass_commit_gate() {
+  if (!m_commit_gate) {
+    return {};
+  }
+  auto check = std::exchange(m_commit_gate, {});
+  return check();
 }
 
 void RunContext::log_diagnostics(const SpooledDocument& doc) {
@@ -398,14 +430,8 @@ Result<void> RunContext::commit(store::Batch& batch) {
   if (cancelled()) {
     return make_error(ErrorKind::transient, "stopped (shutting down); the next run resumes from the watermark");
   }
-  std::unordered_map<std::string, ResourceRecord> overlay;
-  std::unordered_map<std::string, std::optional<store::RetryRecord>> retry_overlay;
-  for (const auto& r : batch.upserts) {
-    overlay[r.uri] = r;
-    retry_overlay[r.uri] = std::nullopt; // stored: its retry is cleared
-  }
-  for (const auto& r : batch.retries) {
-    retry_overlay[r.uri] = r.change ? std::optional<store::RetryRecord>(r) : std::nullopt;
+  if (auto r = pass_commit_gate(); !r) {
+    return r;
   }
   if (auto fresh = m_fresh_feeds.find(batch.feed_id); fresh != m_fresh_feeds.end() && fresh->second) {
     for (const auto& r : batch.upserts) {
@@ -422,11 +448,26 @@ Result<void> RunContext::commit(store::Batch& batch) {
     m_pending_uploads.clear();
     sealed = std::exchange(m_sealed, {});
   }
-  auto r = m_committer->submit(std::move(batch), std::move(sealed), [this](const store::Batch& b) {
+  // The committer and the overlays share the batch (read only): the
+  // overlays point into it rather than copy its 1,000 records.
+  auto shared = std::make_shared<const store::Batch>(std::move(batch));
+  std::unordered_map<std::string_view, const ResourceRecord*> overlay;
+  std::unordered_map<std::string_view, const store::RetryRecord*> retry_overlay;
+  overlay.reserve(shared->upserts.size());
+  retry_overlay.reserve(shared->upserts.size() + shared->retries.size());
+  for (const auto& r : shared->upserts) {
+    overlay[r.uri] = &r;
+    retry_overlay[r.uri] = nullptr; // stored: its retry is cleared
+  }
+  for (const auto& r : shared->retries) {
+    retry_overlay[r.uri] = r.change ? &r : nullptr;
+  }
+  auto r = m_committer->submit(shared, std::move(sealed), [this](const store::Batch& b) {
     std::lock_guard lock(m_counters_mutex);
     report.counters += b.counters;
   });
   if (r) {
+    m_in_flight = std::move(shared);
     m_overlay = std::move(overlay);
     m_retry_overlay = std::move(retry_overlay);
   }
@@ -437,6 +478,7 @@ Result<void> RunContext::drain() {
   auto r = m_committer->wait();
   m_overlay.clear();
   m_retry_overlay.clear();
+  m_in_flight.reset();
   return r;
 }
 
@@ -473,7 +515,7 @@ Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int
   if (held && !m_overlay.empty()) {
     for (const auto& u : uris) {
       if (auto it = m_overlay.find(u); it != m_overlay.end()) {
-        (*held)[u] = it->second;
+        (*held)[u] = *it->second;
       }
     }
   }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -89,7 +90,7 @@ public:
   // commits.
   // `sealed` are the blobs the batch names that are not yet durable: they
   // are published (BlobStore::publish) before the batch is applied.
-  Result<void> submit(store::Batch batch, std::vector<store::BlobStore::Writer> sealed,
+  Result<void> submit(std::shared_ptr<const store::Batch> batch, std::vector<store::BlobStore::Writer> sealed,
                       std::function<void(const store::Batch&)> on_committed);
   // Waits for the batch in flight; its result (or the last one's).
   Result<void> wait();
@@ -171,8 +172,21 @@ public:
   // Fetches and validates a document of the capability `want`. With
   // `conditional`, a document applied to its end before is asked for with
   // If-None-Match / If-Modified-Since, and may come back not_modified().
+  // With `defer_validation`, the document's validation pass runs while it
+  // is read (see SpooledDocument): the caller must check_spooled() it
+  // before it applies anything of it (hold_commits_until).
   Result<std::unique_ptr<SpooledDocument>> spool(const std::string& url, rs::Capability want,
-                                                 bool conditional = false);
+                                                 bool conditional = false, bool defer_validation = false);
+  // What spool() checks once a document's validation pass ended: a usable
+  // document of the capability `want` (its diagnostics logged).
+  Result<void> check_spooled(const SpooledDocument& doc, rs::Capability want);
+  // The next commit() first runs `check` (once), and fails without
+  // committing if it fails: a batch read from a document still being
+  // validated waits for the verdict.
+  void hold_commits_until(std::function<Result<void>()> check);
+  // Runs the held check now, if any (before anything is applied other than
+  // by commit()).
+  Result<void> pass_commit_gate();
   // Logs what reading a document found (deviations read, values dropped,
   // entries rejected), naming the source, the document and the line.
   void log_diagnostics(const SpooledDocument& d);
@@ -246,15 +260,18 @@ private:
   std::shared_ptr<EndpointFetcher> m_endpoint;
   std::shared_ptr<Fetcher> m_content_fetcher; // one try per location per round
   std::unique_ptr<Committer> m_committer;
-  std::unordered_map<std::string, ResourceRecord> m_overlay;
+  std::function<Result<void>()> m_commit_gate; // hold_commits_until
+  // The batch in flight, and its records and retries by URI.
+  std::shared_ptr<const store::Batch> m_in_flight;
+  std::unordered_map<std::string_view, const ResourceRecord*> m_overlay;
+  // Its retries: a change waiting, or none (null: cleared).
+  std::unordered_map<std::string_view, const store::RetryRecord*> m_retry_overlay;
   // By feed, once held_for first asked: for a feed that then held nothing,
   // the URIs this run has committed to it since (nullopt: it held some).
   // The source's lease keeps every other writer out of its feeds, so the
   // store holds none of the rest: a first baseline asked the store about
   // each batch's 1,000 URIs for nothing, 1-6 ms a batch.
   std::map<int64_t, std::optional<UriBloom>> m_fresh_feeds;
-  // The batch in flight's retries: a change waiting, or none (cleared).
-  std::unordered_map<std::string, std::optional<store::RetryRecord>> m_retry_overlay;
   std::mutex m_counters_mutex;
   // Blobs published for the next commit() that a remote tier is still to
   // receive (Batch::new_blobs).

@@ -14,9 +14,65 @@ struct NullHandler : rs::DocumentHandler {
   void on_entry(rs::Entry&&, uint64_t) override {}
 };
 
+// Ends a read once the header is known (it comes before the first entry).
+struct HeaderRead {};
+struct HeaderHandler : rs::DocumentHandler {
+  std::optional<rs::DocumentHeader>& out;
+  explicit HeaderHandler(std::optional<rs::DocumentHeader>& o) : out(o) {}
+  void on_header(const rs::DocumentHeader& h) override {
+    out = h;
+    throw HeaderRead{};
+  }
+  void on_entry(rs::Entry&&, uint64_t) override {}
+};
+
 } // namespace
 
+bool SpooledDocument::read_early_header() {
+  HeaderHandler h(m_early);
+  try {
+    (void)read(h);
+  } catch (const HeaderRead&) {
+  }
+  return m_early.has_value();
+}
+
+const rs::ReadSummary& SpooledDocument::summary() const {
+  (void)validated();
+  return m_summary;
+}
+
+Result<void> SpooledDocument::validated() const {
+  if (m_pass.valid()) {
+    try {
+      auto s = m_pass.get();
+      if (s) {
+        m_summary = std::move(*s);
+      } else {
+        m_pass_error = s.error();
+      }
+    } catch (const std::exception& e) {
+      m_pass_error = make_error(ErrorKind::io, "GET " + m_url + ": validating it failed: " + e.what()).value();
+    }
+    if (!m_pass_error && !m_summary.header) {
+      m_pass_error = make_error(ErrorKind::invalid_document, "GET " + m_url + ": not a ResourceSync document: " +
+                                                                 error_text())
+                         .value();
+    }
+    if (m_pass_error && !m_summary.header && m_early) {
+      m_summary.header = m_early; // header() stays usable
+    }
+  }
+  if (m_pass_error) {
+    return tl::unexpected(*m_pass_error);
+  }
+  return {};
+}
+
 SpooledDocument::~SpooledDocument() {
+  if (m_pass.valid()) {
+    m_pass.wait(); // it reads the file
+  }
   std::error_code ec;
   if (!m_path.empty()) {
     std::filesystem::remove(m_path, ec);
@@ -49,7 +105,7 @@ Result<rs::ReadSummary> SpooledDocument::read(rs::DocumentHandler& handler) cons
 
 Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const std::string& url,
                                                         const FetchOptions& options,
-                                                        const std::filesystem::path& tmp_dir) {
+                                                        const std::filesystem::path& tmp_dir, bool defer_validation) {
   std::error_code ec;
   std::filesystem::create_directories(tmp_dir, ec);
   auto doc = std::unique_ptr<SpooledDocument>(new SpooledDocument());
@@ -96,6 +152,15 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
   // came from (after redirects), undated changes at one read time.
   doc->m_options.base_url = r->final_url.empty() ? url : r->final_url;
   doc->m_options.read_time = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  if (defer_validation && doc->read_early_header()) {
+    doc->m_deferred = true;
+    const SpooledDocument* d = doc.get();
+    doc->m_pass = std::async(std::launch::async, [d] {
+      NullHandler null;
+      return d->read(null);
+    });
+    return doc;
+  }
   NullHandler null;
   auto s = doc->read(null);
   if (!s) {

@@ -502,6 +502,38 @@ TEST_CASE("Sync: a list that fails to parse applies nothing and names the reason
   CHECK(env.log() == log_before);
 }
 
+TEST_CASE("Sync: a Resource List broken after its first batches applies nothing, though they were fetched while "
+          "it was validated") {
+  Upstream up;
+  Site site(up);
+  site.put_numbered(2500);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  // Well-formed for 2,500 entries, then cut inside an element: the header
+  // is fine, so its first batch is fetched before the verdict.
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  for (int i = 0; i < 2500; ++i) {
+    const std::string path = "/res/" + std::to_string(i) + ".txt";
+    rl.entries.push_back(resource_entry(up.url(path), "resource " + std::to_string(i)));
+  }
+  std::string xml = rs::write_document(rl);
+  xml = xml.substr(0, xml.rfind("</urlset>")) + "<url><loc>" + up.url("/res/cut");
+  up.set("/rl.xml", xml, "application/xml");
+  SyncEnv env;
+  auto r = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(r.status == RunStatus::failed);
+  REQUIRE_FALSE(r.errors.empty());
+  CHECK(r.errors[0].find(up.url("/rl.xml") + ": invalid document, nothing applied from it: line") !=
+        std::string::npos);
+  CHECK(env.live().empty());
+  CHECK(env.log().empty());
+  // The same list whole is applied in full.
+  site.publish_resource_list(ts("2026-01-01T00:00:00Z"));
+  auto ok = env.run(SyncEnv::source(up.url("/")), RunMode::baseline);
+  CHECK(ok.status == RunStatus::succeeded);
+  CHECK(env.live() == expected_live(site));
+}
+
 TEST_CASE("Sync: a dead upstream fails the run with a clear error") {
   SyncEnv env;
   auto r = env.run(SyncEnv::source("http://127.0.0.1:1/"), RunMode::incremental);
