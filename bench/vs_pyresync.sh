@@ -36,7 +36,7 @@ trap 'nginx_stop "$work"; rm -rf "$work" "$py_dest"' EXIT
 echo "py-resync writes into $py_dest ($(stat -f -c %T "$py_dest")); tributary's data_dir is under $work ($(stat -f -c %T "$work"))"
 python3 "$root/bench/static_source.py" "$work/www" "http://127.0.0.1:$port" "$n" 1024
 nginx_start "$work" "server { listen 127.0.0.1:$port; root $work/www; }"
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 ours=() theirs=()
 for i in $(seq "$runs"); do
   psql "$pg" -qc "DROP DATABASE IF EXISTS bench_vs" -c "CREATE DATABASE bench_vs" >/dev/null 2>&1
