@@ -242,7 +242,7 @@ Result<void> MemoryStore::apply(const Batch& b) {
 }
 
 Result<DeletionOutcome> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
-                                                   double max_share) {
+                                                   double max_share, bool /*all_seen: it looks anyway*/) {
   std::lock_guard lock(m_data->mutex);
   DeletionOutcome out;
   auto& seen = m_data->seen[feed_id];

@@ -67,7 +67,7 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
     }
     return ctx.drain();
   }
-  auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w, ctx.src.max_deletion_share);
+  auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w, ctx.src.max_deletion_share, ctx.all_seen(feed));
   if (!deleted) {
     return tl::unexpected(deleted.error());
   }

@@ -220,6 +220,12 @@ public:
   // flight commits.
   Result<std::unordered_map<std::string, ResourceRecord>> held_for(int64_t feed,
                                                                    const std::vector<std::string>& uris);
+  // Whether this run found the feed empty (held_for) and so saw every
+  // resource it now holds (Store::delete_unseen's all_seen).
+  bool all_seen(int64_t feed) const {
+    auto it = m_fresh_feeds.find(feed);
+    return it != m_fresh_feeds.end() && it->second.has_value();
+  }
   // The changes of these URIs waiting as retries (Store::pending_changes),
   // as they will be once the batch in flight commits.
   Result<std::unordered_map<std::string, store::RetryRecord>> pending_for(int64_t feed,

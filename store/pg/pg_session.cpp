@@ -76,14 +76,14 @@ void PgSession::connect_locked() {
   auto c = std::make_unique<pqxx::connection>(m_conninfo);
   {
     pqxx::nontransaction tx(*c);
-    tx.exec_params("SELECT set_config('application_name', $1, false)", process_name().substr(0, 63));
     // A process whose host died (no FIN reaches the server) holds its locks
     // until the server notices: keepalive probes bound that to about 25 s
     // instead of the kernel's two hours (over a Unix socket they do not
-    // apply, nor are they needed: the peer's exit closes it).
-    tx.exec("SET tcp_keepalives_idle = 10");
-    tx.exec("SET tcp_keepalives_interval = 5");
-    tx.exec("SET tcp_keepalives_count = 3");
+    // apply, nor are they needed: the peer's exit closes it). One round
+    // trip for all four.
+    tx.exec_params("SELECT set_config('application_name', $1, false), set_config('tcp_keepalives_idle', '10', false), "
+                   "set_config('tcp_keepalives_interval', '5', false), set_config('tcp_keepalives_count', '3', false)",
+                   process_name().substr(0, 63));
   }
   m_receiver = std::make_unique<Receiver>(*c, m_pending); // LISTEN
   m_conn = std::move(c);
@@ -111,6 +111,11 @@ void PgSession::drain_locked() {
   if (m_pending) {
     wake();
   }
+}
+
+void PgSession::connect_soon() {
+  m_wanted = true;
+  wake();
 }
 
 bool PgSession::try_lock(int a, int b, uint64_t* generation) {
@@ -217,17 +222,21 @@ void PgSession::loop() {
     }
     {
       std::lock_guard lock(m_mutex);
-      // Connected while anyone listens (or holds a lock: then it is up).
-      if (!m_conn && has_listeners && std::chrono::steady_clock::now() >= next_try) {
+      // Connected while anyone listens (or holds a lock: then it is up), or
+      // once asked to (connect_soon).
+      if (!m_conn && (has_listeners || m_wanted.exchange(false)) && std::chrono::steady_clock::now() >= next_try) {
         try {
           connect_locked();
         } catch (const std::exception& e) {
-          if (e.what() != m_last_error) {
+          // (Unheard of without listeners: the first lock says why.)
+          if (has_listeners && e.what() != m_last_error) {
             log::warn("", std::string("not listening for changes (documents follow on their own schedule): ") +
                               e.what());
             m_last_error = e.what();
           }
-          next_try = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          if (has_listeners) {
+            next_try = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          }
         }
       }
       if (m_conn) {

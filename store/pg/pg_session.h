@@ -66,6 +66,10 @@ public:
   // by any process, once soon after it is added, and after the connection
   // came back (for what was missed). Returns an id for unlisten().
   uint64_t listen(std::function<void()> fn);
+  // Connects now, on the session's thread, rather than at the first lock:
+  // a process about to run sources has the connection ready by then (its
+  // setup took 4-5 ms of a 10,000-resource baseline's 300).
+  void connect_soon();
   void unlisten(uint64_t id);
 
 private:
@@ -83,6 +87,7 @@ private:
   std::set<std::pair<int, int>> m_held;
   std::atomic<uint64_t> m_generation{1};
   std::atomic<bool> m_pending{false};
+  std::atomic<bool> m_wanted{false}; // connect_soon()
   std::string m_last_error;
 
   std::mutex m_call_mutex; // held while listeners are called

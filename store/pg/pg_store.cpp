@@ -14,6 +14,10 @@ PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 PgStore::~PgStore() = default;
 
 Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo) {
+  // The session (leases) connects while the schema is checked: a store is
+  // opened to run sources, or briefly.
+  auto session = PgSession::of(conninfo);
+  session->connect_soon();
   if (auto ok = check_schema(conninfo); !ok) {
     return tl::unexpected(ok.error());
   }
@@ -330,7 +334,7 @@ Result<void> finish_apply(pqxx::work& tx, const Batch& b) {
 } // namespace
 
 Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
-                                               double max_share) {
+                                               double max_share, bool all_seen) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("delete unseen resources", [&]() -> Result<DeletionOutcome> {
     pqxx::work tx(m_impl->conn);
@@ -338,11 +342,13 @@ Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, 
     // The feed's row, locked: a confirmation arriving now waits for this.
     const bool confirmed =
         tx.exec_params1("SELECT deletions_confirmed FROM feed WHERE id = $1 FOR UPDATE", feed_id)[0].as<bool>();
-    auto counts = tx.exec_params1("SELECT count(*) FILTER (WHERE last_seen_run IS DISTINCT FROM $2), count(*) "
-                                  "FROM resource WHERE feed_id = $1 AND state = 'live'",
-                                  feed_id, run_id);
-    out.unseen = counts[0].as<unsigned long long>();
-    out.live = counts[1].as<unsigned long long>();
+    if (!all_seen) {
+      auto counts = tx.exec_params1("SELECT count(*) FILTER (WHERE last_seen_run IS DISTINCT FROM $2), count(*) "
+                                    "FROM resource WHERE feed_id = $1 AND state = 'live'",
+                                    feed_id, run_id);
+      out.unseen = counts[0].as<unsigned long long>();
+      out.live = counts[1].as<unsigned long long>();
+    }
     if (w) {
       upsert_watermark(tx, feed_id, *w);
     }

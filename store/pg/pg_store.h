@@ -39,7 +39,7 @@ public:
                                  const std::function<void(const ResourceRecord&)>& fn) override;
   Result<void> apply(const Batch& batch) override;
   Result<DeletionOutcome> delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& watermark,
-                                        double max_share) override;
+                                        double max_share, bool all_seen = false) override;
   Result<std::vector<DeletionHold>> confirm_deletions(int64_t source_id) override;
   Result<std::unordered_map<std::string, RetryRecord>> pending_changes(int64_t feed_id,
                                                                        const std::vector<std::string>& uris) override;
