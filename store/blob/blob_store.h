@@ -147,10 +147,12 @@ public:
     // the copy if the blob already exists) and returns what was stored.
     Result<BlobInfo> commit();
     // The digests so far are final; the bytes wait, unnamed and not yet
-    // durable (a small blob is appended to a pack now, which frees its
-    // buffer), for BlobStore::publish() to make a whole group durable with
-    // one sync and then name each blob. A failure to append is reported by
-    // publish() or commit().
+    // durable, for BlobStore::publish() to make a whole group durable with
+    // one sync and then name each blob. A small blob's pack record is
+    // reserved now; its bytes are written by publish() with the group's
+    // others (held in memory until then, up to 16 MiB a store; past that,
+    // or past 64 KiB a blob, written now). A failure to write is reported
+    // by publish() or commit().
     BlobInfo seal();
     // Digests of what was written, without committing (for verification
     // before deciding to keep the bytes).
@@ -271,6 +273,8 @@ private:
   // Uploads what publish() named (results in `out`, in order); a failure
   // turns every one of them into that error.
   void upload_published(std::vector<Result<BlobInfo>>& out, std::vector<std::string>* deferred = nullptr) const;
+  // Writes the pack records seal() left to publish (see Placed::pending).
+  void write_pending(std::vector<Writer*>& writers);
   std::filesystem::path m_root;
   struct State; // shared by every BlobStore of one root in this process
   std::shared_ptr<State> m_state;

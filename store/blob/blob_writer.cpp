@@ -3,6 +3,9 @@
 // one transaction.
 #include "store/blob/blob_internal.h"
 
+#include <algorithm>
+#include <sys/uio.h>
+
 namespace tributary::store {
 
 BlobStore::Writer::Writer(BlobStore& store, std::vector<rs::HashAlgorithm> algorithms)
@@ -26,6 +29,11 @@ BlobStore::Writer& BlobStore::Writer::operator=(Writer&& o) noexcept {
 }
 
 BlobStore::Writer::~Writer() {
+  if (m_placed && m_placed->pending) {
+    // Never published: its reservation stays a record never written, which
+    // check() steps over.
+    m_store->m_state->deferred_bytes.fetch_sub(m_size);
+  }
   if (m_fd >= 0) {
     ::close(m_fd);
   }
@@ -105,8 +113,9 @@ BlobInfo BlobStore::Writer::seal() {
   if (m_fd >= 0) {
     return m_info;
   }
-  // A small blob goes to a pack now (unless it is stored already), so that
-  // sealed writers hold no memory while they wait for publish().
+  // A small blob gets its place in a pack now (unless it is stored
+  // already); its record is written by publish() with the others of its
+  // group, or now when it is larger or too much waits already.
   m_placed = std::make_shared<Placed>();
   State& st = *m_store->m_state;
   auto found = st.lookup(m_info.sha256); // a lookup in a memory map: no system call
@@ -127,6 +136,14 @@ BlobInfo BlobStore::Writer::seal() {
     } else {
       m_placed->pack = room->first;
       m_placed->offset = room->second + sizeof header;
+      if (m_size <= k_deferred_blob_max) {
+        if (st.deferred_bytes.fetch_add(m_size) + m_size <= k_deferred_bytes_max) {
+          m_placed->pending = true; // written by publish(), the buffer kept until then
+          m_placed->header = header;
+          return m_info;
+        }
+        st.deferred_bytes.fetch_sub(m_size);
+      }
       iovec parts[2] = {{&header, sizeof header}, {m_buffer.data(), m_buffer.size()}};
       const size_t total = sizeof header + m_buffer.size();
       size_t done = 0;
@@ -222,12 +239,95 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
   return info;
 }
 
+void BlobStore::write_pending(std::vector<Writer*>& writers) {
+  std::vector<Writer*> pending;
+  for (auto* w : writers) {
+    if (w->m_placed && w->m_placed->pending) {
+      pending.push_back(w);
+    }
+  }
+  std::sort(pending.begin(), pending.end(), [](const Writer* a, const Writer* b) {
+    return std::make_pair(a->m_placed->pack->id, a->m_placed->offset) <
+           std::make_pair(b->m_placed->pack->id, b->m_placed->offset);
+  });
+  static const char k_padding[8] = {};
+  State& st = *m_state;
+  constexpr size_t k_iov_max = 1020; // IOV_MAX is 1,024 on Linux
+  for (size_t i = 0; i < pending.size();) {
+    // A run: records of one pack, each where the one before ended (records
+    // start at multiples of 8: the padding between them is written as
+    // zeros, as a hole reads).
+    Writer::Placed& first = *pending[i]->m_placed;
+    const uint64_t start = first.offset - sizeof(RecordHeader);
+    uint64_t end = start;
+    std::vector<iovec> iov;
+    size_t j = i;
+    for (; j < pending.size() && iov.size() + 3 <= k_iov_max; ++j) {
+      Writer::Placed& p = *pending[j]->m_placed;
+      if (p.pack != first.pack || p.offset - sizeof(RecordHeader) != end) {
+        break;
+      }
+      if (end % 8 != 0) { // the record before ended off the 8-byte grid
+        const uint64_t pad = 8 - end % 8;
+        iov.push_back({const_cast<char*>(k_padding), pad});
+        end += pad;
+        if (p.offset - sizeof(RecordHeader) != end) {
+          break;
+        }
+      }
+      iov.push_back({&p.header, sizeof(RecordHeader)});
+      iov.push_back({pending[j]->m_buffer.data(), pending[j]->m_buffer.size()});
+      end += sizeof(RecordHeader) + pending[j]->m_buffer.size();
+    }
+    // Writes [start, end), a short write resumed where it stopped.
+    std::optional<Error> failed;
+    uint64_t done = 0;
+    size_t at = 0;
+    while (at < iov.size()) {
+      const ssize_t n = ::pwritev(first.pack->fd, iov.data() + at, static_cast<int>(iov.size() - at),
+                                  static_cast<off_t>(start + done));
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        failed = Error{ErrorKind::io, "write " + first.pack->path.string() + ": " +
+                                          (n < 0 ? errno_text() : std::string("no progress"))};
+        break;
+      }
+      done += static_cast<uint64_t>(n);
+      size_t left = static_cast<size_t>(n);
+      while (at < iov.size() && left >= iov[at].iov_len) {
+        left -= iov[at].iov_len;
+        ++at;
+      }
+      if (left > 0) {
+        iov[at].iov_base = static_cast<char*>(iov[at].iov_base) + left;
+        iov[at].iov_len -= left;
+      }
+    }
+    for (size_t k = i; k < j; ++k) {
+      Writer& w = *pending[k];
+      Writer::Placed& p = *w.m_placed;
+      if (failed) {
+        p.error = failed;
+        st.abandon(p.pack, p.offset - sizeof(RecordHeader), sizeof(RecordHeader) + w.m_size);
+        p.pack.reset();
+      }
+      p.pending = false;
+      st.deferred_bytes.fetch_sub(w.m_size);
+      std::string().swap(w.m_buffer);
+    }
+    i = j;
+  }
+}
+
 std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers, std::vector<std::string>* deferred) {
   std::vector<Result<BlobInfo>> out;
   out.reserve(writers.size());
   for (auto* w : writers) {
     out.emplace_back(w->seal());
   }
+  write_pending(writers);
   // Packed blobs: one fdatasync per pack written, then one index
   // transaction names them all.
   std::vector<BlobPack*> packs;
