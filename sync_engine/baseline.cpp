@@ -107,7 +107,11 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
     return static_cast<bool>(status);
   });
   ctx.watch_rejections(h, doc.url());
-  auto r = read_ahead(doc, h, ctx.opt.batch_size, [&] { return !status; });
+  // A first batch of an eighth: fetching starts once 125 entries are read
+  // rather than 1,000 (3 ms of a 10,000-resource baseline's first 30).
+  const size_t first = ctx.opt.batch_size >= 64 ? ctx.opt.batch_size / 8 : ctx.opt.batch_size;
+  h.set_first_chunk(first);
+  auto r = read_ahead(doc, h, ctx.opt.batch_size, [&] { return !status; }, first);
   // The verdict, if no commit asked for it yet (every entry unchanged, or
   // the reading stopped): never left behind for a later commit.
   auto valid = ctx.pass_commit_gate();

@@ -90,10 +90,10 @@ struct Stopped {};
 
 class Producer : public rs::DocumentHandler {
 public:
-  Producer(Queue& q, size_t chunk) : m_queue(q), m_chunk(chunk) {}
+  Producer(Queue& q, size_t chunk, size_t first) : m_queue(q), m_chunk(chunk), m_first(first) {}
   void on_entry(rs::Entry&& e, uint64_t line) override {
     m_current.push_back(Event{std::move(e), line, std::nullopt});
-    if (++m_entries >= m_chunk) {
+    if (++m_entries >= (m_flushed || m_first == 0 ? m_chunk : m_first)) {
       flush();
     }
   }
@@ -108,11 +108,14 @@ public:
       throw Stopped{};
     }
     m_entries = 0;
+    m_flushed = true;
   }
 
 private:
   Queue& m_queue;
   size_t m_chunk;
+  size_t m_first;
+  bool m_flushed = false;
   Chunk m_current;
   size_t m_entries = 0;
 };
@@ -120,11 +123,11 @@ private:
 } // namespace
 
 Result<rs::ReadSummary> read_ahead(const SpooledDocument& doc, rs::DocumentHandler& into, size_t chunk,
-                                   const std::function<bool()>& stopped) {
+                                   const std::function<bool()>& stopped, size_t first_chunk) {
   Queue queue;
   std::thread parser([&] {
     try {
-      Producer p(queue, std::max<size_t>(chunk, 1));
+      Producer p(queue, std::max<size_t>(chunk, 1), first_chunk);
       auto r = doc.read(p);
       if (r && !queue.stopped()) {
         p.flush();

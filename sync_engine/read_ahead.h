@@ -16,7 +16,9 @@ namespace tributary::sync {
 // `stopped` is asked after each chunk is handed on; true ends the reading
 // there. At most one chunk waits parsed. The header is not handed on
 // (doc.header() has it).
+// `first_chunk` (when not 0) is the size of the first chunk, to match a
+// handler whose first batch is smaller (ChunkHandler::set_first_chunk).
 Result<rs::ReadSummary> read_ahead(const SpooledDocument& doc, rs::DocumentHandler& into, size_t chunk,
-                                   const std::function<bool()>& stopped);
+                                   const std::function<bool()>& stopped, size_t first_chunk = 0);
 
 } // namespace tributary::sync

@@ -117,7 +117,7 @@ void ChunkHandler::on_entry(rs::Entry&& e, uint64_t) {
     return;
   }
   m_pending.push_back(std::move(e));
-  if (m_pending.size() >= m_chunk) {
+  if (m_pending.size() >= (m_flushed || m_first == 0 ? m_chunk : m_first)) {
     drain();
   }
 }
@@ -136,6 +136,7 @@ bool ChunkHandler::finish() {
 }
 
 void ChunkHandler::drain() {
+  m_flushed = true;
   if (!m_flush(m_pending)) {
     m_stopped = true;
   }

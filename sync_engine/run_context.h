@@ -61,12 +61,17 @@ public:
   void set_on_rejected(std::function<void(const rs::Entry&, uint64_t, const std::string&)> f) {
     m_on_rejected = std::move(f);
   }
+  // The first chunk holds this many entries instead (fewer: the first
+  // batch starts sooner).
+  void set_first_chunk(size_t n) { m_first = n; }
   // Hands on what is left; false when a flush stopped the reading.
   bool finish();
 
 private:
   void drain();
   size_t m_chunk;
+  size_t m_first = 0; // 0: m_chunk
+  bool m_flushed = false;
   std::function<bool(std::vector<rs::Entry>&)> m_flush;
   std::vector<rs::Entry> m_pending;
   std::function<void(const rs::Entry&, uint64_t, const std::string&)> m_on_rejected;

@@ -126,3 +126,19 @@ TEST_CASE("UriBloom: never forgets a URI, and rarely claims one it was not given
   MESSAGE(wrong << " of " << probes << " URIs never inserted answered 'perhaps'");
   CHECK(wrong < probes / 200); // under 0.5%
 }
+
+TEST_CASE("read_ahead: a smaller first chunk, then full ones, as ChunkHandler::set_first_chunk flushes them") {
+  test::ScratchDir dir("read-ahead");
+  auto doc = spooled(resource_list(2300), dir.path);
+  // The chunks as the handler is handed them: counted at each stop check.
+  Recorder h;
+  std::vector<size_t> sizes;
+  size_t before = 0;
+  auto r = read_ahead(*doc, h, 1000, [&] {
+    sizes.push_back(h.seen.size() - before);
+    before = h.seen.size();
+    return false;
+  }, 125);
+  REQUIRE(r);
+  CHECK(sizes == std::vector<size_t>{125, 1000, 1000, 175});
+}
