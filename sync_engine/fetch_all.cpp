@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -152,6 +153,12 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
   std::atomic<size_t> next_chunk{0};
   size_t running = 0; // chunks taken and not yet done with (plain_mutex)
   const size_t n = std::min<size_t>(std::min<size_t>(src.concurrency, 64), entries.size());
+  // The workers beyond those that pipeline are started once there is work
+  // for them (plain_mutex): to an origin that answers fast they would only
+  // wait, made and joined each batch (six threads a batch of 1,000).
+  std::deque<std::thread> threads;
+  bool all_started = false;
+  std::function<void()> start_rest; // set below; called under plain_mutex
 
   // Returns whether the waiting workers have something to do now: its
   // fallbacks, a chunk they may take (its origin turned out slow), or the
@@ -185,7 +192,11 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
     std::lock_guard lock(plain_mutex);
     plain.insert(plain.end(), again.begin(), again.end());
     --running;
-    return !again.empty() || !ch.origin->fast() || (running == 0 && next_chunk.load() >= chunks.size());
+    if (!again.empty() || !ch.origin->fast()) {
+      start_rest();
+      return true;
+    }
+    return running == 0 && next_chunk.load() >= chunks.size();
   };
   // Each worker pipelines on a connection of its own. To an origin that
   // answers fast, two connections carry bursts (more only split the
@@ -229,15 +240,42 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
       fetch_one(i);
     }
   };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < n; ++t) {
-    threads.emplace_back(work, t);
+  start_rest = [&] {
+    if (!all_started) {
+      all_started = true;
+      for (size_t t = std::min(n, k_fast_connections); t < n; ++t) {
+        threads.emplace_back(work, t);
+      }
+    }
+  };
+  {
+    std::lock_guard lock(plain_mutex);
+    for (size_t t = 1; t < std::min(n, k_fast_connections); ++t) {
+      threads.emplace_back(work, t);
+    }
+    bool all_fast = true;
+    for (const auto& ch : chunks) {
+      all_fast = all_fast && ch.origin->fast();
+    }
+    if (!plain.empty() || !all_fast) {
+      start_rest();
+    }
   }
   if (n > 0) {
     work(0);
   }
-  for (auto& t : threads) {
-    t.join();
+  // Workers may be started until the last chunk is done with: joined one
+  // by one, the list read under the lock.
+  for (size_t k = 0;; ++k) {
+    std::thread* t = nullptr;
+    {
+      std::lock_guard lock(plain_mutex);
+      if (k >= threads.size()) {
+        break;
+      }
+      t = &threads[k];
+    }
+    t->join();
   }
   stage_sealed(results);
   return results;

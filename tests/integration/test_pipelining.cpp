@@ -9,7 +9,9 @@
 
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 using namespace tributary;
 using namespace tributary::test;
@@ -40,10 +42,32 @@ public:
   }
   size_t heads() const { return m_heads.load(); }
   size_t most_in_one_read() const { return m_server.most_in_one_read(); }
+  // Answers to paths under `prefix` take `delay` each; the most of them
+  // being answered at once is counted.
+  void slow_down(const std::string& prefix, std::chrono::milliseconds delay) {
+    std::lock_guard lock(m_mutex);
+    m_slow_prefix = prefix;
+    m_slow_delay = delay;
+  }
+  int most_slow_at_once() const { return m_most_slow.load(); }
 
 private:
   // Every request of a read, in order, as nginx does.
   bool answer(const std::vector<PipelinedRequest>& requests, std::string& out) {
+    std::chrono::milliseconds delay{0};
+    {
+      std::lock_guard lock(m_mutex);
+      if (!m_slow_prefix.empty() && requests.front().target.rfind(m_slow_prefix, 0) == 0) {
+        delay = m_slow_delay;
+      }
+    }
+    if (delay.count() > 0) {
+      const int now = ++m_slow_now;
+      for (int seen = m_most_slow.load(); now > seen && !m_most_slow.compare_exchange_weak(seen, now);) {
+      }
+      std::this_thread::sleep_for(delay);
+      --m_slow_now;
+    }
     std::lock_guard lock(m_mutex);
     for (const auto& r : requests) {
       if (r.head) {
@@ -66,6 +90,10 @@ private:
   std::map<std::string, Answer> m_paths;
   std::map<std::string, size_t> m_gets;
   std::atomic<size_t> m_heads{0};
+  std::string m_slow_prefix;
+  std::chrono::milliseconds m_slow_delay{0};
+  std::atomic<int> m_slow_now{0};
+  std::atomic<int> m_most_slow{0};
   PipeliningServer m_server{[this](const std::vector<PipelinedRequest>& rs, std::string& out) { return answer(rs, out); }};
 };
 
@@ -130,4 +158,37 @@ TEST_CASE("Pipelining: a baseline of 300 resources from a server that pipelines 
   CHECK(mismatch);
   CHECK(missing);
   CHECK(env.live().count(up.url("/bad.txt")) == 0);
+}
+
+TEST_CASE("Pipelining: what a fast server answers with redirects is fetched again by every worker of the window, not "
+          "only the two that pipeline") {
+  PipeliningUpstream up;
+  publish_list_only_caps(up);
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  std::map<std::string, std::string> expected;
+  for (int i = 0; i < 160; ++i) {
+    // Pipelined, each answer is a quick 302: not a clean answer, so each
+    // goes the ordinary way, which follows it to a target that answers in
+    // 20 ms.
+    const std::string path = "/res/" + std::to_string(i) + ".txt";
+    const std::string body = "resource " + std::to_string(i) + "\n";
+    up.set(path, {302, "", "Location: /target/" + std::to_string(i) + ".txt\r\n"});
+    up.set("/target/" + std::to_string(i) + ".txt", {200, body, "Content-Type: text/plain\r\n"});
+    rl.entries.push_back(resource_entry(up.url(path), body));
+    expected[up.url(path)] = body;
+  }
+  up.set_document("/rl.xml", rl);
+  up.slow_down("/target/", std::chrono::milliseconds(20));
+  SyncEnv env;
+  auto src = SyncEnv::source(up.url("/"));
+  src.allow_hosts = {"127.0.0.1"};
+  auto r = env.run(src, RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(env.live() == expected);
+  MESSAGE("most redirect targets answered at once: " << up.most_slow_at_once() << " (concurrency "
+                                                     << src.concurrency << ")");
+  // The workers beyond the two that pipeline start once fallbacks come.
+  CHECK(up.most_slow_at_once() > 2);
+  CHECK(up.most_slow_at_once() <= static_cast<int>(src.concurrency));
 }
