@@ -93,8 +93,8 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
     results.emplace_back(make_error(ErrorKind::transient, "not fetched"));
   }
   // `concurrency` requests in flight, by as many workers: blobs are sealed
-  // here and published once for the slice (stage_sealed), so no worker
-  // waits on a disk while holding no slot. Four times as many workers (as
+  // here and published by the committer, once for the slice (stage_sealed),
+  // so no worker waits on a disk. Four times as many workers (as
   // when each blob was synced on its own) only queued for the slots: on 2
   // cores a default baseline from nginx ran at a median 5,682 resources/s
   // with 32 workers and 6,711/s with 8 (five runs each, alternated).
@@ -157,7 +157,6 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
   // for them (plain_mutex): to an origin that answers fast they would only
   // wait, made and joined each batch (six threads a batch of 1,000).
   std::deque<std::thread> threads;
-  bool all_started = false;
   std::function<void()> start_rest; // set below; called under plain_mutex
 
   // Returns whether the waiting workers have something to do now: its
@@ -241,11 +240,9 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
     }
   };
   start_rest = [&] {
-    if (!all_started) {
-      all_started = true;
-      for (size_t t = std::min(n, k_fast_connections); t < n; ++t) {
-        threads.emplace_back(work, t);
-      }
+    // Worker 0 is this thread; the list holds workers 1 onwards.
+    for (size_t t = std::max(threads.size() + 1, std::min(n, k_fast_connections)); t < n; ++t) {
+      threads.emplace_back(work, t);
     }
   };
   {

@@ -287,18 +287,27 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
     return tx.exec1(sql)[0].as<int64_t>();
   };
   const std::string a = "http://example.org/a", b = "http://example.org/b\t'\"", cu = "http://example.org/c";
+  // A batch of `run` hinted new (upserts_new): `records`, each listed, and
+  // logged as `kinds` (none: not logged).
+  auto hinted_new = [&](int64_t run, std::vector<ResourceRecord> records, std::vector<rs::Change> kinds = {}) {
+    Batch batch;
+    batch.feed_id = fs.feed;
+    batch.run_id = run;
+    batch.upserts = std::move(records);
+    for (size_t i = 0; i < batch.upserts.size(); ++i) {
+      batch.seen.push_back(batch.upserts[i].uri);
+      if (i < kinds.size()) {
+        batch.changes.push_back(ChangeRecord{kinds[i], std::nullopt, batch.upserts[i]});
+      }
+    }
+    batch.upserts_new = true;
+    return batch;
+  };
 
   auto run1 = s.begin_run(fs.source, RunMode::baseline);
   REQUIRE(run1);
-  Batch first;
-  first.feed_id = fs.feed;
-  first.run_id = *run1;
-  first.upserts = {resource(a, 1), resource(b, 2)};
-  first.changes = {ChangeRecord{rs::Change::created, std::nullopt, first.upserts[0]},
-                   ChangeRecord{rs::Change::created, std::nullopt, first.upserts[1]}};
-  first.seen = {a, b};
+  Batch first = hinted_new(*run1, {resource(a, 1), resource(b, 2)}, {rs::Change::created, rs::Change::created});
   first.counters.created = 2;
-  first.upserts_new = true;
   REQUIRE(s.apply(first));
   auto got = s.resources(fs.feed, {a, b});
   REQUIRE(got);
@@ -314,15 +323,9 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   // The hint is wrong (another writer stored a): nothing fails, a is updated.
   auto run2 = s.begin_run(fs.source, RunMode::baseline);
   REQUIRE(run2);
-  Batch wrong;
-  wrong.feed_id = fs.feed;
-  wrong.run_id = *run2;
-  wrong.upserts = {resource(cu, 3), resource(a, 7)};
-  wrong.upserts[1].length = 7777;
-  wrong.changes = {ChangeRecord{rs::Change::created, std::nullopt, wrong.upserts[0]},
-                   ChangeRecord{rs::Change::updated, std::nullopt, wrong.upserts[1]}};
-  wrong.seen = {cu, a};
-  wrong.upserts_new = true;
+  ResourceRecord a_again = resource(a, 7);
+  a_again.length = 7777;
+  Batch wrong = hinted_new(*run2, {resource(cu, 3), a_again}, {rs::Change::created, rs::Change::updated});
   REQUIRE(s.apply(wrong));
   CHECK(s.resources(fs.feed, {a})->at(a).length == 7777u);
   CHECK(s.resources(fs.feed, {cu})->at(cu) == wrong.upserts[0]);
@@ -343,12 +346,7 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   failed.seen = {d};
   REQUIRE(s.apply(failed));
   CHECK(scalar("SELECT count(*) FROM retry") == 1);
-  Batch stored;
-  stored.feed_id = fs.feed;
-  stored.run_id = *run2;
-  stored.upserts = {resource(d, 4)};
-  stored.seen = {d};
-  stored.upserts_new = true;
+  Batch stored = hinted_new(*run2, {resource(d, 4)});
   REQUIRE(s.apply(stored));
   CHECK(scalar("SELECT count(*) FROM retry") == 0);
   CHECK(seen_run(d) == *run2);
@@ -357,12 +355,8 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   auto run3 = s.begin_run(fs.source, RunMode::baseline);
   REQUIRE(run3);
   const std::string e = "http://example.org/e";
-  Batch mixed;
-  mixed.feed_id = fs.feed;
-  mixed.run_id = *run3;
-  mixed.upserts = {resource(e, 5)};
-  mixed.seen = {e, b};
-  mixed.upserts_new = true;
+  Batch mixed = hinted_new(*run3, {resource(e, 5)});
+  mixed.seen.push_back(b);
   REQUIRE(s.apply(mixed));
   CHECK(seen_run(e) == *run3);
   CHECK(seen_run(b) == *run3);

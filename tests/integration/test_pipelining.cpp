@@ -97,6 +97,13 @@ private:
   PipeliningServer m_server{[this](const std::vector<PipelinedRequest>& rs, std::string& out) { return answer(rs, out); }};
 };
 
+// A baseline of the Source `up` publishes (its host allowed: 127.0.0.1).
+sync::SourceReport baseline_of(SyncEnv& env, PipeliningUpstream& up) {
+  auto src = SyncEnv::source(up.url("/"));
+  src.allow_hosts = {"127.0.0.1"};
+  return env.run(src, RunMode::baseline);
+}
+
 } // namespace
 
 TEST_CASE("Pipelining: a baseline of 300 resources from a server that pipelines stores each once, and what is not a clean answer goes the ordinary way") {
@@ -127,9 +134,7 @@ TEST_CASE("Pipelining: a baseline of 300 resources from a server that pipelines 
   up.set_document("/rl.xml", rl);
 
   SyncEnv env;
-  auto src = SyncEnv::source(up.url("/"));
-  src.allow_hosts = {"127.0.0.1"};
-  auto r = env.run(src, RunMode::baseline);
+  auto r = baseline_of(env, up);
   CHECK(r.status == RunStatus::partial);
   CHECK(r.counters.created == 301);
   CHECK(r.counters.failed == 2);
@@ -181,14 +186,13 @@ TEST_CASE("Pipelining: what a fast server answers with redirects is fetched agai
   up.set_document("/rl.xml", rl);
   up.slow_down("/target/", std::chrono::milliseconds(20));
   SyncEnv env;
-  auto src = SyncEnv::source(up.url("/"));
-  src.allow_hosts = {"127.0.0.1"};
-  auto r = env.run(src, RunMode::baseline);
+  auto r = baseline_of(env, up);
   CHECK(r.status == RunStatus::succeeded);
   CHECK(env.live() == expected);
-  MESSAGE("most redirect targets answered at once: " << up.most_slow_at_once() << " (concurrency "
-                                                     << src.concurrency << ")");
+  const auto concurrency = SyncEnv::source(up.url("/")).concurrency;
+  MESSAGE("most redirect targets answered at once: " << up.most_slow_at_once() << " (concurrency " << concurrency
+                                                     << ")");
   // The workers beyond the two that pipeline start once fallbacks come.
   CHECK(up.most_slow_at_once() > 2);
-  CHECK(up.most_slow_at_once() <= static_cast<int>(src.concurrency));
+  CHECK(up.most_slow_at_once() <= static_cast<int>(concurrency));
 }
