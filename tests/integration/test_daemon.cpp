@@ -395,13 +395,23 @@ TEST_CASE("Daemon: three daemons on one database never sync a source twice at on
   // Every source synced.
   CHECK(wait_until(
       [&] { return scalar("SELECT count(DISTINCT source_id) FROM sync_run WHERE status = 'succeeded'") == 6; }, 60));
-  // Kill the first daemon in the middle of a run.
+  // Kill the first daemon in the middle of a run. Requests are held 1.5 s
+  // meanwhile, so that the run it holds is surely mid-run when the kill
+  // lands (a run of 30 ms requests could end between the look and the kill:
+  // then no run was interrupted).
+  for (auto& up : upstream.ups) {
+    up->set_delay(std::chrono::milliseconds(1500));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200)); // runs past their last request end
   const bool holding = wait_until([&] { return holds_running_lease(db.conninfo(), daemons[0].pid); }, 30);
   CHECK(holding);
   const long long killed_at = scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint");
   ::kill(daemons[0].pid, SIGKILL);
   ::waitpid(daemons[0].pid, nullptr, 0);
   daemons[0].pid = 0;
+  for (auto& up : upstream.ups) {
+    up->set_delay(std::chrono::milliseconds(30));
+  }
   // Within a bounded time every source has a run that started after the
   // kill and succeeded: the killed daemon's sources were taken over.
   const bool taken_over = wait_until(
