@@ -23,11 +23,7 @@
 
 namespace tributary::agg {
 
-namespace {
-
-// The configuration at `path`, every problem printed on `err`; nullopt
-// when it cannot be used.
-std::optional<Config> loaded(const std::string& path, std::ostream& err) {
+std::optional<Config> load_config_reporting(const std::string& path, std::ostream& err) {
   auto load = load_config(path);
   for (const auto& p : load.problems) {
     err << p << '\n';
@@ -38,7 +34,6 @@ std::optional<Config> loaded(const std::string& path, std::ostream& err) {
   return std::move(load.config);
 }
 
-} // namespace
 
 namespace {
 
@@ -69,7 +64,7 @@ std::optional<Storage> open_storage(const Config& config, const char* command, s
 } // namespace
 
 int run_check_config(const std::string& path, std::ostream& out, std::ostream& err) {
-  auto config = loaded(path, err);
+  auto config = load_config_reporting(path, err);
   if (!config) {
     return 1;
   }
@@ -91,7 +86,7 @@ int run_check_config(const std::string& path, std::ostream& out, std::ostream& e
 }
 
 int run_migrate(const std::string& config_path, std::ostream& out, std::ostream& err) {
-  auto config = loaded(config_path, err);
+  auto config = load_config_reporting(config_path, err);
   if (!config) {
     return 1;
   }
@@ -122,7 +117,7 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
     err << "tributary sync: --repair goes with --audit\n";
     return 2;
   }
-  auto found = loaded(cmd.config_path, err);
+  auto found = load_config_reporting(cmd.config_path, err);
   if (!found) {
     return 2;
   }
@@ -198,7 +193,7 @@ int run_sync(const SyncCommand& cmd, std::ostream& out, std::ostream& err) {
 }
 
 int run_serve(const std::string& config_path, std::ostream& out, std::ostream& err) {
-  auto found = loaded(config_path, err);
+  auto found = load_config_reporting(config_path, err);
   if (!found) {
     return 1;
   }
@@ -265,7 +260,7 @@ int run_serve(const std::string& config_path, std::ostream& out, std::ostream& e
 }
 
 int run_check_blobs(const std::string& config_path, bool reindex, std::ostream& out, std::ostream& err) {
-  auto config = loaded(config_path, err);
+  auto config = load_config_reporting(config_path, err);
   if (!config) {
     return 1;
   }
@@ -328,7 +323,7 @@ int collect_bucket(const Config& config, std::chrono::seconds grace, bool dry_ru
 } // namespace
 
 int run_retire(const std::string& config_path, const std::string& source, std::ostream& out, std::ostream& err) {
-  auto config = loaded(config_path, err);
+  auto config = load_config_reporting(config_path, err);
   if (!config) {
     return 1;
   }
@@ -364,7 +359,7 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
     err << "tributary gc: --grace '" << cmd.grace << "' is not a duration (like 30m, 24h or 7d)\n";
     return 2;
   }
-  auto config = loaded(cmd.config_path, err);
+  auto config = load_config_reporting(cmd.config_path, err);
   if (!config) {
     return 1;
   }
@@ -447,7 +442,7 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
 }
 
 int run_migrate_blobs(const std::string& config_path, std::ostream& out, std::ostream& err) {
-  auto config = loaded(config_path, err);
+  auto config = load_config_reporting(config_path, err);
   if (!config) {
     return 1;
   }

@@ -1,9 +1,15 @@
 #pragma once
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 namespace tributary::agg {
+
+struct Config;
+// The configuration at `path`, every problem printed on `err`; nullopt
+// when it cannot be used.
+std::optional<Config> load_config_reporting(const std::string& path, std::ostream& err);
 
 // `tributary check-config FILE`: prints every problem with its JSON pointer.
 // Returns 0 when the file is valid, 1 otherwise.

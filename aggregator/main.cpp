@@ -1,4 +1,5 @@
 // The `tributary` command line.
+#include "aggregator/check_history.h"
 #include "aggregator/commands.h"
 #include "aggregator/daemon.h"
 #include "tools/simulate/simulate.h"
@@ -82,6 +83,21 @@ int main(int argc, char** argv) {
   sync_sub->add_flag("--wait", sync_cmd.wait,
                      "If another run (a daemon, another sync) holds a source, wait for it to end instead of "
                      "skipping that source");
+
+  agg::CheckHistoryCommand history_cmd;
+  auto* history_sub = app.add_subcommand(
+      "check-history",
+      "Check the change log we publish (our Change Lists) against what a follower relies on: no (URI, change, "
+      "upstream time) logged twice, no URI's times going back, each URI's last entry what we hold. Prints totals "
+      "and the first problems. --repair appends one corrective change for each URI whose last entry disagrees "
+      "(nothing in the past is rewritten), so that followers converge. Exit 0 when the log holds (after the "
+      "repair, if asked), 1 otherwise.");
+  history_sub->add_option("--config", history_cmd.config_path, "Configuration file (JSON)")->required();
+  history_sub->add_option("--source", history_cmd.source, "Only this source (by name)");
+  history_sub->add_flag("--repair", history_cmd.repair,
+                        "Append a corrective change for each URI whose last entry is not what we hold");
+  history_sub->add_option("--limit", history_cmd.limit, "Problems printed per source at most")
+      ->capture_default_str();
 
   std::string blobs_config;
   bool reindex = false;
@@ -226,6 +242,9 @@ int main(int argc, char** argv) {
     }
     if (gc_sub->parsed()) {
       return tributary::agg::run_gc(gc_cmd, std::cout, std::cerr);
+    }
+    if (history_sub->parsed()) {
+      return agg::run_check_history(history_cmd, std::cout, std::cerr);
     }
     if (blobs_cmd->parsed()) {
       return agg::run_check_blobs(blobs_config, reindex, std::cout, std::cerr);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, iiif, crash, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, iiif, crash, history, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   FUZZ_TARGETS="reader oai_page" bench/run.sh fuzz   # only these targets
@@ -304,6 +304,24 @@ if [ "$which" = all ] || [ "$which" = crash ]; then
     --pg-stop "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -m fast -w stop" \
     --pg-start "$as $pgbin/pg_ctl -D $PG_TEMP_DIR/data -l $PG_TEMP_DIR/postgres.log -w -t 60 -o \"-k $PG_TEMP_DIR -c listen_addresses='' -c max_connections=200\" start" ||
     status=1
+fi
+if [ "$which" = all ] || [ "$which" = history ]; then
+  # The randomized history test (#49) over many seeds: a model Source, our
+  # baselines, audits, repairs, kills and failing resources, a follower;
+  # both copies equal the Source and check-history holds on both. CI runs
+  # 20 seeds; HISTORY_SEEDS (default 500) here, from HISTORY_SEED (default 1).
+  echo "== bench/history (${HISTORY_SEEDS:-500} seeds from ${HISTORY_SEED:-1}; PostgreSQL 15 with default durability)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  cmake -S "$root" -B "$root/build/test" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$root/build/test" -j "$(nproc)" --target integration_tests tributary >/dev/null
+  start=$(date +%s)
+  out=$(mktemp /tmp/tributary-bench-history.XXXXXX)
+  TRIBUTARY_TEST_PG="$PG_TEMP_CONNINFO" TRIBUTARY_HISTORY_SEED="${HISTORY_SEED:-1}" \
+    TRIBUTARY_HISTORY_SEEDS="${HISTORY_SEEDS:-500}" \
+    "$root/build/test/tests/integration_tests" -tc="History randomized*" >"$out" 2>&1 || status=1
+  grep -E "seed [0-9]+:|seeds from|test cases|assertions" "$out" || true
+  echo "history: $(( $(date +%s) - start )) s (full output: $out)"
 fi
 if [ "$which" = all ] || [ "$which" = load ]; then
   echo "== bench/load (tributary run, default config, applying a ${BENCH_LOAD_CHANGES:-50000}-change backlog under wrk, a 404 flood and slowloris)"

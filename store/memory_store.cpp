@@ -1,5 +1,8 @@
 #include "store/memory_store.h"
 
+#include "store/history_check.h"
+#include "store/history_rule.h"
+
 #include <chrono>
 #include <algorithm>
 #include <set>
@@ -18,6 +21,7 @@ struct MemoryStore::Data {
   std::map<int64_t, std::map<std::string, std::pair<RetryRecord, int64_t>>> retries;
   std::map<int64_t, Watermark> watermarks;
   std::map<int64_t, std::vector<ChangeRecord>> log;
+  std::map<int64_t, std::unordered_map<std::string, LogHead>> heads; // feed -> uri -> its last log entry
   std::vector<std::pair<int64_t, LoggedChange>> global_log; // (feed, change), in seq order
   std::map<int64_t, RunInfo> runs;
   std::map<int64_t, std::vector<std::pair<std::string, std::string>>> errors;
@@ -35,6 +39,29 @@ void append_global(MemoryStore::Data& d, int64_t feed, const ChangeRecord& c) {
   l.upstream_datetime = c.upstream_datetime;
   l.resource = c.resource;
   d.global_log.emplace_back(feed, std::move(l));
+}
+
+Timestamp now_us() {
+  return std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+}
+
+// The change log's rule (history_rule.h): logs what it admits of `proposed`.
+RunCounters log_admitted(MemoryStore::Data& d, int64_t feed, const std::vector<ChangeRecord>& proposed,
+                         const std::vector<ResourceRecord>& stored) {
+  RunCounters logged;
+  std::unordered_map<std::string, const ResourceRecord*> held_after;
+  for (const auto& r : stored) {
+    held_after.emplace(r.uri, &r);
+  }
+  auto& log = d.log[feed];
+  for (auto& c : admit_all(d.heads[feed], proposed, held_after)) {
+    ++(c.change == rs::Change::created ? logged.created
+       : c.change == rs::Change::deleted ? logged.deleted
+                                          : logged.updated);
+    log.push_back(std::move(c));
+    append_global(d, feed, log.back());
+  }
+  return logged;
 }
 
 } // namespace
@@ -163,7 +190,8 @@ Result<Watermark> MemoryStore::watermark(int64_t feed_id) {
 Result<bool> MemoryStore::holds_any(int64_t feed_id) {
   std::lock_guard lock(m_data->mutex);
   auto it = m_data->resources.find(feed_id);
-  return it != m_data->resources.end() && !it->second.empty();
+  auto log = m_data->log.find(feed_id);
+  return (it != m_data->resources.end() && !it->second.empty()) || (log != m_data->log.end() && !log->second.empty());
 }
 
 Result<std::unordered_map<std::string, ResourceRecord>> MemoryStore::resources(int64_t feed_id,
@@ -193,7 +221,7 @@ Result<void> MemoryStore::for_each_resource(int64_t feed_id, const std::function
   return {};
 }
 
-Result<void> MemoryStore::apply(const Batch& b) {
+Result<RunCounters> MemoryStore::apply(const Batch& b) {
   std::lock_guard lock(m_data->mutex);
   // Check everything first: a batch applies whole or not at all.
   std::set<std::string> uris;
@@ -221,11 +249,11 @@ Result<void> MemoryStore::apply(const Batch& b) {
       }
     }
   }
-  auto& log = m_data->log[b.feed_id];
-  log.insert(log.end(), b.changes.begin(), b.changes.end());
-  for (const auto& c : b.changes) {
-    append_global(*m_data, b.feed_id, c);
-  }
+  const RunCounters logged = log_admitted(*m_data, b.feed_id, b.changes, b.upserts);
+  RunCounters recorded = b.counters;
+  recorded.created = logged.created;
+  recorded.updated = logged.updated;
+  recorded.deleted = logged.deleted;
   if (b.run_id != 0) {
     for (const auto& u : b.seen) {
       if (feed.count(u)) {
@@ -233,22 +261,25 @@ Result<void> MemoryStore::apply(const Batch& b) {
       }
     }
     auto& run = m_data->runs[b.run_id];
-    run.counters += b.counters;
+    run.counters += recorded;
   }
   if (b.watermark) {
     m_data->watermarks[b.feed_id] = *b.watermark;
   }
-  return {};
+  return recorded;
 }
 
 Result<DeletionOutcome> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
-                                                   double max_share, bool /*all_seen: it looks anyway*/) {
+                                                   double max_share, bool /*all_seen: it looks anyway*/,
+                                                   const DeferLog& defer) {
   std::lock_guard lock(m_data->mutex);
   DeletionOutcome out;
   auto& seen = m_data->seen[feed_id];
+  const Timestamp at = w && w->baseline_at ? *w->baseline_at : now_us();
   auto unseen = [&](const std::string& uri, const ResourceRecord& r) {
     auto it = seen.find(uri);
-    return r.state == ResourceState::live && (it == seen.end() || it->second != run_id);
+    return r.state == ResourceState::live && (it == seen.end() || it->second != run_id) &&
+           (!r.change_datetime || *r.change_datetime <= at);
   };
   for (const auto& [uri, r] : m_data->resources[feed_id]) {
     out.live += r.state == ResourceState::live;
@@ -277,16 +308,23 @@ Result<DeletionOutcome> MemoryStore::delete_unseen(int64_t feed_id, int64_t run_
     return out;
   }
   m_data->holds.erase(feed_id);
+  std::vector<ChangeRecord> deletions;
+  std::vector<ResourceRecord> stored;
   for (auto& [uri, r] : m_data->resources[feed_id]) {
     if (unseen(uri, r)) {
       r.state = ResourceState::deleted;
-      m_data->log[feed_id].push_back(ChangeRecord{rs::Change::deleted, std::nullopt, r});
-      append_global(*m_data, feed_id, m_data->log[feed_id].back());
+      r.change_datetime = at;
+      ChangeRecord c{rs::Change::deleted, at, r};
+      if (!defer || !defer(c)) {
+        deletions.push_back(std::move(c));
+      }
+      stored.push_back(r);
       ++out.deleted;
     }
   }
+  out.logged = log_admitted(*m_data, feed_id, deletions, stored).deleted;
   std::erase_if(m_data->retries[feed_id], [run_id](const auto& kv) { return kv.second.second != run_id; });
-  m_data->runs[run_id].counters.deleted += out.deleted;
+  m_data->runs[run_id].counters.deleted += out.logged;
   return out;
 }
 
@@ -481,6 +519,38 @@ std::vector<ChangeRecord> MemoryStore::change_log(int64_t feed_id) const {
   std::lock_guard lock(m_data->mutex);
   auto it = m_data->log.find(feed_id);
   return it == m_data->log.end() ? std::vector<ChangeRecord>{} : it->second;
+}
+
+} // namespace tributary::store
+
+namespace tributary::store {
+
+Result<void> MemoryStore::for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) {
+  std::map<std::string, UriHistory> all;
+  {
+    std::lock_guard lock(m_data->mutex);
+    int64_t seq = 0;
+    for (const auto& [feed, c] : m_data->global_log) {
+      ++seq;
+      if (feed != feed_id) {
+        continue;
+      }
+      UriHistory& h = all[c.resource.uri];
+      h.log.push_back(HistoryEntry{c.seq, c.change, c.upstream_datetime, c.resource.hashes, c.resource.blob_sha256});
+    }
+    for (const auto& [uri, r] : m_data->resources[feed_id]) {
+      all[uri].held = r;
+    }
+    for (const auto& [uri, retry] : m_data->retries[feed_id]) {
+      all[uri].retrying = true;
+    }
+  }
+  for (auto& [uri, h] : all) {
+    h.feed_id = feed_id;
+    h.uri = uri;
+    fn(h);
+  }
+  return {};
 }
 
 } // namespace tributary::store

@@ -22,11 +22,12 @@ public:
   Result<std::unordered_map<std::string, ResourceRecord>>
   resources(int64_t feed_id, const std::vector<std::string>& uris) override;
   Result<bool> holds_any(int64_t feed_id) override;
+  Result<void> for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) override;
   Result<void> for_each_resource(int64_t feed_id,
                                  const std::function<void(const ResourceRecord&)>& fn) override;
-  Result<void> apply(const Batch& batch) override;
+  Result<RunCounters> apply(const Batch& batch) override;
   Result<DeletionOutcome> delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& watermark,
-                                        double max_share, bool all_seen = false) override;
+                                        double max_share, bool all_seen = false, const DeferLog& defer = {}) override;
   Result<std::vector<DeletionHold>> confirm_deletions(int64_t source_id) override;
   Result<std::unordered_map<std::string, RetryRecord>> pending_changes(int64_t feed_id,
                                                                        const std::vector<std::string>& uris) override;

@@ -129,6 +129,7 @@ struct RetryRecord {
 // What delete_unseen did.
 struct DeletionOutcome {
   uint64_t deleted = 0;
+  uint64_t logged = 0; // of them, logged now (not taken by `defer`, admitted by the rule)
   uint64_t unseen = 0; // live resources the run did not see
   uint64_t live = 0;   // live resources held before
   bool held = false;   // over the share and not confirmed: nothing deleted
@@ -168,7 +169,18 @@ struct Batch {
   // straight into the table). A hint only: the store must still be right
   // when one exists after all.
   bool upserts_new = false;
+  // The engine knows that the change log holds no entry for any URI of
+  // `changes` (a feed that held nothing, logged nothing, when the run began,
+  // and URIs this run has not logged): the store need not look up their
+  // last entries for the change log's rule. A promise, unlike upserts_new.
+  bool logs_new = false;
 };
+
+struct UriHistory; // store/history_check.h
+
+// Offered a change before it is logged: true takes it (the store does not
+// log it), false leaves it to the store.
+using DeferLog = std::function<bool(const ChangeRecord&)>;
 
 // One source taken for one run (see Store::try_lock_source); released when
 // destroyed.
@@ -211,8 +223,8 @@ public:
   // What we hold for these URIs of the feed (absent URIs are not in the map).
   virtual Result<std::unordered_map<std::string, ResourceRecord>>
   resources(int64_t feed_id, const std::vector<std::string>& uris) = 0;
-  // Whether the feed holds any resource, live or deleted (true when a store
-  // cannot tell cheaply). A run that finds its feed empty holds, from then
+  // Whether the feed holds any resource, live or deleted, or any change-log
+  // entry (true when a store cannot tell cheaply). A run that finds its feed empty holds, from then
   // on, only what it applied: it need not ask the store for the rest.
   virtual Result<bool> holds_any(int64_t feed_id) {
     (void)feed_id;
@@ -223,11 +235,22 @@ public:
   virtual Result<void> for_each_resource(int64_t feed_id,
                                          const std::function<void(const ResourceRecord&)>& fn) = 0;
 
-  // Applies a batch atomically (see Batch).
-  virtual Result<void> apply(const Batch& batch) = 0;
+  // Applies a batch atomically (see Batch). Its changes are proposals: the
+  // store logs those that the change log's rule admits (store/history_rule.h).
+  // Returns the counters recorded for the run: created, updated and deleted
+  // count the changes logged, by kind; the rest are the batch's.
+  virtual Result<RunCounters> apply(const Batch& batch) = 0;
+  // Calls `fn` for every URI of the feed that its change log names or that
+  // we hold, ordered by URI (in the store's collation): its log entries in
+  // order, its state, whether a retry of it waits. The invariant checker's
+  // input (store/history_check.h).
+  virtual Result<void> for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) = 0;
   // Marks every live resource of the feed that `run_id` did not see as
   // deleted, logging each deletion, in one transaction with `watermark`;
-  // retries of URIs the run did not see are dropped.
+  // retries of URIs the run did not see are dropped. The deletions are
+  // dated by `watermark->baseline_at` (the list that no longer named them;
+  // else now); a resource whose change is later than that is not unseen
+  // (the list is older than it) and stays.
   //
   // The mass-deletion guard: when the run did not see more than
   // `max_share` of the live resources (and an operator has not confirmed,
@@ -239,9 +262,12 @@ public:
   // (it found the feed empty, and its lease kept other writers out since),
   // so there is none to look for: a baseline of 10,000 spent 3 ms counting
   // them, a million-resource one reads the whole feed.
+  //
+  // `defer`, when given, is offered each deletion's change first: one it
+  // takes is not logged here (a baseline's LogWindow logs it later).
   virtual Result<DeletionOutcome> delete_unseen(int64_t feed_id, int64_t run_id,
                                                 const std::optional<Watermark>& watermark, double max_share,
-                                                bool all_seen = false) = 0;
+                                                bool all_seen = false, const DeferLog& defer = {}) = 0;
   // An operator's confirmation: the next baseline of each feed of the
   // source that holds deletions applies them whatever their share. Returns
   // the feeds that held deletions (none: nothing to confirm).

@@ -67,11 +67,17 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
     }
     return ctx.drain();
   }
-  auto deleted = ctx.store.delete_unseen(feed, ctx.run_id, w, ctx.src.max_deletion_share, ctx.all_seen(feed));
+  // In a LogWindow (a baseline while a Change List is followed), the
+  // deletions wait with the rest: the Change List may bring the changes
+  // before them.
+  LogWindow* window = ctx.log_window();
+  auto deleted = ctx.store.delete_unseen(
+      feed, ctx.run_id, w, ctx.src.max_deletion_share, ctx.all_seen(feed),
+      window ? store::DeferLog([window](const ChangeRecord& c) { return window->defer(c); }) : store::DeferLog());
   if (!deleted) {
     return tl::unexpected(deleted.error());
   }
-  ctx.report.counters.deleted += deleted->deleted;
+  ctx.report.counters.deleted += deleted->logged; // (those the window took are counted when it logs them)
   if (deleted->held) {
     ctx.report.deletions_held += deleted->unseen;
     ctx.note("deletions held: the list lacks " + std::to_string(deleted->unseen) + " of the " +
@@ -176,6 +182,14 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
       ++batch.counters.unchanged;
       continue;
     }
+    if (const auto t = e->change_time();
+        it != held->end() && it->second.change_datetime && t && *t < *it->second.change_datetime) {
+      // The list is older than what we hold of it (a list rendered before
+      // a change we applied since, a deletion included): it is no news,
+      // and applying it would take our copy, and our log, back in time.
+      ++batch.counters.unchanged;
+      continue;
+    }
     to_fetch.push_back(e);
   }
   auto results = source ? source(to_fetch) : ctx.fetch_all(to_fetch);
@@ -185,8 +199,34 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   if (auto full = RunContext::disk_full(results)) {
     return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
   }
+  // Changes of these URIs that failed earlier and wait to be retried: what
+  // this listing stores (or its retry) supersedes them, so each is logged
+  // first, as change_batch does (else the Source's change never reaches
+  // the log: the randomized history test found a `created` lost so).
+  std::vector<std::string> fetched;
+  if (!source && !ctx.all_seen(feed)) {
+    for (const auto* e : to_fetch) {
+      fetched.push_back(e->loc);
+    }
+  }
+  auto superseded = fetched.empty() ? Result<std::unordered_map<std::string, store::RetryRecord>>()
+                                    : ctx.pending_for(feed, fetched);
+  if (!superseded) {
+    return tl::unexpected(superseded.error());
+  }
+  auto log_change = [&](ChangeRecord&& change) {
+    if (!ctx.log_window() || !ctx.log_window()->defer(change)) {
+      batch.changes.push_back(std::move(change));
+    }
+  };
   for (size_t i = 0; i < to_fetch.size(); ++i) {
     const rs::Entry& e = *to_fetch[i];
+    if (auto old = superseded->find(e.loc); old != superseded->end() && old->second.change &&
+                                           (!e.change_time() || !old->second.change_datetime ||
+                                            *old->second.change_datetime < *e.change_time())) {
+      const store::RetryRecord& r = old->second;
+      log_change(ChangeRecord{*r.change, r.change_datetime, record_from_entry(r.entry, ResourceState::live)});
+    }
     if (!results[i]) {
       if (source) {
         return tl::unexpected(results[i].error()); // a package is applied whole or not at all
@@ -211,10 +251,11 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
     } else {
       ++batch.counters.created;
     }
-    batch.changes.push_back(ChangeRecord{had ? rs::Change::updated : rs::Change::created, e.change_time(), rec});
+    log_change(ChangeRecord{had ? rs::Change::updated : rs::Change::created, e.change_time(), rec});
     batch.upserts.push_back(std::move(rec));
   }
   batch.upserts_new = all_new;
+  batch.logs_new = ctx.never_logged(feed, batch.changes);
   return ctx.commit(batch);
 }
 

@@ -401,6 +401,19 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
     const PendingChange& c = changes[last[uri]];
     const rs::Entry& e = c.entry;
     auto it = held->find(uri);
+    if (it != held->end() && it->second.change_datetime && c.time < *it->second.change_datetime) {
+      // Older than the state we hold (a change read again: an overlap, a
+      // repair that moved the watermark back): nothing to fetch or retry,
+      // and nothing the log does not say already.
+      unchanged.insert(uri);
+      continue;
+    }
+    if (auto p = superseded->find(uri);
+        p != superseded->end() && p->second.change_datetime && c.time <= *p->second.change_datetime) {
+      // A change as old as one waiting to be retried: that one stands.
+      unchanged.insert(uri);
+      continue;
+    }
     if (c.entry.change() == rs::Change::deleted) {
       if (it != held->end() && it->second.state == ResourceState::deleted) {
         // Deleted already (a baseline that no longer found it, or the same
@@ -523,36 +536,44 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
       const store::RetryRecord& r = old->second;
       batch.changes.push_back(ChangeRecord{*r.change, r.change_datetime, record_from_entry(r.entry, ResourceState::live)});
       superseded->erase(old);
-      if (unchanged.count(uri)) {
+      if (unchanged.count(uri) && held->count(uri)) {
         final_state[uri] = held->at(uri); // written back unchanged: that clears the retry
       }
     }
-    if (failed.count(uri) || unchanged.count(uri)) {
-      if (unchanged.count(uri) && last[uri] == i) {
-        ++batch.counters.unchanged;
-      }
+    if (last[uri] == i && failed.count(uri)) {
+      continue; // its retry holds it
+    }
+    // Every change read is proposed, in upstream order, with the state it
+    // left where we hold that state: the store logs what moves the URI's
+    // logged history forward (store/history_rule.h) and nothing it says
+    // already. (An earlier change of the URI in this batch happened
+    // upstream whatever became of the later one; a change as old as what
+    // we hold is in the log unless a baseline jumped past it.)
+    const rs::Change change = c.entry.change().value_or(rs::Change::updated);
+    const bool deletion = change == rs::Change::deleted;
+    ResourceRecord state;
+    if (last[uri] == i && final_state.count(uri)) {
+      state = final_state[uri];
+    } else if (auto h = held->find(uri);
+               last[uri] == i && h != held->end() &&
+               (deletion ? h->second.state == ResourceState::deleted : same_content(h->second, c.entry))) {
+      state = h->second;
+    } else {
+      state = record_from_entry(c.entry, deletion ? ResourceState::deleted : ResourceState::live);
+    }
+    if (last[uri] == i && unchanged.count(uri)) {
+      ++batch.counters.unchanged;
+      batch.changes.push_back(ChangeRecord{change, c.time, std::move(state)});
       continue;
     }
-    if (last[uri] != i) {
-      // A change before the last of this URI in the batch: if it is the
-      // very state we hold (stored, and logged, by a baseline or audit that
-      // read it from a Resource List), it is in the log already.
-      auto h = held->find(uri);
-      if (h != held->end() && h->second.change_datetime && *h->second.change_datetime == c.time) {
-        continue;
-      }
-    }
-    const rs::Change change = c.entry.change().value_or(rs::Change::updated);
-    ResourceRecord state = last[uri] == i ? final_state[uri]
-                                          : record_from_entry(c.entry, change == rs::Change::deleted
-                                                                           ? ResourceState::deleted
-                                                                           : ResourceState::live);
-    switch (change) {
+    const auto h = held->find(uri);
+    const bool news = h == held->end() || !h->second.change_datetime || c.time > *h->second.change_datetime;
+    switch (news ? change : rs::Change::updated) {
     case rs::Change::created:
       ++batch.counters.created;
       break;
     case rs::Change::updated:
-      ++batch.counters.updated;
+      batch.counters.updated += news; // (one read again is counted nowhere)
       break;
     case rs::Change::deleted:
       ++batch.counters.deleted;

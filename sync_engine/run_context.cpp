@@ -145,7 +145,7 @@ void ChunkHandler::drain() {
 
 Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
                                std::vector<store::BlobStore::Writer> sealed,
-                               std::function<void(const store::Batch&)> on_committed) {
+                               std::function<void(const store::RunCounters&)> on_committed) {
   if (auto prev = wait(); !prev) {
     return prev;
   }
@@ -169,10 +169,13 @@ Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
       return r;
     }
     auto r = m_session->apply(b);
-    if (r && done) {
-      done(b);
+    if (!r) {
+      return Result<void>(tl::unexpected(r.error()));
     }
-    return r;
+    if (done) {
+      done(*r);
+    }
+    return Result<void>();
   });
   return {};
 }
@@ -463,9 +466,9 @@ Result<void> RunContext::commit(store::Batch& batch) {
   for (const auto& r : shared->retries) {
     retry_overlay[r.uri] = r.change ? &r : nullptr;
   }
-  auto r = m_committer->submit(shared, std::move(sealed), [this](const store::Batch& b) {
+  auto r = m_committer->submit(shared, std::move(sealed), [this](const store::RunCounters& recorded) {
     std::lock_guard lock(m_counters_mutex);
-    report.counters += b.counters;
+    report.counters += recorded;
   });
   if (r) {
     m_in_flight = std::move(shared);

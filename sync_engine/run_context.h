@@ -8,6 +8,7 @@
 #include "sync_engine/document_fetch.h"
 #include "sync_engine/dump_package.h"
 #include "sync_engine/endpoint_fetcher.h"
+#include "sync_engine/log_window.h"
 #include "sync_engine/pipelined_http.h"
 #include "sync_engine/spool.h"
 #include "sync_engine/sync.h"
@@ -92,11 +93,12 @@ public:
 
   // Waits for the batch in flight (returning its failure, if any, without
   // submitting), then hands this one over; `on_committed` runs after it
+  // with the counters the store recorded (the changes it logged)
   // commits.
   // `sealed` are the blobs the batch names that are not yet durable: they
   // are published (BlobStore::publish) before the batch is applied.
   Result<void> submit(std::shared_ptr<const store::Batch> batch, std::vector<store::BlobStore::Writer> sealed,
-                      std::function<void(const store::Batch&)> on_committed);
+                      std::function<void(const store::RunCounters&)> on_committed);
   // Waits for the batch in flight; its result (or the last one's).
   Result<void> wait();
 
@@ -231,6 +233,25 @@ public:
     auto it = m_fresh_feeds.find(feed);
     return it != m_fresh_feeds.end() && it->second.has_value();
   }
+  // Whether the change log holds nothing for `changes`' URIs: this run
+  // found the feed empty (no resource, no log entry) and has committed none
+  // of them since (Batch::logs_new).
+  bool never_logged(int64_t feed, const std::vector<ChangeRecord>& changes) const {
+    auto it = m_fresh_feeds.find(feed);
+    if (it == m_fresh_feeds.end() || !it->second) {
+      return false;
+    }
+    for (const auto& c : changes) {
+      if (it->second->maybe_contains(c.resource.uri)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // The window a baseline's log entries are deferred to while a Change
+  // List is followed (null: none; see log_window.h and sync.cpp).
+  LogWindow* log_window() const { return m_log_window; }
+  void set_log_window(LogWindow* w) { m_log_window = w; }
   // The changes of these URIs waiting as retries (Store::pending_changes),
   // as they will be once the batch in flight commits.
   Result<std::unordered_map<std::string, store::RetryRecord>> pending_for(int64_t feed,
@@ -259,6 +280,7 @@ public:
 
 private:
   std::vector<std::string> m_rejected_uris;
+  LogWindow* m_log_window = nullptr;
   bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
   // The same for `url` parsed already as `u`.
   bool host_allowed(const Url& u, const std::string& url, const rs::Entry& e, std::string& why) const;

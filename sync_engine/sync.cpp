@@ -6,6 +6,8 @@
 #include "sync_engine/iiif/harvest.h"
 #include "sync_engine/oai/harvest.h"
 #include "sync_engine/run_context.h"
+#include "store/history_check.h"
+#include "common/log.h"
 #include "common/url_resolve.h"
 
 // A run over one source: the run's record in the store, its feeds (one per
@@ -15,6 +17,77 @@
 namespace tributary::sync {
 
 namespace {
+
+// A baseline (or an audit that may repair by one) of a feed that follows a
+// Change List: the log entries of changes after the watermark wait in a
+// LogWindow while `baseline` runs, the Change List is then applied from
+// the baseline's overlap, and what it did not log is logged last (through
+// the change log's rule: nothing twice). See log_window.h.
+Result<void> baseline_in_window(RunContext& ctx, int64_t feed, const std::string& cl, const std::string& rl,
+                                const std::string& cla, const std::function<Result<void>()>& baseline) {
+  auto wm = ctx.settled_watermark(feed);
+  if (!wm) {
+    return tl::unexpected(wm.error());
+  }
+  const std::optional<rs::Timestamp> through = applied_through(*wm);
+  if (cl.empty() || !through || !wm->change_list_url) {
+    return baseline(); // not following a Change List: its entries are logged as they are applied
+  }
+  LogWindow window(*through);
+  ctx.set_log_window(&window);
+  auto r = baseline();
+  ctx.set_log_window(nullptr);
+  if (window.size() == 0) {
+    return r;
+  }
+  if (r) {
+    ctx.note("the baseline held " + std::to_string(window.size()) +
+             " change(s) after the last one applied until the Change List was applied through them");
+    r = incremental_from_list(ctx, feed, cl, rl, cla);
+  }
+  // Whatever became of the Change List, what the baseline stored is logged
+  // (each no more than once).
+  std::vector<ChangeRecord> rest = window.take();
+  for (size_t i = 0; i < rest.size(); i += ctx.opt.batch_size) {
+    store::Batch b;
+    b.feed_id = feed;
+    b.run_id = ctx.run_id;
+    b.changes.assign(rest.begin() + static_cast<std::ptrdiff_t>(i),
+                     rest.begin() + static_cast<std::ptrdiff_t>(std::min(rest.size(), i + ctx.opt.batch_size)));
+    if (auto c = ctx.commit(b); !c) {
+      return c;
+    }
+  }
+  if (auto d = ctx.drain(); !d) {
+    return d;
+  }
+  return r;
+}
+
+// The end of every audit: the feed's change log checked against what a
+// follower relies on (store/history_check.h), said in the run's notes.
+Result<void> note_history(RunContext& ctx, int64_t feed) {
+  if (auto d = ctx.drain(); !d) {
+    return d;
+  }
+  auto checked = store::check_history(ctx.store, {feed}, false, 3);
+  if (!checked) {
+    return tl::unexpected(checked.error());
+  }
+  const store::HistoryReport& h = checked->report;
+  std::string note = "history: " + std::to_string(h.uris) + " URIs, " + std::to_string(h.entries) + " log entries";
+  if (h.ok()) {
+    note += ", as a follower relies on";
+  } else {
+    note += "; NOT as a follower relies on: " + std::to_string(h.repeated) + " logged twice, " +
+            std::to_string(h.backwards) + " dated before an earlier entry, " + std::to_string(h.disagreeing) +
+            " whose last entry is not what we hold (first: " + h.first.front().uri + ": " + h.first.front().what +
+            "); `tributary check-history --repair` mends what followers hold";
+    log::warn(ctx.src.name, note);
+  }
+  ctx.note(note);
+  return {};
+}
 
 Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist_url) {
   CollectingHandler h;
@@ -91,12 +164,15 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
   };
   switch (ctx.opt.mode) {
   case store::RunMode::baseline:
-    return do_baseline();
+    return baseline_in_window(ctx, feed, cl, rl, cla, do_baseline);
   case store::RunMode::audit:
     if (auto r = need_rl(); !r) {
       return r;
     }
-    return audit(ctx, feed, rl);
+    if (auto r = baseline_in_window(ctx, feed, cl, rl, cla, [&] { return audit(ctx, feed, rl); }); !r) {
+      return r;
+    }
+    return note_history(ctx, feed);
   case store::RunMode::incremental: {
     auto wm = ctx.settled_watermark(feed);
     if (!wm) {

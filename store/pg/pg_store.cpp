@@ -118,7 +118,10 @@ Result<bool> PgStore::holds_any(int64_t feed_id) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("read resources", [&]() -> Result<bool> {
     pqxx::read_transaction tx(m_impl->conn);
-    return tx.exec_params1("SELECT EXISTS (SELECT 1 FROM resource WHERE feed_id = $1)", feed_id)[0].as<bool>();
+    return tx.exec_params1("SELECT EXISTS (SELECT 1 FROM resource WHERE feed_id = $1) OR "
+                           "EXISTS (SELECT 1 FROM change_log WHERE feed_id = $1)",
+                           feed_id)[0]
+        .as<bool>();
   });
 }
 
@@ -192,13 +195,13 @@ bool copy_new_resources(pqxx::work& tx, const Batch& b, bool mark_seen) {
   }
 }
 
-Result<void> finish_apply(pqxx::work& tx, const Batch& b);
+Result<RunCounters> finish_apply(pqxx::work& tx, const Batch& b, std::unordered_map<std::string, LogHead>& heads);
 
 } // namespace
 
-Result<void> PgStore::apply(const Batch& b) {
+Result<RunCounters> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("apply batch", [&]() -> Result<void> {
+  return m_impl->conn.run("apply batch", [&]() -> Result<RunCounters> {
     pqxx::work tx(m_impl->conn);
     // The feed must exist until this commits: one row lock a batch where a
     // foreign key checked every row written (schema 0023).
@@ -209,11 +212,13 @@ Result<void> PgStore::apply(const Batch& b) {
       return make_error(ErrorKind::conflict, "feed " + std::to_string(b.feed_id) + " no longer exists");
     }
     const bool feed_has_retries = feed[0][0].as<bool>();
+    // What the log says of the batch's URIs, before their rows are written.
+    auto heads = b.logs_new ? std::unordered_map<std::string, LogHead>() : read_heads(tx, b.feed_id, uris_of(b.changes));
     const bool mark_seen = !b.seen.empty() && b.run_id != 0;
     if (b.upserts_new && !b.upserts.empty() && b.retries.empty() && !feed_has_retries &&
         copy_new_resources(tx, b, mark_seen)) {
       // Written with their seen marks; no retry to clear or mark.
-      return finish_apply(tx, b);
+      return finish_apply(tx, b, heads);
     }
     ensure_stage_tables(tx);
     // Seen marks first: rows upserted below take theirs in the same write
@@ -290,62 +295,109 @@ Result<void> PgStore::apply(const Batch& b) {
                      "WHERE r.feed_id = $1 AND r.uri = s.uri AND r.last_seen_run IS DISTINCT FROM $2",
                      b.feed_id, b.run_id);
     }
-    return finish_apply(tx, b);
+    return finish_apply(tx, b, heads);
   });
 }
 
 namespace {
 
 // The rest of a batch, after its resources, retries and seen marks:
-// watermark, the run's counters, the change log; then commits.
-Result<void> finish_apply(pqxx::work& tx, const Batch& b) {
+// watermark, the change log (what the rule admits of the batch's changes,
+// against `heads`), the run's counters (its changes as logged); then
+// commits.
+Result<RunCounters> finish_apply(pqxx::work& tx, const Batch& b, std::unordered_map<std::string, LogHead>& heads) {
   if (b.watermark) {
     upsert_watermark(tx, b.feed_id, *b.watermark);
   }
+  RunCounters c = b.counters;
+  const RunCounters logged = log_changes(tx, b.feed_id, heads, b.changes, b.upserts);
+  c.created = logged.created;
+  c.updated = logged.updated;
+  c.deleted = logged.deleted;
   if (b.run_id != 0) {
-    const RunCounters& c = b.counters;
     tx.exec_params("UPDATE sync_run SET created = created + $2, updated = updated + $3, deleted = deleted + $4, "
                    "unchanged = unchanged + $5, failed = failed + $6, bytes = bytes + $7 WHERE id = $1",
                    b.run_id, static_cast<long long>(c.created), static_cast<long long>(c.updated),
                    static_cast<long long>(c.deleted), static_cast<long long>(c.unchanged),
                    static_cast<long long>(c.failed), static_cast<long long>(c.bytes));
   }
-  if (!b.changes.empty()) {
-    // Last, under the change-log lock held to commit: see lock_change_log().
-    lock_change_log(tx);
-    pqxx::stream_to s(tx, "change_log",
-                      std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
-                                               "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
-    for (const auto& c : b.changes) {
-      const ResourceRecord& r = c.resource;
-      s << std::make_tuple(
-          static_cast<long long>(b.feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
-          ts(r.lastmod),
-          r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
-          hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
-          hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
-    }
-    s.complete();
-  }
   tx.commit();
-  return {};
+  return c;
+}
+
+} // namespace
+
+namespace {
+
+// Logs the deletions delete_unseen staged, through the change log's rule,
+// in slices (a confirmed mass deletion may hold a million).
+uint64_t log_deletions(pqxx::work& tx, int64_t feed_id, std::optional<Timestamp> at, const DeferLog& defer) {
+  uint64_t logged = 0;
+  std::string after;
+  for (;;) {
+    std::vector<ChangeRecord> slice;
+    std::vector<ResourceRecord> stored;
+    for (const auto& row : tx.exec_params("SELECT uri, " + us("lastmod") + ", length, md5, sha1, sha256, type, "
+                                          "encoding, links::text FROM stage_deleted WHERE uri > $1 ORDER BY uri "
+                                          "LIMIT 10000",
+                                          after)) {
+      ResourceRecord r;
+      r.uri = row[0].as<std::string>();
+      r.state = ResourceState::deleted;
+      r.lastmod = read_opt_time(row[1]);
+      r.length = read_length(row[2]);
+      if (!row[3].is_null()) {
+        r.hashes.push_back({"md5", row[3].as<std::string>()});
+      }
+      if (!row[4].is_null()) {
+        r.hashes.push_back({"sha-1", row[4].as<std::string>()});
+      }
+      if (!row[5].is_null()) {
+        r.hashes.push_back({"sha-256", row[5].as<std::string>()});
+      }
+      r.type = read_str(row[6]);
+      r.encoding = read_str(row[7]);
+      r.links = links_from_json(row[8].as<std::string>());
+      r.change_datetime = at;
+      stored.push_back(r);
+      after = r.uri;
+      ChangeRecord c{rs::Change::deleted, at, std::move(r)};
+      if (!defer || !defer(c)) {
+        slice.push_back(std::move(c));
+      }
+    }
+    if (stored.empty()) {
+      return logged;
+    }
+    // Their rows say deleted already: only the log's own entries count.
+    auto heads = read_heads(tx, feed_id, uris_of(slice), /*held_fallback=*/false);
+    logged += log_changes(tx, feed_id, heads, slice, stored).deleted;
+  }
 }
 
 } // namespace
 
 Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
-                                               double max_share, bool all_seen) {
+                                               double max_share, bool all_seen, const DeferLog& defer) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("delete unseen resources", [&]() -> Result<DeletionOutcome> {
     pqxx::work tx(m_impl->conn);
     DeletionOutcome out;
+    // When they were deleted upstream: by the time of the list that no
+    // longer named them (what a change read again in the overlap before it
+    // is ordered against), else now.
+    const std::string deleted_at = w && w->baseline_at ? *ts(w->baseline_at) : rs::format_w3c_datetime(
+        std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()));
     // The feed's row, locked: a confirmation arriving now waits for this.
     const bool confirmed =
         tx.exec_params1("SELECT deletions_confirmed FROM feed WHERE id = $1 FOR UPDATE", feed_id)[0].as<bool>();
     if (!all_seen) {
-      auto counts = tx.exec_params1("SELECT count(*) FILTER (WHERE last_seen_run IS DISTINCT FROM $2), count(*) "
+      // (One changed after the list was made is not unseen: the list is
+      // older than it.)
+      auto counts = tx.exec_params1("SELECT count(*) FILTER (WHERE last_seen_run IS DISTINCT FROM $2 AND "
+                                    "(change_datetime IS NULL OR change_datetime <= $3::timestamptz)), count(*) "
                                     "FROM resource WHERE feed_id = $1 AND state = 'live'",
-                                    feed_id, run_id);
+                                    feed_id, run_id, deleted_at);
       out.unseen = counts[0].as<unsigned long long>();
       out.live = counts[1].as<unsigned long long>();
     }
@@ -371,25 +423,20 @@ Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, 
       // the feed cost a clean baseline of 10,000 about 4 ms.)
       ensure_stage_tables(tx);
       auto r = tx.exec_params(
-          "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now() "
+          "WITH d AS (UPDATE resource SET state = 'deleted', updated_at = now(), change_datetime = $3::timestamptz "
           "  WHERE feed_id = $1 AND state = 'live' AND last_seen_run IS DISTINCT FROM $2 "
+          "  AND (change_datetime IS NULL OR change_datetime <= $3::timestamptz) "
           "  RETURNING uri, lastmod, length, md5, sha1, sha256, type, encoding, links) "
           "INSERT INTO stage_deleted SELECT * FROM d",
-          feed_id, run_id);
+          feed_id, run_id, deleted_at);
       out.deleted = static_cast<uint64_t>(r.affected_rows());
     }
     // The listing no longer names them: nothing left to retry.
     tx.exec_params("DELETE FROM retry WHERE feed_id = $1 AND last_seen_run IS DISTINCT FROM $2", feed_id, run_id);
     if (out.deleted > 0) {
+      out.logged = log_deletions(tx, feed_id, rs::parse_w3c_datetime(deleted_at), defer);
       tx.exec_params("UPDATE sync_run SET deleted = deleted + $2 WHERE id = $1", run_id,
-                     static_cast<long long>(out.deleted));
-      // Last, under the change-log lock held to commit: see lock_change_log().
-      lock_change_log(tx);
-      tx.exec_params(
-          "INSERT INTO change_log (feed_id, uri, change, lastmod, length, md5, sha1, sha256, type, encoding, links) "
-          "SELECT $1, uri, 'deleted', lastmod, length, md5, sha1, sha256, type, encoding, links FROM stage_deleted "
-          "ORDER BY uri",
-          feed_id);
+                     static_cast<long long>(out.logged));
     }
     tx.commit();
     return out;

@@ -11,6 +11,7 @@
 #include "store/pg/pg_conn.h"
 #include "store/pg/pg_fields.h"
 #include "store/pg/pg_session.h"
+#include "store/history_rule.h"
 
 
 #include <nlohmann/json.hpp>
@@ -252,6 +253,20 @@ inline void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const 
                  w.last_position < 0 ? std::nullopt : std::optional<long long>(w.last_position),
                  w.resume.empty() ? std::nullopt : std::optional<std::string>(w.resume));
 }
+
+// The change log's rule, PgStore's side (pg_history.cpp; the rule itself
+// is store/history_rule.h): the last logged entry of each of `uris` (read
+// before the transaction writes their resources), and the one writer of log
+// rows, which logs what the rule admits of `proposed` and advances `heads`.
+// `stored`: the resources the same transaction writes.
+// `held_fallback`: a URI with no entry left (retention compacted them) is
+// ordered by the resource row instead.
+std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, int64_t feed_id,
+                                                    const std::vector<std::string>& uris, bool held_fallback = true);
+std::vector<std::string> uris_of(const std::vector<ChangeRecord>& changes);
+// Returns how many it logged, by kind.
+RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std::string, LogHead>& heads,
+                        const std::vector<ChangeRecord>& proposed, const std::vector<ResourceRecord>& stored);
 
 // The columns read_hold() reads, in its order, of `feed`.
 inline const std::string k_hold_columns = "id, capability_list_url, deletion_hold_unseen, deletion_hold_live, " +

@@ -531,7 +531,7 @@ private:
     if (!deleted) {
       return tl::unexpected(deleted.error());
     }
-    m_ctx.report.counters.deleted += deleted->deleted;
+    m_ctx.report.counters.deleted += deleted->logged;
     m_ctx.report.audit.extra += deleted->unseen;
     if (deleted->held) {
       m_ctx.report.deletions_held += deleted->unseen;

@@ -49,13 +49,19 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     w.last_position = 4;
     b.watermark = w;
     b.counters.created = 2;
-    REQUIRE(s->apply(b));
+    b.counters.unchanged = 3;
+    auto recorded = s->apply(b);
+    REQUIRE(recorded);
+    // Changes are counted as logged (one), the rest as the batch gives them.
+    CHECK(recorded->created == 1);
+    CHECK(recorded->unchanged == 3);
     auto got = s->resources(feed, {"http://e.org/a", "http://e.org/b", "http://e.org/none"});
     REQUIRE(got);
     CHECK(got->size() == 2);
     CHECK(got->at("http://e.org/a") == b.upserts[0]);
     CHECK(*s->watermark(feed) == w);
-    CHECK(s->run(run)->counters.created == 2);
+    CHECK(s->run(run)->counters.created == 1);
+    CHECK(s->run(run)->counters.unchanged == 3);
     CHECK(s->watermark(feed + 1000)->last_time == std::nullopt);
   }
 
@@ -271,6 +277,44 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     CHECK(reader->changes({feed}, log->at(0).seq, 10)->size() == 1);
     CHECK(reader->changes({feed + 1000}, 0, 10)->empty());
     CHECK(*reader->last_seq() == log->at(1).seq);
+  }
+
+  SUBCASE("the change log's rule: a change read again or older than the log's last entry is not logged") {
+    auto* reader = dynamic_cast<StoreReader*>(s.get());
+    REQUIRE(reader);
+    auto t = [](const char* text) { return *rs::parse_w3c_datetime(text); };
+    ResourceRecord v1 = contract_record("http://e.org/h", 1);
+    v1.change_datetime = t("2026-01-01T01:00:00Z");
+    ResourceRecord v2 = contract_record("http://e.org/h", 2);
+    v2.hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, "v2")}};
+    v2.blob_sha256 = rs::hash_hex(rs::HashAlgorithm::sha256, "v2");
+    v2.change_datetime = t("2026-01-01T03:00:00Z");
+    Batch first;
+    first.feed_id = feed;
+    first.run_id = run;
+    first.upserts = {v2};
+    first.changes = {ChangeRecord{rs::Change::created, v1.change_datetime, v1},
+                     ChangeRecord{rs::Change::updated, v2.change_datetime, v2}};
+    REQUIRE(s->apply(first));
+    REQUIRE(reader->changes({feed}, 0, 10)->size() == 2);
+    // The same changes read again (an overlap), and an older one between them.
+    Batch again = first;
+    again.changes.push_back(ChangeRecord{rs::Change::updated, t("2026-01-01T02:00:00Z"), v1});
+    REQUIRE(s->apply(again));
+    CHECK(reader->changes({feed}, 0, 10)->size() == 2);
+    // A deletion by a listing that no longer names it: logged once, dated by
+    // the list; the old update read again after it logs nothing.
+    const int64_t listing = *s->begin_run(source, RunMode::baseline);
+    Watermark w;
+    w.baseline_at = t("2026-01-01T04:00:00Z");
+    REQUIRE(s->delete_unseen(feed, listing, w, 1.0));
+    auto log = reader->changes({feed}, 0, 10);
+    REQUIRE(log->size() == 3);
+    CHECK(log->at(2).change == rs::Change::deleted);
+    CHECK(log->at(2).upstream_datetime == w.baseline_at);
+    CHECK((*reader->resource(feed, "http://e.org/h"))->change_datetime == w.baseline_at);
+    REQUIRE(s->apply(again));
+    CHECK(reader->changes({feed}, 0, 10)->size() == 3);
   }
 
   SUBCASE("a run goes from running to its final status") {

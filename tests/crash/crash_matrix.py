@@ -254,6 +254,10 @@ def check(args, source, trib, work, n, repaired=()):
     blobs = trib.cli("check-blobs")
     if "problems: 0" not in blobs.stdout:
         problems.append("check-blobs: " + blobs.stdout.strip().splitlines()[-1] if blobs.stdout else "check-blobs failed")
+    # The history we publish holds what a follower relies on (#49).
+    history = trib.cli("check-history")
+    if history.returncode != 0:
+        problems.append("check-history: " + " | ".join((history.stdout + history.stderr).strip().splitlines()[:4]))
     # A second Tributary follows ours: baseline, then incremental.
     serve = trib.spawn("serve", log="serve.log")
     try:
@@ -269,6 +273,10 @@ def check(args, source, trib, work, n, repaired=()):
                 theirs[urllib.parse.unquote(m.group(1)) if m else uri] = md5
             if theirs != held:
                 problems.append(f"the follower holds {len(theirs)} resources, {sum(1 for u in held if theirs.get(u) != held[u])} differ from ours")
+            theirs_history = follower.cli("check-history")
+            if theirs_history.returncode != 0:
+                problems.append("the follower's check-history: " +
+                                " | ".join((theirs_history.stdout + theirs_history.stderr).strip().splitlines()[:4]))
             subprocess.run(["psql", args.pg, "-qc", f"DROP DATABASE IF EXISTS {follower.db} WITH (FORCE)"],
                            capture_output=True)
             if args.py_resync:

@@ -25,7 +25,7 @@ TEST_CASE("Man page: docs/man/tributary.1 is what make-man.py writes from this b
   const std::string fresh = slurp(dir / "tributary.1");
   INFO("refresh it: docs/man/make-man.py build/.../tributary > docs/man/tributary.1");
   CHECK(fresh == slurp(page));
-  for (const char* command : {"inspect", "explore", "check-config", "migrate", "sync", "check-blobs", "gc", "retire",
+  for (const char* command : {"inspect", "explore", "check-config", "migrate", "sync", "check-history", "check-blobs", "gc", "retire",
                               "migrate-blobs", "serve", "run", "simulate"}) {
     std::string roff; // roff writes a hyphen as \-
     for (const char* c = command; *c; ++c) {

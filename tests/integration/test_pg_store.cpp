@@ -325,6 +325,7 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   REQUIRE(run2);
   ResourceRecord a_again = resource(a, 7);
   a_again.length = 7777;
+  a_again.hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, "a, again")}}; // other bytes: an update to log
   Batch wrong = hinted_new(*run2, {resource(cu, 3), a_again}, {rs::Change::created, rs::Change::updated});
   REQUIRE(s.apply(wrong));
   CHECK(s.resources(fs.feed, {a})->at(a).length == 7777u);

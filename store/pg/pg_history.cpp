@@ -1,0 +1,170 @@
+// PgStore's side of the change log's rule (store/history_rule.h): the last
+// logged entry of each URI a batch names, and the one writer of log rows.
+#include "store/pg/pg_store_internal.h"
+
+#include "store/history_check.h"
+#include "store/history_rule.h"
+
+namespace tributary::store::pg_detail {
+
+namespace {
+
+void add_hash(std::vector<rs::HashValue>& out, const char* alg, const pqxx::field& f) {
+  if (!f.is_null()) {
+    out.push_back({alg, f.as<std::string>()});
+  }
+}
+
+} // namespace
+
+std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, int64_t feed_id,
+                                                    const std::vector<std::string>& uris, bool held_fallback) {
+  std::unordered_map<std::string, LogHead> out;
+  if (uris.empty()) {
+    return out;
+  }
+  // The last entry of each (index change_log_feed_uri); a URI whose entries
+  // retention compacted away is ordered by the state we hold (read before
+  // this transaction writes it).
+  const std::string sql =
+      "WITH u AS (SELECT DISTINCT unnest($2::text[]) AS uri) "
+      "SELECT u.uri, l.change, " + us("l.upstream_datetime") + ", l.md5, l.sha1, l.sha256, l.blob_sha256, r.state, " + us("r.change_datetime") + ", " + us("r.updated_at") +
+      ", r.md5, r.sha1, r.sha256, r.blob_sha256 FROM u "
+      "LEFT JOIN LATERAL (SELECT change, upstream_datetime, md5, sha1, sha256, blob_sha256 "
+      "  FROM change_log c WHERE c.feed_id = $1 AND c.uri = u.uri ORDER BY seq DESC LIMIT 1) l ON true "
+      "LEFT JOIN resource r ON l.change IS NULL AND $3 AND r.feed_id = $1 AND r.uri = u.uri "
+      "WHERE l.change IS NOT NULL OR r.state IS NOT NULL";
+  for (const auto& row : tx.exec_params(sql, feed_id, text_array(uris), held_fallback)) {
+    LogHead h;
+    if (!row[1].is_null()) {
+      h.change = rs::change_from_string(row[1].as<std::string>()).value_or(rs::Change::updated);
+      h.time = read_opt_time(row[2]);
+      add_hash(h.hashes, "md5", row[3]);
+      add_hash(h.hashes, "sha-1", row[4]);
+      add_hash(h.hashes, "sha-256", row[5]);
+      h.blob_sha256 = read_str(row[6]);
+    } else {
+      h.change = row[7].as<std::string>() == "deleted" ? rs::Change::deleted : rs::Change::updated;
+      h.time = read_opt_time(row[8]);
+      add_hash(h.hashes, "md5", row[9]);
+      add_hash(h.hashes, "sha-1", row[10]);
+      add_hash(h.hashes, "sha-256", row[11]);
+      h.blob_sha256 = read_str(row[12]);
+    }
+    out.emplace(row[0].as<std::string>(), std::move(h));
+  }
+  return out;
+}
+
+std::vector<std::string> uris_of(const std::vector<ChangeRecord>& changes) {
+  std::vector<std::string> out;
+  out.reserve(changes.size());
+  for (const auto& c : changes) {
+    out.push_back(c.resource.uri);
+  }
+  return out;
+}
+
+RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std::string, LogHead>& heads,
+                        const std::vector<ChangeRecord>& proposed, const std::vector<ResourceRecord>& stored) {
+  std::unordered_map<std::string, const ResourceRecord*> held_after;
+  for (const auto& r : stored) {
+    held_after.emplace(r.uri, &r);
+  }
+  const std::vector<ChangeRecord> admitted = admit_all(heads, proposed, held_after);
+  RunCounters logged;
+  if (admitted.empty()) {
+    return logged;
+  }
+  // Last, under the change-log lock held to commit: see lock_change_log().
+  lock_change_log(tx);
+  pqxx::stream_to s(tx, "change_log",
+                    std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
+                                             "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
+  for (const auto& c : admitted) {
+    ++(c.change == rs::Change::created ? logged.created
+       : c.change == rs::Change::deleted ? logged.deleted
+                                          : logged.updated);
+    const ResourceRecord& r = c.resource;
+    s << std::make_tuple(
+        static_cast<long long>(feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
+        ts(r.lastmod), r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
+        hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
+        hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
+  }
+  s.complete();
+  return logged;
+}
+
+} // namespace tributary::store::pg_detail
+
+namespace tributary::store {
+
+Result<void> PgStore::for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) {
+  std::lock_guard lock(m_impl->mutex);
+  return m_impl->conn.run("read the change log's history", [&]() -> Result<void> {
+    constexpr int k_chunk = 2000;
+    std::string after;
+    bool compacted = false;
+    {
+      pqxx::read_transaction tx(m_impl->conn);
+      compacted = tx.exec_params1("SELECT EXISTS (SELECT 1 FROM change_log_compaction WHERE $1 = ANY(feeds))",
+                                  feed_id)[0]
+                      .as<bool>();
+    }
+    for (;;) {
+      // Each chunk in one snapshot: its log, its rows and its retries agree.
+      pqxx::read_transaction tx(m_impl->conn);
+      std::vector<std::string> uris;
+      for (const auto& row : tx.exec_params(
+               "SELECT uri FROM (SELECT uri FROM (SELECT uri FROM resource WHERE feed_id = $1 AND uri > $2 "
+               "ORDER BY uri LIMIT $3) a UNION SELECT uri FROM (SELECT DISTINCT uri FROM change_log "
+               "WHERE feed_id = $1 AND uri > $2 ORDER BY uri LIMIT $3) b) u ORDER BY uri LIMIT $3",
+               feed_id, after, k_chunk)) {
+        uris.push_back(row[0].as<std::string>());
+      }
+      if (uris.empty()) {
+        return {};
+      }
+      std::map<std::string, UriHistory> chunk;
+      for (const auto& u : uris) {
+        UriHistory& h = chunk[u];
+        h.feed_id = feed_id;
+        h.uri = u;
+        h.compacted = compacted;
+      }
+      const std::string list = text_array(uris);
+      for (const auto& row : tx.exec_params("SELECT uri, seq, change, " + us("upstream_datetime") +
+                                                ", md5, sha1, sha256, blob_sha256 FROM change_log "
+                                                "WHERE feed_id = $1 AND uri = ANY($2::text[]) ORDER BY uri, seq",
+                                            feed_id, list)) {
+        HistoryEntry e;
+        e.seq = row[1].as<int64_t>();
+        e.change = rs::change_from_string(row[2].as<std::string>()).value_or(rs::Change::updated);
+        e.time = read_opt_time(row[3]);
+        add_hash(e.hashes, "md5", row[4]);
+        add_hash(e.hashes, "sha-1", row[5]);
+        add_hash(e.hashes, "sha-256", row[6]);
+        e.blob_sha256 = read_str(row[7]);
+        chunk[row[0].as<std::string>()].log.push_back(std::move(e));
+      }
+      for (const auto& row :
+           tx.exec_params(resource_select() + "WHERE feed_id = $1 AND uri = ANY($2::text[])", feed_id, list)) {
+        ResourceRecord r = read_resource(row);
+        std::string uri = r.uri;
+        chunk[uri].held = std::move(r);
+      }
+      for (const auto& row :
+           tx.exec_params("SELECT uri FROM retry WHERE feed_id = $1 AND uri = ANY($2::text[])", feed_id, list)) {
+        chunk[row[0].as<std::string>()].retrying = true;
+      }
+      tx.commit();
+      for (const auto& [uri, h] : chunk) {
+        fn(h);
+      }
+      after = uris.back();
+    }
+  });
+}
+
+} // namespace tributary::store
