@@ -59,6 +59,9 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
 // "hash mismatch", "timeout", "TLS", "connection", "too large", "refused",
 // "rejected entry", "invalid document", "busy" or "other".
 std::string error_kind(std::string_view reason);
+// For a retry of a `change` that failed as `kind`: why it cannot succeed
+// until the upstream moves (it lists a state it no longer serves), or null.
+nlohmann::json stale_listing(const std::string& change, const std::string& kind);
 
 // GET /api/v1/history[?hours=H&step=S&source=NAME]: each source's lag and
 // changes in buckets of S seconds over the last H hours.

@@ -70,6 +70,19 @@ std::string error_kind(std::string_view reason) {
   return "other";
 }
 
+json stale_listing(const std::string& change, const std::string& kind) {
+  if (change.empty() || (kind != "hash mismatch" && kind != "HTTP 404" && kind != "HTTP 410")) {
+    return nullptr;
+  }
+  // A change whose bytes or resource the upstream no longer serves: it
+  // lists a state that no longer exists (replaced or deleted since, or its
+  // own log is wrong). Nothing we can fetch mends it.
+  return std::string("the upstream lists a state of this resource that it no longer serves (") +
+         (kind == "hash mismatch" ? "other bytes than it lists" : "it is gone") +
+         "): the retry ends when the upstream lists a later change of it, or at an audit with repair; if the "
+         "upstream is a Tributary, `tributary check-history --repair` there logs what it holds";
+}
+
 void history_route(DaemonState& state, const http::Request& req, http::Response& res) {
   auto q = rs::websub::parse_form(req.query);
   if (!q) {
@@ -241,11 +254,13 @@ void detail_route(DaemonState& state, const std::string& name, http::Response& r
   }
   json retry_list = json::array();
   for (const auto& r : retrying->second) {
+    const std::string kind = error_kind(r.reason);
     retry_list.push_back({{"uri", r.uri},
                           {"capability_list", r.capability_list_url},
                           {"change", r.change.empty() ? json(nullptr) : json(r.change)},
                           {"reason", r.reason},
-                          {"kind", error_kind(r.reason)},
+                          {"kind", kind},
+                          {"why", stale_listing(r.change, kind)},
                           {"attempts", r.attempts},
                           {"first_failed_at", iso(r.first_failed_at)},
                           {"next_attempt_at", iso(r.next_attempt_at)}});

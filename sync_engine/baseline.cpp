@@ -221,9 +221,11 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   };
   for (size_t i = 0; i < to_fetch.size(); ++i) {
     const rs::Entry& e = *to_fetch[i];
-    if (auto old = superseded->find(e.loc); old != superseded->end() && old->second.change &&
-                                           (!e.change_time() || !old->second.change_datetime ||
-                                            *old->second.change_datetime < *e.change_time())) {
+    auto old = superseded->find(e.loc);
+    const bool pending = old != superseded->end() && old->second.change;
+    const bool newer = pending && (!e.change_time() || !old->second.change_datetime ||
+                                   *old->second.change_datetime < *e.change_time());
+    if (newer) {
       const store::RetryRecord& r = old->second;
       log_change(ChangeRecord{*r.change, r.change_datetime, record_from_entry(r.entry, ResourceState::live)});
     }
@@ -233,6 +235,9 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
       }
       ++batch.counters.failed;
       ctx.error(e.loc, results[i].error().message);
+      if (pending && !newer) {
+        continue; // the change waiting is as new as this listing: it stays, to be logged when it succeeds
+      }
       batch.retries.push_back(ctx.retry_for(e, std::nullopt, std::nullopt, results[i].error().message));
       continue;
     }

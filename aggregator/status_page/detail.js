@@ -99,7 +99,8 @@ function renderDetail(d, now) {
   }, "no errors recorded");
   document.getElementById("retrying-title").textContent = "Retrying resources (" + num(d.retrying.total) + ")";
   rows("retrying", d.retrying.resources, r => {
-    const tr = cells([r.uri, r.kind, r.reason, r.attempts, exact(r.first_failed_at), exact(r.next_attempt_at)]);
+    const tr = cells([r.uri, r.kind, r.why ? r.reason + " \u2014 " + r.why : r.reason, r.attempts,
+                      exact(r.first_failed_at), exact(r.next_attempt_at)]);
     tr.className = "wrap";
     tr.dataset.uri = r.uri;
     return tr;

@@ -220,6 +220,19 @@ TEST_CASE("History: check-history finds what older versions logged wrong (an old
   // The follower reads them: a's entry names bytes we no longer serve, and
   // c's a resource we no longer hold.
   CHECK(eventually([&] { return scalar(b, "SELECT count(*) FROM retry") != "0"; }, 15));
+  // It says which, and why: we list a state we no longer serve.
+  bool told = false;
+  CHECK(eventually([&] {
+    const json d = json::parse(call(b.base, "GET", "/api/v1/sources/agg/detail").body, nullptr, false);
+    if (d.is_discarded() || !d.contains("data")) {
+      return false;
+    }
+    for (const auto& r : d["data"]["retrying"]["resources"]) {
+      told = told || (r["uri"].get<std::string>().find("a.txt") != std::string::npos && r["why"].is_string() &&
+                      r["why"].get<std::string>().find("no longer serves") != std::string::npos);
+    }
+    return told;
+  }, 15));
 
   const Run repaired = run_tributary("check-history --config " + a.cfg + " --repair");
   INFO(repaired.out);
