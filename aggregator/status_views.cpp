@@ -71,14 +71,17 @@ std::string error_kind(std::string_view reason) {
 }
 
 json stale_listing(const std::string& change, const std::string& kind) {
-  if (change.empty() || (kind != "hash mismatch" && kind != "HTTP 404" && kind != "HTTP 410")) {
+  if (change.empty() ||
+      (kind != "hash mismatch" && kind != "too large" && kind != "HTTP 404" && kind != "HTTP 410")) {
     return nullptr;
   }
   // A change whose bytes or resource the upstream no longer serves: it
   // lists a state that no longer exists (replaced or deleted since, or its
   // own log is wrong). Nothing we can fetch mends it.
   return std::string("the upstream lists a state of this resource that it no longer serves (") +
-         (kind == "hash mismatch" ? "other bytes than it lists" : "it is gone") +
+         (kind == "hash mismatch" ? "other bytes than it lists"
+          : kind == "too large"   ? "more bytes than it lists, unless our size limit is the cause"
+                                  : "it is gone") +
          "): the retry ends when the upstream lists a later change of it, or at an audit with repair; if the "
          "upstream is a Tributary, `tributary check-history --repair` there logs what it holds";
 }

@@ -1,5 +1,7 @@
 #include "store/history_check.h"
 
+#include "store/history_rule.h"
+
 #include "resourcesync/datetime.h"
 
 #include <algorithm>
@@ -12,17 +14,30 @@ namespace tributary::store {
 
 namespace {
 
-std::optional<std::string> sha256_of(const std::vector<rs::HashValue>& hashes,
-                                     const std::optional<std::string>& blob) {
-  if (blob) {
-    return blob;
+// An entry, or what we hold, as the change log's rule compares states.
+LogHead state_of(const HistoryEntry& e) {
+  LogHead h;
+  h.change = e.change;
+  h.time = e.time;
+  h.hashes = e.hashes;
+  h.blob_sha256 = e.blob_sha256;
+  return h;
+}
+
+LogHead state_of(const ResourceRecord& r) {
+  LogHead h;
+  h.change = r.state == ResourceState::deleted ? rs::Change::deleted : rs::Change::updated;
+  h.hashes = r.hashes;
+  h.blob_sha256 = r.blob_sha256;
+  return h;
+}
+
+// The first digest of `h` shown in a message.
+std::string digest_of(const LogHead& h) {
+  if (h.blob_sha256) {
+    return "sha-256 " + h.blob_sha256->substr(0, 12) + "...";
   }
-  for (const auto& h : hashes) {
-    if (h.known() == rs::HashAlgorithm::sha256) {
-      return h.hex;
-    }
-  }
-  return std::nullopt;
+  return h.hashes.empty() ? std::string("no digest") : h.hashes[0].algorithm + " " + h.hashes[0].hex.substr(0, 12) + "...";
 }
 
 std::string when(const std::optional<Timestamp>& t) { return t ? rs::format_w3c_datetime(*t) : "(no time)"; }
@@ -56,11 +71,13 @@ std::optional<std::string> disagreement(const UriHistory& h) {
            (!h.held ? "not at all" : held_live ? "live" : "deleted");
   }
   if (held_live) {
-    const auto logged = sha256_of(last.hashes, last.blob_sha256);
-    const auto held = sha256_of(h.held->hashes, h.held->blob_sha256);
-    if (logged && held && *logged != *held) {
-      return "the last entry (" + std::string(rs::to_string(last.change)) + " at " + when(last.time) +
-             ") names sha-256 " + logged->substr(0, 12) + "..., we hold " + held->substr(0, 12) + "...";
+    // Every digest both name must agree (an older version logged some
+    // changes with the listed md5 only).
+    const LogHead logged = state_of(last);
+    const LogHead held = state_of(*h.held);
+    if (same_state(logged, held) == false) {
+      return "the last entry (" + std::string(rs::to_string(last.change)) + " at " + when(last.time) + ") names " +
+             digest_of(logged) + ", we hold " + digest_of(held);
     }
   }
   return std::nullopt;
@@ -84,7 +101,7 @@ void HistoryChecker::check(const UriHistory& h) {
       // Untimed (a list without lastmod): the same change and bytes as the
       // entry before it is that entry again.
       if (prior && !prior->time && prior->change == e.change &&
-          sha256_of(prior->hashes, prior->blob_sha256) == sha256_of(e.hashes, e.blob_sha256)) {
+          same_state(state_of(*prior), state_of(e)) == true) {
         ++m_report.repeated;
         problem(h, std::string(rs::to_string(e.change)) + " (no time) logged again (seq " + std::to_string(e.seq) +
                        ")");
@@ -129,7 +146,15 @@ ChangeRecord corrective(const UriHistory& h) {
   const bool live = c.resource.state == ResourceState::live;
   const bool logged_live = !h.log.empty() && h.log.back().change != rs::Change::deleted;
   c.change = !live ? rs::Change::deleted : logged_live ? rs::Change::updated : rs::Change::created;
+  // Dated by the held state's change, or just after every entry of the URI
+  // when one is as late (so that it repeats no (change, time) and no time
+  // goes back).
   c.upstream_datetime = c.resource.change_datetime;
+  for (const auto& e : h.log) {
+    if (e.time && (!c.upstream_datetime || *c.upstream_datetime <= *e.time)) {
+      c.upstream_datetime = *e.time + std::chrono::microseconds(1);
+    }
+  }
   return c;
 }
 

@@ -233,6 +233,8 @@ TEST_CASE("History: check-history finds what older versions logged wrong (an old
     }
     return told;
   }, 15));
+  INFO(call(b.base, "GET", "/api/v1/sources/agg/detail").body);
+  CHECK(told);
 
   const Run repaired = run_tributary("check-history --config " + a.cfg + " --repair");
   INFO(repaired.out);

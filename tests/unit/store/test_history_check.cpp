@@ -68,6 +68,15 @@ TEST_CASE("history check: a change logged twice, a time going back, a last entry
     c.check(held_live("bb", {entry(1, rs::Change::updated, 5, "aa")}));
     CHECK(c.report().disagreeing == 1);
   }
+  SUBCASE("the last entry names other bytes by md5 alone (as older versions logged some)") {
+    store::HistoryChecker c;
+    HistoryEntry e = entry(1, rs::Change::updated, 5, "");
+    e.hashes = {{"md5", "aaaa"}};
+    UriHistory h = held_live("bb", {e});
+    h.held->hashes = {{"md5", "bbbb"}, {"sha-256", "bb"}};
+    c.check(h);
+    CHECK(c.report().disagreeing == 1);
+  }
   SUBCASE("the last entry says deleted, we hold it live; unless a retry waits") {
     store::HistoryChecker c;
     UriHistory h = held_live("bb", {entry(1, rs::Change::deleted, 5, "")});
