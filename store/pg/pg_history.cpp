@@ -7,16 +7,6 @@
 
 namespace tributary::store::pg_detail {
 
-namespace {
-
-void add_hash(std::vector<rs::HashValue>& out, const char* alg, const pqxx::field& f) {
-  if (!f.is_null()) {
-    out.push_back({alg, f.as<std::string>()});
-  }
-}
-
-} // namespace
-
 std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, int64_t feed_id,
                                                     const std::vector<std::string>& uris, bool held_fallback) {
   std::unordered_map<std::string, LogHead> out;
@@ -39,16 +29,12 @@ std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, 
     if (!row[1].is_null()) {
       h.change = rs::change_from_string(row[1].as<std::string>()).value_or(rs::Change::updated);
       h.time = read_opt_time(row[2]);
-      add_hash(h.hashes, "md5", row[3]);
-      add_hash(h.hashes, "sha-1", row[4]);
-      add_hash(h.hashes, "sha-256", row[5]);
+      h.hashes = read_hashes(row, 3);
       h.blob_sha256 = read_str(row[6]);
     } else {
       h.change = row[7].as<std::string>() == "deleted" ? rs::Change::deleted : rs::Change::updated;
       h.time = read_opt_time(row[8]);
-      add_hash(h.hashes, "md5", row[9]);
-      add_hash(h.hashes, "sha-1", row[10]);
-      add_hash(h.hashes, "sha-256", row[11]);
+      h.hashes = read_hashes(row, 9);
       h.blob_sha256 = read_str(row[12]);
     }
     out.emplace(row[0].as<std::string>(), std::move(h));
@@ -142,9 +128,7 @@ Result<void> PgStore::for_each_history(int64_t feed_id, const std::function<void
         e.seq = row[1].as<int64_t>();
         e.change = rs::change_from_string(row[2].as<std::string>()).value_or(rs::Change::updated);
         e.time = read_opt_time(row[3]);
-        add_hash(e.hashes, "md5", row[4]);
-        add_hash(e.hashes, "sha-1", row[5]);
-        add_hash(e.hashes, "sha-256", row[6]);
+        e.hashes = read_hashes(row, 4);
         e.blob_sha256 = read_str(row[7]);
         chunk[row[0].as<std::string>()].log.push_back(std::move(e));
       }

@@ -346,15 +346,7 @@ uint64_t log_deletions(pqxx::work& tx, int64_t feed_id, std::optional<Timestamp>
       r.state = ResourceState::deleted;
       r.lastmod = read_opt_time(row[1]);
       r.length = read_length(row[2]);
-      if (!row[3].is_null()) {
-        r.hashes.push_back({"md5", row[3].as<std::string>()});
-      }
-      if (!row[4].is_null()) {
-        r.hashes.push_back({"sha-1", row[4].as<std::string>()});
-      }
-      if (!row[5].is_null()) {
-        r.hashes.push_back({"sha-256", row[5].as<std::string>()});
-      }
+      r.hashes = read_hashes(row, 3);
       r.type = read_str(row[6]);
       r.encoding = read_str(row[7]);
       r.links = links_from_json(row[8].as<std::string>());

@@ -193,6 +193,19 @@ inline std::string resource_select() {
          ", fetched_from FROM resource ";
 }
 
+// The md5, sha-1 and sha-256 columns of a row, from column `first` on, as
+// hash values (NULLs left out).
+inline std::vector<rs::HashValue> read_hashes(const pqxx::row& r, int first) {
+  std::vector<rs::HashValue> out;
+  const char* const algorithms[] = {"md5", "sha-1", "sha-256"};
+  for (int i = 0; i < 3; ++i) {
+    if (!r[first + i].is_null()) {
+      out.push_back({algorithms[i], r[first + i].as<std::string>()});
+    }
+  }
+  return out;
+}
+
 inline ResourceRecord read_resource(const pqxx::row& r) {
   ResourceRecord rec;
   rec.uri = r[0].as<std::string>();
@@ -200,15 +213,7 @@ inline ResourceRecord read_resource(const pqxx::row& r) {
   rec.lastmod = read_opt_time(r[2]);
   rec.change_datetime = read_opt_time(r[3]);
   rec.length = read_length(r[4]);
-  if (!r[5].is_null()) {
-    rec.hashes.push_back({"md5", r[5].as<std::string>()});
-  }
-  if (!r[6].is_null()) {
-    rec.hashes.push_back({"sha-1", r[6].as<std::string>()});
-  }
-  if (!r[7].is_null()) {
-    rec.hashes.push_back({"sha-256", r[7].as<std::string>()});
-  }
+  rec.hashes = read_hashes(r, 5);
   rec.type = read_str(r[8]);
   rec.encoding = read_str(r[9]);
   rec.links = links_from_json(r[10].as<std::string>());

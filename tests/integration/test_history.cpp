@@ -60,21 +60,39 @@ bool converges(const TestDaemon& d, const std::string& source_base, double secon
   return false;
 }
 
+// A simulated Source changing at `rate` a second, `changes` times in all.
+std::unique_ptr<agg::Simulator> changing_source(uint64_t resources, double rate, uint64_t changes, uint64_t seed,
+                                                size_t size, size_t part) {
+  agg::SimulateOptions o;
+  o.port = 0;
+  o.resources = resources;
+  o.change_rate = rate;
+  o.max_changes = changes;
+  o.seed = seed;
+  o.size = size;
+  o.part_size = part;
+  auto sim = std::make_unique<agg::Simulator>(o);
+  REQUIRE(sim->start());
+  return sim;
+}
+
+// Waits until `sim` made all its changes (at most a minute).
+void wait_quiet(agg::Simulator& sim, uint64_t changes) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (sim.changes() < changes && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  REQUIRE(sim.changes() >= changes);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // the simulator re-renders its list
+}
+
 } // namespace
 
 TEST_CASE("History: baseline, audit, CLI repair and baseline while the Source changes at 20/s, a follower "
           "throughout: every change after a URI's first entry logged once and in order, both copies equal") {
-  agg::SimulateOptions o;
-  o.port = 0;
-  o.resources = 400;
-  o.change_rate = 20;
-  o.max_changes = 500; // 25 s
-  o.seed = 49;
-  o.size = 128;
-  o.part_size = 100;
-  agg::Simulator sim(o);
-  REQUIRE(sim.start());
-  const std::string sim_base = sim.base_url();
+  const uint64_t changes = 500; // 25 s
+  auto sim = changing_source(400, 20, changes, 49, 128, 100);
+  const std::string sim_base = sim->base_url();
 
   TestDaemon a({{"sim", sim_base + "/"}});
   a.start();
@@ -91,12 +109,7 @@ TEST_CASE("History: baseline, audit, CLI repair and baseline while the Source ch
   INFO(repair.out);
   at(16);
   CHECK(call(a.base, "POST", "/api/v1/sources/sim/sync", k_admin, R"({"mode":"baseline"})").status == 202);
-  while (sim.changes() < o.max_changes && std::chrono::steady_clock::now() - started < std::chrono::seconds(60)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  REQUIRE(sim.changes() >= o.max_changes);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // the simulator re-renders its list
-
+  wait_quiet(*sim, changes);
   INFO(a.log_text());
   REQUIRE(converges(a, sim_base, 30));
   INFO(b.log_text());
@@ -119,17 +132,9 @@ TEST_CASE("History: baseline, audit, CLI repair and baseline while the Source ch
 
 TEST_CASE("History: five SIGKILLs during incrementals at 200 changes/s: every change after a URI's first entry is "
           "logged once, in order") {
-  agg::SimulateOptions o;
-  o.port = 0;
-  o.resources = 300;
-  o.change_rate = 200;
-  o.max_changes = 3000; // 15 s
-  o.seed = 4949;
-  o.size = 64;
-  o.part_size = 500;
-  agg::Simulator sim(o);
-  REQUIRE(sim.start());
-  const std::string sim_base = sim.base_url();
+  const uint64_t changes = 3000; // 15 s
+  auto sim = changing_source(300, 200, changes, 4949, 64, 500);
+  const std::string sim_base = sim->base_url();
   TestDaemon a({{"sim", sim_base + "/"}});
   a.start();
   // A kill whenever an incremental run is under way, five times.
@@ -151,15 +156,11 @@ TEST_CASE("History: five SIGKILLs during incrementals at 200 changes/s: every ch
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
   CHECK(kills == 5);
-  while (sim.changes() < o.max_changes && std::chrono::steady_clock::now() - started < std::chrono::seconds(60)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  REQUIRE(sim.changes() >= o.max_changes);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1100)); // the simulator re-renders its list
+  wait_quiet(*sim, changes);
   INFO(a.log_text());
   REQUIRE(converges(a, sim_base, 30));
   const std::vector<rs::Entry> upstream = entries_of(sim_base + "/changelist.xml");
-  CHECK(upstream.size() == o.max_changes);
+  CHECK(upstream.size() == changes);
   const std::string exact = log_against_source(a.db.conninfo(), upstream);
   CHECK_MESSAGE(exact.empty(), exact);
   const Run check = run_tributary("check-history --config " + a.cfg);
