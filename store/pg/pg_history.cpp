@@ -5,6 +5,8 @@
 #include "store/history_check.h"
 #include "store/history_rule.h"
 
+#include <unordered_set>
+
 namespace tributary::store::pg_detail {
 
 std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, int64_t feed_id,
@@ -13,30 +15,45 @@ std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, 
   if (uris.empty()) {
     return out;
   }
-  // The last entry of each (index change_log_feed_uri); a URI whose entries
-  // retention compacted away is ordered by the state we hold (read before
-  // this transaction writes it).
+  // The last entry of each (index change_log_feed_uri: one backward step a
+  // URI; joining the resource row in the same query doubled the cost).
   const std::string sql =
-      "WITH u AS (SELECT DISTINCT unnest($2::text[]) AS uri) "
-      "SELECT u.uri, l.change, " + us("l.upstream_datetime") + ", l.md5, l.sha1, l.sha256, l.blob_sha256, r.state, " + us("r.change_datetime") + ", " + us("r.updated_at") +
-      ", r.md5, r.sha1, r.sha256, r.blob_sha256 FROM u "
-      "LEFT JOIN LATERAL (SELECT change, upstream_datetime, md5, sha1, sha256, blob_sha256 "
-      "  FROM change_log c WHERE c.feed_id = $1 AND c.uri = u.uri ORDER BY seq DESC LIMIT 1) l ON true "
-      "LEFT JOIN resource r ON l.change IS NULL AND $3 AND r.feed_id = $1 AND r.uri = u.uri "
-      "WHERE l.change IS NOT NULL OR r.state IS NOT NULL";
-  for (const auto& row : tx.exec_params(sql, feed_id, text_array(uris), held_fallback)) {
+      "SELECT u.uri, l.change, " + us("l.upstream_datetime") +
+      ", l.md5, l.sha1, l.sha256, l.blob_sha256 FROM unnest($2::text[]) AS u(uri) "
+      "JOIN LATERAL (SELECT change, upstream_datetime, md5, sha1, sha256, blob_sha256 "
+      "  FROM change_log c WHERE c.feed_id = $1 AND c.uri = u.uri ORDER BY seq DESC LIMIT 1) l ON true";
+  for (const auto& row : tx.exec_params(sql, feed_id, text_array(uris))) {
     LogHead h;
-    if (!row[1].is_null()) {
-      h.change = rs::change_from_string(row[1].as<std::string>()).value_or(rs::Change::updated);
-      h.time = read_opt_time(row[2]);
-      h.hashes = read_hashes(row, 3);
-      h.blob_sha256 = read_str(row[6]);
-    } else {
-      h.change = row[7].as<std::string>() == "deleted" ? rs::Change::deleted : rs::Change::updated;
-      h.time = read_opt_time(row[8]);
-      h.hashes = read_hashes(row, 9);
-      h.blob_sha256 = read_str(row[12]);
+    h.change = rs::change_from_string(row[1].as<std::string>()).value_or(rs::Change::updated);
+    h.time = read_opt_time(row[2]);
+    h.hashes = read_hashes(row, 3);
+    h.blob_sha256 = read_str(row[6]);
+    out.emplace(row[0].as<std::string>(), std::move(h));
+  }
+  if (!held_fallback || out.size() == uris.size()) {
+    return out;
+  }
+  // A URI with no entry left because retention compacted them is ordered by
+  // the state we hold (read before this transaction writes it), if that was
+  // written before the feed's newest compaction: a row written since (a
+  // baseline whose entries a LogWindow holds) is no log entry.
+  std::vector<std::string> rest;
+  for (const auto& u : uris) {
+    if (!out.count(u)) {
+      rest.push_back(u);
     }
+  }
+  for (const auto& row : tx.exec_params("SELECT uri, state, " + us("change_datetime") +
+                                            ", md5, sha1, sha256, blob_sha256 FROM resource "
+                                            "WHERE feed_id = $1 AND uri = ANY($2::text[]) AND updated_at <= "
+                                            "(SELECT max(compacted_at) FROM change_log_compaction "
+                                            " WHERE $1 = ANY(feeds))",
+                                        feed_id, text_array(rest))) {
+    LogHead h;
+    h.change = row[1].as<std::string>() == "deleted" ? rs::Change::deleted : rs::Change::updated;
+    h.time = read_opt_time(row[2]);
+    h.hashes = read_hashes(row, 3);
+    h.blob_sha256 = read_str(row[6]);
     out.emplace(row[0].as<std::string>(), std::move(h));
   }
   return out;
@@ -44,9 +61,12 @@ std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, 
 
 std::vector<std::string> uris_of(const std::vector<ChangeRecord>& changes) {
   std::vector<std::string> out;
+  std::unordered_set<std::string_view> seen;
   out.reserve(changes.size());
   for (const auto& c : changes) {
-    out.push_back(c.resource.uri);
+    if (seen.insert(c.resource.uri).second) {
+      out.push_back(c.resource.uri);
+    }
   }
   return out;
 }

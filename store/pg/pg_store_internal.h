@@ -265,7 +265,7 @@ inline void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const 
 // rows, which logs what the rule admits of `proposed` and advances `heads`.
 // `stored`: the resources the same transaction writes.
 // `held_fallback`: a URI with no entry left (retention compacted them) is
-// ordered by the resource row instead.
+// ordered by its resource row instead, if written before the compaction.
 std::unordered_map<std::string, LogHead> read_heads(pqxx::transaction_base& tx, int64_t feed_id,
                                                     const std::vector<std::string>& uris, bool held_fallback = true);
 std::vector<std::string> uris_of(const std::vector<ChangeRecord>& changes);
