@@ -29,7 +29,10 @@ Result<void> baseline_in_window(RunContext& ctx, int64_t feed, const std::string
   if (!wm) {
     return tl::unexpected(wm.error());
   }
-  const std::optional<rs::Timestamp> through = applied_through(*wm);
+  // From the watermark's own time (after an earlier baseline, its `at` less
+  // the overlap): a change in that overlap is one the Change List will
+  // bring again, and may be preceded there by one this list jumped over.
+  const std::optional<rs::Timestamp> through = wm->last_time;
   if (cl.empty() || !through || !wm->change_list_url) {
     return baseline(); // not following a Change List: its entries are logged as they are applied
   }
