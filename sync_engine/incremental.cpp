@@ -561,24 +561,9 @@ Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list
     } else {
       state = record_from_entry(c.entry, deletion ? ResourceState::deleted : ResourceState::live);
     }
-    if (last[uri] == i && unchanged.count(uri)) {
-      ++batch.counters.unchanged;
-      batch.changes.push_back(ChangeRecord{change, c.time, std::move(state)});
-      continue;
-    }
-    const auto h = held->find(uri);
-    const bool news = h == held->end() || !h->second.change_datetime || c.time > *h->second.change_datetime;
-    switch (news ? change : rs::Change::updated) {
-    case rs::Change::created:
-      ++batch.counters.created;
-      break;
-    case rs::Change::updated:
-      batch.counters.updated += news; // (one read again is counted nowhere)
-      break;
-    case rs::Change::deleted:
-      ++batch.counters.deleted;
-      break;
-    }
+    // (Created, updated and deleted are counted by the store as it logs
+    // them: Store::apply.)
+    batch.counters.unchanged += last[uri] == i && unchanged.count(uri);
     batch.changes.push_back(ChangeRecord{change, c.time, std::move(state)});
   }
   for (auto& [uri, rec] : final_state) {
