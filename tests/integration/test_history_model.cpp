@@ -2,7 +2,8 @@
 // (create, update, delete, two updates within a millisecond, delete then
 // re-create) while, at random points, we run incrementals, baselines from a
 // Resource List that may be stale, audits, repairs, runs killed between
-// batches, and resources fail for a while; a second Tributary follows ours
+// batches, PostgreSQL restarts (every connection cut mid-run), and resources
+// fail for a while; a second Tributary follows ours
 // through our republished documents throughout. At the end: ours and the
 // follower's copies equal the Source by bytes, `check_history` passes on
 // both, and each URI's log after its first entry is the Source's changes of
@@ -107,7 +108,18 @@ struct Node {
   SyncEnv env;
   sync::SourceConfig src;
 
-  sync::SourceReport run(RunMode mode, bool repair, size_t batch, uint64_t kill_after) {
+  // Every connection our store holds, cut as a PostgreSQL restart cuts them.
+  void cut_connections() {
+    pqxx::connection c(env.db.conninfo());
+    pqxx::nontransaction tx(c);
+    tx.exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()");
+  }
+
+  // `kill_after`: stopped once that many are done, as a kill leaves it;
+  // `cut_after`: the database's connections cut once that many are done,
+  // and the run goes on as far as it can.
+  sync::SourceReport run(RunMode mode, bool repair, size_t batch, uint64_t kill_after, uint64_t cut_after = 0) {
     sync::RunOptions o;
     o.mode = mode;
     o.repair = repair;
@@ -115,11 +127,16 @@ struct Node {
     o.refetch_backoff = std::chrono::seconds(0);
     o.retry.max_attempts = 1;
     std::atomic<bool> cancel{false};
-    if (kill_after > 0) {
+    bool cut = false;
+    if (kill_after > 0 || cut_after > 0) {
       o.cancel = &cancel;
       o.on_progress = [&](const sync::Progress& p) {
-        if (p.done >= kill_after) {
+        if (kill_after > 0 && p.done >= kill_after) {
           cancel = true; // stopped between batches, as a kill leaves it
+        }
+        if (cut_after > 0 && !cut && p.done >= cut_after) {
+          cut = true;
+          cut_connections();
         }
       };
     }
@@ -265,8 +282,15 @@ void one_seed(uint64_t seed) {
                     std::to_string(batch) + "\n";
     if (r < 0.5) {
       ours.run(RunMode::incremental, false, batch, 0);
-    } else if (r < 0.62) {
+    } else if (r < 0.58) {
       ours.run(RunMode::incremental, false, batch, 1 + pick(20)); // killed between batches
+    } else if (r < 0.62) {
+      // PostgreSQL restarts under an incremental or a baseline: every
+      // connection cut between two batches; the run fails where it stands.
+      const auto report =
+          ours.run(chance(0.5) ? RunMode::incremental : RunMode::baseline, false, batch, 0, 1 + pick(20));
+      source.trace += "  connections cut: the run ended " + std::string(store::to_string(report.status)) +
+                      (report.errors.empty() ? "" : ": " + report.errors.front()) + "\n";
     } else if (r < 0.72) {
       ours.run(RunMode::baseline, false, batch, 0);
     } else if (r < 0.77) {
@@ -312,7 +336,8 @@ void one_seed(uint64_t seed) {
 
 } // namespace
 
-TEST_CASE("History randomized: a model Source, baselines, audits, repairs, kills and failing resources, a follower "
+TEST_CASE("History randomized: a model Source, baselines, audits, repairs, kills, PostgreSQL restarts and failing "
+          "resources, a follower "
           "throughout: both copies equal the Source and the history holds, seed by seed") {
   const uint64_t first = env_number("TRIBUTARY_HISTORY_SEED", 1);
   const uint64_t count = env_number("TRIBUTARY_HISTORY_SEEDS", 20);
