@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/percent.h"
 #include "resourcesync/hash.h"
+#include "sync_engine/oai/list_bounds.h"
 #include "sync_engine/oai/oai_pmh.h"
 #include "sync_engine/run_context.h"
 
@@ -32,7 +33,9 @@ using nlohmann::json;
 using oai::Granularity;
 
 constexpr uint64_t k_max_page_bytes = 64ull * 1024 * 1024;
+constexpr size_t k_slice = 1000; // records of a page applied together
 constexpr std::chrono::seconds k_baseline_window{365 * 86400};
+constexpr std::chrono::seconds k_open_span{100ll * 365 * 86400}; // an incremental's window: the whole
 
 rs::Timestamp now_ts() {
   return time_point_cast<microseconds>(system_clock::now());
@@ -96,6 +99,7 @@ public:
       return tl::unexpected(id.error());
     }
     m_id = *id;
+    m_claimed_earliest = m_id.earliest_datestamp;
     if (auto offered = offers(); !offered) {
       return offered;
     }
@@ -132,6 +136,9 @@ public:
       if (!baseline && m_w.last_time) {
         m_state.from = *m_w.last_time - duration_cast<microseconds>(m_ctx.src.oai.overlap);
       }
+      if (baseline) {
+        clamp_earliest();
+      }
       if (baseline && m_id.earliest_datestamp) {
         // A year at a time from the earliest datestamp (the first window
         // open at its start, for records dated before it): a token that
@@ -143,6 +150,7 @@ public:
         }
       }
     }
+    m_initial_span = baseline ? k_baseline_window.count() : k_open_span.count();
     if (auto r = harvest(baseline); !r) {
       return r;
     }
@@ -213,6 +221,38 @@ private:
     return {};
   }
 
+  // Identify's earliestDatestamp, moved up to the oldest datestamp the
+  // first page of ListIdentifiers shows when that is later: endpoints that
+  // say 0001 (or 1970) would cost a baseline a window for every year since.
+  // The first window stays open at its start, so a record older than the
+  // probe saw is still harvested.
+  void clamp_earliest() {
+    oai::ListRequest q;
+    q.verb = "ListIdentifiers";
+    q.metadata_prefix = m_f.prefix;
+    q.set = m_f.set;
+    q.granularity = m_id.granularity;
+    auto body = fetch(oai::list_url(m_f.base_url, q));
+    if (!body) {
+      return;
+    }
+    auto page = oai::parse_list(*body);
+    if (!page || page->records.empty()) {
+      return;
+    }
+    rs::Timestamp oldest = page->records.front().datestamp;
+    for (const auto& r : page->records) {
+      oldest = std::min(oldest, r.datestamp);
+    }
+    oldest = floor<days>(oldest);
+    if (m_id.earliest_datestamp && *m_id.earliest_datestamp < oldest) {
+      m_ctx.note("Identify's earliestDatestamp " + rs::format_w3c_datetime(*m_id.earliest_datestamp) +
+                 " is older than any record the repository lists first: windows start at " +
+                 rs::format_w3c_datetime(oldest));
+      m_id.earliest_datestamp = oldest;
+    }
+  }
+
   std::string record_uri(const std::string& identifier) const {
     const std::string& t = m_ctx.src.oai.record_uri;
     if (t.empty()) {
@@ -231,7 +271,7 @@ private:
 
   // A record as the entry the engine applies; its metadata as a document of
   // its own in `content`.
-  rs::Entry entry_of(const oai::Record& r, std::unordered_map<std::string, std::string>& content) {
+  rs::Entry entry_of(oai::Record& r, std::unordered_map<std::string, std::string>& content) {
     rs::Entry e;
     e.loc = record_uri(r.identifier);
     e.lastmod = r.datestamp;
@@ -241,6 +281,7 @@ private:
       md.change = rs::Change::deleted;
     } else {
       std::string doc = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + r.metadata + "\n";
+      std::string().swap(r.metadata); // held once: as the content
       md.hash = {rs::HashValue{"sha-256", rs::hash_hex(rs::HashAlgorithm::sha256, doc)}};
       md.length = doc.size();
       md.type = "application/xml";
@@ -306,25 +347,48 @@ private:
     return w;
   }
 
-  Result<void> apply(const oai::Page& page, bool baseline) {
+  // A page's records, a slice at a time: each slice's content is made,
+  // applied and freed before the next, so that a page costs its records
+  // once, not three times. Only the last slice moves where the harvest goes
+  // on; a crash between slices reads the page again.
+  Result<void> apply(oai::Page& page, bool baseline) {
+    if (page.records.empty()) {
+      return apply_slice(page.records, baseline, true);
+    }
+    for (size_t at = 0; at < page.records.size(); at += k_slice) {
+      const size_t end = std::min(page.records.size(), at + k_slice);
+      std::vector<oai::Record> slice(std::make_move_iterator(page.records.begin() + static_cast<std::ptrdiff_t>(at)),
+                                     std::make_move_iterator(page.records.begin() + static_cast<std::ptrdiff_t>(end)));
+      if (auto r = apply_slice(slice, baseline, end == page.records.size()); !r) {
+        return r;
+      }
+    }
+    return {};
+  }
+
+  Result<void> apply_slice(std::vector<oai::Record>& records, bool baseline, bool last) {
     std::unordered_map<std::string, std::string> content;
-    m_identifier_of.clear(); // this page's only: a harvest's would grow with it
+    m_identifier_of.clear(); // this slice's only: a harvest's would grow with it
+    Watermark at = reached();
+    if (!last) {
+      at.resume = m_at_page;
+    }
     if (baseline) {
       std::vector<rs::Entry> entries;
-      for (const auto& r : page.records) {
+      for (auto& r : records) {
         if (!r.deleted) {
           rs::Entry e = entry_of(r, content);
           m_identifier_of[e.loc] = r.identifier;
           entries.push_back(std::move(e));
         }
       }
-      auto r = baseline_batch(m_ctx, m_feed, entries, inline_source(content), reached());
-      m_ctx.done += page.records.size();
+      auto r = baseline_batch(m_ctx, m_feed, entries, inline_source(content), at);
+      m_ctx.done += records.size();
       return r;
     }
     std::vector<PendingChange> changes;
     std::vector<std::string> uris;
-    for (const auto& r : page.records) {
+    for (auto& r : records) {
       rs::Entry e = entry_of(r, content);
       m_identifier_of[e.loc] = r.identifier;
       uris.push_back(e.loc);
@@ -337,7 +401,7 @@ private:
       store::Batch b;
       b.feed_id = m_feed;
       b.run_id = m_ctx.run_id;
-      b.watermark = reached();
+      b.watermark = at;
       return m_ctx.commit(b);
     }
     auto held = m_ctx.held_for(m_feed, uris);
@@ -353,8 +417,8 @@ private:
     }
     Watermark w = m_w;
     auto r = change_batch(m_ctx, m_feed, m_f.feed_url, changes, w, inline_source(content),
-                          [this](Watermark& next) { next = reached(); });
-    m_ctx.done += page.records.size();
+                          [&at](Watermark& next) { next = at; });
+    m_ctx.done += records.size();
     return r;
   }
 
@@ -376,14 +440,41 @@ private:
     return oai::list_url(m_f.base_url, q);
   }
 
+  // Whether a window's first page says the window asked for too much: an
+  // OAI-PMH error other than those that mean something else (a refusal,
+  // as badArgument), or a timeout of a window longer than a day. A 5xx, a
+  // refused connection or any other failure is an outage: the run fails,
+  // and the next one goes on at the same window (halving on those walked
+  // an honest repository in one-second windows after a short outage).
+  bool too_large(const Result<oai::Page>& page) const {
+    if (page) {
+      for (const auto& e : page->errors) {
+        if (e.code != "noRecordsMatch" && e.code != "badResumptionToken" && e.code != "cannotDisseminateFormat" &&
+            e.code != "noSetHierarchy" && e.code != "badVerb") {
+          return true;
+        }
+      }
+      return false;
+    }
+    const std::string& m = page.error().message;
+    const bool timed_out = m.find("timed out") != std::string::npos || m.find("no data in time") != std::string::npos;
+    const rs::Timestamp from = m_state.from.value_or(m_id.earliest_datestamp.value_or(rs::Timestamp{}));
+    return timed_out && m_state.until.value_or(m_harvest_until) - from > hours(24);
+  }
+
+  // The shortest window a refusal halves to: an hour (a day at day
+  // granularity), however often the repository refuses.
+  seconds floor_span() const { return m_id.granularity == Granularity::day ? seconds(86400) : seconds(3600); }
+
   // Halves the window under way after the repository refused its first
   // page as too large; false when it cannot be halved further.
   bool halve() {
-    const auto floor_span = m_id.granularity == Granularity::day ? seconds(86400) : seconds(1);
-    const rs::Timestamp from = m_state.from.value_or(m_id.earliest_datestamp.value_or(rs::Timestamp{}));
+    // An open first window starts at what Identify says, not at a clamp:
+    // nothing the repository holds is older.
+    const rs::Timestamp from = m_state.from.value_or(m_claimed_earliest.value_or(rs::Timestamp{}));
     const rs::Timestamp end = m_state.until.value_or(m_harvest_until);
     const auto span = duration_cast<seconds>(end - from);
-    if (span / 2 < floor_span) {
+    if (span / 2 < floor_span()) {
       return false;
     }
     m_state.from = from;
@@ -394,39 +485,53 @@ private:
     return true;
   }
 
+  // After a window was walked whole: the next may be twice as long again,
+  // up to the span the harvest began with, so that one refusal does not
+  // cost the rest of the harvest.
+  void grow() {
+    if (m_state.span_seconds > 0 && m_state.span_seconds < m_initial_span) {
+      m_state.span_seconds = std::min<int64_t>(m_state.span_seconds * 2, m_initial_span);
+    }
+  }
+
   Result<void> harvest(bool baseline) {
     std::optional<RunContext::BaselineScope> counted;
     if (baseline) {
       counted.emplace(m_ctx);
     }
-    return walk(false, [&](const oai::Page& page) { return apply(page, baseline); });
+    return walk(false, [&](oai::Page& page) { return apply(page, baseline); });
   }
 
   // Every page of the list (ListRecords, or ListIdentifiers with
   // `identifiers`) from where m_state says, window by window, each handed
   // to `on_page`; m_state says where the walk goes on after each.
-  Result<void> walk(bool identifiers, const std::function<Result<void>(const oai::Page&)>& on_page) {
+  Result<void> walk(bool identifiers, const std::function<Result<void>(oai::Page&)>& on_page) {
     const std::string verb = identifiers ? "ListIdentifiers" : "ListRecords";
     m_harvest_until = now_ts();
     while (true) {
       std::string url = m_state.next.empty() ? first_page_url(identifiers) : m_state.next;
       const bool first_of_window = m_state.next.empty();
+      m_bounds.start_list();
       while (!url.empty()) {
         if (m_ctx.cancelled()) {
           return make_error(ErrorKind::transient, "stopped");
         }
-        auto body = fetch(url);
-        Result<oai::Page> page = body ? oai::parse_list(*body) : Result<oai::Page>(tl::unexpected(body.error()));
+        Result<oai::Page> page = [&]() -> Result<oai::Page> {
+          auto body = fetch(url);
+          if (!body) {
+            return tl::unexpected(body.error());
+          }
+          return oai::parse_list(*body); // the page's bytes are freed here, before its records are applied
+        }();
         if (page && page->has_error("badResumptionToken") && !m_state.next.empty()) {
           m_ctx.note("the repository no longer honours the resumption token: the window is harvested again from "
                      "its start");
           m_state.next.clear();
+          m_bounds.start_list();
           url = first_page_url(identifiers);
           continue;
         }
-        const bool refused = !page ? page.error().kind == ErrorKind::transient
-                                   : !page->errors.empty() && !page->has_error("noRecordsMatch");
-        if (refused && first_of_window && m_state.next.empty() && halve()) {
+        if (first_of_window && m_state.next.empty() && too_large(page) && halve()) {
           url = first_page_url(identifiers);
           continue;
         }
@@ -438,10 +543,14 @@ private:
                                                       (page->errors[0].message.empty() ? "" : ": " +
                                                                                                   page->errors[0].message));
         }
+        if (auto stop = m_bounds.check(*page)) {
+          return make_error(ErrorKind::permanent, url + ": " + *stop);
+        }
         warn(url, *page);
         if (!m_state.started) {
           m_state.started = page->response_date.value_or(now_ts());
         }
+        m_at_page = m_state.dump(); // where the harvest goes on until this page is applied whole
         m_state.next = page->last() ? std::string()
                                     : oai::list_url(m_f.base_url, {verb, m_f.prefix, {}, {}, {}, m_id.granularity,
                                                                    page->resumption.token});
@@ -452,7 +561,13 @@ private:
         }
         m_ctx.progress(url);
         url = m_state.next;
+        if (!url.empty() && m_bounds.run_spent()) {
+          return make_error(ErrorKind::transient, "read " + std::to_string(m_bounds.run_pages()) +
+                                                      " pages, a run's share: the next run goes on from the page "
+                                                      "after the last one applied");
+        }
       }
+      grow();
       // The window is done; the next one, if the harvest was split.
       if (!m_state.until || *m_state.until >= m_harvest_until) {
         return {};
@@ -500,7 +615,7 @@ private:
   // through the mass-deletion guard.
   Result<void> audit() {
     m_state = Resume{};
-    auto walked = walk(true, [this](const oai::Page& page) -> Result<void> {
+    auto walked = walk(true, [this](oai::Page& page) -> Result<void> {
       store::Batch b;
       b.feed_id = m_feed;
       b.run_id = m_ctx.run_id;
@@ -549,6 +664,10 @@ private:
   Resume m_state;
   rs::Timestamp m_harvest_until{};
   std::unordered_map<std::string, std::string> m_identifier_of; // record URI -> identifier
+  oai::ListBounds m_bounds;
+  int64_t m_initial_span = 0; // seconds: what a halved window grows back to
+  std::string m_at_page;      // Resume at the page under way, as dumped
+  std::optional<rs::Timestamp> m_claimed_earliest; // Identify's, before clamp_earliest
 };
 
 } // namespace

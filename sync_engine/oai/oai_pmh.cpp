@@ -4,6 +4,7 @@
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <libxml/xmlreader.h>
 
 #include <algorithm>
 #include <memory>
@@ -63,10 +64,6 @@ std::string text_of(const char* s) {
   return out;
 }
 
-uint64_t line_at(std::string_view s, size_t pos) {
-  return 1 + static_cast<uint64_t>(std::count(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(pos), '\n'));
-}
-
 // The text of the first <...identifier> element in `span`, for a warning.
 std::string identifier_in(std::string_view span) {
   const size_t open = span.find("identifier>");
@@ -82,96 +79,113 @@ std::string identifier_in(std::string_view span) {
   return id.substr(0, 200);
 }
 
-// Finds an element's start tag `<name` or `<prefix:name` (followed by `>`,
-// `/` or white space) at or before `before`; npos when none.
-size_t start_tag_before(std::string_view s, std::string_view name, size_t before) {
-  size_t p = before;
-  while (true) {
-    p = s.rfind(name, p);
-    if (p == std::string_view::npos || p == 0) {
-      return std::string_view::npos;
-    }
-    const size_t end = p + name.size();
-    const bool closes = end < s.size() && (s[end] == '>' || s[end] == ' ' || s[end] == '\t' || s[end] == '\n' ||
-                                           s[end] == '\r' || s[end] == '/');
-    size_t lt = p - 1;
-    if (s[lt] == ':') { // a prefix
-      while (lt > 0 && s[lt] != '<' && s[lt] != '>' && s[lt] != ' ') {
-        --lt;
-      }
-    }
-    if (closes && s[lt] == '<') {
-      return lt;
-    }
-    --p;
-  }
+bool name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '.' || c == ':';
 }
 
-// The position just past the end tag `</name>` or `</prefix:name>` found
-// first at or after `from`, or the start of the last one before `before`
-// (with `backwards`); npos when none.
-size_t end_tag(std::string_view s, std::string_view name, size_t at, bool backwards) {
-  const std::string tail = std::string(name) + ">";
-  size_t p = at;
-  while (true) {
-    p = backwards ? s.rfind(tail, p) : s.find(tail, p);
-    if (p == std::string_view::npos || p == 0) {
-      return std::string_view::npos;
-    }
-    size_t q = p - 1;
-    if (s[q] == ':') {
-      while (q > 0 && s[q] != '/' && s[q] != '<' && s[q] != '>' && s[q] != ' ') {
+// The position just past the first end tag `</record>` or `</prefix:record>`
+// at or after `from`; npos when none.
+size_t record_end(std::string_view s, size_t from) {
+  constexpr std::string_view tail = "record>";
+  for (size_t p = s.find(tail, from); p != std::string_view::npos; p = s.find(tail, p + 1)) {
+    size_t q = p;
+    if (q > 0 && s[q - 1] == ':') { // a prefix
+      --q;
+      while (q > 0 && name_char(s[q - 1]) && s[q - 1] != ':') {
         --q;
       }
     }
-    if (s[q] == '/' && q > 0 && s[q - 1] == '<') {
-      return backwards ? q - 1 : p + tail.size();
-    }
-    if (backwards) {
-      --p;
-    } else {
-      ++p;
+    if (q >= 2 && s[q - 1] == '/' && s[q - 2] == '<') {
+      return p + tail.size();
     }
   }
+  return std::string_view::npos;
 }
+
+constexpr size_t k_stray_warnings = 20; // characters outside records warned of one by one
 
 // Cuts every record holding a character XML forbids (it costs that record,
 // with a warning naming it) and blanks such characters elsewhere, so that
-// the rest of the page parses.
-std::string without_forbidden(std::string_view body, std::vector<Warning>& warnings) {
-  std::string out;
-  size_t copied = 0;
+// the rest of the page parses. One pass, linear in the page: the record
+// we are in is known from the tags passed, and a record with a bad
+// character is skipped whole. Returns `body` itself when it is clean, else
+// the mended copy, kept in `mended`.
+std::string_view without_forbidden(std::string_view body, std::string& mended, std::vector<Warning>& warnings) {
+  constexpr size_t npos = std::string_view::npos;
+  uint64_t line = 1;
+  size_t copied = 0;      // body[0, copied) is settled: copied to `mended`, or cut
+  size_t open = npos;     // where the record we are in starts
+  bool no_end = false;    // no </record> lies ahead
+  uint64_t stray = 0;     // characters blanked outside any record
+  bool touched = false;
   size_t p = 0;
   while (p < body.size()) {
+    const char c = body[p];
+    if (c == '\n') {
+      ++line;
+      ++p;
+      continue;
+    }
+    if (c == '<') {
+      size_t q = p + 1;
+      const bool closing = q < body.size() && body[q] == '/';
+      q += closing ? 1 : 0;
+      const size_t name = q;
+      while (q < body.size() && q - name < 256 && name_char(body[q])) {
+        ++q;
+      }
+      std::string_view qname = body.substr(name, q - name);
+      if (const size_t colon = qname.rfind(':'); colon != npos) {
+        qname.remove_prefix(colon + 1);
+      }
+      if (qname == "record" && (q == body.size() || body[q] == '>' || body[q] == '/' || body[q] == ' ' ||
+                                body[q] == '\t' || body[q] == '\n' || body[q] == '\r')) {
+        open = closing ? npos : p;
+      }
+      p = q;
+      continue;
+    }
     const size_t n = allowed_char(body, p);
     if (n > 0) {
       p += n;
       continue;
     }
-    const size_t rec = start_tag_before(body, "record", p);
-    const size_t end = end_tag(body, "record", p, false);
-    const size_t closed_before = end_tag(body, "record", p, true);
-    const bool in_record = rec != std::string_view::npos && rec >= copied && end != std::string_view::npos &&
-                           (closed_before == std::string_view::npos || closed_before < rec);
-    if (in_record) {
-      warnings.push_back({line_at(body, p), identifier_in(body.substr(rec, end - rec)),
-                          "a character XML forbids (byte 0x" +
-                              std::string(1, "0123456789abcdef"[static_cast<unsigned char>(body[p]) >> 4]) +
-                              std::string(1, "0123456789abcdef"[static_cast<unsigned char>(body[p]) & 15]) +
-                              "): the record is skipped, the rest of the page is kept"});
-      out.append(body.substr(copied, rec - copied));
+    touched = true;
+    const auto byte = static_cast<unsigned char>(c);
+    const size_t end = open != npos && !no_end ? record_end(body, p) : npos;
+    if (open != npos && end == npos) {
+      no_end = true; // none after this place, so none after any later one
+    }
+    if (open != npos && end != npos) {
+      warnings.push_back({line, identifier_in(body.substr(open, end - open)),
+                          std::string("a character XML forbids (byte 0x") + "0123456789abcdef"[byte >> 4] +
+                              "0123456789abcdef"[byte & 15] + "): the record is skipped, the rest of the page is kept"});
+      mended.append(body.substr(copied, open - copied));
+      line += static_cast<uint64_t>(std::count(body.begin() + static_cast<std::ptrdiff_t>(p),
+                                               body.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
       copied = end;
       p = end;
-    } else {
-      warnings.push_back({line_at(body, p), "", "a character XML forbids outside any record: read as a space"});
-      out.append(body.substr(copied, p - copied));
-      out += ' ';
-      p += 1;
-      copied = p;
+      open = npos;
+      continue;
     }
+    if (++stray <= k_stray_warnings) {
+      warnings.push_back({line, "", "a character XML forbids outside any record: read as a space"});
+    }
+    mended.append(body.substr(copied, p - copied));
+    mended += ' ';
+    p += 1;
+    copied = p;
   }
-  out.append(body.substr(copied));
-  return out;
+  if (stray > k_stray_warnings) {
+    warnings.push_back({line, "", std::to_string(stray - k_stray_warnings) +
+                                      " more characters XML forbids outside any record: read as spaces"});
+  }
+  if (!touched) {
+    return body;
+  }
+  mended.append(body.substr(copied));
+  return mended;
 }
 
 // ---- the tree ------------------------------------------------------------------
@@ -300,6 +314,43 @@ std::string with_params(const std::string& base_url, const std::vector<std::pair
   return url;
 }
 
+// One <record> (or ListIdentifiers' <header>) onto the page, or a warning
+// saying why it cannot be used.
+void add_record(Page& page, xmlNode* item) {
+  xmlNode* header = is(item, "header") ? item : child(item, "header");
+  const auto line = static_cast<uint64_t>(xmlGetLineNo(item));
+  Record r;
+  r.identifier = text(child(header, "identifier"));
+  if (r.identifier.empty()) {
+    page.warnings.push_back({line, "", "a record without an identifier: skipped"});
+    return;
+  }
+  const std::string stamp = text(child(header, "datestamp"));
+  std::string why;
+  auto when = rs::parse_datetime_lenient(stamp, &why);
+  if (!when) {
+    page.warnings.push_back({line, r.identifier, "datestamp '" + stamp.substr(0, 64) + "': " + why +
+                                                     ": the record is skipped"});
+    return;
+  }
+  r.datestamp = *when;
+  r.deleted = attr(header, "status") == "deleted";
+  for (xmlNode* s : children(header, "setSpec")) {
+    if (auto spec = text(s); !spec.empty()) {
+      r.sets.push_back(std::move(spec));
+    }
+  }
+  if (!r.deleted && header != item) {
+    auto payload = children(child(item, "metadata"));
+    if (payload.empty()) {
+      page.warnings.push_back({line, r.identifier, "a record with no metadata and not deleted: skipped"});
+      return;
+    }
+    r.metadata = serialise(payload.front());
+  }
+  page.records.push_back(std::move(r));
+}
+
 } // namespace
 
 bool Page::has_error(std::string_view code) const {
@@ -359,7 +410,8 @@ std::string get_record_url(const std::string& base_url, const std::string& ident
 
 Result<Identify> parse_identify(std::string_view body, std::vector<ProtocolError>* errors) {
   std::vector<Warning> ignored;
-  auto doc = parse_tree(without_forbidden(body, ignored));
+  std::string mended;
+  auto doc = parse_tree(without_forbidden(body, mended, ignored));
   if (!doc) {
     return tl::unexpected(doc.error());
   }
@@ -387,7 +439,8 @@ Result<Identify> parse_identify(std::string_view body, std::vector<ProtocolError
 
 Result<std::vector<MetadataFormat>> parse_metadata_formats(std::string_view body) {
   std::vector<Warning> ignored;
-  auto doc = parse_tree(without_forbidden(body, ignored));
+  std::string mended;
+  auto doc = parse_tree(without_forbidden(body, mended, ignored));
   if (!doc) {
     return tl::unexpected(doc.error());
   }
@@ -403,7 +456,8 @@ Result<std::vector<MetadataFormat>> parse_metadata_formats(std::string_view body
 
 Result<std::vector<Set>> parse_sets(std::string_view body, Resumption* resumption) {
   std::vector<Warning> ignored;
-  auto doc = parse_tree(without_forbidden(body, ignored));
+  std::string mended;
+  auto doc = parse_tree(without_forbidden(body, mended, ignored));
   if (!doc) {
     return tl::unexpected(doc.error());
   }
@@ -421,65 +475,96 @@ Result<std::vector<Set>> parse_sets(std::string_view body, Resumption* resumptio
   return out;
 }
 
+// A ListRecords or ListIdentifiers page, read as a stream: each record is
+// built as a small tree of its own, copied out and freed before the next,
+// so that memory follows the largest record, not the page (a page read
+// into one tree cost 75 times its size).
 Result<Page> parse_list(std::string_view body) {
   Page page;
-  auto doc = parse_tree(without_forbidden(body, page.warnings));
-  if (!doc) {
-    return tl::unexpected(doc.error());
+  std::string mended;
+  const std::string_view text = without_forbidden(body, mended, page.warnings);
+  if (text.size() > static_cast<size_t>(INT32_MAX)) {
+    return make_error(ErrorKind::invalid_document, "the OAI-PMH answer is too large");
   }
-  xmlNode* root = xmlDocGetRootElement(doc->get());
-  page.errors = errors_of(root);
-  page.response_date = rs::parse_datetime_lenient(text(child(root, "responseDate")));
-  xmlNode* list = child(root, "ListRecords");
-  if (list == nullptr) {
-    list = child(root, "ListIdentifiers");
+  std::unique_ptr<xmlTextReader, decltype(&xmlFreeTextReader)> reader(
+      xmlReaderForMemory(text.data(), static_cast<int>(text.size()), nullptr, nullptr,
+                         XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING),
+      &xmlFreeTextReader);
+  if (!reader) {
+    return make_error(ErrorKind::invalid_document, "not well-formed XML");
   }
-  if (list == nullptr) {
-    if (page.errors.empty()) {
-      return make_error(ErrorKind::invalid_document, "the answer holds neither ListRecords nor ListIdentifiers "
-                                                     "nor an error");
-    }
-    return page;
-  }
-  std::vector<xmlNode*> items = children(list, "record");
-  for (xmlNode* h : children(list, "header")) {
-    items.push_back(h);
-  }
-  for (xmlNode* item : items) {
-    xmlNode* header = is(item, "header") ? item : child(item, "header");
-    const auto line = static_cast<uint64_t>(xmlGetLineNo(item));
-    Record r;
-    r.identifier = text(child(header, "identifier"));
-    if (r.identifier.empty()) {
-      page.warnings.push_back({line, "", "a record without an identifier: skipped"});
+  xmlTextReader* r = reader.get();
+  auto string_of = [](xmlChar* v) {
+    std::string out = v ? reinterpret_cast<const char*>(v) : "";
+    xmlFree(v);
+    return out;
+  };
+  auto trimmed = [](std::string s) {
+    const size_t b = s.find_first_not_of(" \t\r\n");
+    const size_t e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  auto attribute = [&](const char* name) {
+    return string_of(xmlTextReaderGetAttribute(r, reinterpret_cast<const xmlChar*>(name)));
+  };
+  bool rooted = false;
+  bool listed = false; // inside ListRecords or ListIdentifiers
+  bool had_list = false;
+  int step = xmlTextReaderRead(r);
+  while (step == 1) {
+    if (xmlTextReaderNodeType(r) != XML_READER_TYPE_ELEMENT) {
+      step = xmlTextReaderRead(r);
       continue;
     }
-    const std::string stamp = text(child(header, "datestamp"));
-    std::string why;
-    auto when = rs::parse_datetime_lenient(stamp, &why);
-    if (!when) {
-      page.warnings.push_back({line, r.identifier, "datestamp '" + stamp.substr(0, 64) + "': " + why +
-                                                       ": the record is skipped"});
+    const int depth = xmlTextReaderDepth(r);
+    const std::string_view local = reinterpret_cast<const char*>(xmlTextReaderConstLocalName(r));
+    if (depth == 0) {
+      const xmlChar* ns = xmlTextReaderConstNamespaceUri(r);
+      if (local != "OAI-PMH" || ns == nullptr || k_ns != reinterpret_cast<const char*>(ns)) {
+        return make_error(ErrorKind::invalid_document, "not an OAI-PMH answer (its root is not OAI-PMH in the "
+                                                       "http://www.openarchives.org/OAI/2.0/ namespace)");
+      }
+      rooted = true;
+    } else if (depth == 1) {
+      listed = local == "ListRecords" || local == "ListIdentifiers";
+      had_list = had_list || listed;
+      if (local == "responseDate") {
+        page.response_date = rs::parse_datetime_lenient(trimmed(string_of(xmlTextReaderReadString(r))));
+      } else if (local == "error") {
+        std::string code = attribute("code");
+        page.errors.push_back({std::move(code), trimmed(string_of(xmlTextReaderReadString(r)))});
+      }
+    } else if (depth == 2 && listed && local == "resumptionToken") {
+      page.resumption.cursor = number(attribute("cursor"));
+      page.resumption.complete_list_size = number(attribute("completeListSize"));
+      if (auto x = attribute("expirationDate"); !x.empty()) {
+        page.resumption.expires = rs::parse_datetime_lenient(x);
+      }
+      page.resumption.token = trimmed(string_of(xmlTextReaderReadString(r)));
+    } else if (depth == 2 && listed && (local == "record" || local == "header")) {
+      xmlNode* item = xmlTextReaderExpand(r);
+      if (item == nullptr) {
+        break; // not well-formed inside: said below
+      }
+      add_record(page, item);
+      step = xmlTextReaderNext(r); // the record's tree is freed as the reader moves on
       continue;
     }
-    r.datestamp = *when;
-    r.deleted = attr(header, "status") == "deleted";
-    for (xmlNode* s : children(header, "setSpec")) {
-      if (auto spec = text(s); !spec.empty()) {
-        r.sets.push_back(std::move(spec));
-      }
-    }
-    if (!r.deleted && header != item) {
-      auto payload = children(child(item, "metadata"));
-      if (payload.empty()) {
-        page.warnings.push_back({line, r.identifier, "a record with no metadata and not deleted: skipped"});
-        continue;
-      }
-      r.metadata = serialise(payload.front());
-    }
-    page.records.push_back(std::move(r));
+    step = xmlTextReaderRead(r);
   }
-  page.resumption = resumption_of(list);
+  if (step != 0 || !rooted) {
+    const xmlError* e = xmlGetLastError();
+    if (!rooted && step == 0) {
+      return make_error(ErrorKind::invalid_document, "not an OAI-PMH answer (no root element)");
+    }
+    return make_error(ErrorKind::invalid_document,
+                      std::string("not well-formed XML") +
+                          (e && e->message ? ": line " + std::to_string(e->line) + ": " + text_of(e->message) : std::string()));
+  }
+  if (!had_list && page.errors.empty()) {
+    return make_error(ErrorKind::invalid_document, "the answer holds neither ListRecords nor ListIdentifiers "
+                                                   "nor an error");
+  }
   return page;
 }
 
