@@ -78,59 +78,86 @@ Result<Collection> parse_collection(std::string_view body) {
   return c;
 }
 
-Result<Page> parse_page(std::string_view body) {
-  auto j = parse_json(body, "OrderedCollectionPage");
-  if (!j) {
-    return tl::unexpected(j.error());
+namespace {
+
+// One item of orderedItems onto the page, or a warning saying why not.
+void read_activity(const json& item, size_t n, Page& p) {
+  Activity a;
+  a.id = text(item, "id");
+  a.type = type_of(item);
+  a.object = id_of(item, "object");
+  if (item.is_object() && item.contains("object") && item["object"].is_object()) {
+    a.object_type = type_of(item["object"]);
   }
-  const std::string type = type_of(*j);
+  a.target = id_of(item, "target");
+  const std::string where = "activity " + std::to_string(n) + (a.id.empty() ? "" : " (" + a.id.substr(0, 200) + ")");
+  static const std::vector<std::string> known{"Create", "Update", "Delete", "Move", "Add", "Remove", "Refresh"};
+  if (std::find(known.begin(), known.end(), a.type) == known.end()) {
+    p.warnings.push_back(where + ": type '" + a.type.substr(0, 64) + "' is none Change Discovery names: skipped");
+    return;
+  }
+  if (a.object.empty() && a.type != "Refresh") {
+    p.warnings.push_back(where + ": no object id: skipped");
+    return;
+  }
+  if (a.type == "Move" && a.target.empty()) {
+    p.warnings.push_back(where + ": a Move without a target: read as a Delete of its object");
+    a.type = "Delete";
+  }
+  if (const std::string t = text(item, "endTime"); !t.empty()) {
+    std::string why;
+    a.end_time = rs::parse_datetime_lenient(t, &why);
+    if (!a.end_time) {
+      p.warnings.push_back(where + ": endTime '" + t.substr(0, 64) + "': " + why + ": skipped");
+      return;
+    }
+  }
+  p.items.push_back(std::move(a));
+}
+
+} // namespace
+
+// Read as a stream: each item of orderedItems is made into an Activity as
+// soon as it is parsed and then dropped from the document, so that a page
+// costs its activities, not a JSON tree of it (ten times its size).
+Result<Page> parse_page(std::string_view body) {
+  Page p;
+  size_t n = 0;
+  bool in_items = false;
+  bool saw_items = false;
+  json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key) {
+      in_items = parsed == "orderedItems";
+      return true;
+    }
+    if (depth == 1 && event == json::parse_event_t::array_start && in_items) {
+      saw_items = true;
+    }
+    if (in_items && depth == 2 &&
+        (event == json::parse_event_t::object_end || event == json::parse_event_t::value ||
+         event == json::parse_event_t::array_end)) {
+      read_activity(parsed, ++n, p);
+      return false; // not kept in the document
+    }
+    return true;
+  };
+  json j = json::parse(body.begin(), body.end(), keep, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return make_error(ErrorKind::invalid_document, "not a JSON object: not an OrderedCollectionPage");
+  }
+  const std::string type = type_of(j);
   if (type != "OrderedCollectionPage") {
     return make_error(ErrorKind::invalid_document,
                       "not an ActivityStreams OrderedCollectionPage (type '" + type.substr(0, 64) + "')");
   }
-  Page p;
-  p.id = text(*j, "id");
-  p.prev = id_of(*j, "prev");
-  p.next = id_of(*j, "next");
-  p.start_index = count(*j, "startIndex");
-  if (!j->contains("orderedItems") || !(*j)["orderedItems"].is_array()) {
+  p.id = text(j, "id");
+  p.prev = id_of(j, "prev");
+  p.next = id_of(j, "next");
+  p.start_index = count(j, "startIndex");
+  if (!saw_items) {
+    p.items.clear();
+    p.warnings.clear();
     p.warnings.push_back("the page holds no orderedItems array");
-    return p;
-  }
-  size_t n = 0;
-  for (const json& item : (*j)["orderedItems"]) {
-    ++n;
-    Activity a;
-    a.id = text(item, "id");
-    a.type = type_of(item);
-    a.object = id_of(item, "object");
-    if (item.is_object() && item.contains("object") && item["object"].is_object()) {
-      a.object_type = type_of(item["object"]);
-    }
-    a.target = id_of(item, "target");
-    const std::string where = "activity " + std::to_string(n) + (a.id.empty() ? "" : " (" + a.id.substr(0, 200) + ")");
-    static const std::vector<std::string> known{"Create", "Update", "Delete", "Move", "Add", "Remove", "Refresh"};
-    if (std::find(known.begin(), known.end(), a.type) == known.end()) {
-      p.warnings.push_back(where + ": type '" + a.type.substr(0, 64) + "' is none Change Discovery names: skipped");
-      continue;
-    }
-    if (a.object.empty() && a.type != "Refresh") {
-      p.warnings.push_back(where + ": no object id: skipped");
-      continue;
-    }
-    if (a.type == "Move" && a.target.empty()) {
-      p.warnings.push_back(where + ": a Move without a target: read as a Delete of its object");
-      a.type = "Delete";
-    }
-    if (const std::string t = text(item, "endTime"); !t.empty()) {
-      std::string why;
-      a.end_time = rs::parse_datetime_lenient(t, &why);
-      if (!a.end_time) {
-        p.warnings.push_back(where + ": endTime '" + t.substr(0, 64) + "': " + why + ": skipped");
-        continue;
-      }
-    }
-    p.items.push_back(std::move(a));
   }
   return p;
 }

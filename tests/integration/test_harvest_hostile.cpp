@@ -1,8 +1,9 @@
-// Issue #50: OAI-PMH repositories that misbehave, over real HTTP, against a
-// daemon run as a new user would run it: a page of 60 MB, resumption tokens
-// that loop, lists that never end, an outage, an earliestDatestamp of 0001
-// and a page full of characters XML forbids. Each bound holds, says why it
-// stopped, and the daemon keeps running.
+// Issue #50: OAI-PMH repositories and IIIF streams that misbehave, over real
+// HTTP, against a daemon run as a new user would run it: a page of 60 MB,
+// resumption tokens that loop, lists that never end, an outage, an
+// earliestDatestamp of 0001, a page full of characters XML forbids, and a
+// Change Discovery stream of 30 pages of 20,000 activities and one of 30 MB.
+// Each bound holds, says why it stopped, and the daemon keeps running.
 #include "daemon_client.h"
 #include "http_get.h"
 
@@ -269,4 +270,60 @@ TEST_CASE("OAI hostile: a page with a MiB of a character XML forbids is read in 
         "1");
   CHECK(scalar(a, "SELECT count(*) FROM sync_error WHERE reason LIKE '%1048556 more characters XML forbids outside "
                   "any record%'") == "1");
+}
+
+TEST_CASE("IIIF hostile: 30 pages of 20,000 activities and a last page of 30 MB are decided page by page: the "
+          "daemon's peak RSS stays under 256 MB") {
+  httplib::Server server;
+  std::string base;
+  constexpr int k_pages = 30, k_per_page = 20000, k_objects = 2000;
+  std::string last_page; // made once: 30 MB
+  auto activity = [&](int k) {
+    char t[32];
+    std::snprintf(t, sizeof t, "2026-01-01T%02d:%02d:%02dZ", (k / 3600) % 24, (k / 60) % 60, k % 60);
+    return std::string("{\"id\":\"") + base + "/activity/" + std::to_string(k) +
+           "\",\"type\":\"Update\",\"object\":{\"id\":\"" + base + "/m/" + std::to_string(k % k_objects) +
+           "\",\"type\":\"Manifest\"},\"endTime\":\"" + t + "\"}";
+  };
+  auto page = [&](int i, int first, int count) {
+    std::string out = "{\"@context\":\"http://iiif.io/api/discovery/1/context.json\",\"id\":\"" + base + "/page/" +
+                      std::to_string(i) + "\",\"type\":\"OrderedCollectionPage\"";
+    if (i > 0) {
+      out += ",\"prev\":{\"id\":\"" + base + "/page/" + std::to_string(i - 1) + "\",\"type\":\"OrderedCollectionPage\"}";
+    }
+    out += ",\"orderedItems\":[";
+    for (int k = first; k < first + count; ++k) {
+      out += (k == first ? "" : ",") + activity(k);
+    }
+    return out + "]}";
+  };
+  server.Get("/collection.json", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"id\":\"" + base + "/collection.json\",\"type\":\"OrderedCollection\",\"last\":{\"id\":\"" +
+                        base + "/page/" + std::to_string(k_pages) + "\",\"type\":\"OrderedCollectionPage\"}}",
+                    "application/ld+json");
+  });
+  server.Get(R"(/page/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    const int i = std::stoi(req.matches[1]);
+    res.set_content(i == k_pages ? last_page : page(i, i * k_per_page, k_per_page), "application/ld+json");
+  });
+  server.Get(R"(/m/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    res.set_content("{\"id\":\"" + base + "/m/" + req.matches[1].str() + "\",\"type\":\"Manifest\"}",
+                    "application/ld+json");
+  });
+  ServerThread running(server);
+  base = running.base();
+  // The last page: activities enough for 30 MB.
+  last_page = page(k_pages, k_pages * k_per_page, 30 * 1024 * 1024 / static_cast<int>(activity(0).size() + 1));
+  TestDaemon a({});
+  edit_config(a, [&](json& j) {
+    j["sources"] = json::array(
+        {{{"name", "iiif"}, {"url", base + "/collection.json"}, {"kind", "iiif-discovery"}, {"interval", "1s"}}});
+  });
+  a.start();
+  REQUIRE(wait_for(a.base, [&](const json& st) { return in_sync(st, "iiif", k_objects); }, 180));
+  const size_t peak = peak_rss_kib(a.pid);
+  MESSAGE(k_pages << " pages of " << k_per_page << " activities and a last page of " << last_page.size() / (1 << 20)
+                  << " MiB: peak RSS " << peak / 1024 << " MiB");
+  CHECK(peak > 0);
+  CHECK(peak < 256 * 1024);
 }
