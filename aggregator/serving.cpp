@@ -1,5 +1,7 @@
 #include "aggregator/serving.h"
 
+#include "common/url_host.h"
+
 #include "sync_engine/fetcher.h"
 #include "sync_engine/net_policy.h"
 #include "store/pg/pg_aux_store.h"
@@ -92,7 +94,7 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   auto policy_for = [trusted, lenient, strict](const std::string& url) {
     auto u = sync::parse_url(url);
     for (const auto& t : trusted) {
-      if (u && u->host == t.host && (!t.port || *t.port == u->port)) {
+      if (u && canonical_host(u->host) == canonical_host(t.host) && (!t.port || *t.port == u->port)) {
         return lenient;
       }
     }

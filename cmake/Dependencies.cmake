@@ -35,6 +35,11 @@ tributary_alias(dep::zip PkgConfig::LIBZIP)
 pkg_check_modules(PSL REQUIRED IMPORTED_TARGET libpsl)
 tributary_alias(dep::psl PkgConfig::PSL)
 
+# libidn2: IDNA2008/UTS 46 host names, so that a hub quota counts
+# "bücher.example" and "xn--bcher-kva.example" as one host.
+pkg_check_modules(IDN2 REQUIRED IMPORTED_TARGET libidn2)
+tributary_alias(dep::idn2 PkgConfig::IDN2)
+
 # RE2: linear-time regular expressions (URI filters).
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 tributary_alias(dep::re2 PkgConfig::RE2)

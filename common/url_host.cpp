@@ -1,5 +1,6 @@
 #include "common/url_host.h"
 
+#include <idn2.h>
 #include <libpsl.h>
 #include <uriparser/Uri.h>
 
@@ -7,6 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <string>
 
 namespace tributary {
 
@@ -48,6 +51,58 @@ std::string url_host(std::string_view url) {
   }
   uriFreeUriMembersA(&parsed);
   return lower(std::move(host));
+}
+
+std::string canonical_host(std::string_view host_in) {
+  std::string host;
+  for (size_t i = 0; i < host_in.size(); ++i) { // percent-escapes, as RFC 3986 allows in a reg-name
+    if (host_in[i] == '%' && i + 2 < host_in.size() && std::isxdigit(static_cast<unsigned char>(host_in[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(host_in[i + 2]))) {
+      host += static_cast<char>(std::stoi(std::string(host_in.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      host += host_in[i];
+    }
+  }
+  host = lower(std::move(host));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  while (!host.empty() && host.back() == '.') {
+    host.pop_back();
+  }
+  if (host.empty()) {
+    return host;
+  }
+  char text[INET6_ADDRSTRLEN];
+  if (host.find(':') != std::string::npos) {
+    in6_addr a6{};
+    if (inet_pton(AF_INET6, host.c_str(), &a6) == 1) {
+      if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+        in_addr a4{};
+        std::memcpy(&a4, a6.s6_addr + 12, 4);
+        return inet_ntop(AF_INET, &a4, text, sizeof text);
+      }
+      return inet_ntop(AF_INET6, &a6, text, sizeof text);
+    }
+    return host;
+  }
+  // An IPv4 address in any of the forms a resolver accepts: digits, dots
+  // and hex only, then inet_aton (decimal, octal, hex; 1 to 4 parts).
+  if (host.find_first_not_of("0123456789abcdefx.") == std::string::npos) {
+    in_addr a4{};
+    if (inet_aton(host.c_str(), &a4) == 1) {
+      return inet_ntop(AF_INET, &a4, text, sizeof text);
+    }
+  }
+  char* ascii = nullptr;
+  if (idn2_to_ascii_8z(host.c_str(), &ascii, IDN2_NFC_INPUT | IDN2_NONTRANSITIONAL) == IDN2_OK && ascii) {
+    std::string out = lower(ascii);
+    idn2_free(ascii);
+    return out;
+  }
+  idn2_free(ascii);
+  return host;
 }
 
 std::string registrable_domain(std::string_view host_in) {

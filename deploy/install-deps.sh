@@ -31,6 +31,8 @@ packages=(
   liburiparser-dev
   # the Public Suffix List (quotas per registrable domain) and its data
   libpsl-dev publicsuffix
+  # IDNA host names (one hub quota per host, however it is spelled)
+  libidn2-dev
   # linear-time regular expressions for the include/exclude filters
   libre2-dev
   # fuzzing (bench/run.sh fuzz): libFuzzer with ASan and UBSan

@@ -70,9 +70,11 @@ struct Intent {
   std::string callback_domain; // its registrable domain
 };
 
-// The host of a callback URL, lower-cased ("" when there is none).
+// The host of a callback URL in its one spelling (canonical_host: an
+// address however written, a name through IDNA), so that every quota,
+// cap, limit and pool keyed on it counts a host once ("" when none).
 inline std::string host_of(const std::string& url) {
-  return url_host(url);
+  return canonical_host(url_host(url));
 }
 
 } // namespace hub_detail

@@ -404,3 +404,55 @@ TEST_CASE("Push, a hostile hub: a gzip bomb for an answer, a lease of 999,999,99
   CHECK(call(b.base, "GET", "/api/v1/push").body.find(token) == std::string::npos);
   log_is_clean(b.log_text());
 }
+
+TEST_CASE("Push, hostile subscribers: 21 spellings of one callback address count as one host against the hub's "
+          "quotas") {
+  OneResource source;
+  TestDaemon a({{"up", source.up.url("/")}});
+  edit_config(a, [](json& j) {
+    j["push"] = {{"callback_allow_hosts", {"127.0.0.2"}},
+                 {"max_subscriptions_per_host", 3},
+                 {"max_subscriptions_per_domain", 5}};
+  });
+  start_in_sync(a, "up", 1);
+  httplib::Server cb;
+  std::atomic<int> verified{0};
+  cb.Get(R"(/cb/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    ++verified;
+    res.set_content(req.get_param_value("hub.challenge"), "text/plain");
+  });
+  ServerThread running(cb, "127.0.0.2");
+  const std::string port = std::to_string(running.port());
+  const std::vector<std::string> spellings{
+      "127.0.0.2",  "127.0.0.02",  "127.000.000.002", "2130706434", "0x7f000002",   "0X7F000002",    "127.2",
+      "127.0.2",    "0177.0.0.2",  "0x7f.0.0.2",      "0x7f.2",     "017700000002", "127.0.0.2.",    "127.00.0.2",
+      "0177.0.0.02", "0x7f.0x0.0x0.0x2", "127.0.00.2", "127.0.0.002", "0x7F.0.0.2", "[::ffff:127.0.0.2]",
+      "[::ffff:7f00:2]"};
+  REQUIRE(spellings.size() == 21);
+  const std::string topic = a.base + "/sets/up/notification/changelist";
+  int refused = 0; // 429: the host's pending verifications at their cap, spelled as they may be
+  for (size_t i = 0; i < spellings.size(); ++i) {
+    // Each from a client address of its own, so that only the limits by
+    // callback host can refuse it.
+    const int status = post_from("127.0.0." + std::to_string(20 + i), a.port, "/hub",
+                                 rs::websub::encode_form({{"hub.mode", "subscribe"},
+                                                          {"hub.topic", topic},
+                                                          {"hub.callback", "http://" + spellings[i] + ":" + port +
+                                                                               "/cb/" + std::to_string(i)}}));
+    CHECK((status == 202 || status == 429));
+    refused += status == 429 ? 1 : 0;
+  }
+  // Every verification asked for is done: the count holds still.
+  std::string held;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const std::string now = scalar(a, "SELECT count(*) FROM hub_subscription");
+    if (now == held && i > 5) {
+      break;
+    }
+    held = now;
+  }
+  MESSAGE("21 spellings of 127.0.0.2: " << held << " subscriptions held, " << verified.load() << " verified, "
+                                        << refused << " refused at once (pending cap per host)");
+  CHECK(held == "3");
+}
