@@ -1,5 +1,7 @@
 #include "aggregator/config.h"
 
+#include "common/http/client_address.h"
+
 #include "store/pg/pg_budget.h"
 #include "store/store.h"
 #include "sync_engine/fetcher.h"
@@ -404,6 +406,15 @@ public:
             {"data_dir", {string(c.data_dir), true}},
             {"listen", {host_port(c.listen)}},
             {"operator_listen", {host_port(c.operator_listen)}},
+            {"trusted_proxies", {array<std::string>(c.trusted_proxies,
+                                                    [this](const json& n, const std::string& q, std::string& entry) {
+                                                      string(entry)(n, q);
+                                                      if (!entry.empty()) {
+                                                        if (auto t = http::ProxyTrust::parse({entry}); !t) {
+                                                          problem(q, t.error().message);
+                                                        }
+                                                      }
+                                                    })}},
             {"public_url", {url(c.public_url, false)}},
             {"max_concurrent_syncs", {integer(c.max_concurrent_syncs, 1, 256)}},
             {"run_retention", {duration(c.run_retention, true)}},

@@ -31,6 +31,10 @@ struct Config {
   // /push must be; empty: on `listen` beside everything else. /healthz and
   // /readyz stay on `listen` either way (probes).
   std::string operator_listen;
+  // Reverse proxies in front of `listen` (addresses or CIDR blocks): from
+  // them, Forwarded / X-Forwarded-For say who the client is, for the
+  // per-client limits; from anyone else those headers are ignored.
+  std::vector<std::string> trusted_proxies;
   std::string public_url;                // our base URL as others reach it (default http://<listen>)
   size_t change_list_part_size = 10000;  // changes per part of our Change List (closed parts never change)
   std::vector<sync::SourceConfig> sources;

@@ -17,6 +17,9 @@ http::ServerOptions server_options(const Config& config) {
   const auto colon = config.listen.rfind(':');
   so.host = config.listen.substr(0, colon);
   so.port = std::stoi(config.listen.substr(colon + 1));
+  if (auto proxies = http::ProxyTrust::parse(config.trusted_proxies)) {
+    so.proxies = std::move(*proxies); // checked when the config was read
+  }
   return so;
 }
 

@@ -75,7 +75,7 @@ auto Hub::Impl::subscription_request(const http::Request& req, http::Response& r
     return;
   }
   Intent i = std::get<Intent>(std::move(parsed));
-  i.client = req.peer;
+  i.client = req.client.empty() ? req.peer : req.client;
   i.callback_host = host_of(i.callback);
   i.callback_domain = registrable_domain(i.callback_host);
   {

@@ -379,6 +379,7 @@ struct Server::Impl {
     c.request_pending = false;
     c.parsed_at = Clock::now();
     req.peer = c.peer;
+    req.client = options.proxies.client_of(c.peer, req.header("forwarded"), req.header("x-forwarded-for"));
     if (error != 0) {
       Response res;
       res.status = error;

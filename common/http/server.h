@@ -1,5 +1,6 @@
 #pragma once
 
+#include "common/http/client_address.h"
 #include "common/result.h"
 
 #include <chrono>
@@ -32,6 +33,10 @@ struct Request {
   // The client's address as the socket gives it (behind a reverse proxy,
   // the proxy's). Empty for a request not read from a socket.
   std::string peer;
+  // Who the client is, for per-client limits (ProxyTrust::client_of): the
+  // peer, or from a trusted proxy the address it forwarded for; an IPv6
+  // client as its /64. Empty where `peer` is.
+  std::string client;
 
   // The first header of that (lower-case) name, or nullptr.
   const std::string* header(std::string_view lower_name) const;
@@ -94,6 +99,9 @@ struct ServerOptions {
   std::chrono::seconds request_timeout{30}; // to send a whole request once started
   std::chrono::seconds write_timeout{60};   // without any progress writing
   std::string server_name = "tributary";
+  // Reverse proxies whose Forwarded / X-Forwarded-For name the client
+  // (config `trusted_proxies`); none by default.
+  ProxyTrust proxies;
 };
 
 class Server {

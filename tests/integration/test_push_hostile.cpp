@@ -48,7 +48,8 @@ double since(std::chrono::steady_clock::time_point t) {
 
 // A form POST to `url`'s /hub from the loopback address `from` (each
 // 127.0.0.x is a client address of its own); the status, 0 on no answer.
-int post_from(const std::string& from, int port, const std::string& path, const std::string& body) {
+int post_from(const std::string& from, int port, const std::string& path, const std::string& body,
+              const std::string& extra_headers = "") {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in me{};
   me.sin_family = AF_INET;
@@ -64,7 +65,7 @@ int post_from(const std::string& from, int port, const std::string& path, const 
     ::close(fd);
     return 0;
   }
-  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+  const std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra_headers +
                           "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n" + body;
   (void)::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
@@ -455,4 +456,51 @@ TEST_CASE("Push, hostile subscribers: 21 spellings of one callback address count
   MESSAGE("21 spellings of 127.0.0.2: " << held << " subscriptions held, " << verified.load() << " verified, "
                                         << refused << " refused at once (pending cap per host)");
   CHECK(held == "3");
+}
+
+TEST_CASE("Push, hostile subscribers: behind a proxy in trusted_proxies, one client's silent callbacks do not refuse "
+          "another client's subscription, and a forwarded-for header from anyone else is ignored") {
+  OneResource source;
+  TestDaemon a({{"up", source.up.url("/")}});
+  edit_config(a, [](json& j) {
+    j["trusted_proxies"] = {"127.0.0.1"};
+    j["push"] = {{"callback_allow_hosts", {"127.0.0.2", "127.0.0.3", "127.0.0.4"}}};
+  });
+  start_in_sync(a, "up", 1);
+  Silent s3("127.0.0.3"), s4("127.0.0.4");
+  httplib::Server cb;
+  std::atomic<int> verified{0};
+  cb.Get("/willing", [&](const httplib::Request& req, httplib::Response& res) {
+    ++verified;
+    res.set_content(req.get_param_value("hub.challenge"), "text/plain");
+  });
+  ServerThread willing(cb, "127.0.0.2");
+  const std::string topic = a.base + "/sets/up/notification/changelist";
+  auto subscribe = [&](const std::string& from, const std::string& headers, const std::string& callback) {
+    return post_from(from, a.port, "/hub",
+                     rs::websub::encode_form({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                                              {"hub.callback", callback}}),
+                     headers);
+  };
+  // Client 198.51.100.7, through the proxy: ten silent callbacks on two
+  // hosts fill its own share of pending verifications; the eleventh is its.
+  for (int i = 0; i < 10; ++i) {
+    const Silent& s = i % 2 ? s3 : s4;
+    const std::string host = i % 2 ? "127.0.0.3" : "127.0.0.4";
+    CHECK(subscribe("127.0.0.1", "X-Forwarded-For: 198.51.100.7\r\n",
+                    "http://" + host + ":" + std::to_string(s.port) + "/silent/" + std::to_string(i)) == 202);
+  }
+  CHECK(subscribe("127.0.0.1", "X-Forwarded-For: 198.51.100.7\r\n",
+                  "http://127.0.0.3:" + std::to_string(s3.port) + "/silent/10") == 429);
+  // Another client through the same proxy (RFC 7239 this time): accepted,
+  // and verified while the silent ones still wait.
+  CHECK(subscribe("127.0.0.1", "Forwarded: for=203.0.113.9;proto=https\r\n",
+                  "http://127.0.0.2:" + std::to_string(willing.port()) + "/willing") == 202);
+  CHECK(eventually([&] { return verified.load() == 1; }, 15));
+  CHECK(eventually([&] { return scalar(a, "SELECT count(*) FROM hub_subscription") == "1"; }, 15));
+  // A client that is no proxy of ours names whom it likes: it is counted as
+  // itself, so 198.51.100.7's share does not refuse it either, and its
+  // own share is its own.
+  CHECK(subscribe("127.0.0.9", "X-Forwarded-For: 198.51.100.7\r\n",
+                  "http://127.0.0.4:" + std::to_string(s4.port) + "/silent/11") == 202);
 }
