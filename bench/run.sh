@@ -368,8 +368,9 @@ if [ "$which" = all ] || [ "$which" = fuzz ]; then
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTRIBUTARY_FUZZ=ON -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
   cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_datetime fuzz_package fuzz_config fuzz_http_request \
-    fuzz_websub_request fuzz_notification fuzz_verification_query fuzz_oai_page fuzz_http_response >/dev/null
-  for t in ${FUZZ_TARGETS:-reader datetime package config http_request websub_request notification verification_query oai_page http_response}; do
+    fuzz_websub_request fuzz_notification fuzz_verification_query fuzz_oai_page fuzz_http_response fuzz_iiif \
+    fuzz_robots >/dev/null
+  for t in ${FUZZ_TARGETS:-reader datetime package config http_request websub_request notification verification_query oai_page http_response iiif robots}; do
     corpus="$fz/corpus/$t"
     findings="$fz/findings/$t"
     mkdir -p "$corpus" "$findings"
@@ -383,8 +384,8 @@ if [ "$which" = all ] || [ "$which" = fuzz ]; then
     log="$fz/$t.log"
     set +e
     ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-      "$fz/tests/fuzz_$t" "$corpus" "${dict[@]}" -max_total_time="${FUZZ_SECONDS:-120}" -timeout=10 \
-      -rss_limit_mb=2048 -max_len=262144 -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1
+      "$fz/tests/fuzz_$t" "$corpus" "${dict[@]}" -max_total_time="${FUZZ_SECONDS:-120}" -timeout=5 \
+      -rss_limit_mb=512 -max_len=1048576 -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1
     rc=$?
     set -e
     execs=$(awk '/stat::number_of_executed_units/{print $NF}' "$log")

@@ -456,8 +456,12 @@ std::vector<std::string> robots_sitemaps(const std::string& robots, const std::s
       value.erase(0, 1);
     }
     if (!value.empty()) {
+      // Only a web URL: a robots.txt is the host's, and a file: or ftp:
+      // URL in it is nothing we would fetch (the fuzzer's first finding).
       if (auto abs = resolve_reference(base, value)) {
-        add_unique(out, *abs);
+        if (auto u = parse_url(*abs); u && (u->scheme == "http" || u->scheme == "https")) {
+          add_unique(out, *abs);
+        }
       }
     }
   }

@@ -15,11 +15,16 @@
 #include "resourcesync/writer.h"
 #include "sync_engine/dump_package.h"
 #include "sync_engine/http1_response.h"
+#include "sync_engine/discovery.h"
+#include "sync_engine/host_throttle.h"
+#include "sync_engine/iiif/change_discovery.h"
 #include "sync_engine/oai/oai_pmh.h"
+#include "sync_engine/fetcher.h"
 
 #include <libxml/parser.h>
 #include "store/blob/blob_store.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -352,6 +357,44 @@ int oai_page(const uint8_t* data, size_t size) {
   return 0;
 }
 
+int iiif(const uint8_t* data, size_t size) {
+  const std::string_view body = text(data, size);
+  (void)sync::iiif::parse_collection(body);
+  if (auto page = sync::iiif::parse_page(body)) {
+    for (const auto& a : page->items) {
+      if (a.object.empty() && a.type != "Refresh") {
+        broken("an IIIF activity kept without an object");
+      }
+      if (a.type == "Move" && a.target.empty()) {
+        broken("an IIIF Move kept without a target");
+      }
+      if (a.type != "Create" && a.type != "Update" && a.type != "Delete" && a.type != "Move" && a.type != "Add" &&
+          a.type != "Remove" && a.type != "Refresh") {
+        broken("an IIIF activity kept with a type Change Discovery does not name");
+      }
+    }
+  }
+  return 0;
+}
+
+int robots(const uint8_t* data, size_t size) {
+  const std::string body(text(data, size));
+  for (const auto& s : sync::robots_sitemaps(body, "https://repo.example.org/robots.txt")) {
+    auto u = sync::parse_url(s);
+    if (!u || (u->scheme != "http" && u->scheme != "https")) {
+      broken("a robots.txt Sitemap URL that is not absolute http(s)");
+    }
+  }
+  for (const char* agent : {"tributary", "", "*"}) {
+    if (auto d = sync::parse_crawl_delay(body, agent)) {
+      if (!std::isfinite(*d) || *d < 0 || *d > 3600) {
+        broken("a Crawl-delay that is not finite, negative or beyond any cap");
+      }
+    }
+  }
+  return 0;
+}
+
 int http_response(const uint8_t* data, size_t size) {
   const std::string_view all(reinterpret_cast<const char*>(data), size);
   // Every prefix, as the bytes come off a connection: `more` until enough
@@ -413,6 +456,12 @@ Target target(std::string_view name) {
   }
   if (name == "http_response") {
     return http_response;
+  }
+  if (name == "iiif") {
+    return iiif;
+  }
+  if (name == "robots") {
+    return robots;
   }
   return nullptr;
 }

@@ -48,6 +48,15 @@ int oai_page(const uint8_t* data, size_t size);
 // what was given.
 int http_response(const uint8_t* data, size_t size);
 
+// An IIIF Change Discovery stream's answers (#36): the OrderedCollection
+// and an OrderedCollectionPage. Never a crash; every activity kept has an
+// object (a Refresh aside), a Move a target, and a known type.
+int iiif(const uint8_t* data, size_t size);
+// A robots.txt (#41): its Sitemap lines and its Crawl-delay. Never a crash;
+// every Sitemap URL named is absolute http(s); a Crawl-delay is finite,
+// not negative, and within our cap.
+int robots(const uint8_t* data, size_t size);
+
 // The target named `name` ("reader", "datetime", ...); null if none.
 using Target = int (*)(const uint8_t*, size_t);
 Target target(std::string_view name);

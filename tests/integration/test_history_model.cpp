@@ -204,6 +204,20 @@ void wait_published(SyncEnv& env, pub::Republisher& server, const std::string& b
                                                           << g.body.substr(0, 2000));
 }
 
+// Our change log with the time each entry was written, for a replay's trace.
+std::string log_rows(const std::string& conninfo) {
+  pqxx::connection c(conninfo);
+  pqxx::read_transaction tx(c);
+  std::string out = "our log:\n";
+  for (const auto& row : tx.exec("SELECT seq, uri, change, upstream_datetime, coalesce(md5, '-'), recorded_at "
+                                 "FROM change_log ORDER BY seq")) {
+    out += "  " + row[0].as<std::string>() + " " + row[1].as<std::string>() + " " + row[2].as<std::string>() +
+           " @" + row[3].as<std::string>("") + " " + row[4].as<std::string>().substr(0, 7) + " written " +
+           row[5].as<std::string>() + "\n";
+  }
+  return out;
+}
+
 void one_seed(uint64_t seed) {
   std::mt19937_64 rng(seed);
   auto chance = [&](double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; };
@@ -279,7 +293,10 @@ void one_seed(uint64_t seed) {
     const size_t batch = 2 + pick(9);
     const double r = std::uniform_real_distribution<>(0, 1)(rng);
     source.trace += "step " + std::to_string(step) + ": action " + std::to_string(r) + " batch " +
-                    std::to_string(batch) + "\n";
+                    std::to_string(batch) + " at " +
+                    rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::microseconds>(
+                        std::chrono::system_clock::now())) +
+                    "\n";
     if (r < 0.5) {
       ours.run(RunMode::incremental, false, batch, 0);
     } else if (r < 0.58) {
@@ -317,7 +334,9 @@ void one_seed(uint64_t seed) {
   CHECK_MESSAGE(ours_report.ok(), "seed " << seed << ": check-history on ours: " << describe(ours_report));
   const std::string exact = log_against_source(ours.env.db.conninfo(), source.changes);
   CHECK_MESSAGE(exact.empty(), "seed " << seed << ": " << exact
-                                       << (std::getenv("TRIBUTARY_HISTORY_TRACE") ? "\n" + source.trace : ""));
+                                       << (std::getenv("TRIBUTARY_HISTORY_TRACE")
+                                               ? "\n" + source.trace + log_rows(ours.env.db.conninfo())
+                                               : ""));
   wait_published(ours.env, *server, base);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   follower.run(RunMode::incremental, false, 10, 0);
