@@ -1,5 +1,6 @@
 #pragma once
 
+#include "aggregator/auth_guard.h"
 #include "aggregator/config.h"
 #include "aggregator/database_health.h"
 #include "aggregator/disk_health.h"
@@ -74,6 +75,7 @@ struct DaemonState {
   std::atomic<bool> sample_soon{false}; // a run ended: sample the history soon
 
   std::optional<std::string> admin_token;
+  AuthGuard auth_guard; // wrong admin tokens, per client
   // With content.store "s3": the tier, for its figures on /metrics.
   std::shared_ptr<store::ObjectTier> tier;
 

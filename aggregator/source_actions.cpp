@@ -164,7 +164,21 @@ bool admin_allowed(DaemonState& state, const http::Request& req, http::Response&
     fail(res, 401, "unauthorized", "no admin token is configured (admin_token_file or admin_token_env)");
     return false;
   }
+  const std::string client = req.client.empty() ? req.peer : req.client;
+  if (const int64_t wait = state.auth_guard.blocked_for(client); wait > 0) {
+    res.set_header("Retry-After", std::to_string(wait));
+    fail(res, 429, "too_many_requests", "too many wrong admin tokens from this client: try again later");
+    return false;
+  }
   if (auth.rfind("Bearer ", 0) != 0 || !same_secret(auth.substr(7), *token)) {
+    if (!auth.empty()) {
+      const auto [say, count] = state.auth_guard.failed(client);
+      if (say) {
+        log::warn("", "admin API: wrong admin token from " + (client.empty() ? std::string("a local caller") : client) +
+                          " for " + req.method + " " + req.path + " (" + std::to_string(count) +
+                          " this minute; 10 and it waits a minute)");
+      }
+    }
     res.set_header("WWW-Authenticate", "Bearer");
     fail(res, 401, "unauthorized", auth.empty() ? "an admin bearer token is required" : "wrong admin token");
     return false;

@@ -496,6 +496,10 @@ http::Disposition StatusApi::handle(const http::Request& req, http::Response& re
       (p.rfind("/status/sources/", 0) == 0 && p.size() > k_page_prefix && p.find('/', k_page_prefix) == std::string::npos)) {
     res.set_body(std::string(status_page_html()), "text/html; charset=utf-8");
     res.set_header("Cache-Control", "no-cache");
+    // Never inside another site's frame (its buttons act with the
+    // operator's token): clickjacking.
+    res.set_header("Content-Security-Policy", "frame-ancestors 'none'");
+    res.set_header("X-Frame-Options", "DENY");
     return http::Disposition::done;
   }
   if (!can_block) {

@@ -27,13 +27,33 @@ namespace hub_detail {
 
 // `text` with `callback` (whose path may hold the subscriber's only
 // credential) shown as its label: what the log and the status API say.
+// However the text spells the callback's origin (the fetcher's errors drop
+// an explicit default port, lower-case the host), its path and query, and
+// any userinfo, are replaced wherever they appear.
 inline std::string scrubbed(std::string text, const std::string& callback) {
   if (callback.empty()) {
     return text;
   }
+  auto replace_all = [&text](const std::string& what, const std::string& with) {
+    if (what.size() < 2) {
+      return;
+    }
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + with.size())) {
+      text.replace(at, what.size(), with);
+    }
+  };
   const std::string label = rs::websub::callback_label(callback);
-  for (size_t at = text.find(callback); at != std::string::npos; at = text.find(callback, at + label.size())) {
-    text.replace(at, callback.size(), label);
+  replace_all(callback, label);
+  if (const size_t scheme = callback.find("://"); scheme != std::string::npos) {
+    const size_t rest = callback.find_first_of("/?#", scheme + 3);
+    const std::string authority = callback.substr(scheme + 3, rest == std::string::npos ? std::string::npos
+                                                                                        : rest - scheme - 3);
+    if (const size_t at = authority.rfind('@'); at != std::string::npos) {
+      replace_all(authority.substr(0, at + 1), ""); // user:password@
+    }
+    if (rest != std::string::npos) {
+      replace_all(callback.substr(rest), label.substr(label.rfind(" #")));
+    }
   }
   return text;
 }

@@ -504,3 +504,27 @@ TEST_CASE("Push, hostile subscribers: behind a proxy in trusted_proxies, one cli
   CHECK(subscribe("127.0.0.9", "X-Forwarded-For: 198.51.100.7\r\n",
                   "http://127.0.0.4:" + std::to_string(s4.port) + "/silent/11") == 202);
 }
+
+TEST_CASE("Hostile operators' clients: wrong admin tokens are logged and, past ten a minute, refused per client; the "
+          "status page cannot be framed") {
+  OneResource source;
+  TestDaemon a({{"up", source.up.url("/")}});
+  start_in_sync(a, "up", 1);
+  const std::string path = "/api/v1/sources/up/sync";
+  std::vector<int> answers;
+  for (int i = 0; i < 12; ++i) {
+    answers.push_back(post_from("127.0.0.30", a.port, path, "", "Authorization: Bearer guess-" + std::to_string(i) +
+                                                                    "\r\n"));
+  }
+  CHECK(std::count(answers.begin(), answers.begin() + 10, 401) == 10);
+  CHECK(answers[10] == 429);
+  CHECK(answers[11] == 429);
+  // Another client, with the token: not held back by the guesser.
+  CHECK(post_from("127.0.0.31", a.port, path, "", "Authorization: Bearer token\r\n") / 100 == 2);
+  CHECK(eventually([&] { return a.log_text().find("wrong admin token from 127.0.0.30") != std::string::npos; }, 5));
+  httplib::Client c(a.base);
+  auto page = c.Get("/status");
+  REQUIRE(page);
+  CHECK(page->get_header_value("Content-Security-Policy").find("frame-ancestors 'none'") != std::string::npos);
+  CHECK(page->get_header_value("X-Frame-Options") == "DENY");
+}

@@ -1,6 +1,7 @@
 #include "common/log.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -52,4 +53,26 @@ TEST_CASE("log: nothing a client or an upstream said can forge a line of the tex
   CHECK(out.find('\x1b') == std::string::npos);
   CHECK(out.find("refused x\\r\\n2026-01-01T00:00:00.000Z error forged\\x1b[2J") != std::string::npos);
   CHECK(out.find("callback=\"http://a/\\nb\"") != std::string::npos);
+}
+
+TEST_CASE("log: bytes that are not UTF-8, C1 controls, DEL and bidirectional overrides are escaped, in text and JSON") {
+  // U+202E (RIGHT-TO-LEFT OVERRIDE) would show "gnp.exe" as "exe.png";
+  // U+0085 (NEL, a C1 control) ends a line in some viewers; 0xff is no UTF-8.
+  const std::string sly = "evil\xe2\x80\xae" "gnp.exe \xc2\x85 next\x7f \xff\xfe caf\xc3\xa9";
+  for (const auto format : {log::Format::text, log::Format::json}) {
+    log::configure(log::Level::debug, format);
+    const std::string out = captured([&] { log::warn(sly, "fetched " + sly, {{"uri", sly}}); });
+    log::configure(log::Level::info, log::Format::text);
+    CAPTURE(out);
+    CHECK(out.find("\xe2\x80\xae") == std::string::npos);
+    CHECK(out.find("\xc2\x85") == std::string::npos);
+    CHECK(out.find('\x7f') == std::string::npos);
+    CHECK(out.find('\xff') == std::string::npos);
+    CHECK(out.find("u202e") != std::string::npos);
+    CHECK(out.find("u0085") != std::string::npos);
+    CHECK(out.find("caf\xc3\xa9") != std::string::npos); // well-formed text stays as it is
+    if (format == log::Format::json) {
+      CHECK(nlohmann::json::accept(out));
+    }
+  }
 }

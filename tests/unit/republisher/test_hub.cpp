@@ -3,6 +3,7 @@
 // recording transport (the integration tests run it over HTTP and the
 // database).
 #include "republisher/hub.h"
+#include "republisher/hub_impl.h"
 
 #include "records.h"
 
@@ -348,4 +349,21 @@ TEST_CASE("Hub (no database): callbacks that answer late are served by the slow 
     }
   }
   CHECK(got - changed < std::chrono::milliseconds(350));
+}
+
+TEST_CASE("Hub: a callback's secret path is scrubbed however the text spells its origin") {
+  using tributary::pub::hub_detail::scrubbed;
+  const std::string callback = "http://Sub.Example:80/push/s3cr3t-t0ken?k=v";
+  for (const std::string& text :
+       {std::string("read failed for http://sub.example/push/s3cr3t-t0ken?k=v"),
+        std::string("HTTP 500 from http://Sub.Example:80/push/s3cr3t-t0ken?k=v"),
+        std::string("connection refused: sub.example:80 (http://sub.example:80/push/s3cr3t-t0ken?k=v)")}) {
+    const std::string out = scrubbed(text, callback);
+    CHECK_MESSAGE(out.find("s3cr3t") == std::string::npos, out);
+    CHECK_MESSAGE(out.find(" #") != std::string::npos, out);
+  }
+  const std::string with_user = "https://user:pw@sub.example/p/abcdef";
+  const std::string out = scrubbed("GET https://user:pw@sub.example/p/abcdef failed", with_user);
+  CHECK(out.find("pw") == std::string::npos);
+  CHECK(out.find("abcdef") == std::string::npos);
 }
