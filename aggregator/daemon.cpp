@@ -205,7 +205,10 @@ struct Daemon : DaemonState {
       size_t stalled = 0;
       for (auto& [name, r] : running) {
         const auto still = now - std::max(r.started, r.progressed);
-        stalled += !r.done && still > k_stall ? 1 : 0;
+        if (!r.done && still > k_stall) {
+          ++stalled;
+          scheduler.stalled(name);
+        }
         if (!r.done && still > k_run_stall_deadline && r.cancel && !r.cancel->exchange(true)) {
           r.stalled_out = true;
           log::warn(name, "run stopped: no progress for " + std::to_string(k_run_stall_deadline.count()) +

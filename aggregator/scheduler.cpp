@@ -74,10 +74,12 @@ void Scheduler::configure(const std::vector<sync::SourceConfig>& sources, Time n
 
 std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
   size_t running = 0;
+  size_t suspects = 0; // running jobs of sources whose last run stalled
   std::vector<std::pair<Time, Entry*>> ready;
   for (auto& [name, e] : m_entries) {
     if (e.running) {
       ++running;
+      suspects += e.suspect && !e.stalled_this_run ? 1 : 0;
       continue;
     }
     if (!e.config.enabled || e.removed || m_paused.count(name) > 0) {
@@ -92,14 +94,18 @@ std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
   std::sort(ready.begin(), ready.end(), [](const auto& a, const auto& b) {
     return a.first != b.first ? a.first < b.first : a.second->config.name < b.second->config.name;
   });
-  // Stalled runs hold at most slots - 1: one slot stays for the rest.
-  stalled = std::min(stalled, running);
-  const size_t held = running - stalled + std::min(stalled, slots > 0 ? slots - 1 : 0);
+  // Stalled runs (and runs of sources whose last run stalled) hold at
+  // most slots - 1: one slot stays for the rest.
+  size_t stalled_now = std::min(running, std::min(stalled, running) + suspects);
+  size_t others = running - stalled_now;
+  auto held = [&] { return others + std::min(stalled_now, slots > 0 ? slots - 1 : 0); };
   std::vector<Job> jobs;
   for (auto& [when, e] : ready) {
-    if (held + jobs.size() >= slots || running + jobs.size() >= 2 * slots) {
+    if (held() >= slots || running + jobs.size() >= 2 * slots) {
       break;
     }
+    ++(e->suspect ? stalled_now : others);
+    e->stalled_this_run = false;
     Job j;
     j.source = e->config.name;
     j.trigger = e->started ? store::RunTrigger::schedule : store::RunTrigger::startup;
@@ -123,6 +129,13 @@ std::vector<Job> Scheduler::due(Time now, size_t slots, size_t stalled) {
   return jobs;
 }
 
+void Scheduler::stalled(const std::string& source) {
+  if (auto it = m_entries.find(source); it != m_entries.end() && it->second.running) {
+    it->second.stalled_this_run = true;
+    it->second.suspect = true;
+  }
+}
+
 void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok, Time now) {
   auto it = m_entries.find(source);
   if (it == m_entries.end()) {
@@ -136,6 +149,8 @@ void Scheduler::finished(const std::string& source, store::RunMode mode, bool ok
   e.running = false;
   e.busy = false;
   e.waiting_for_node = false;
+  e.suspect = e.stalled_this_run;
+  e.stalled_this_run = false;
   e.retry_mode.reset();
   if (ok) {
     e.failures = 0;

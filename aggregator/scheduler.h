@@ -42,7 +42,10 @@ struct Job {
 //   counts those that made no progress for a while) hold at most
 //   `slots - 1` of them: one is always left for the others, up to twice
 //   `slots` runs in all, so that Sources that never answer cannot stop
-//   every healthy one.
+//   every healthy one. A source whose last run stalled counts as stalled
+//   from the moment its next run starts: four stalled Sources that came
+//   due together took every slot for the 10 s before they looked stalled
+//   again, and a healthy Source polled every 2 s waited 10-11 s (#50).
 class Scheduler {
 public:
   explicit Scheduler(uint64_t seed = std::random_device{}());
@@ -57,6 +60,10 @@ public:
   std::vector<Job> due(Time now, size_t slots, size_t stalled = 0);
   // A job ended (ok: it succeeded, fully or partly).
   void finished(const std::string& source, store::RunMode mode, bool ok, Time now);
+  // The running job of `source` looks stalled (no progress for a while):
+  // its next run counts as stalled from its start, unless this one ends
+  // without stalling again.
+  void stalled(const std::string& source);
   // A job did not run: another process held the source. Shown as busy and
   // tried again after k_busy_retry (or its interval, if shorter), with no
   // back-off (it is no failure).
@@ -125,6 +132,8 @@ private:
     bool waiting_for_node = false; // its last job stopped for the node (database unreachable, disk full)
     std::optional<store::RunMode> retry_mode; // the mode of that job, when not incremental
     std::chrono::seconds stretched{0}; // see stretch()
+    bool suspect = false;          // its last run stalled: the next counts as stalled from its start
+    bool stalled_this_run = false; // the running job was seen stalled
   };
   std::chrono::seconds jittered(std::chrono::seconds d);
 

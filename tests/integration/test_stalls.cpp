@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include <fstream>
+#include <optional>
 #include <thread>
 
 using namespace tributary;
@@ -66,5 +67,70 @@ TEST_CASE("Stalls: four Sources that never answer do not stop a healthy one (its
   MESSAGE("the healthy Source's change in our Change List after " << took << " s, four stalled Sources beside it");
   REQUIRE(seen);
   CHECK(took <= 2 * 5.5); // two intervals (5 s, +10% jitter)
+  CHECK(d.stop().second == 0);
+}
+
+TEST_CASE("Stalls: beside four Sources that never answer, a healthy Source polled every 2 s never waits more than 4 s "
+          "between runs, when the stalled ones restart together too") {
+  Upstream good_up;
+  Site site(good_up);
+  site.put_numbered(2);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  std::vector<std::unique_ptr<FaultUpstream>> stalled;
+  for (int i = 0; i < 4; ++i) {
+    stalled.push_back(std::make_unique<FaultUpstream>());
+    stalled.back()->on("/caps.xml", [](int fd, const std::string&) {
+      char c;
+      while (::recv(fd, &c, 1, 0) > 0) {
+      }
+    });
+  }
+  TestDaemon d({});
+  {
+    json cfg = json::parse(config_text(d.db.conninfo(), d.dir, d.port, {}));
+    cfg["sources"].push_back({{"name", "good"}, {"url", good_up.url("/")}, {"interval", "2s"}});
+    for (size_t i = 0; i < stalled.size(); ++i) {
+      cfg["sources"].push_back({{"name", "stall" + std::to_string(i)}, {"url", stalled[i]->url("/caps.xml")}});
+    }
+    std::ofstream(d.cfg) << cfg.dump(2);
+  }
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "good", 2); }));
+  // Long enough for the stalled runs (default timeouts) to give up, back
+  // off and start again together: TRIBUTARY_STALL_SECONDS (bench: 300).
+  // Measured from the end of their first runs: before a source is first
+  // seen stalling it takes 10 s (k_stall) to be known for one.
+  const char* env = std::getenv("TRIBUTARY_STALL_SECONDS");
+  const int seconds = env && *env ? std::atoi(env) : 150;
+  const auto began = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first_end; // of a stalled run
+  while (std::chrono::steady_clock::now() - began < std::chrono::seconds(seconds)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (!first_end && scalar(d, "SELECT count(*) FROM sync_run r JOIN source s ON s.id = r.source_id WHERE s.name "
+                                "LIKE 'stall%' AND r.finished_at IS NOT NULL") != "0") {
+      first_end = std::chrono::steady_clock::now();
+    }
+  }
+  REQUIRE(first_end);
+  // Every request the healthy Source's upstream saw: a run makes one or
+  // two within milliseconds, so the longest gap is the longest wait.
+  double worst = 0;
+  std::optional<std::chrono::steady_clock::time_point> prev;
+  for (const auto& t : good_up.accepted_times()) {
+    if (t >= *first_end && prev) {
+      worst = std::max(worst, std::chrono::duration<double>(t - *prev).count());
+    }
+    prev = t;
+  }
+  const std::string restarts =
+      scalar(d, "SELECT count(*) - 4 FROM sync_run r JOIN source s ON s.id = r.source_id WHERE s.name LIKE 'stall%'");
+  MESSAGE(scalar(d, "SELECT string_agg(s.name || ' ' || to_char(r.started_at, 'MI:SS') || '-' || "
+                    "coalesce(to_char(r.finished_at, 'MI:SS'), '?'), ', ' ORDER BY r.started_at) FROM sync_run r "
+                    "JOIN source s ON s.id = r.source_id WHERE s.name LIKE 'stall%'"));
+  MESSAGE("over " << seconds << " s beside four stalled Sources (" << restarts
+                  << " runs of theirs started again): the healthy Source's longest wait between requests " << worst
+                  << " s");
+  CHECK(std::stoi(restarts) >= 4); // they did start again together
+  CHECK(worst <= 4.0);
   CHECK(d.stop().second == 0);
 }

@@ -187,6 +187,31 @@ TEST_CASE("Scheduler: stalled runs leave one slot for the others, up to twice th
   CHECK(started == 8);
 }
 
+TEST_CASE("Scheduler: sources whose last run stalled count as stalled from their next start, so that four of them "
+          "due together leave a slot for a healthy one") {
+  Scheduler s(1);
+  s.configure({source("s1"), source("s2"), source("s3"), source("s4")}, t0);
+  CHECK(s.due(t0, 4).size() == 4);
+  for (const char* n : {"s1", "s2", "s3", "s4"}) {
+    s.stalled(n); // each seen stalled, then cut off and failed
+    s.finished(n, RunMode::incremental, false, t0 + 60s);
+  }
+  // They come due again together: they start, but hold three slots, not
+  // four, though none of them looks stalled yet.
+  const auto later = t0 + 3600s;
+  CHECK(s.due(later, 4).size() == 4);
+  s.configure({source("s1"), source("s2"), source("s3"), source("s4"), source("healthy", 2s)}, later);
+  CHECK(names(s.due(later, 4)) == std::vector<std::string>{"healthy"});
+  s.finished("healthy", RunMode::incremental, true, later + 1s);
+  CHECK(names(s.due(later + 4s, 4)) == std::vector<std::string>{"healthy"});
+  // Runs that end without stalling: trusted again, they hold a slot each.
+  for (const char* n : {"s1", "s2", "s3", "s4", "healthy"}) {
+    s.finished(n, RunMode::incremental, true, later + 5s);
+  }
+  CHECK(s.due(later + 7200s, 4).size() == 4);
+  CHECK(s.due(later + 7200s, 4).empty());
+}
+
 TEST_CASE("Scheduler: a job that could not reach the database is tried again within seconds, with no back-off, "
           "in its mode, and at once when the database answers") {
   Scheduler s(1);
