@@ -505,7 +505,7 @@ TEST_CASE("Push, hostile subscribers: behind a proxy in trusted_proxies, one cli
                   "http://127.0.0.4:" + std::to_string(s4.port) + "/silent/11") == 202);
 }
 
-TEST_CASE("Hostile operators' clients: wrong admin tokens are logged and, past ten a minute, refused per client; the "
+TEST_CASE("Hostile operators' clients: wrong admin tokens are logged and, past ten a minute, refused per client, and the "
           "status page cannot be framed") {
   OneResource source;
   TestDaemon a({{"up", source.up.url("/")}});
