@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include "common/text.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -65,45 +67,6 @@ std::optional<Format> parse_format(std::string_view s) {
 
 namespace {
 
-// The code point of the UTF-8 sequence at `p` and its length; length 0
-// when the bytes there are not well-formed UTF-8 (a stray continuation
-// byte, a sequence cut short, an overlong form, a surrogate).
-std::pair<uint32_t, size_t> decode(std::string_view s, size_t p) {
-  const auto c = static_cast<unsigned char>(s[p]);
-  size_t n = 0;
-  uint32_t cp = 0;
-  if (c < 0x80) {
-    return {c, 1};
-  }
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return {0, 0};
-  }
-  if (p + n > s.size()) {
-    return {0, 0};
-  }
-  for (size_t i = 1; i < n; ++i) {
-    const auto b = static_cast<unsigned char>(s[p + i]);
-    if ((b & 0xC0) != 0x80) {
-      return {0, 0};
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  const bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return {0, 0};
-  }
-  return {cp, n};
-}
-
 // Characters a log line must not carry raw: C0 and C1 controls, DEL, the
 // bidirectional overrides and isolates (which reorder what a terminal or
 // viewer shows), and the Unicode line and paragraph separators.
@@ -119,7 +82,7 @@ bool unsafe(uint32_t cp) {
 void escape_into(std::string& out, std::string_view s, bool json) {
   char buf[16];
   for (size_t p = 0; p < s.size();) {
-    const auto [cp, n] = decode(s, p);
+    const auto [cp, n] = decode_utf8(s, p);
     if (n == 0) {
       std::snprintf(buf, sizeof buf, json ? "\\\\x%02x" : "\\x%02x", static_cast<unsigned char>(s[p]));
       out += buf;

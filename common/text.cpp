@@ -68,4 +68,40 @@ bool lists_token(std::string_view value, std::string_view token) {
   return false;
 }
 
+CodePoint decode_utf8(std::string_view s, size_t p) {
+  const auto c = static_cast<unsigned char>(s[p]);
+  if (c < 0x80) {
+    return {c, 1};
+  }
+  size_t n = 0;
+  uint32_t cp = 0;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return {};
+  }
+  if (p + n > s.size()) {
+    return {};
+  }
+  for (size_t i = 1; i < n; ++i) {
+    const auto b = static_cast<unsigned char>(s[p + i]);
+    if ((b & 0xC0) != 0x80) {
+      return {};
+    }
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  const bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return {};
+  }
+  return {cp, n};
+}
+
 } // namespace tributary

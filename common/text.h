@@ -20,4 +20,14 @@ std::string_view trim_ows(std::string_view s);
 bool iequals(std::string_view a, std::string_view b);
 bool lists_token(std::string_view value, std::string_view token);
 
+// The code point of the UTF-8 sequence at `p` and its length in bytes;
+// length 0 when the bytes there are not well-formed UTF-8 (a stray
+// continuation byte, a sequence cut short, an overlong form, a surrogate,
+// past U+10FFFF). For the log's escapes and the OAI-PMH reader's scan.
+struct CodePoint {
+  uint32_t value = 0;
+  size_t length = 0;
+};
+CodePoint decode_utf8(std::string_view s, size_t p);
+
 } // namespace tributary

@@ -1,6 +1,7 @@
 #include "sync_engine/oai/oai_pmh.h"
 
 #include "common/percent.h"
+#include "common/text.h"
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
@@ -21,36 +22,8 @@ constexpr std::string_view k_ns = "http://www.openarchives.org/OAI/2.0/";
 // allows, else 0 (a stray control character, a bad sequence, a surrogate,
 // U+FFFE or U+FFFF).
 size_t allowed_char(std::string_view s, size_t p) {
-  const auto c = static_cast<unsigned char>(s[p]);
-  if (c < 0x80) {
-    return (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') ? 1 : 0;
-  }
-  size_t n = 0;
-  uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
-  }
-  if (p + n > s.size()) {
-    return 0;
-  }
-  for (size_t i = 1; i < n; ++i) {
-    const auto b = static_cast<unsigned char>(s[p + i]);
-    if ((b & 0xC0) != 0x80) {
-      return 0;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  const bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-  if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF) {
+  const auto [cp, n] = decode_utf8(s, p);
+  if (n == 0 || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || cp == 0xFFFE || cp == 0xFFFF) {
     return 0;
   }
   return n;

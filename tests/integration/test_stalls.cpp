@@ -21,21 +21,31 @@ using namespace tributary;
 using namespace tributary::test;
 using nlohmann::json;
 
-TEST_CASE("Stalls: four Sources that never answer do not stop a healthy one (its lag stays within two intervals)") {
-  Upstream good_up;
-  Site site(good_up);
-  site.put_numbered(2);
-  site.publish_start(ts("2026-01-01T00:00:00Z"));
-  std::vector<std::unique_ptr<FaultUpstream>> stalled;
+namespace {
+
+// Four upstreams that accept, read the request and never answer: each
+// waits for the client to give up.
+std::vector<std::unique_ptr<FaultUpstream>> four_stalled() {
+  std::vector<std::unique_ptr<FaultUpstream>> out;
   for (int i = 0; i < 4; ++i) {
-    stalled.push_back(std::make_unique<FaultUpstream>());
-    // Accepts, reads the request, never answers: waits for the client to give up.
-    stalled.back()->on("/caps.xml", [](int fd, const std::string&) {
+    out.push_back(std::make_unique<FaultUpstream>());
+    out.back()->on("/caps.xml", [](int fd, const std::string&) {
       char c;
       while (::recv(fd, &c, 1, 0) > 0) {
       }
     });
   }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("Stalls: four Sources that never answer do not stop a healthy one (its lag stays within two intervals)") {
+  Upstream good_up;
+  Site site(good_up);
+  site.put_numbered(2);
+  site.publish_start(ts("2026-01-01T00:00:00Z"));
+  auto stalled = four_stalled();
   TestDaemon d({{"good", good_up.url("/")}});
   {
     json cfg = json::parse(config_text(d.db.conninfo(), d.dir, d.port, {}));
@@ -76,15 +86,7 @@ TEST_CASE("Stalls: beside four Sources that never answer, a healthy Source polle
   Site site(good_up);
   site.put_numbered(2);
   site.publish_start(ts("2026-01-01T00:00:00Z"));
-  std::vector<std::unique_ptr<FaultUpstream>> stalled;
-  for (int i = 0; i < 4; ++i) {
-    stalled.push_back(std::make_unique<FaultUpstream>());
-    stalled.back()->on("/caps.xml", [](int fd, const std::string&) {
-      char c;
-      while (::recv(fd, &c, 1, 0) > 0) {
-      }
-    });
-  }
+  auto stalled = four_stalled();
   TestDaemon d({});
   {
     json cfg = json::parse(config_text(d.db.conninfo(), d.dir, d.port, {}));
