@@ -153,6 +153,7 @@ Result<std::shared_ptr<pub::Hub>> make_hub(const Config& config) {
   options.max_subscriptions = config.push.max_subscriptions;
   options.max_subscriptions_per_host = config.push.max_subscriptions_per_host;
   options.max_subscriptions_per_domain = config.push.max_subscriptions_per_domain;
+  options.resolve = [](const std::string& host) { return sync::resolve_host(host); };
   options.default_lease = std::clamp(options.default_lease, options.min_lease, options.max_lease);
   options.external_hub = config.push.external_hub;
   if (config.push.external_hub_secret) {

@@ -80,6 +80,11 @@ struct HubOptions {
   // so that a stranger holding a wildcard DNS name cannot take the whole
   // hub 100 hosts at a time.
   size_t max_subscriptions_per_domain = 300;
+  // The addresses a callback host resolves to (the daemon's resolver): the
+  // per-host quota also counts by address, so that names pointing at one
+  // machine are one host. Unset (unit tests): by name only. Answers are
+  // cached for five minutes.
+  std::function<std::vector<std::string>(const std::string& host)> resolve;
   size_t changes_per_notification = 1000;
   // A subscriber whose deliveries failed for this long is dropped (it
   // catches up by polling, and may subscribe again).

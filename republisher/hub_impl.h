@@ -153,6 +153,12 @@ struct Hub::Impl {
 
   static size_t on_host(const std::vector<store::HubSubscription>& existing, const std::string& host);
   static size_t on_domain(const std::vector<store::HubSubscription>& existing, const std::string& domain);
+  // How many subscriptions have a callback on a host that resolves to one
+  // of `host`'s addresses (none known: 0).
+  size_t on_addresses(const std::vector<store::HubSubscription>& existing, const std::string& host);
+  std::vector<std::string> addresses_of(const std::string& host);
+  std::mutex resolved_mutex;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::vector<std::string>>> resolved;
 
   void subscription_request(const http::Request& req, http::Response& res);
 

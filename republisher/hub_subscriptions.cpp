@@ -68,6 +68,47 @@ auto Hub::Impl::on_domain(const std::vector<store::HubSubscription>& existing, c
   }));
 }
 
+auto Hub::Impl::addresses_of(const std::string& host) -> std::vector<std::string> {
+  if (!options.resolve || host.empty()) {
+    return {};
+  }
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard lock(resolved_mutex);
+    auto it = resolved.find(host);
+    if (it != resolved.end() && now - it->second.first < std::chrono::minutes(5)) {
+      return it->second.second;
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& a : options.resolve(host)) {
+    out.push_back(canonical_host(a));
+  }
+  std::sort(out.begin(), out.end());
+  std::lock_guard lock(resolved_mutex);
+  if (resolved.size() > 100000) {
+    resolved.clear();
+  }
+  resolved[host] = {now, out};
+  return out;
+}
+
+auto Hub::Impl::on_addresses(const std::vector<store::HubSubscription>& existing, const std::string& host) -> size_t {
+  const std::vector<std::string> mine = addresses_of(host);
+  if (mine.empty()) {
+    return 0;
+  }
+  size_t n = 0;
+  for (const auto& e : existing) {
+    const std::vector<std::string> theirs = addresses_of(host_of(e.callback));
+    n += std::any_of(theirs.begin(), theirs.end(),
+                     [&](const std::string& a) { return std::binary_search(mine.begin(), mine.end(), a); })
+             ? 1
+             : 0;
+  }
+  return n;
+}
+
 auto Hub::Impl::subscription_request(const http::Request& req, http::Response& res) -> void {
   auto parsed = parse(req);
   if (auto* why = std::get_if<std::string>(&parsed)) {
@@ -160,6 +201,12 @@ auto Hub::Impl::verify(const Intent& i) -> void {
   auto existing = store->hub_subscriptions();
   if (existing && !renews(*existing, i) && on_host(*existing, i.callback_host) >= options.max_subscriptions_per_host) {
     log::warn("", "hub: refused, " + who + ": its callback host holds the maximum of " +
+                      std::to_string(options.max_subscriptions_per_host) + " subscriptions a host may hold");
+    return;
+  }
+  if (existing && !renews(*existing, i) &&
+      on_addresses(*existing, i.callback_host) >= options.max_subscriptions_per_host) {
+    log::warn("", "hub: refused, " + who + ": callbacks on hosts at its callback's address hold the maximum of " +
                       std::to_string(options.max_subscriptions_per_host) + " subscriptions a host may hold");
     return;
   }

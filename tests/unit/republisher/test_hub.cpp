@@ -277,6 +277,29 @@ TEST_CASE("Hub (no database): one callback host holds at most its quota of subsc
   CHECK(rig.subscribed(4));
 }
 
+TEST_CASE("Hub (no database): names that resolve to one address count as one host against its quota") {
+  HubOptions o;
+  o.max_subscriptions_per_host = 3;
+  // Five names under five domains, all pointing at one machine; a sixth
+  // elsewhere. (The daemon resolves with the system's resolver.)
+  o.resolve = [](const std::string& host) {
+    return host == "cb.elsewhere.org" ? std::vector<std::string>{"198.51.100.9"}
+                                      : std::vector<std::string>{"192.0.2.7", "2001:db8::7"};
+  };
+  HubRig rig(o);
+  const std::string topic = rig.urls.change_notification("up");
+  for (int i = 0; i < 5; ++i) {
+    CHECK(rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic},
+                       {"hub.callback", "http://cb.domain" + std::to_string(i) + ".example/x"}},
+                      "203.0.113." + std::to_string(i))
+              .status == 202);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(rig.aux->hub_subscriptions()->size() == 3);
+  rig.request({{"hub.mode", "subscribe"}, {"hub.topic", topic}, {"hub.callback", "http://cb.elsewhere.org/x"}});
+  CHECK(rig.subscribed(4));
+}
+
 TEST_CASE("Hub (no database): callbacks under one registrable domain hold at most its quota, whatever their hosts") {
   HubOptions o;
   o.max_subscriptions_per_domain = 3;
