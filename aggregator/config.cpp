@@ -519,7 +519,9 @@ public:
         bool known = false;
         if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
           for (const auto& src : j["sources"]) {
-            known = known || (src.is_object() && src.value("name", "") == c.sets[i].sources[k]);
+            // (A name that is no string is a problem reported above, not a throw.)
+            known = known || (src.is_object() && src.contains("name") && src["name"].is_string() &&
+                               src["name"].get<std::string>() == c.sets[i].sources[k]);
           }
         }
         if (!known) {
