@@ -17,9 +17,9 @@
 #include "resourcesync/hash.h"
 #include "sync_engine/oai/list_bounds.h"
 #include "sync_engine/oai/oai_pmh.h"
+#include "sync_engine/oai/resume.h"
 #include "sync_engine/run_context.h"
 
-#include <nlohmann/json.hpp>
 
 #include <optional>
 #include <unordered_map>
@@ -29,7 +29,6 @@ namespace tributary::sync {
 namespace {
 
 using namespace std::chrono;
-using nlohmann::json;
 using oai::Granularity;
 
 constexpr uint64_t k_max_page_bytes = 64ull * 1024 * 1024;
@@ -41,53 +40,7 @@ rs::Timestamp now_ts() {
   return time_point_cast<microseconds>(system_clock::now());
 }
 
-// Where a harvest goes on: the kind's own record in Watermark::resume.
-struct Resume {
-  std::string mode;                  // "baseline" or "incremental"
-  std::string next;                  // the next page's URL; empty: the window's first page
-  std::optional<rs::Timestamp> expires; // the token's expirationDate
-  std::optional<rs::Timestamp> from;    // the window under way
-  std::optional<rs::Timestamp> until;
-  std::optional<rs::Timestamp> started; // the first page's responseDate: the harvest's time
-  int64_t span_seconds = 0;             // a window's length, once one was refused as too large; 0: whole
-  bool resumed_baseline = false;        // a baseline that went on in a later run: unlisted are left to the audit
-
-  std::string dump() const {
-    json j{{"mode", mode}, {"next", next}, {"span_seconds", span_seconds}, {"resumed_baseline", resumed_baseline}};
-    auto put = [&](const char* k, const std::optional<rs::Timestamp>& t) {
-      if (t) {
-        j[k] = rs::format_w3c_datetime(*t);
-      }
-    };
-    put("expires", expires);
-    put("from", from);
-    put("until", until);
-    put("started", started);
-    return j.dump();
-  }
-  static std::optional<Resume> load(const std::string& text) {
-    if (text.empty()) {
-      return std::nullopt;
-    }
-    json j = json::parse(text, nullptr, false);
-    if (!j.is_object() || !j.contains("mode")) {
-      return std::nullopt;
-    }
-    Resume r;
-    r.mode = j.value("mode", "");
-    r.next = j.value("next", "");
-    r.span_seconds = j.value("span_seconds", int64_t{0});
-    r.resumed_baseline = j.value("resumed_baseline", false);
-    auto get = [&](const char* k) -> std::optional<rs::Timestamp> {
-      return j.contains(k) && j[k].is_string() ? rs::parse_w3c_datetime(j[k].get<std::string>()) : std::nullopt;
-    };
-    r.expires = get("expires");
-    r.from = get("from");
-    r.until = get("until");
-    r.started = get("started");
-    return r;
-  }
-};
+using oai::Resume;
 
 class Harvest {
 public:
