@@ -1,10 +1,10 @@
 // The `tributary` command line.
-#include "aggregator/check_history.h"
-#include "aggregator/commands.h"
-#include "aggregator/daemon.h"
+#include "aggregator/cli/check_history.h"
+#include "aggregator/cli/commands.h"
+#include "aggregator/daemon/daemon.h"
 #include "tools/simulate/simulate.h"
-#include "aggregator/explore.h"
-#include "aggregator/inspect.h"
+#include "aggregator/cli/explore.h"
+#include "aggregator/cli/inspect.h"
 #include "common/version.h"
 
 #include <CLI/CLI.hpp>

@@ -35,15 +35,23 @@ tributary_check_layering(store/pg FORBID "store/blob/" "store/s3/")
 # protocol, the HTTP server and the fetcher. The product library never
 # includes it; only the CLI's main.cpp does.
 tributary_check_layering(tools/simulate FORBID "aggregator/" "store/pg/" "store/s3/")
-file(GLOB aggregator_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/aggregator/*.h ${PROJECT_SOURCE_DIR}/aggregator/*.cpp)
+file(GLOB_RECURSE aggregator_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/aggregator/*.h ${PROJECT_SOURCE_DIR}/aggregator/*.cpp)
 foreach(src IN LISTS aggregator_sources)
-  if(NOT src MATCHES "/main\\.cpp$")
+  if(NOT src MATCHES "/aggregator/main\\.cpp$")
     file(STRINGS ${src} named REGEX "^#include \"tools/")
     if(named)
       message(FATAL_ERROR "${src}: '${named}': the product library does not include tools/ (only main.cpp)")
     endif()
   endif()
 endforeach()
+# aggregator/ by job (README, "Architecture"): cli/ on top; the daemon wires
+# the status API and the subscriber; the status API reads the daemon's state
+# but never the daemon's wiring; the config and the subscriber see none of
+# the rooms above them.
+tributary_check_layering(aggregator/setup FORBID "aggregator/cli/" "aggregator/daemon/" "aggregator/status/" "aggregator/push/")
+tributary_check_layering(aggregator/push FORBID "aggregator/cli/" "aggregator/daemon/" "aggregator/status/" "aggregator/setup/")
+tributary_check_layering(aggregator/status FORBID "aggregator/cli/" "aggregator/push/" "aggregator/daemon/daemon.h")
+tributary_check_layering(aggregator/daemon FORBID "aggregator/cli/")
 foreach(module sync_engine republisher)
   file(STRINGS ${PROJECT_SOURCE_DIR}/${module}/CMakeLists.txt named REGEX "tributary_store_pg|tributary_s3")
   if(named)

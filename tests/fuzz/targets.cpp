@@ -2,8 +2,8 @@
 
 #include "sync_engine/http1_response.h"
 
-#include "aggregator/config.h"
-#include "aggregator/push.h"
+#include "aggregator/setup/config.h"
+#include "aggregator/push/subscriber.h"
 #include "republisher/hub.h"
 #include "resourcesync/websub.h"
 #include "store/memory_aux_store.h"

@@ -1,4 +1,4 @@
-#include "aggregator/config.h"
+#include "aggregator/setup/config.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>

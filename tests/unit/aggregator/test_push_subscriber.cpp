@@ -2,7 +2,7 @@
 // MemoryAuxStore, what was applied in MemoryStore, its requests to the hub
 // through a recording fetcher (the integration tests run it over HTTP
 // against real hubs and the database).
-#include "aggregator/push.h"
+#include "aggregator/push/subscriber.h"
 
 #include "resourcesync/websub.h"
 #include "resourcesync/writer.h"

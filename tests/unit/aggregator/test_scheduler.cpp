@@ -1,4 +1,4 @@
-#include "aggregator/scheduler.h"
+#include "aggregator/daemon/scheduler.h"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // The status page's judgements: error_kind() (how a source's page groups its
 // errors; the reasons are the engine's own words) and sync_state_of() (what
 // the summary line counts a source as).
-#include "aggregator/status_json.h"
+#include "aggregator/status/json.h"
 
 #include <doctest/doctest.h>
 
