@@ -4,6 +4,8 @@
 
 namespace tributary::pub {
 
+using namespace server_detail;
+
 auto Republisher::Impl::bytes_of(const CachedDocument& doc) -> Result<std::string> {
   if (doc.file.empty()) {
     return doc.body;

@@ -4,6 +4,8 @@
 
 namespace tributary::pub {
 
+using namespace server_detail;
+
 auto Republisher::Impl::refresh(bool force) -> Result<void> {
   closing_time = {};
   auto seq = reader->last_seq();

@@ -4,6 +4,8 @@
 
 namespace tributary::pub {
 
+using namespace server_detail;
+
 auto Republisher::Impl::serve_document(const http::Request& req, http::Response& res,
     const std::shared_ptr<const CachedDocument>& doc, bool can_block) -> http::Disposition {
   const CachedDocument& d = *doc;

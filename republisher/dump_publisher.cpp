@@ -4,6 +4,8 @@
 
 namespace tributary::pub {
 
+using namespace server_detail;
+
 auto Republisher::Impl::publish_dump_files() -> void {
   auto files = std::make_shared<std::map<std::string, std::filesystem::path>>();
   for (const auto& [name, dump] : dumps) {

@@ -2,6 +2,8 @@
 
 namespace tributary::pub {
 
+using namespace hub_detail;
+
 
 Hub::Hub(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> reader, UrlScheme urls,
          HubTransport transport, HubOptions options)

@@ -4,6 +4,8 @@
 
 namespace tributary::pub {
 
+using namespace hub_detail;
+
 auto Hub::Impl::payload(const PublishedSet& set, const std::vector<store::LoggedChange>& changes) -> std::string {
   rs::Document d = capability_document("changelist-notification");
   d.header.links.push_back(link("up", urls.capability_list(set.name)));

@@ -60,8 +60,6 @@ inline std::string scrubbed(std::string text, const std::string& callback) {
 
 } // namespace hub_detail
 
-using namespace hub_detail;
-
 namespace hub_detail {
 
 using Clock = std::chrono::system_clock;
@@ -99,7 +97,8 @@ inline std::string host_of(const std::string& url) {
 
 } // namespace hub_detail
 
-using namespace hub_detail;
+// The names of hub_detail the class below uses.
+using hub_detail::Intent;
 
 struct Hub::Impl {
   std::shared_ptr<store::PushStore> store;

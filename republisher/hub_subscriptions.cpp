@@ -5,6 +5,8 @@
 
 namespace tributary::pub {
 
+using namespace hub_detail;
+
 auto Hub::Impl::parse(const http::Request& req) -> std::variant<Intent, std::string> {
   const std::string type = req.header_value("content-type");
   if (type.rfind("application/x-www-form-urlencoded", 0) != 0) {

@@ -3,6 +3,8 @@
 
 namespace tributary::pub {
 
+using namespace server_detail;
+
 auto Republisher::Impl::lists_pass() -> ListsPass {
   // Read before the seq: a list brought to that seq shows the store as it
   // was at this time at the latest.

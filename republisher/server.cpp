@@ -2,6 +2,8 @@
 
 namespace tributary::pub {
 
+using namespace server_detail;
+
 Republisher::Impl::~Impl() {
   resource_lists.clear(); // each removes its files
   std::error_code ec;

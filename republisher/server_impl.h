@@ -216,7 +216,10 @@ inline std::filesystem::path lists_folder(const std::filesystem::path& document_
 
 } // namespace server_detail
 
-using namespace server_detail;
+// The names of server_detail the class below uses.
+using server_detail::DocumentMap;
+using server_detail::lists_folder;
+using server_detail::remove_transient;
 
 struct Republisher::Impl {
   std::shared_ptr<store::StoreReader> reader;

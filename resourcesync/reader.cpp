@@ -10,6 +10,8 @@
 
 namespace tributary::rs {
 
+using namespace reading;
+
 namespace {
 
 // libxml2 reports some errors (an input that does not decode in its

@@ -49,7 +49,10 @@ enum class TextField { loc, lastmod, changefreq, priority };
 
 } // namespace reading
 
-using namespace reading;
+// The names of reading the class below uses.
+using reading::Attr;
+using reading::Ctx;
+using reading::TextField;
 
 struct Reader::Impl {
   DocumentHandler& handler;

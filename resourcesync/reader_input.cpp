@@ -6,6 +6,8 @@
 // arrive, and handed to libxml2's push parser in chunks.
 namespace tributary::rs {
 
+using namespace reading;
+
 // Sitemap documents are UTF-8 (sitemaps.org), and so is every document
 // Tributary reads: an encoding declaration is ignored
 // (XML_PARSE_IGNORE_ENC), and the bytes are checked here as they arrive.

@@ -6,6 +6,8 @@
 // costs itself only (a dropped value), never its entry.
 namespace tributary::rs {
 
+using namespace reading;
+
 bool Reader::Impl::value_ok(std::string_view attr, std::string_view element, std::string_view value) {
   if (value.size() > options.max_value_bytes) {
     stop("attribute '" + std::string(attr) + "' of <" + std::string(element) + "> is " +

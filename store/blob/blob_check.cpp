@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace blob_detail;
+
 Result<BlobCheck> BlobStore::check(bool reindex) {
   BlobCheck out;
   std::error_code ec;

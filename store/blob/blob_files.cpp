@@ -5,6 +5,8 @@
 
 namespace tributary::store {
 
+using namespace blob_detail;
+
 namespace blob_detail {
 
 std::string errno_text() { return std::strerror(errno); }

@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace blob_detail;
+
 std::optional<BlobName> BlobStore::name_of(const std::string& sha256) {
   if (!valid_name(sha256)) {
     return std::nullopt;

@@ -97,7 +97,14 @@ int scan_index(MDB_env* env, MDB_dbi db, const std::function<void(const BlobName
 
 } // namespace blob_detail
 
-using namespace blob_detail;
+// The names of blob_detail the class below uses.
+using blob_detail::IndexValue;
+using blob_detail::RecordHeader;
+using blob_detail::errno_text;
+using blob_detail::fsync_dir;
+using blob_detail::lmdb_text;
+using blob_detail::pack_path;
+using blob_detail::raw_name;
 
 // A pack file this process appends to. It holds a shared flock on it while
 // open, which tells repack() (any process's) to leave the pack alone.

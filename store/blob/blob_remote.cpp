@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace blob_detail;
+
 namespace {
 // Set while a blob fetched from the remote tier is stored here: it is
 // there already.

@@ -3,6 +3,8 @@
 
 namespace tributary::store {
 
+using namespace blob_detail;
+
 Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_t pack_bytes) {
   std::error_code ec;
   for (const char* sub : {"blobs", "tmp", "packs", "index"}) {

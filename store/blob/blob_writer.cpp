@@ -8,6 +8,8 @@
 
 namespace tributary::store {
 
+using namespace blob_detail;
+
 BlobStore::Writer::Writer(BlobStore& store, std::vector<rs::HashAlgorithm> algorithms)
     : m_store(&store), m_algorithms(algorithms), m_hasher(algorithms) {}
 

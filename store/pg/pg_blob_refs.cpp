@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 namespace {
 const char* k_referenced_blobs =
     "SELECT blob_sha256 FROM resource WHERE state = 'live' AND blob_sha256 IS NOT NULL "

@@ -6,6 +6,8 @@
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 namespace {
 
 std::vector<int64_t> read_bigint_array(const pqxx::field& f) {

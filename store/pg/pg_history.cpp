@@ -106,6 +106,8 @@ RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std:
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 Result<void> PgStore::for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("read the change log's history", [&]() -> Result<void> {

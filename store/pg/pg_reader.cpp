@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 Result<std::vector<FeedInfo>> PgStore::feeds() {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("list feeds", [&]() -> Result<std::vector<FeedInfo>> {

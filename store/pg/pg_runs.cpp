@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 Result<std::unique_ptr<Store>> PgStore::open_session() {
   // A store object of its own (its calls do not queue behind the daemon's
   // on one mutex), on the same pool: it holds no connection between calls.

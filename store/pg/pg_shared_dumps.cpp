@@ -4,6 +4,8 @@
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 Result<std::optional<SharedDumps::ResourceDump>> PgStore::resource_dump(const std::string& set) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("read the shared Resource Dump", [&]() -> Result<std::optional<ResourceDump>> {

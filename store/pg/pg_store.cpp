@@ -9,6 +9,8 @@
 
 namespace tributary::store {
 
+using namespace pg_detail;
+
 PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 
 PgStore::~PgStore() = default;

@@ -340,7 +340,7 @@ inline void ensure_stage_tables(pqxx::work& tx) {
 
 } // namespace pg_detail
 
-using namespace pg_detail;
+// The names of pg_detail the class below uses.
 
 struct PgStore::Impl {
   explicit Impl(const std::string& info) : conninfo(info), conn(info), session(PgSession::of(info)) {}

@@ -2,6 +2,8 @@
 
 namespace tributary::agg {
 
+using namespace simulate_detail;
+
 auto Simulator::Impl::handle(const http::Request& req, http::Response& res, bool can_block) -> http::Disposition {
   if (options.hub && req.path == "/hub" && req.method == "POST") {
     hub_request(req, res);

@@ -4,6 +4,8 @@
 
 namespace tributary::agg {
 
+using namespace simulate_detail;
+
 auto Simulator::Impl::callback_options() const -> sync::FetchOptions {
   sync::FetchOptions o;
   o.connect_timeout = std::chrono::seconds(5);

@@ -4,6 +4,8 @@
 
 namespace tributary::agg {
 
+using namespace simulate_detail;
+
 auto Simulator::Impl::content(uint64_t id, uint32_t version) const -> std::string {
   std::string s = "resource " + std::to_string(id) + " version " + std::to_string(version) + "\n";
   uint64_t x = splitmix(options.seed ^ (id << 20) ^ version);

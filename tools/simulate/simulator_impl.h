@@ -49,7 +49,8 @@ inline uint64_t splitmix(uint64_t x) {
 
 } // namespace simulate_detail
 
-using namespace simulate_detail;
+// The names of simulate_detail the class below uses.
+using simulate_detail::k_none;
 
 struct Simulator::Impl {
   SimulateOptions options;
