@@ -299,32 +299,23 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
   log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
 }
 
-auto Republisher::Impl::set_of_path(const std::string& path) const -> std::optional<std::string> {
-  const std::string head = prefix + "/sets/";
-  if (path.compare(0, head.size(), head) != 0) {
-    return std::nullopt;
-  }
-  const size_t slash = path.find('/', head.size());
-  if (slash == std::string::npos) {
-    return std::nullopt;
-  }
-  return path.substr(head.size(), slash - head.size());
-}
-
-auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& res, const std::string& path,
+auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& res, const Route& route,
     bool can_block) -> std::optional<http::Disposition> {
-  auto set = set_of_path(path);
-  if (!options.archive || !set) {
+  if (!options.archive || route.set.empty()) {
     return std::nullopt;
   }
-  const bool cl_archive = path == urls.path_of(urls.change_list_archive(*set));
-  const bool rl_archive = path == urls.path_of(urls.resource_list_archive(*set));
-  const bool cd_archive = path == urls.path_of(urls.change_dump_archive(*set));
-  const bool any_archive = cl_archive || rl_archive || cd_archive;
-  const bool maybe_package = !any_archive && is_dump_file_path(path) && path.find("/changedump/") != std::string::npos;
-  const bool archived_doc = !any_archive && (path.find("/changelist-") != std::string::npos ||
-                                             path.find("/archive/") != std::string::npos || maybe_package);
-  if (!any_archive && !archived_doc) {
+  const std::string& path = route.path;
+  const std::string* set = &route.set;
+  const bool cl_archive = route.kind == RouteKind::change_list_archive;
+  const bool rl_archive = route.kind == RouteKind::resource_list_archive;
+  const bool cd_archive = route.kind == RouteKind::change_dump_archive;
+  const bool maybe_package =
+      route.kind == RouteKind::change_dump_package || route.kind == RouteKind::change_dump_manifest;
+  const bool archived_doc = route.kind == RouteKind::change_list_part ||
+                            route.kind == RouteKind::archived_change_dump ||
+                            route.kind == RouteKind::archived_resource_list ||
+                            route.kind == RouteKind::archived_resource_list_part || maybe_package;
+  if (!cl_archive && !rl_archive && !cd_archive && !archived_doc) {
     return std::nullopt;
   }
   {
@@ -337,8 +328,7 @@ auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& 
       // this node's files or the shared dumps'.
       auto it = closed_meta.find(*set);
       size_t n = 0;
-      if (it == closed_meta.end() ||
-          std::sscanf(path.c_str() + path.rfind('/') + 1, "%zu", &n) != 1 || n > it->second.compacted) {
+      if (it == closed_meta.end() || std::sscanf(route.part.c_str(), "%zu", &n) != 1 || n > it->second.compacted) {
         return std::nullopt;
       }
     }

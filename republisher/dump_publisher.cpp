@@ -316,14 +316,13 @@ auto Republisher::Impl::build_due_dumps() -> void {
   }
 }
 
-auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const std::string& path,
+auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const Route& route,
     bool can_block) -> std::optional<http::Disposition> {
-  auto under = in_set(path);
-  if (!under || (under->second != "/resourcedump.xml" && under->second != "/changedump.xml")) {
+  if (route.kind != RouteKind::resource_dump && route.kind != RouteKind::change_dump) {
     return std::nullopt;
   }
-  const std::string& set = under->first;
-  const bool resource = under->second == "/resourcedump.xml";
+  const std::string& set = route.set;
+  const bool resource = route.kind == RouteKind::resource_dump;
   if (!can_block) {
     return http::Disposition::blocking; // asks the database
   }
@@ -359,23 +358,6 @@ auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const st
   }
   res.set_shared(std::make_shared<const std::string>(std::move(*document)), "application/xml");
   return http::Disposition::done;
-}
-
-auto Republisher::Impl::in_set(const std::string& path) const -> std::optional<std::pair<std::string, std::string>> {
-  const std::string sets = prefix + "/sets/";
-  if (path.compare(0, sets.size(), sets) != 0) {
-    return std::nullopt;
-  }
-  const auto slash = path.find('/', sets.size());
-  if (slash == std::string::npos || slash == sets.size()) {
-    return std::nullopt;
-  }
-  return std::pair{path.substr(sets.size(), slash - sets.size()), path.substr(slash)};
-}
-
-auto Republisher::Impl::is_dump_file_path(const std::string& path) const -> bool {
-  auto under = in_set(path);
-  return under && (under->second.rfind("/resourcedump/", 0) == 0 || under->second.rfind("/changedump/", 0) == 0);
 }
 
 auto Republisher::Impl::offered_package(size_t n, rs::Timestamp from, rs::Timestamp until,

@@ -10,10 +10,47 @@ Republisher::Impl::~Impl() {
   std::filesystem::remove_all(list_root, ec);
 }
 
+namespace {
+
+// Whether a kind's handler waits on the disk or the database whatever it
+// finds: sent to a worker before anything else is done for it. (Documents
+// and resources decide for themselves: most are answered from memory.)
+bool needs_worker(RouteKind kind) {
+  switch (kind) {
+  case RouteKind::change_list_archive:
+  case RouteKind::resource_list_archive:
+  case RouteKind::change_dump_archive:
+  case RouteKind::archived_change_dump:
+  case RouteKind::archived_resource_list:
+  case RouteKind::archived_resource_list_part:
+  case RouteKind::resource_dump_package:
+  case RouteKind::change_dump_package:
+  case RouteKind::change_dump_manifest:
+    return true;
+  default:
+    return false;
+  }
+}
+
+http::Disposition not_found(http::Response& res) {
+  res.status = 404;
+  return http::Disposition::done;
+}
+
+// What a handler that may find nothing answered, or 404.
+http::Disposition or_not_found(std::optional<http::Disposition> d, http::Response& res) {
+  return d ? *d : not_found(res);
+}
+
+} // namespace
+
 auto Republisher::Impl::handle(const http::Request& req, http::Response& res, bool can_block) -> http::Disposition {
+  const Route route = urls.route(req.path);
   // The hub and its topics (subscription requests are queued: nothing
   // here waits).
-  if (options.hub && options.hub->handle(req, res)) {
+  if ((route.kind == RouteKind::hub || route.kind == RouteKind::change_notification ||
+       route.kind == RouteKind::framework_notification) &&
+      options.hub && options.hub->handle(req, res)) {
     return http::Disposition::done;
   }
   if (req.method != "GET" && req.method != "HEAD") {
@@ -21,72 +58,116 @@ auto Republisher::Impl::handle(const http::Request& req, http::Response& res, bo
     res.set_header("Allow", "GET, HEAD");
     return http::Disposition::done;
   }
-  std::shared_ptr<const DocumentMap> docs;
-  {
-    std::shared_lock lock(cache_mutex);
-    docs = documents;
-  }
-  auto path = percent_decode(req.path);
-  if (!path) {
+  if (route.kind == RouteKind::malformed) {
     res.status = 400;
     return http::Disposition::done;
   }
-  if (auto it = docs->find(*path); it != docs->end()) {
-    return serve_document(req, res, it->second, can_block);
+  if (!can_block && needs_worker(route.kind)) {
+    return http::Disposition::blocking;
   }
-  if (options.shared_dumps) {
-    if (auto d = serve_shared_dump_document(res, *path, can_block)) {
-      return *d;
-    }
-  }
-  if (auto d = serve_archive(req, res, *path, can_block)) {
-    return *d;
-  }
-  std::shared_ptr<const std::map<std::string, std::filesystem::path>> files;
-  {
-    std::shared_lock lock(cache_mutex);
-    files = dump_files;
-  }
-  if (auto it = files->find(*path); it != files->end()) {
-    if (!can_block) {
-      return http::Disposition::blocking; // opening a file may wait on the disk
-    }
-    const int fd = ::open(it->second.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      res.status = 404; // replaced by a newer generation meanwhile
-      return http::Disposition::done;
-    }
-    struct stat st{};
-    ::fstat(fd, &st);
-    return serve_dump_bytes(res, fd, static_cast<size_t>(st.st_size), 0, it->second.extension() == ".xml");
-  }
-  if (options.shared_dumps && is_dump_file_path(*path)) {
-    return serve_shared_file(res, *path, can_block);
-  }
-  // Resource paths carry a percent-encoded URI: parse the raw path.
-  if (auto r = UrlScheme::parse_resource_path(req.path); r && req.path.compare(0, prefix.size(), prefix) == 0) {
-    return serve_resource(req, res, r->first, r->second, can_block);
-  }
-  if (removed_path(*path)) {
+  const http::Disposition d = serve_route(req, res, route, can_block);
+  if (d == http::Disposition::done && res.status == 404 && !route.set.empty() && removed_set(route.set)) {
     // The source was removed from this aggregator: a follower is told it
     // is gone for good, not that it is missing for now.
     res.status = 410;
     res.set_body("This source was removed from the aggregator; its documents are gone.\n",
                  "text/plain; charset=utf-8");
-    return http::Disposition::done;
   }
-  res.status = 404;
-  return http::Disposition::done;
+  return d;
 }
 
-bool Republisher::Impl::removed_path(const std::string& path) {
-  const size_t at = path.find("/sets/");
-  if (at == std::string::npos) {
-    return false;
+auto Republisher::Impl::serve_route(const http::Request& req, http::Response& res, const Route& route,
+    bool can_block) -> http::Disposition {
+  switch (route.kind) {
+  case RouteKind::resource:
+    return serve_resource(req, res, route.set, route.part, can_block);
+  case RouteKind::source_description:
+  case RouteKind::robots:
+  case RouteKind::capability_list:
+  case RouteKind::resource_list:
+  case RouteKind::resource_list_part:
+  case RouteKind::change_list:
+  case RouteKind::change_list_index:
+    return or_not_found(serve_rendered(req, res, route.path, can_block), res);
+  case RouteKind::change_list_part:
+    // Live, or archived once retention compacted it: the same URL.
+    if (auto d = serve_rendered(req, res, route.path, can_block)) {
+      return *d;
+    }
+    return or_not_found(serve_archive(req, res, route, can_block), res);
+  case RouteKind::resource_dump:
+  case RouteKind::change_dump:
+    if (auto d = serve_rendered(req, res, route.path, can_block)) {
+      return *d;
+    }
+    if (options.shared_dumps) {
+      return or_not_found(serve_shared_dump_document(res, route, can_block), res);
+    }
+    return not_found(res);
+  case RouteKind::change_list_archive:
+  case RouteKind::resource_list_archive:
+  case RouteKind::change_dump_archive:
+  case RouteKind::archived_change_dump:
+  case RouteKind::archived_resource_list:
+  case RouteKind::archived_resource_list_part:
+    return or_not_found(serve_archive(req, res, route, can_block), res);
+  case RouteKind::change_dump_package:
+  case RouteKind::change_dump_manifest:
+    // A compacted part's package is archived, at the same URL.
+    if (auto d = serve_archive(req, res, route, can_block)) {
+      return *d;
+    }
+    return serve_dump_file(res, route, can_block);
+  case RouteKind::resource_dump_package:
+    return serve_dump_file(res, route, can_block);
+  case RouteKind::hub:
+  case RouteKind::change_notification:
+  case RouteKind::framework_notification:
+  case RouteKind::unknown:
+  case RouteKind::malformed:
+    break;
   }
-  const size_t from = at + 6;
-  const size_t end = path.find('/', from);
-  const std::string set = path.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  return not_found(res);
+}
+
+auto Republisher::Impl::serve_rendered(const http::Request& req, http::Response& res, const std::string& path,
+    bool can_block) -> std::optional<http::Disposition> {
+  std::shared_ptr<const DocumentMap> docs;
+  {
+    std::shared_lock lock(cache_mutex);
+    docs = documents;
+  }
+  if (auto it = docs->find(path); it != docs->end()) {
+    return serve_document(req, res, it->second, can_block);
+  }
+  return std::nullopt;
+}
+
+auto Republisher::Impl::serve_dump_file(http::Response& res, const Route& route, bool can_block) -> http::Disposition {
+  std::shared_ptr<const std::map<std::string, std::filesystem::path>> files;
+  {
+    std::shared_lock lock(cache_mutex);
+    files = dump_files;
+  }
+  if (auto it = files->find(route.path); it != files->end()) {
+    if (!can_block) {
+      return http::Disposition::blocking; // opening a file may wait on the disk
+    }
+    const int fd = ::open(it->second.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      return not_found(res); // replaced by a newer generation meanwhile
+    }
+    struct stat st{};
+    ::fstat(fd, &st);
+    return serve_dump_bytes(res, fd, static_cast<size_t>(st.st_size), 0, it->second.extension() == ".xml");
+  }
+  if (options.shared_dumps) {
+    return serve_shared_file(res, route.path, can_block);
+  }
+  return not_found(res);
+}
+
+bool Republisher::Impl::removed_set(const std::string& set) {
   std::shared_ptr<const std::set<std::string>> removed;
   {
     std::shared_lock lock(cache_mutex);

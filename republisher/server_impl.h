@@ -227,7 +227,6 @@ struct Republisher::Impl {
   std::shared_ptr<store::BlobStore> blobs;
   PublishOptions options;
   UrlScheme urls;
-  std::string prefix; // the public URL's path, e.g. "/mirror"
 
   std::thread refresher;
   std::thread dumper;
@@ -241,9 +240,6 @@ struct Republisher::Impl {
   // Sources removed from the configuration, kept until purged: their sets'
   // documents and resources answer 410 Gone (under cache_mutex).
   std::shared_ptr<const std::set<std::string>> removed_sources = std::make_shared<std::set<std::string>>();
-  // Whether `path` (of a document or resource we serve) is in the set of a
-  // removed source ("/sets/NAME/…" or "/sets/NAME-2/…").
-  bool removed_path(const std::string& path);
   // What content requests need of a resource, cached until the store moves
   // on (a database round trip per request would cap the server far below
   // what serving a file costs).
@@ -317,8 +313,6 @@ struct Republisher::Impl {
        std::shared_ptr<store::StoreReader> l)
       : reader(std::move(r)), lookups(l ? std::move(l) : reader), blobs(std::move(b)), options(std::move(o)),
         urls(options.public_url) {
-    prefix = urls.path_of(urls.base() + "/");
-    prefix.pop_back();
     list_root = lists_folder(options.document_dir);
     if (!options.document_dir.empty()) {
       remove_transient(options.document_dir);
@@ -415,17 +409,8 @@ struct Republisher::Impl {
   // dumper looks every 2 s): read from the database, so that a client
   // behind a load balancer finds what one node offered on any other.
   // nullopt: `path` is neither.
-  std::optional<http::Disposition> serve_shared_dump_document(http::Response& res, const std::string& path,
+  std::optional<http::Disposition> serve_shared_dump_document(http::Response& res, const Route& route,
       bool can_block);
-
-  // A decoded path under <prefix>/sets/<set>/: the set, and the rest from
-  // the slash after it (nullopt: not under a set).
-  std::optional<std::pair<std::string, std::string>> in_set(const std::string& path) const;
-
-  // Whether `path` (decoded) is under <prefix>/sets/<set>/resourcedump/ or
-  // .../changedump/: a dump package or manifest, never a resource (whose
-  // decoded original URI may hold those words too).
-  bool is_dump_file_path(const std::string& path) const;
 
   // A package as our Change Dump lists it, from its part and the blob
   // holding its ZIP.
@@ -486,15 +471,27 @@ struct Republisher::Impl {
   void snapshot_if_due(const std::string& set,
       const std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>>& docs, rs::Timestamp at);
 
-  // The set a path of ours is under ("/sets/<set>/..."), if any.
-  std::optional<std::string> set_of_path(const std::string& path) const;
-
   // The archives of a set, and the documents they name: from the database
   // (any node archived them), the bytes from the blob store.
-  std::optional<http::Disposition> serve_archive(const http::Request& req, http::Response& res, const std::string& path,
+  std::optional<http::Disposition> serve_archive(const http::Request& req, http::Response& res, const Route& route,
       bool can_block);
 
+  // ---- the request path --------------------------------------------------------
+
+  // A request: its path routed once (UrlScheme::route), the hub's kinds to
+  // the hub, the kinds that wait on the disk or the database to a worker at
+  // once, then one handler per kind; a 404 under a removed set becomes 410.
   http::Disposition handle(const http::Request& req, http::Response& res, bool can_block);
+  http::Disposition serve_route(const http::Request& req, http::Response& res, const Route& route, bool can_block);
+  // A document of the rendered set (the refresher's and the lister's), by
+  // decoded path; nullopt when there is none.
+  std::optional<http::Disposition> serve_rendered(const http::Request& req, http::Response& res,
+      const std::string& path, bool can_block);
+  // A dump package or manifest: this node's file, else (with shared dumps)
+  // the one another node built.
+  http::Disposition serve_dump_file(http::Response& res, const Route& route, bool can_block);
+  // Whether `set` belongs to a source removed from this aggregator.
+  bool removed_set(const std::string& set);
 };
 
 } // namespace tributary::pub

@@ -9,12 +9,185 @@ namespace {
 constexpr std::string_view k_sets = "/sets/";
 constexpr std::string_view k_resources = "/resources/";
 
+// "<digits><suffix>" → the digits; nullopt when `name` is not that.
+std::optional<std::string> numbered(std::string_view name, std::string_view head, std::string_view suffix) {
+  if (name.size() <= head.size() + suffix.size() || name.substr(0, head.size()) != head ||
+      name.substr(name.size() - suffix.size()) != suffix) {
+    return std::nullopt;
+  }
+  std::string_view digits = name.substr(head.size(), name.size() - head.size() - suffix.size());
+  if (digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return std::string(digits);
+}
+
+// The kinds named by the one segment under /sets/<set>/.
+struct Leaf {
+  std::string_view name;
+  RouteKind kind;
+};
+constexpr Leaf k_leaves[] = {
+    {"capabilitylist.xml", RouteKind::capability_list},
+    {"resourcelist.xml", RouteKind::resource_list},
+    {"resourcelist-archive.xml", RouteKind::resource_list_archive},
+    {"changelist.xml", RouteKind::change_list},
+    {"changelist-index.xml", RouteKind::change_list_index},
+    {"changelist-archive.xml", RouteKind::change_list_archive},
+    {"resourcedump.xml", RouteKind::resource_dump},
+    {"changedump.xml", RouteKind::change_dump},
+    {"changedump-archive.xml", RouteKind::change_dump_archive},
+};
+
+// What `rest` (decoded, after /sets/<set>/) names.
+void route_in_set(std::string_view rest, Route& r) {
+  for (const auto& leaf : k_leaves) {
+    if (rest == leaf.name) {
+      r.kind = leaf.kind;
+      return;
+    }
+  }
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    if (auto n = numbered(rest, "resourcelist-", ".xml")) {
+      r.kind = RouteKind::resource_list_part;
+      r.part = *n;
+    } else if (auto m = numbered(rest, "changelist-", ".xml")) {
+      r.kind = RouteKind::change_list_part;
+      r.part = *m;
+    }
+    return;
+  }
+  const std::string_view folder = rest.substr(0, slash);
+  const std::string_view tail = rest.substr(slash + 1);
+  if (folder == "notification") {
+    if (tail == "changelist") {
+      r.kind = RouteKind::change_notification;
+    } else if (tail == "framework") {
+      r.kind = RouteKind::framework_notification;
+    }
+  } else if (folder == "changedump") {
+    if (auto n = numbered(tail, "", ".zip")) {
+      r.kind = RouteKind::change_dump_package;
+      r.part = *n;
+    } else if (auto m = numbered(tail, "", "-manifest.xml")) {
+      r.kind = RouteKind::change_dump_manifest;
+      r.part = *m;
+    }
+  } else if (folder == "resourcedump") {
+    const size_t at = tail.find('/');
+    if (at != std::string_view::npos && at > 0) {
+      if (auto n = numbered(tail.substr(at + 1), "", ".zip")) {
+        r.kind = RouteKind::resource_dump_package;
+        r.part = std::string(tail.substr(0, at)) + "/" + *n;
+      }
+    }
+  } else if (folder == "archive") {
+    if (auto n = numbered(tail, "changedump-", ".xml")) {
+      r.kind = RouteKind::archived_change_dump;
+      r.part = *n;
+      return;
+    }
+    const size_t at = tail.find('/');
+    if (at == std::string_view::npos || at == 0) {
+      return;
+    }
+    const std::string_view snapshot = tail.substr(0, at);
+    const std::string_view name = tail.substr(at + 1);
+    if (name == "resourcelist.xml") {
+      r.kind = RouteKind::archived_resource_list;
+      r.part = std::string(snapshot);
+    } else if (auto n = numbered(name, "resourcelist-", ".xml")) {
+      r.kind = RouteKind::archived_resource_list_part;
+      r.part = std::string(snapshot) + "/" + *n;
+    }
+  }
+}
+
 } // namespace
+
+std::string_view route_kind_name(RouteKind kind) {
+  switch (kind) {
+  case RouteKind::unknown: return "unknown";
+  case RouteKind::malformed: return "malformed";
+  case RouteKind::source_description: return "source_description";
+  case RouteKind::robots: return "robots";
+  case RouteKind::hub: return "hub";
+  case RouteKind::capability_list: return "capability_list";
+  case RouteKind::resource_list: return "resource_list";
+  case RouteKind::resource_list_part: return "resource_list_part";
+  case RouteKind::change_list: return "change_list";
+  case RouteKind::change_list_part: return "change_list_part";
+  case RouteKind::change_list_index: return "change_list_index";
+  case RouteKind::resource_dump: return "resource_dump";
+  case RouteKind::resource_dump_package: return "resource_dump_package";
+  case RouteKind::change_dump: return "change_dump";
+  case RouteKind::change_dump_package: return "change_dump_package";
+  case RouteKind::change_dump_manifest: return "change_dump_manifest";
+  case RouteKind::change_list_archive: return "change_list_archive";
+  case RouteKind::resource_list_archive: return "resource_list_archive";
+  case RouteKind::change_dump_archive: return "change_dump_archive";
+  case RouteKind::archived_change_dump: return "archived_change_dump";
+  case RouteKind::archived_resource_list: return "archived_resource_list";
+  case RouteKind::archived_resource_list_part: return "archived_resource_list_part";
+  case RouteKind::change_notification: return "change_notification";
+  case RouteKind::framework_notification: return "framework_notification";
+  case RouteKind::resource: return "resource";
+  }
+  return "unknown";
+}
+
+Route UrlScheme::route(std::string_view raw_path) const {
+  Route r;
+  // A resource's original URI is percent-encoded into one segment: parsed
+  // from the raw path, before decoding could put slashes in it.
+  if (raw_path.substr(0, m_prefix.size()) == m_prefix) {
+    if (auto res = parse_resource_path(raw_path.substr(m_prefix.size()));
+        res && raw_path.substr(m_prefix.size(), k_sets.size()) == k_sets) {
+      r.kind = RouteKind::resource;
+      r.set = std::move(res->first);
+      r.part = std::move(res->second);
+      r.path = percent_decode(raw_path).value_or(std::string(raw_path));
+      return r;
+    }
+  }
+  auto decoded = percent_decode(raw_path);
+  if (!decoded) {
+    r.kind = RouteKind::malformed;
+    return r;
+  }
+  r.path = std::move(*decoded);
+  const std::string_view path = r.path;
+  if (path == "/robots.txt") {
+    r.kind = RouteKind::robots;
+    return r;
+  }
+  if (path.substr(0, m_prefix.size()) != m_prefix) {
+    return r;
+  }
+  const std::string_view under = path.substr(m_prefix.size());
+  if (under == "/.well-known/resourcesync") {
+    r.kind = RouteKind::source_description;
+  } else if (under == "/hub") {
+    r.kind = RouteKind::hub;
+  } else if (under.substr(0, k_sets.size()) == k_sets) {
+    const std::string_view rest = under.substr(k_sets.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || slash == 0) {
+      return r;
+    }
+    r.set = std::string(rest.substr(0, slash));
+    route_in_set(rest.substr(slash + 1), r);
+  }
+  return r;
+}
 
 UrlScheme::UrlScheme(std::string public_url) : m_base(std::move(public_url)) {
   while (!m_base.empty() && m_base.back() == '/') {
     m_base.pop_back();
   }
+  m_prefix = path_of(m_base + "/");
+  m_prefix.pop_back();
 }
 
 std::string UrlScheme::source_description() const { return m_base + "/.well-known/resourcesync"; }

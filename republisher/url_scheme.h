@@ -35,6 +35,48 @@ namespace tributary::pub {
 //   /sets/<set>/notification/framework              WebSub topic of its Framework
 //                                                  Notification channel
 //   /hub                                           our WebSub hub
+// What a path of ours names: one kind a document or file we publish.
+enum class RouteKind {
+  unknown,            // not ours (a set's path is still named in Route::set)
+  malformed,          // a percent-encoding that does not decode
+  source_description,
+  robots,             // /robots.txt, at the origin's root
+  hub,
+  capability_list,
+  resource_list,
+  resource_list_part,     // part: n
+  change_list,
+  change_list_part,       // part: n (live, or archived once compacted: same URL)
+  change_list_index,
+  resource_dump,
+  resource_dump_package,  // part: "<generation>/<n>"
+  change_dump,
+  change_dump_package,    // part: n
+  change_dump_manifest,   // part: n
+  change_list_archive,
+  resource_list_archive,
+  change_dump_archive,
+  archived_change_dump,         // part: n
+  archived_resource_list,       // part: snapshot
+  archived_resource_list_part,  // part: "<snapshot>/<n>"
+  change_notification,
+  framework_notification,
+  resource,                     // part: the original URI, decoded
+};
+
+// A path parsed once (UrlScheme::route): its kind, its set (empty outside
+// /sets/), the part that varies, and the path percent-decoded (what the
+// document cache is keyed by).
+struct Route {
+  RouteKind kind = RouteKind::unknown;
+  std::string set;
+  std::string part;
+  std::string path;
+};
+
+// The kind's name, for tests and logs ("change_list_part").
+std::string_view route_kind_name(RouteKind kind);
+
 class UrlScheme {
 public:
   // `public_url` like "https://agg.example.org/mirror" (a trailing slash is
@@ -74,11 +116,16 @@ public:
   std::string path_of(const std::string& url) const;
   // The URL of ours whose path the server saw (path_of's inverse).
   std::string url_of(std::string_view path) const;
+  // What the server path `raw_path` (as requested, percent-encoded) names,
+  // under this scheme's base path. Never fails: kind unknown or malformed.
+  Route route(std::string_view raw_path) const;
+
   // (set, original URI) for a resource path, nullopt for anything else.
   static std::optional<std::pair<std::string, std::string>> parse_resource_path(std::string_view path);
 
 private:
   std::string m_base;
+  std::string m_prefix; // the base's path ("/mirror"; empty at the root)
 };
 
 } // namespace tributary::pub
