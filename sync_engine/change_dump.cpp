@@ -1,3 +1,4 @@
+#include "sync_engine/feed_writer.h"
 #include "sync_engine/run_context.h"
 
 #include "common/url_resolve.h"

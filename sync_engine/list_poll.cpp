@@ -1,3 +1,4 @@
+#include "sync_engine/feed_writer.h"
 #include "sync_engine/run_context.h"
 
 // Following a Source that publishes no Change List: its Resource List (or

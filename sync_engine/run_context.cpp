@@ -590,18 +590,4 @@ Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t
   return body;
 }
 
-Result<void> move_watermark(RunContext& ctx, int64_t feed, const std::function<void(Watermark&)>& edit) {
-  auto wm = ctx.settled_watermark(feed);
-  if (!wm) {
-    return tl::unexpected(wm.error());
-  }
-  store::Batch b;
-  b.feed_id = feed;
-  b.run_id = ctx.run_id;
-  Watermark w = *wm;
-  edit(w);
-  b.watermark = w;
-  return ctx.commit(b);
-}
-
 } // namespace tributary::sync

@@ -322,10 +322,6 @@ private:
 // the source's fetcher: retried with back-off, Retry-After honoured, the
 // host policy applied. A non-2xx status is an error.
 Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t max_bytes);
-// Moves the feed's watermark alone, once every batch submitted has
-// committed: `edit` changes the settled watermark, and the result commits in
-// a batch of its own.
-Result<void> move_watermark(RunContext& ctx, int64_t feed, const std::function<void(Watermark&)>& edit);
 
 // ---- the ways of syncing a feed, one file each -------------------------------------
 
@@ -333,17 +329,6 @@ Result<void> move_watermark(RunContext& ctx, int64_t feed, const std::function<v
 // (or index); both end by deleting what was not listed and starting the
 // watermark at the list's `at`.
 Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url);
-// Applies one batch of a baseline: what is held unchanged is skipped, the
-// rest comes from `source` (the network by default, a dump package, or an
-// OAI-PMH page); `reached`, when given, is committed with it.
-Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry>& all,
-                            const ContentSource& source = {}, const std::optional<Watermark>& reached = std::nullopt);
-// Ends a baseline: everything listed was seen, so what we hold beyond it is
-// gone upstream (through the mass-deletion guard; not with
-// `delete_unlisted` false, when earlier runs saw part of the list). The
-// watermark starts a safe overlap before `at` (see k_list_overlap).
-Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Timestamp> at,
-                            std::optional<rs::Timestamp> completed = std::nullopt, bool delete_unlisted = true);
 // The same from a Resource List (or index) spooled already; with
 // `remember`, its validators (and its parts') are kept for the next poll.
 Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_ptr<SpooledDocument> doc,
@@ -377,20 +362,6 @@ Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string
 Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url,
                                    const std::string& rl_url, const std::string& cla_url = {});
 
-// A change to apply, in order.
-struct PendingChange {
-  rs::Entry entry;
-  rs::Timestamp time;
-  int64_t position = 0; // among changes of the same time in its list
-  bool selected = true; // by the source's include/exclude filters
-};
-// Applies a batch of changes of one list in one transaction with the
-// watermark it reaches (incremental.cpp; also the Change Dump's way).
-// `settle`, when given, decides the watermark the batch reaches instead (a
-// kind whose lists are not in time order: OAI-PMH).
-Result<void> change_batch(RunContext& ctx, int64_t feed, const std::string& list_url,
-                          std::vector<PendingChange>& changes, Watermark& w, const ContentSource& source = {},
-                          const std::function<void(Watermark&)>& settle = {});
 
 // change_dump.cpp: catch-up from the Change Dump (or index).
 // `cda_url`: the Source's Change Dump Archive, read when the Change Dump

@@ -5,6 +5,7 @@
 #include "sync_engine/discovery.h"
 #include "sync_engine/iiif/harvest.h"
 #include "sync_engine/oai/harvest.h"
+#include "sync_engine/feed_writer.h"
 #include "sync_engine/run_context.h"
 #include "store/history_check.h"
 #include "common/log.h"
@@ -50,16 +51,8 @@ Result<void> baseline_in_window(RunContext& ctx, int64_t feed, const std::string
   }
   // Whatever became of the Change List, what the baseline stored is logged
   // (each no more than once).
-  std::vector<ChangeRecord> rest = window.take();
-  for (size_t i = 0; i < rest.size(); i += ctx.opt.batch_size) {
-    store::Batch b;
-    b.feed_id = feed;
-    b.run_id = ctx.run_id;
-    b.changes.assign(rest.begin() + static_cast<std::ptrdiff_t>(i),
-                     rest.begin() + static_cast<std::ptrdiff_t>(std::min(rest.size(), i + ctx.opt.batch_size)));
-    if (auto c = ctx.commit(b); !c) {
-      return c;
-    }
+  if (auto c = commit_log(ctx, feed, window.take()); !c) {
+    return c;
   }
   if (auto d = ctx.drain(); !d) {
     return d;

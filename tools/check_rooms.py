@@ -10,6 +10,8 @@ Four rules, each measured on the source text:
                   pretending to be several; interfaces and plain records have
                   no out-of-line members, so they pass by construction)
   flat-aggregator aggregator/ has no .cpp at its top level but main.cpp
+  batch-by-hand   in the engine, only the batch path (sync_engine/feed_writer.h:
+                  feed_writer.cpp, change_batch.cpp) builds a store::Batch
 
 The parser is a brace counter over text with comments, strings and
 preprocessor lines removed: good enough for this code base, which it is run
@@ -27,6 +29,7 @@ from collections import defaultdict
 
 PRODUCT_DIRS = ["common", "resourcesync", "store", "sync_engine", "republisher", "aggregator", "config", "tools"]
 MAX_FUNCTION_LINES = 120
+BATCH_PATH = {"sync_engine/feed_writer.cpp", "sync_engine/change_batch.cpp"}
 
 _TOKEN = re.compile(r'R"([^(\s]*)\(|//|/\*|"|\'')
 
@@ -198,6 +201,11 @@ def findings(root):
             for k, line in enumerate(stripped.split("\n"), 1):
                 if re.search(r"\busing\s+namespace\b", line):
                     found.append(("using-namespace", rel, "directive", f"{rel}:{k}: `using namespace` in a header"))
+        if rel.startswith("sync_engine/") and rel not in BATCH_PATH:
+            for k, line in enumerate(strip(text).split("\n"), 1):
+                if re.search(r"\bstore::Batch\s+\w+\s*[;{(=]", line):
+                    found.append(("batch-by-hand", rel, "store::Batch",
+                                  f"{rel}:{k}: a store::Batch built outside the batch path (sync_engine/feed_writer.h)"))
         for name, first, last in scan(text):
             length = last - first + 1
             if length > MAX_FUNCTION_LINES:
@@ -270,7 +278,7 @@ def main():
     for rule, *_ in found:
         counts[rule] += 1
     summary = ", ".join(f"{r} {counts[r]}" for r in ("long-function", "using-namespace", "shared-class",
-                                                      "flat-aggregator"))
+                                                      "flat-aggregator", "batch-by-hand"))
     print(f"check_rooms: {len(found)} findings ({summary}); {len(found) - bad if bad <= len(found) else 0} allowed; "
           f"{bad} failing")
     return 1 if bad else 0

@@ -18,6 +18,7 @@
 #include "sync_engine/iiif/harvest.h"
 
 #include "sync_engine/iiif/change_discovery.h"
+#include "sync_engine/feed_writer.h"
 #include "sync_engine/run_context.h"
 
 #include <optional>

@@ -18,6 +18,7 @@
 #include "sync_engine/oai/list_bounds.h"
 #include "sync_engine/oai/oai_pmh.h"
 #include "sync_engine/oai/resume.h"
+#include "sync_engine/feed_writer.h"
 #include "sync_engine/run_context.h"
 
 
@@ -340,33 +341,17 @@ private:
       return r;
     }
     std::vector<PendingChange> changes;
-    std::vector<std::string> uris;
     for (auto& r : records) {
       rs::Entry e = entry_of(r, content);
       m_identifier_of[e.loc] = r.identifier;
-      uris.push_back(e.loc);
       PendingChange c{std::move(e), r.datestamp, static_cast<int64_t>(changes.size()), true};
       c.selected = m_ctx.src.selects(c.entry.loc, std::string("application/xml"));
+      c.kind_open = true; // a record is "not deleted": created or updated is what we hold's to say
       changes.push_back(std::move(c));
     }
     if (changes.empty()) {
       // Nothing on this page: only where the harvest goes on moves.
-      store::Batch b;
-      b.feed_id = m_feed;
-      b.run_id = m_ctx.run_id;
-      b.watermark = at;
-      return m_ctx.commit(b);
-    }
-    auto held = m_ctx.held_for(m_feed, uris);
-    if (!held) {
-      return tl::unexpected(held.error());
-    }
-    for (auto& c : changes) {
-      if (c.entry.change() != rs::Change::deleted) {
-        auto it = held->find(c.entry.loc);
-        c.entry.md->change = it != held->end() && it->second.state == ResourceState::live ? rs::Change::updated
-                                                                                          : rs::Change::created;
-      }
+      return commit_watermark(m_ctx, m_feed, at);
     }
     Watermark w = m_w;
     auto r = change_batch(m_ctx, m_feed, m_f.feed_url, changes, w, inline_source(content),
@@ -569,21 +554,19 @@ private:
   Result<void> audit() {
     m_state = Resume{};
     auto walked = walk(true, [this](oai::Page& page) -> Result<void> {
-      store::Batch b;
-      b.feed_id = m_feed;
-      b.run_id = m_ctx.run_id;
+      std::vector<std::string> seen;
       for (const auto& r : page.records) {
         if (!r.deleted) {
-          b.seen.push_back(record_uri(r.identifier));
+          seen.push_back(record_uri(r.identifier));
         }
       }
       for (const auto& w : page.warnings) {
         if (!w.identifier.empty()) {
-          b.seen.push_back(record_uri(w.identifier)); // listed, with a bad value: kept as held
+          seen.push_back(record_uri(w.identifier)); // listed, with a bad value: kept as held
         }
       }
-      m_ctx.report.audit.in_sync += b.seen.size();
-      return m_ctx.commit(b);
+      m_ctx.report.audit.in_sync += seen.size();
+      return commit_seen(m_ctx, m_feed, std::move(seen));
     });
     if (!walked) {
       return walked;
@@ -595,17 +578,11 @@ private:
     if (!wm) {
       return tl::unexpected(wm.error());
     }
-    auto deleted = m_ctx.store.delete_unseen(m_feed, m_ctx.run_id, *wm, m_ctx.src.max_deletion_share);
+    auto deleted = delete_unseen(m_ctx, m_feed, *wm, "the repository no longer lists");
     if (!deleted) {
       return tl::unexpected(deleted.error());
     }
-    m_ctx.report.counters.deleted += deleted->logged;
     m_ctx.report.audit.extra += deleted->unseen;
-    if (deleted->held) {
-      m_ctx.report.deletions_held += deleted->unseen;
-      m_ctx.note("deletions held: the repository no longer lists " + std::to_string(deleted->unseen) + " of the " +
-                 std::to_string(deleted->live) + " records held; none deleted until an operator confirms");
-    }
     return {};
   }
 
