@@ -346,7 +346,7 @@ auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& 
     if (!*d) {
       return std::nullopt;
     }
-    return serve_blob(res, path, (*d)->sha256);
+    return serve_blob(res, *blobs, path, (*d)->sha256);
   }
   auto rows = options.archive->archived(*set, cl_archive ? "changelist" : cd_archive ? "changedump" : "resourcelist");
   if (!rows) {

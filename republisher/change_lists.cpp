@@ -201,13 +201,13 @@ auto Republisher::Impl::refresh(bool force) -> Result<void> {
         }
       }
     }
+    // The content cache forgets first: a resource is never answered from
+    // a state older than the documents that name it.
+    content.store_moved(std::make_shared<const ContentServer::SetFeeds>(feeds_of));
     std::unique_lock lock(cache_mutex);
     documents = docs;
     set_feeds = std::move(feeds_of);
     rendered_compactions = std::move(*compactions);
-    resource_cache.clear();
-    cached_bytes = 0;
-    ++cache_epoch;
     rendered_seq = *seq;
   }
   if (options.hub) {

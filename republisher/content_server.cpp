@@ -1,71 +1,57 @@
-// Serving documents and resources: conditional and gzip answers, the
-// content view cache, blobs here or in the bucket.
-#include "republisher/server_impl.h"
+// Room republisher/content_server: the resources we mirror, served by (set,
+// original URI) from the blob store, with a cache of what each answers.
+#include "republisher/content_server.h"
+
+#include "republisher/responses.h"
+#include "resourcesync/reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
 
 namespace tributary::pub {
 
-using namespace server_detail;
+ContentServer::ContentServer(std::shared_ptr<store::StoreReader> lookups, std::shared_ptr<store::BlobStore> blobs,
+                             const UrlScheme& urls)
+    : m_lookups(std::move(lookups)), m_blobs(std::move(blobs)), m_urls(urls) {}
 
-auto Republisher::Impl::serve_document(const http::Request& req, http::Response& res,
-    const std::shared_ptr<const CachedDocument>& doc, bool can_block) -> http::Disposition {
-  const CachedDocument& d = *doc;
-  const bool on_disk = !d.file.empty();
-  if (on_disk && !none_match(req, d.etag) && !can_block) {
-    return http::Disposition::blocking; // opening a file may wait on the disk
-  }
-  res.set_header("ETag", d.etag);
-  res.set_header("Cache-Control", d.immutable ? "public, max-age=31536000, immutable" : "no-cache");
-  res.set_header("Vary", "Accept-Encoding");
-  if (none_match(req, d.etag)) {
-    res.status = 304;
-    return http::Disposition::done;
-  }
-  const bool gz = accepts_gzip(req) && (on_disk ? d.gz_size < d.size : d.gzipped.size() < d.body.size());
-  if (gz) {
-    res.set_header("Content-Encoding", "gzip");
-  }
-  if (on_disk) {
-    const int fd = ::open((gz ? d.gz_file : d.file).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      res.status = 500; // removed from under us: the next restart writes it again
-      return http::Disposition::done;
-    }
-    res.set_file(std::make_shared<const http::OpenFile>(fd), gz ? d.gz_size : d.size, d.content_type);
-    return http::Disposition::done;
-  }
-  // Served from the cache without a copy; the aliasing pointer keeps the
-  // document alive past a cache refresh.
-  res.set_shared(std::shared_ptr<const std::string>(doc, gz ? &d.gzipped : &d.body), d.content_type);
-  return http::Disposition::done;
+void ContentServer::store_moved(std::shared_ptr<const SetFeeds> set_feeds) {
+  std::unique_lock lock(m_mutex);
+  m_set_feeds = std::move(set_feeds);
+  m_cache.clear();
+  m_cached_bytes = 0;
+  ++m_epoch;
 }
 
-auto Republisher::Impl::content_view(const std::string& set, const std::string& uri, bool can_block,
-    bool& miss) -> std::shared_ptr<const ContentView> {
+auto ContentServer::view(const std::string& set, const std::string& uri, bool can_block, bool& miss)
+    -> std::shared_ptr<const View> {
   if (uri.size() > rs::k_max_uri_bytes) {
-    return std::make_shared<ContentView>(); // longer than any we store: 404 without a query
+    return std::make_shared<View>(); // longer than any we store: 404 without a query
   }
   const std::string key = set + '\n' + uri;
   std::vector<int64_t> feeds;
   uint64_t epoch = 0;
   {
-    std::shared_lock lock(cache_mutex);
-    epoch = cache_epoch;
-    if (auto it = resource_cache.find(key); it != resource_cache.end()) {
+    std::shared_lock lock(m_mutex);
+    epoch = m_epoch;
+    if (auto it = m_cache.find(key); it != m_cache.end()) {
       return it->second;
     }
     if (!can_block) {
       miss = true;
       return nullptr;
     }
-    auto sf = set_feeds.find(set);
-    if (sf == set_feeds.end()) {
-      return std::make_shared<ContentView>();
+    auto sf = m_set_feeds->find(set);
+    if (sf == m_set_feeds->end()) {
+      return std::make_shared<View>();
     }
     feeds = sf->second;
   }
   std::optional<store::ResourceRecord> found;
   for (int64_t f : feeds) {
-    auto r = lookups->resource(f, uri);
+    auto r = m_lookups->resource(f, uri);
     if (!r) {
       return nullptr; // the store is unreachable: 503, not cached
     }
@@ -74,11 +60,11 @@ auto Republisher::Impl::content_view(const std::string& set, const std::string& 
       break;
     }
   }
-  auto v = std::make_shared<ContentView>();
+  auto v = std::make_shared<View>();
   if (found && (found->state == store::ResourceState::deleted || !found->blob_sha256)) {
     v->status = 410;
   } else if (found) {
-    auto where = blobs->locate(*found->blob_sha256);
+    auto where = m_blobs->locate(*found->blob_sha256);
     if (!where) {
       return nullptr; // not cached: 503, asked again next time
     }
@@ -92,7 +78,7 @@ auto Republisher::Impl::content_view(const std::string& set, const std::string& 
     v->offset = static_cast<size_t>(where->offset);
     v->size = static_cast<size_t>(where->length);
     if (v->size <= k_inline_max) {
-      auto bytes = blobs->read(*found->blob_sha256);
+      auto bytes = m_blobs->read(*found->blob_sha256);
       if (bytes) {
         v->bytes = std::make_shared<const std::string>(std::move(*bytes));
       }
@@ -101,42 +87,23 @@ auto Republisher::Impl::content_view(const std::string& set, const std::string& 
   if (v->status == 404) {
     return v; // not cached: any URI can be asked for, and a flood of them must not fill memory
   }
-  std::unique_lock lock(cache_mutex);
-  if (epoch != cache_epoch) {
+  std::unique_lock lock(m_mutex);
+  if (epoch != m_epoch) {
     return v; // read before the store moved on: answer this request, never cache it
   }
-  if (resource_cache.size() >= 200000 || cached_bytes > k_inline_budget) {
-    resource_cache.clear(); // bounded; a cold miss costs one query
-    cached_bytes = 0;
+  if (m_cache.size() >= 200000 || m_cached_bytes > k_inline_budget) {
+    m_cache.clear(); // bounded; a cold miss costs one query
+    m_cached_bytes = 0;
   }
-  cached_bytes += key.size() + sizeof(ContentView) + v->path.size() + (v->bytes ? v->bytes->size() : 0);
-  resource_cache[key] = v;
+  m_cached_bytes += key.size() + sizeof(View) + v->path.size() + (v->bytes ? v->bytes->size() : 0);
+  m_cache[key] = v;
   return v;
 }
 
-auto Republisher::Impl::serve_blob(http::Response& res, const std::string& path,
-    const std::string& sha256) -> http::Disposition {
-  auto where = blobs->locate(sha256);
-  if (!where) {
-    log::warn("", path + ": blob " + sha256 + " not readable: " + where.error().message);
-    res.status = 503;
-    res.set_header("Retry-After", "5");
-    return http::Disposition::done;
-  }
-  const int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    res.status = 503; // garbage collection moved it meanwhile
-    res.set_header("Retry-After", "1");
-    return http::Disposition::done;
-  }
-  const bool xml = path.size() > 4 && path.compare(path.size() - 4, 4, ".xml") == 0;
-  return serve_dump_bytes(res, fd, where->length, where->offset, xml);
-}
-
-auto Republisher::Impl::serve_resource(const http::Request& req, http::Response& res, const std::string& set,
+auto ContentServer::serve(const http::Request& req, http::Response& res, const std::string& set,
     const std::string& uri, bool can_block) -> http::Disposition {
   bool miss = false;
-  auto v = content_view(set, uri, can_block, miss);
+  auto v = view(set, uri, can_block, miss);
   if (miss) {
     return http::Disposition::blocking;
   }
@@ -146,7 +113,7 @@ auto Republisher::Impl::serve_resource(const http::Request& req, http::Response&
     return http::Disposition::done;
   }
   if (v->status != 404) {
-    res.set_header("Link", "<" + urls.capability_list(set) + ">; rel=\"resourcesync\"");
+    res.set_header("Link", "<" + m_urls.capability_list(set) + ">; rel=\"resourcesync\"");
   }
   if (v->status != 200) {
     res.status = v->status;
@@ -185,11 +152,11 @@ auto Republisher::Impl::serve_resource(const http::Request& req, http::Response&
     // Garbage collection rewrote the pack this view was read from: the
     // blob lives on elsewhere. Locate it again, once.
     {
-      std::unique_lock lock(cache_mutex);
-      resource_cache.erase(set + '\n' + uri);
+      std::unique_lock lock(m_mutex);
+      m_cache.erase(set + '\n' + uri);
     }
     const std::string etag = v->etag;
-    v = content_view(set, uri, true, miss);
+    v = view(set, uri, true, miss);
     if (!v || v->status != 200 || v->etag != etag) {
       res.status = 503; // the resource changed meanwhile: its headers are gone
       res.set_header("Retry-After", "1");

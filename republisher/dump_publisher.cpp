@@ -371,15 +371,6 @@ auto Republisher::Impl::offered_package(size_t n, rs::Timestamp from, rs::Timest
   return p;
 }
 
-auto Republisher::Impl::serve_dump_bytes(http::Response& res, int fd, size_t length, uint64_t offset,
-    bool xml) -> http::Disposition {
-  res.set_header("Cache-Control", "public, max-age=31536000, immutable");
-  res.ranges = true;
-  res.set_file(std::make_shared<const http::OpenFile>(fd), length, xml ? "application/xml" : "application/zip",
-               offset);
-  return http::Disposition::done;
-}
-
 auto Republisher::Impl::serve_shared_file(http::Response& res, const std::string& path,
     bool can_block) -> http::Disposition {
   if (!can_block) {
@@ -395,7 +386,7 @@ auto Republisher::Impl::serve_shared_file(http::Response& res, const std::string
     res.status = 404;
     return http::Disposition::done;
   }
-  return serve_blob(res, path, (*named)->sha256);
+  return serve_blob(res, *blobs, path, (*named)->sha256);
 }
 
 } // namespace tributary::pub

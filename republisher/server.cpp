@@ -80,7 +80,7 @@ auto Republisher::Impl::serve_route(const http::Request& req, http::Response& re
     bool can_block) -> http::Disposition {
   switch (route.kind) {
   case RouteKind::resource:
-    return serve_resource(req, res, route.set, route.part, can_block);
+    return content.serve(req, res, route.set, route.part, can_block);
   case RouteKind::source_description:
   case RouteKind::robots:
   case RouteKind::capability_list:
@@ -159,7 +159,7 @@ auto Republisher::Impl::serve_dump_file(http::Response& res, const Route& route,
     }
     struct stat st{};
     ::fstat(fd, &st);
-    return serve_dump_bytes(res, fd, static_cast<size_t>(st.st_size), 0, it->second.extension() == ".xml");
+    return serve_file_bytes(res, fd, static_cast<size_t>(st.st_size), 0, it->second.extension() == ".xml");
   }
   if (options.shared_dumps) {
     return serve_shared_file(res, route.path, can_block);

@@ -15,8 +15,10 @@
 #include "common/log.h"
 #include "common/percent.h"
 #include "republisher/cached_document.h"
+#include "republisher/content_server.h"
 #include "republisher/dumps.h"
 #include "republisher/resource_list_files.h"
+#include "republisher/responses.h"
 #include "common/http/server.h"
 
 #include "resourcesync/reader.h"
@@ -52,27 +54,6 @@ inline std::chrono::nanoseconds thread_cpu_time() {
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
 }
-
-inline std::string http_date(rs::Timestamp t) {
-  return http::http_date(
-      std::chrono::system_clock::to_time_t(std::chrono::time_point_cast<std::chrono::seconds>(t)));
-}
-
-inline bool accepts_gzip(const http::Request& req) {
-  const std::string* ae = req.header("accept-encoding");
-  return ae && ae->find("gzip") != std::string::npos;
-}
-
-// If-None-Match: "*", or a list of entity tags one of which is ours (weak
-// comparison, RFC 9110 13.1.2).
-inline bool none_match(const http::Request& req, const std::string& etag) {
-  const std::string* inm = req.header("if-none-match");
-  if (!inm) {
-    return false;
-  }
-  return *inm == "*" || inm->find(etag) != std::string::npos;
-}
-
 
 using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
 
@@ -227,6 +208,7 @@ struct Republisher::Impl {
   std::shared_ptr<store::BlobStore> blobs;
   PublishOptions options;
   UrlScheme urls;
+  ContentServer content; // the resources we mirror (content_server.h)
 
   std::thread refresher;
   std::thread dumper;
@@ -240,25 +222,6 @@ struct Republisher::Impl {
   // Sources removed from the configuration, kept until purged: their sets'
   // documents and resources answer 410 Gone (under cache_mutex).
   std::shared_ptr<const std::set<std::string>> removed_sources = std::make_shared<std::set<std::string>>();
-  // What content requests need of a resource, cached until the store moves
-  // on (a database round trip per request would cap the server far below
-  // what serving a file costs).
-  struct ContentView {
-    int status = 404;             // 200, 404 or 410
-    std::string etag;
-    std::string last_modified;    // HTTP date
-    std::time_t modified = 0;
-    std::string type;
-    std::string path;             // the file holding the blob's bytes
-    size_t offset = 0;            // where they start in it
-    std::shared_ptr<const std::string> bytes; // small blobs, held in memory
-    size_t size = 0;
-  };
-  std::unordered_map<std::string, std::shared_ptr<const ContentView>> resource_cache;
-  size_t cached_bytes = 0;   // keys and inline bodies
-  uint64_t cache_epoch = 0;  // bumped whenever the store moved on and the cache was cleared
-  static constexpr size_t k_inline_max = 64 * 1024;
-  static constexpr size_t k_inline_budget = 256ull * 1024 * 1024;
   std::map<std::string, std::vector<int64_t>> set_feeds; // guarded by cache_mutex
   int64_t rendered_seq = -1;
   std::vector<store::Compaction> rendered_compactions; // refresher only
@@ -312,7 +275,7 @@ struct Republisher::Impl {
   Impl(std::shared_ptr<store::StoreReader> r, std::shared_ptr<store::BlobStore> b, PublishOptions o,
        std::shared_ptr<store::StoreReader> l)
       : reader(std::move(r)), lookups(l ? std::move(l) : reader), blobs(std::move(b)), options(std::move(o)),
-        urls(options.public_url) {
+        urls(options.public_url), content(lookups, blobs, urls) {
     list_root = lists_folder(options.document_dir);
     if (!options.document_dir.empty()) {
       remove_transient(options.document_dir);
@@ -352,16 +315,6 @@ struct Republisher::Impl {
   // what was served for it. True when the set had none.
   bool publish_list(const std::string& set,
       std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs);
-
-  http::Disposition serve_document(const http::Request& req, http::Response& res,
-      const std::shared_ptr<const CachedDocument>& doc, bool can_block);
-
-  // What a content request for (set, uri) answers, prepared once per state
-  // of the store: status, validators, and for small blobs the bytes.
-  // A cache miss queries the store: only where blocking is allowed
-  // (can_block), else `miss` is set and nullptr returned.
-  std::shared_ptr<const ContentView> content_view(const std::string& set, const std::string& uri, bool can_block,
-      bool& miss);
 
   // The files the dumps name, by URL path (call with cache_mutex held).
   void publish_dump_files();
@@ -417,20 +370,11 @@ struct Republisher::Impl {
   static ChangePackage offered_package(size_t n, rs::Timestamp from, rs::Timestamp until,
       const store::SharedDumps::File& zip);
 
-  // Serves an open dump file (a package or a manifest; a region of it when
-  // it is a blob in a pack): immutable, with ranges.
-  static http::Disposition serve_dump_bytes(http::Response& res, int fd, size_t length, uint64_t offset, bool xml);
-
   // A dump package (or Change Dump manifest) another node may have built:
   // named in the database, its bytes in the blob store (fetched from the
   // bucket when this node lacks them).
   http::Disposition serve_shared_file(http::Response& res, const std::string& path, bool can_block);
 
-  // A document or package kept as a blob, under `path`.
-  http::Disposition serve_blob(http::Response& res, const std::string& path, const std::string& sha256);
-
-  http::Disposition serve_resource(const http::Request& req, http::Response& res, const std::string& set,
-      const std::string& uri, bool can_block);
 
   // Framework Notification: one of our documents changed.
   void framework(const std::string& set, const std::string& loc, const char* capability, const char* change);
