@@ -85,7 +85,31 @@ Result<void> note_history(RunContext& ctx, int64_t feed) {
   return {};
 }
 
-Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist_url) {
+// What a Capability List offers: the first of each capability it lists,
+// made absolute.
+struct Offered {
+  std::string rl;  // Resource List
+  std::string cl;  // Change List
+  std::string rd;  // Resource Dump
+  std::string cd;  // Change Dump
+  std::string cla; // Change List Archive
+  std::string cda; // Change Dump Archive
+};
+
+// Capability → where it goes in Offered.
+struct OfferedSlot {
+  std::string_view capability;
+  std::string Offered::*slot;
+};
+constexpr OfferedSlot k_offered[] = {
+    {"resourcelist", &Offered::rl},        {"changelist", &Offered::cl},
+    {"resourcedump", &Offered::rd},        {"changedump", &Offered::cd},
+    {"changelist-archive", &Offered::cla}, {"changedump-archive", &Offered::cda},
+};
+
+// The Capability List at `caplist_url`, read: what it offers, and its
+// Change Notification channels (into the run's report).
+Result<Offered> read_capability_list(RunContext& ctx, const std::string& caplist_url) {
   CollectingHandler h;
   auto got = fetch_document(*ctx.fetcher, caplist_url, ctx.fetch_options, h, [&] { h.reset(); });
   if (!got) {
@@ -94,12 +118,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
   if (!got->summary.usable() || h.document.header.capability() != rs::Capability::capabilitylist) {
     return make_error(ErrorKind::invalid_document, caplist_url + ": not a valid Capability List");
   }
-  std::string rl;
-  std::string cl;
-  std::string rd;
-  std::string cd;
-  std::string cla;
-  std::string cda;
+  Offered o;
   for (const auto& e : h.document.entries) {
     if (!e.md || !e.md->capability) {
       continue;
@@ -109,19 +128,12 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
     if (!abs) {
       continue;
     }
-    if (cap == "resourcelist" && rl.empty()) {
-      rl = *abs;
-    } else if (cap == "changelist" && cl.empty()) {
-      cl = *abs;
-    } else if (cap == "resourcedump" && rd.empty()) {
-      rd = *abs;
-    } else if (cap == "changedump" && cd.empty()) {
-      cd = *abs;
-    } else if (cap == "changelist-archive" && cla.empty()) {
-      cla = *abs;
-    } else if (cap == "changedump-archive" && cda.empty()) {
-      cda = *abs;
-    } else if (cap == "changelist-notification") {
+    for (const auto& [capability, slot] : k_offered) {
+      if (cap == capability && (o.*slot).empty()) {
+        o.*slot = *abs;
+      }
+    }
+    if (cap == "changelist-notification") {
       NotificationChannel ch{caplist_url, *abs, {}};
       for (const auto& l : e.links) {
         if (l.rel == "hub") {
@@ -133,81 +145,99 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
       ctx.report.channels.push_back(std::move(ch));
     }
   }
-  auto need_rl = [&]() -> Result<void> {
-    if (rl.empty()) {
-      return make_error(ErrorKind::invalid_document, caplist_url + ": the Capability List offers no Resource List");
+  return o;
+}
+
+Result<void> need_resource_list(const Offered& o, const std::string& caplist_url) {
+  if (o.rl.empty()) {
+    return make_error(ErrorKind::invalid_document, caplist_url + ": the Capability List offers no Resource List");
+  }
+  return {};
+}
+
+// A baseline comes from the Resource Dump when the strategy allows and
+// the Capability List offers one; a broken dump falls back to the
+// Resource List ("auto"), saying so in the run.
+Result<void> baseline_offered(RunContext& ctx, int64_t feed, const Offered& o, const std::string& caplist_url) {
+  RunContext::BaselineScope counted(ctx);
+  if (ctx.src.strategy != "lists" && !o.rd.empty()) {
+    auto r = baseline_from_dump(ctx, feed, o.rd);
+    if (r || ctx.src.strategy == "dumps" || o.rl.empty()) {
+      return r;
     }
-    return {};
-  };
-  // A baseline comes from the Resource Dump when the strategy allows and
-  // the Capability List offers one; a broken dump falls back to the
-  // Resource List ("auto"), saying so in the run.
-  auto do_baseline = [&]() -> Result<void> {
-    RunContext::BaselineScope counted(ctx);
-    if (ctx.src.strategy != "lists" && !rd.empty()) {
-      auto r = baseline_from_dump(ctx, feed, rd);
-      if (r || ctx.src.strategy == "dumps" || rl.empty()) {
+    ctx.note("Resource Dump unusable, baselined from the Resource List instead: " + r.error().message);
+  } else if (ctx.src.strategy == "dumps" && o.rd.empty()) {
+    ctx.note("strategy \"dumps\", but the Capability List offers no Resource Dump: baselined from the Resource List");
+  }
+  if (auto r = need_resource_list(o, caplist_url); !r) {
+    return r;
+  }
+  return baseline_from_list(ctx, feed, o.rl);
+}
+
+// An incremental run: a baseline first when never synced, then the Change
+// Dump or the Change List (or, with neither, the Resource List polled),
+// then the retries that are due.
+Result<void> incremental_offered(RunContext& ctx, int64_t feed, const Offered& o, const std::string& caplist_url) {
+  auto wm = ctx.settled_watermark(feed);
+  if (!wm) {
+    return tl::unexpected(wm.error());
+  }
+  const bool fresh = !wm->baseline_at && !wm->last_time;
+  if (fresh) {
+    ctx.note("never synced: baseline first");
+    if (auto r = baseline_offered(ctx, feed, o, caplist_url); !r) {
+      return r;
+    }
+  }
+  if (ctx.src.strategy != "lists" && !o.cd.empty()) {
+    if (auto r = incremental_from_dump(ctx, feed, o.cd, o.cda); !r) {
+      if (ctx.src.strategy == "dumps" || o.cl.empty()) {
         return r;
       }
-      ctx.note("Resource Dump unusable, baselined from the Resource List instead: " + r.error().message);
-    } else if (ctx.src.strategy == "dumps" && rd.empty()) {
-      ctx.note("strategy \"dumps\", but the Capability List offers no Resource Dump: baselined from the Resource List");
+      ctx.note("Change Dump unusable, following the Change List instead: " + r.error().message);
     }
-    if (auto r = need_rl(); !r) {
+  }
+  if (o.cl.empty() && o.cd.empty()) {
+    ctx.report.kind = "resource-list-only";
+    // The commonest Source: a Resource List and nothing after it (just
+    // compared, when this run baselined).
+    if (auto r = need_resource_list(o, caplist_url); !r) {
       return r;
     }
-    return baseline_from_list(ctx, feed, rl);
-  };
+    if (!fresh) {
+      if (auto r = poll_list(ctx, feed, o.rl); !r) {
+        return r;
+      }
+    }
+  } else if (o.cl.empty()) {
+    ctx.note("no Change List offered");
+  } else if (auto r = incremental_from_list(ctx, feed, o.cl, o.rl, o.cla); !r) {
+    return r;
+  }
+  return retry_failed(ctx, feed);
+}
+
+Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist_url) {
+  auto offered = read_capability_list(ctx, caplist_url);
+  if (!offered) {
+    return tl::unexpected(offered.error());
+  }
+  const Offered& o = *offered;
   switch (ctx.opt.mode) {
   case store::RunMode::baseline:
-    return baseline_in_window(ctx, feed, cl, rl, cla, do_baseline);
+    return baseline_in_window(ctx, feed, o.cl, o.rl, o.cla,
+                              [&] { return baseline_offered(ctx, feed, o, caplist_url); });
   case store::RunMode::audit:
-    if (auto r = need_rl(); !r) {
+    if (auto r = need_resource_list(o, caplist_url); !r) {
       return r;
     }
-    if (auto r = baseline_in_window(ctx, feed, cl, rl, cla, [&] { return audit(ctx, feed, rl); }); !r) {
+    if (auto r = baseline_in_window(ctx, feed, o.cl, o.rl, o.cla, [&] { return audit(ctx, feed, o.rl); }); !r) {
       return r;
     }
     return note_history(ctx, feed);
-  case store::RunMode::incremental: {
-    auto wm = ctx.settled_watermark(feed);
-    if (!wm) {
-      return tl::unexpected(wm.error());
-    }
-    const bool fresh = !wm->baseline_at && !wm->last_time;
-    if (fresh) {
-      ctx.note("never synced: baseline first");
-      if (auto r = do_baseline(); !r) {
-        return r;
-      }
-    }
-    if (ctx.src.strategy != "lists" && !cd.empty()) {
-      if (auto r = incremental_from_dump(ctx, feed, cd, cda); !r) {
-        if (ctx.src.strategy == "dumps" || cl.empty()) {
-          return r;
-        }
-        ctx.note("Change Dump unusable, following the Change List instead: " + r.error().message);
-      }
-    }
-    if (cl.empty() && cd.empty()) {
-      ctx.report.kind = "resource-list-only";
-      // The commonest Source: a Resource List and nothing after it (just
-      // compared, when this run baselined).
-      if (auto r = need_rl(); !r) {
-        return r;
-      }
-      if (!fresh) {
-        if (auto r = poll_list(ctx, feed, rl); !r) {
-          return r;
-        }
-      }
-    } else if (cl.empty()) {
-      ctx.note("no Change List offered");
-    } else if (auto r = incremental_from_list(ctx, feed, cl, rl, cla); !r) {
-      return r;
-    }
-    return retry_failed(ctx, feed);
-  }
+  case store::RunMode::incremental:
+    return incremental_offered(ctx, feed, o, caplist_url);
   }
   return {};
 }
@@ -288,13 +318,31 @@ bool run_iiif_feed(RunContext& ctx) {
   return true;
 }
 
+bool run_resourcesync_feeds(RunContext& ctx);
+
+// Source kind (config `kind`) → what runs its feeds; ResourceSync (and
+// plain sitemaps) for any other.
+struct KindRunner {
+  std::string_view kind;
+  bool (*run)(RunContext&);
+};
+constexpr KindRunner k_runners[] = {
+    {"oai-pmh", run_oai_feeds},
+    {"iiif-discovery", run_iiif_feed},
+};
+
 bool run_feeds(RunContext& ctx) {
-  if (ctx.src.kind == "oai-pmh") {
-    return run_oai_feeds(ctx);
+  for (const auto& [kind, run] : k_runners) {
+    if (ctx.src.kind == kind) {
+      return run(ctx);
+    }
   }
-  if (ctx.src.kind == "iiif-discovery") {
-    return run_iiif_feed(ctx);
-  }
+  return run_resourcesync_feeds(ctx);
+}
+
+// A ResourceSync Source: its Capability Lists (configured, or discovered
+// with the Resource Lists and sitemaps that have none), a feed each.
+bool run_resourcesync_feeds(RunContext& ctx) {
   std::vector<std::string> caplists = ctx.src.capability_lists;
   std::vector<std::string> lists; // Resource Lists or sitemaps without a Capability List
   if (caplists.empty()) {
