@@ -58,30 +58,21 @@ std::string label(const std::string& v) {
   return out;
 }
 
-} // namespace
+// The exposition, one family group a method, in the order it is written.
+class MetricsWriter {
+public:
+  MetricsWriter(DaemonState& s, const StatsByName& by_name, std::vector<Scheduler::View> v)
+      : state(s), stats(by_name), views(std::move(v)), now(Clock::now()) {}
 
-std::string render_metrics(DaemonState& state, const StatsByName& stats) {
-  std::ostringstream m;
-  auto family = [&m](const char* name, const char* type, const char* help) {
+  void family(const char* name, const char* type, const char* help) {
     m << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
-  };
-  std::vector<store::PushSubscription> ours;
-  std::vector<store::HubSubscription> followers;
-  bool push_known = false;
-  {
-    std::lock_guard lock(state.status_mutex);
-    if ((push_known = read_push(state))) {
-      ours = state.push_ours;
-      followers = state.push_followers;
-    }
   }
-  std::lock_guard lock(state.mutex);
-  const auto views = state.scheduler.view();
-  auto stat_of = [&stats](const std::string& name) -> const store::SourceStats* {
+  const store::SourceStats* stat_of(const std::string& name) const {
     auto it = stats.find(name);
     return it == stats.end() ? nullptr : &it->second;
-  };
-  const auto now = Clock::now();
+  }
+
+  void sources() {
   // A gauge per source: `write` puts the source's value on the stream, or
   // returns false when it has none (the series is left out).
   auto per_source = [&](const char* name, const char* help,
@@ -111,11 +102,14 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
     o << (s ? s->bytes : 0);
     return true;
   });
+  }
+
+  void lag() {
   // A source that never synced lags, and last succeeded, from the moment
   // it was configured (its first run's record, or this process's first
   // sight of it): so the Lagging and NoSuccess alerts fire for a source
   // that never once worked, instead of finding no series.
-  auto configured = [&state](const std::string& name, const store::SourceStats* s) {
+  auto configured = [this](const std::string& name, const store::SourceStats* s) {
     if (s && s->created_at != rs::Timestamp{}) {
       return epoch_seconds(s->created_at);
     }
@@ -151,6 +145,9 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
   for (const auto& v : views) {
     m << "tributary_source_consecutive_failures{source=\"" << v.name << "\"} " << v.consecutive_failures << '\n';
   }
+  }
+
+  void source_states() {
   // The status page's and the API's states, one series per state (1 for
   // the current one), so that "sources by state" counts each.
   family("tributary_source_state", "gauge",
@@ -172,6 +169,9 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
   for (const auto& v : views) {
     m << "tributary_source_syncing{source=\"" << v.name << "\"} " << (v.running ? 1 : 0) << '\n';
   }
+  }
+
+  void runs_and_hosts() {
   {
     std::set<std::string> names;
     for (const auto& v : views) {
@@ -221,54 +221,58 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
       m << name << ' ' << value << '\n';
     }
   }
-  if (push_known) {
-    family("tributary_push_subscription_active", "gauge",
-           "1 while our WebSub subscription to a source's Change Notification channel is active.");
-    for (const auto& p : ours) {
-      m << "tributary_push_subscription_active{source=\"" << p.source << "\",topic=\"" << label(p.topic) << "\"} "
-        << (p.state == "active" && p.expires_at && *p.expires_at > rs::Timestamp(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch())) ? 1 : 0) << '\n';
-    }
-    family("tributary_push_lease_expiry_timestamp_seconds", "gauge", "When our subscription's lease ends.");
-    for (const auto& p : ours) {
-      if (p.expires_at) {
-        m << "tributary_push_lease_expiry_timestamp_seconds{source=\"" << p.source << "\",topic=\""
-          << label(p.topic) << "\"} " << timestamp(*p.expires_at) << '\n';
-      }
-    }
-    family("tributary_push_last_notification_timestamp_seconds", "gauge", "When the last notification was accepted.");
-    for (const auto& p : ours) {
-      if (p.last_notification_at) {
-        m << "tributary_push_last_notification_timestamp_seconds{source=\"" << p.source << "\",topic=\""
-          << label(p.topic) << "\"} " << timestamp(*p.last_notification_at) << '\n';
-      }
-    }
-    family("tributary_push_notifications_total", "counter", "Notifications accepted (each syncs the source).");
-    for (const auto& p : ours) {
-      m << "tributary_push_notifications_total{source=\"" << p.source << "\",topic=\"" << label(p.topic) << "\"} "
-        << p.notifications << '\n';
-    }
-    family("tributary_push_notifications_ignored_total", "counter",
-           "Notifications ignored: bad signature, foreign topic, out of order, unreadable.");
-    for (const auto& p : ours) {
-      m << "tributary_push_notifications_ignored_total{source=\"" << p.source << "\",topic=\"" << label(p.topic)
-        << "\"} " << p.ignored << '\n';
-    }
-    uint64_t delivered = 0, failed = 0;
-    int64_t failing = 0;
-    for (const auto& f : followers) {
-      delivered += f.deliveries;
-      failed += f.failures_total;
-      failing += f.failures > 0 ? 1 : 0;
-    }
-    family("tributary_hub_subscribers", "gauge", "Subscriptions to our hub's topics.");
-    m << "tributary_hub_subscribers " << followers.size() << '\n';
-    family("tributary_hub_subscribers_failing", "gauge", "Subscribers whose last delivery failed.");
-    m << "tributary_hub_subscribers_failing " << failing << '\n';
-    family("tributary_hub_deliveries_total", "counter", "Notifications our hub delivered (acknowledged).");
-    m << "tributary_hub_deliveries_total " << delivered << '\n';
-    family("tributary_hub_deliveries_failed_total", "counter", "Notification deliveries that failed (retried).");
-    m << "tributary_hub_deliveries_failed_total " << failed << '\n';
   }
+
+  void push(const std::vector<store::PushSubscription>& ours, const std::vector<store::HubSubscription>& followers) {
+  family("tributary_push_subscription_active", "gauge",
+         "1 while our WebSub subscription to a source's Change Notification channel is active.");
+  for (const auto& p : ours) {
+    m << "tributary_push_subscription_active{source=\"" << p.source << "\",topic=\"" << label(p.topic) << "\"} "
+      << (p.state == "active" && p.expires_at && *p.expires_at > rs::Timestamp(std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch())) ? 1 : 0) << '\n';
+  }
+  family("tributary_push_lease_expiry_timestamp_seconds", "gauge", "When our subscription's lease ends.");
+  for (const auto& p : ours) {
+    if (p.expires_at) {
+      m << "tributary_push_lease_expiry_timestamp_seconds{source=\"" << p.source << "\",topic=\""
+        << label(p.topic) << "\"} " << timestamp(*p.expires_at) << '\n';
+    }
+  }
+  family("tributary_push_last_notification_timestamp_seconds", "gauge", "When the last notification was accepted.");
+  for (const auto& p : ours) {
+    if (p.last_notification_at) {
+      m << "tributary_push_last_notification_timestamp_seconds{source=\"" << p.source << "\",topic=\""
+        << label(p.topic) << "\"} " << timestamp(*p.last_notification_at) << '\n';
+    }
+  }
+  family("tributary_push_notifications_total", "counter", "Notifications accepted (each syncs the source).");
+  for (const auto& p : ours) {
+    m << "tributary_push_notifications_total{source=\"" << p.source << "\",topic=\"" << label(p.topic) << "\"} "
+      << p.notifications << '\n';
+  }
+  family("tributary_push_notifications_ignored_total", "counter",
+         "Notifications ignored: bad signature, foreign topic, out of order, unreadable.");
+  for (const auto& p : ours) {
+    m << "tributary_push_notifications_ignored_total{source=\"" << p.source << "\",topic=\"" << label(p.topic)
+      << "\"} " << p.ignored << '\n';
+  }
+  uint64_t delivered = 0, failed = 0;
+  int64_t failing = 0;
+  for (const auto& f : followers) {
+    delivered += f.deliveries;
+    failed += f.failures_total;
+    failing += f.failures > 0 ? 1 : 0;
+  }
+  family("tributary_hub_subscribers", "gauge", "Subscriptions to our hub's topics.");
+  m << "tributary_hub_subscribers " << followers.size() << '\n';
+  family("tributary_hub_subscribers_failing", "gauge", "Subscribers whose last delivery failed.");
+  m << "tributary_hub_subscribers_failing " << failing << '\n';
+  family("tributary_hub_deliveries_total", "counter", "Notifications our hub delivered (acknowledged).");
+  m << "tributary_hub_deliveries_total " << delivered << '\n';
+  family("tributary_hub_deliveries_failed_total", "counter", "Notification deliveries that failed (retried).");
+  m << "tributary_hub_deliveries_failed_total " << failed << '\n';
+  }
+
+  void disk_and_reloads() {
   // The file system of data_dir (blobs, documents, dumps, spooled
   // downloads): what an operator's "disk near full" alert watches.
   if (struct statvfs fs{}; ::statvfs(state.config.data_dir.c_str(), &fs) == 0) {
@@ -291,6 +295,9 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
              state.last_reload->at.time_since_epoch())))
       << '\n';
   }
+  }
+
+  void database_and_pipelining() {
   // The PostgreSQL connection budget (#38): how full the pool is, and
   // whether components wait for it (raise database_connections when they
   // do, if PostgreSQL has room).
@@ -322,6 +329,9 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
          "Upstream hosts by what a probe found: pipelining works (on), or is off for a day (off).");
   m << "tributary_pipelining_hosts{state=\"on\"} " << piped.hosts_on << '\n';
   m << "tributary_pipelining_hosts{state=\"off\"} " << piped.hosts_off << '\n';
+  }
+
+  void process() {
   family("tributary_build_info", "gauge", "1, labelled with this build's version and schema version.");
   m << "tributary_build_info{version=\"" << label(std::string(version())) << "\",schema=\""
     << store::expected_schema_version() << "\"} 1\n";
@@ -333,7 +343,42 @@ std::string render_metrics(DaemonState& state, const StatsByName& stats) {
   m << "process_start_time_seconds " << std::chrono::duration_cast<std::chrono::seconds>(
                                              state.started_at.time_since_epoch()).count()
     << '\n';
-  return m.str();
-}
+  }
 
+  std::ostringstream m;
+
+private:
+  DaemonState& state;
+  const StatsByName& stats;
+  const std::vector<Scheduler::View> views;
+  const Time now;
+};
+
+} // namespace
+
+std::string render_metrics(DaemonState& state, const StatsByName& stats) {
+  std::vector<store::PushSubscription> ours;
+  std::vector<store::HubSubscription> followers;
+  bool push_known = false;
+  {
+    std::lock_guard lock(state.status_mutex);
+    if ((push_known = read_push(state))) {
+      ours = state.push_ours;
+      followers = state.push_followers;
+    }
+  }
+  std::lock_guard lock(state.mutex);
+  MetricsWriter w(state, stats, state.scheduler.view());
+  w.sources();
+  w.lag();
+  w.source_states();
+  w.runs_and_hosts();
+  if (push_known) {
+    w.push(ours, followers);
+  }
+  w.disk_and_reloads();
+  w.database_and_pipelining();
+  w.process();
+  return w.m.str();
+}
 } // namespace tributary::agg
