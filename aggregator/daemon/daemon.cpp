@@ -1,4 +1,5 @@
 #include "aggregator/daemon/daemon.h"
+#include "aggregator/daemon/startup.h"
 
 #include "aggregator/setup/content_store.h"
 #include "aggregator/daemon/daemon_state.h"
@@ -33,8 +34,6 @@
 
 namespace tributary::agg {
 
-// How long a stopping daemon waits for its runs to reach a safe point.
-constexpr std::chrono::seconds k_stop_grace{3};
 // A run whose progress has not moved for this long looks stalled: it no
 // longer holds one of the slots kept for the others (Scheduler::due).
 constexpr std::chrono::seconds k_stall{10};
@@ -283,8 +282,17 @@ struct Daemon : DaemonState {
     (database.outage() || disk.is_full() ? log::debug : log::info)(
         src.name, "run started",
         {{"mode", std::string(store::to_string(job.mode))}, {"trigger", std::string(store::to_string(job.trigger))}});
-    sync::SourceReport report;
     const auto started = std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
+    const sync::SourceReport report = execute(job, src, cancel.get());
+    const bool ok = report.status != store::RunStatus::failed;
+    log_outcome(job, src, report, ok);
+    after_run(job, src, report, ok, started);
+  }
+
+  // The run itself, on a store session of its own: its report, a failed
+  // one when no session could be had or the engine threw.
+  sync::SourceReport execute(const Job& job, const sync::SourceConfig& src, std::atomic<bool>* cancel) {
+    sync::SourceReport report;
     std::optional<sync::RunOptions::Unrecorded> earlier; // runs that failed unrecorded
     {
       std::lock_guard lock(mutex);
@@ -306,7 +314,7 @@ struct Daemon : DaemonState {
       options.mode = job.mode;
       options.trigger = job.trigger;
       options.repair = job.mode == store::RunMode::audit;
-      options.cancel = cancel.get(); // set when the daemon stops, or the run stalls (k_run_stall_deadline)
+      options.cancel = cancel; // set when the daemon stops, or the run stalls (k_run_stall_deadline)
       options.stopping = &stopping;
       options.unrecorded = earlier;
       options.on_progress = [this, name = src.name](const sync::Progress& p) {
@@ -334,7 +342,10 @@ struct Daemon : DaemonState {
         report.error_count = 1;
       }
     }
-    const bool ok = report.status != store::RunStatus::failed;
+    return report;
+  }
+
+  void log_outcome(const Job& job, const sync::SourceConfig& src, const sync::SourceReport& report, bool ok) {
     log::Fields fields{{"mode", std::string(store::to_string(job.mode))},
                        {"trigger", std::string(store::to_string(job.trigger))},
                        {"status", std::string(store::to_string(report.status))},
@@ -357,6 +368,13 @@ struct Daemon : DaemonState {
     for (const auto& n : report.notes) {
       log::info(src.name, "note: " + n);
     }
+  }
+
+  // What the run tells the rest of the daemon: the subscriber, the
+  // republisher, the health of the database and the disk, the scheduler,
+  // the metrics and the status history.
+  void after_run(const Job& job, const sync::SourceConfig& src, const sync::SourceReport& report, bool ok,
+                 rs::Timestamp started) {
     // A baseline allocates and frees a lot; keep the daemon's footprint
     // what it holds, not its peak.
     malloc_trim(0);
@@ -421,8 +439,89 @@ struct Daemon : DaemonState {
     }
     sample_soon = true;
     wake.notify_all();
-  }
+    }
 };
+
+namespace {
+
+// The steps of `tributary run`, in the order run_daemon takes them.
+
+// The stores, each on connections of its own, and the content store; the
+// schedule, with the pauses operators set on any node. False (said on
+// `err`) when one cannot be opened.
+bool open_stores(Daemon& d, std::shared_ptr<store::PgReaderPool>& lookups_out, std::ostream& err) {
+  auto store = store::PgStore::open(d.config.database);
+  if (!store) {
+    err << "tributary run: " << store.error().message << '\n';
+    return false;
+  }
+  d.store = std::move(*store);
+  auto status_store = store::PgStore::open(d.config.database);
+  if (!status_store) {
+    err << "tributary run: " << status_store.error().message << '\n';
+    return false;
+  }
+  d.status_store = std::move(*status_store);
+  auto history_store = store::PgStatusStore::open(d.config.database);
+  if (!history_store) {
+    err << "tributary run: " << history_store.error().message << '\n';
+    return false;
+  }
+  d.history_store = std::move(*history_store);
+  auto push_status = store::PgAuxStore::open(d.config.database);
+  if (!push_status) {
+    err << "tributary run: " << push_status.error().message << '\n';
+    return false;
+  }
+  d.push_store = std::move(*push_status);
+  auto lookups = store::PgReaderPool::open(d.config.database, k_lookup_connections);
+  if (!lookups) {
+    err << "tributary run: " << lookups.error().message << '\n';
+    return false;
+  }
+  auto blobs = open_content(d.config);
+  if (!blobs) {
+    err << "tributary run: " << blobs.error().message << '\n';
+    return false;
+  }
+  d.blobs = *blobs;
+  d.tier = std::dynamic_pointer_cast<store::ObjectTier>(d.blobs->remote());
+  d.scheduler.configure(d.config.sources, Clock::now());
+  d.configured(Clock::now());
+  mark_removed_sources(*d.history_store, d.config);
+  if (auto pauses = d.history_store->pauses()) {
+    apply_pauses(d, *pauses); // paused by an operator before this start, on any node
+  } else {
+    log::warn("", "pauses not read: " + pauses.error().message);
+  }
+
+  lookups_out = *lookups;
+  return true;
+}
+
+// The republisher's options from the config: shared dumps, archives and
+// our hub (null when off).
+bool publishing_options(Daemon& d, pub::PublishOptions& publishing, std::ostream& err) {
+  publishing = publish_options(d.config);
+  publishing.poll_interval = k_listening_poll_interval;
+  if (auto shared = share_dumps(publishing, d.config, *d.blobs); !shared) {
+    err << "tributary run: " << shared.error().message << '\n';
+    return false;
+  }
+  if (auto archive = attach_archive(publishing, d.config); !archive) {
+    err << "tributary run: " << archive.error().message << '\n';
+    return false;
+  }
+  auto hub = make_hub(d.config);
+  if (!hub) {
+    err << "tributary run: " << hub.error().message << '\n';
+    return false;
+  }
+  publishing.hub = *hub;
+  return true;
+}
+
+} // namespace
 
 int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& err) {
   auto load = load_config(config_path);
@@ -433,83 +532,24 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     return 1;
   }
   apply_process_settings(*load.config);
-  // Signals are taken by one thread with sigwait, never by a worker.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  sigset_t signals = block_signals();
   auto d = std::make_unique<Daemon>();
   d->config_path = config_path;
   d->config = std::move(*load.config);
   d->disk.set_dir(d->config.data_dir); // data_dir is not reloaded
   d->apply_logging(d->config);
   d->load_admin_token(d->config);
-  auto store = store::PgStore::open(d->config.database);
-  if (!store) {
-    err << "tributary run: " << store.error().message << '\n';
+  std::shared_ptr<store::PgReaderPool> lookups;
+  if (!open_stores(*d, lookups, err)) {
     return 1;
   }
-  d->store = std::move(*store);
-  auto status_store = store::PgStore::open(d->config.database);
-  if (!status_store) {
-    err << "tributary run: " << status_store.error().message << '\n';
-    return 1;
-  }
-  d->status_store = std::move(*status_store);
-  auto history_store = store::PgStatusStore::open(d->config.database);
-  if (!history_store) {
-    err << "tributary run: " << history_store.error().message << '\n';
-    return 1;
-  }
-  d->history_store = std::move(*history_store);
-  auto push_status = store::PgAuxStore::open(d->config.database);
-  if (!push_status) {
-    err << "tributary run: " << push_status.error().message << '\n';
-    return 1;
-  }
-  d->push_store = std::move(*push_status);
-  auto lookups = store::PgReaderPool::open(d->config.database, k_lookup_connections);
-  if (!lookups) {
-    err << "tributary run: " << lookups.error().message << '\n';
-    return 1;
-  }
-  auto blobs = open_content(d->config);
-  if (!blobs) {
-    err << "tributary run: " << blobs.error().message << '\n';
-    return 1;
-  }
-  d->blobs = *blobs;
-  d->tier = std::dynamic_pointer_cast<store::ObjectTier>(d->blobs->remote());
-  d->scheduler.configure(d->config.sources, Clock::now());
-  d->configured(Clock::now());
-  mark_removed_sources(*d->history_store, d->config);
-  if (auto pauses = d->history_store->pauses()) {
-    apply_pauses(*d, *pauses); // paused by an operator before this start, on any node
-  } else {
-    log::warn("", "pauses not read: " + pauses.error().message);
-  }
-
   Daemon* dp = d.get();
-  pub::PublishOptions publishing = publish_options(d->config);
-  publishing.poll_interval = k_listening_poll_interval;
-  if (auto shared = share_dumps(publishing, d->config, *d->blobs); !shared) {
-    err << "tributary run: " << shared.error().message << '\n';
+  pub::PublishOptions publishing;
+  if (!publishing_options(*d, publishing, err)) {
     return 1;
   }
-  if (auto archive = attach_archive(publishing, d->config); !archive) {
-    err << "tributary run: " << archive.error().message << '\n';
-    return 1;
-  }
-  auto hub = make_hub(d->config);
-  if (!hub) {
-    err << "tributary run: " << hub.error().message << '\n';
-    return 1;
-  }
-  publishing.hub = *hub;
-  pub::Republisher republisher(d->store, d->blobs, publishing, *lookups);
+  const std::shared_ptr<pub::Hub> hub = publishing.hub;
+  pub::Republisher republisher(d->store, d->blobs, publishing, lookups);
   // Commits to the change log by other daemons on the database (and our
   // own) wake the documents at once.
   store::ChangeListener listener(d->config.database, [&republisher] { republisher.refresh_soon(); });
@@ -518,47 +558,11 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
     err << "tributary run: " << r.error().message << '\n';
     return 1;
   }
-  // Our subscriptions to upstream hubs.
-  std::unique_ptr<PushSubscriber> subscriber;
-  {
-    auto subs = store::PgAuxStore::open(d->config.database);
-    auto marks = subs ? store::PgStore::open(d->config.database) : Result<std::unique_ptr<store::PgStore>>();
-    if (!subs || !marks) {
-      err << "tributary run: " << (!subs ? subs.error().message : marks.error().message) << '\n';
-      return 1;
-    }
-    PushOptions po;
-    po.subscribe = d->config.push.subscribe;
-    po.sign = d->config.push.sign;
-    po.lease = d->config.push.lease;
-    po.public_url = d->config.public_url;
-    PushSubscriber::Hooks hooks;
-    hooks.source = [dp](const std::string& name) -> std::optional<sync::SourceConfig> {
-      std::lock_guard lock(dp->mutex);
-      const sync::SourceConfig* c = dp->config.find_source(name);
-      return c ? std::optional<sync::SourceConfig>(*c) : std::nullopt;
-    };
-    hooks.notified = [dp](const std::string& name) {
-      {
-        std::lock_guard lock(dp->mutex);
-        dp->scheduler.request(name, store::RunMode::incremental, store::RunTrigger::push);
-      }
-      dp->wake.notify_all();
-    };
-    hooks.active = [dp](const std::string& name, bool active) {
-      std::lock_guard lock(dp->mutex);
-      dp->scheduler.stretch(name, active ? dp->config.push.poll_interval : std::chrono::seconds(0));
-    };
-    std::shared_ptr<store::PgStore> applied(std::move(*marks));
-    subscriber = std::make_unique<PushSubscriber>(std::shared_ptr<store::PgAuxStore>(std::move(*subs)), applied,
-                                                  applied, d->fetcher, std::move(po), std::move(hooks));
-    std::set<std::string> names;
-    for (const auto& src : d->config.sources) {
-      names.insert(src.name);
-    }
-    subscriber->configured(names);
-    d->subscriber = subscriber.get();
+  std::unique_ptr<PushSubscriber> subscriber = make_subscriber(*d, d->fetcher, err);
+  if (!subscriber) {
+    return 1;
   }
+  d->subscriber = subscriber.get();
   // One server: the status API beside the republisher's routes; with
   // operator_listen, the operator's surfaces on a server of their own.
   StatusApi status_api(*d);
@@ -567,23 +571,8 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   std::unique_ptr<http::Server> operator_server;
   if (d->config.operator_listen.empty()) {
     status_api.mount(router);
-  } else {
-    status_api.mount_probes(router);
-    status_api.mount_operator(operator_router);
-    http::ServerOptions ops = server_options(d->config);
-    const auto colon = d->config.operator_listen.rfind(':');
-    ops.host = d->config.operator_listen.substr(0, colon);
-    ops.port = std::stoi(d->config.operator_listen.substr(colon + 1));
-    operator_server = std::make_unique<http::Server>(
-        ops, [&operator_router](const http::Request& req, http::Response& res, bool can_block) {
-          return operator_router(req, res, can_block);
-        });
-    if (auto r = operator_server->start(); !r) {
-      err << "tributary run: operator_listen: " << r.error().message << '\n';
-      return 1;
-    }
-    log::info("", "the operator's surfaces (/api, /status, /metrics) listen apart",
-              {{"operator_listen", ops.host + ":" + std::to_string(operator_server->port())}});
+  } else if (!(operator_server = start_operator_server(*d, status_api, router, operator_router, err))) {
+    return 1;
   }
   router.mount(subscriber->callback_path(), [&subscriber](const http::Request& req, http::Response& res, bool can_block) {
     return subscriber->handle(req, res, can_block);
@@ -616,50 +605,12 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   Housekeeping housekeeping(*dp, dp->republisher);
   std::thread pruner([&housekeeping] { housekeeping.prune_runs(); });
   std::thread sampler([&housekeeping] { housekeeping.sample_history(); });
-  if (*hub) {
-    (*hub)->start();
+  if (hub) {
+    hub->start();
   }
   subscriber->start();
-  for (;;) {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig == SIGHUP) {
-      log::info("", "SIGHUP: reloading " + config_path);
-      d->reload();
-      continue;
-    }
-    log::info("", std::string("stopping (") + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
-                      "): runs stop at their next batch");
-    break;
-  }
-  {
-    std::lock_guard lock(d->mutex);
-    d->stopping = true;
-    for (auto& [name, r] : d->running) {
-      if (r.cancel) {
-        r.cancel->store(true); // every run stops at its next safe point
-      }
-    }
-  }
-  d->wake.notify_all();
-  // Every wait of a run ends at the stop flag; a request in flight to a
-  // hung upstream does not (its read timeout is a minute). Past the grace
-  // period the process exits anyway: what is committed is durable, and a
-  // batch not committed is fetched again by the next run (as after a
-  // crash, which the crash matrix covers). systemd's stop timeout is 90 s.
-  if (dispatcher_done.wait_for(k_stop_grace) == std::future_status::timeout) {
-    size_t busy = 0;
-    {
-      std::lock_guard lock(d->mutex);
-      busy = d->running.size();
-    }
-    log::warn("", "stopping: " + std::to_string(busy) + " run(s) still waiting on the network after " +
-                      std::to_string(k_stop_grace.count()) +
-                      " s; exiting now (their uncommitted batches are redone by the next run)");
-    std::cout.flush();
-    std::cerr.flush();
-    std::_Exit(0);
-  }
+  wait_for_stop(signals, config_path, [dp] { dp->reload(); });
+  stop_runs(*d, dispatcher_done);
   dispatcher.join();
   pruner.join();
   sampler.join();
@@ -669,8 +620,8 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   }
   subscriber->stop();
   d->subscriber = nullptr;
-  if (*hub) {
-    (*hub)->stop();
+  if (hub) {
+    hub->stop();
   }
   republisher.stop();
   log::info("", "stopped");
