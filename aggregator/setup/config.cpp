@@ -397,6 +397,108 @@ public:
     }
   }
 
+  // `push`: our hub, our subscriptions and their limits.
+  void push(const json& v, const std::string& ptr, Config::Push& p) {
+    object(v, ptr,
+           {{"hub", {boolean(p.hub)}},
+            {"subscribe", {boolean(p.subscribe)}},
+            {"sign", {[this, &p](const json& s, const std::string& q) {
+               if (s.is_boolean()) {
+                 p.sign = s.get<bool>() ? "always" : "never";
+               } else {
+                 one_of(p.sign, {"https", "always", "never"})(s, q);
+               }
+             }}},
+            {"lease", {duration(p.lease, false)}},
+            {"poll_interval", {duration(p.poll_interval, false)}},
+            {"min_lease", {duration(p.min_lease, false)}},
+            {"max_lease", {duration(p.max_lease, false)}},
+            {"max_subscriptions", {integer(p.max_subscriptions, 1, 10000000)}},
+            {"max_subscriptions_per_host", {integer(p.max_subscriptions_per_host, 1, 10000000)}},
+            {"max_subscriptions_per_domain", {integer(p.max_subscriptions_per_domain, 1, 10000000)}},
+            {"external_hub", {url(p.external_hub, false)}},
+            {"external_hub_secret_file", {[this, &p](const json& e, const std::string& q) {
+               std::string f;
+               string(f)(e, q);
+               if (!f.empty()) {
+                 if (access(f.c_str(), R_OK) != 0) {
+                   problem(q, "cannot read " + f);
+                 }
+                 p.external_hub_secret = sync::SecretRef{f, ""};
+               }
+             }}},
+            {"external_hub_secret_env", {[this, &p](const json& e, const std::string& q) {
+               std::string n;
+               string(n)(e, q);
+               if (!n.empty()) {
+                 p.external_hub_secret = sync::SecretRef{"", n};
+               }
+             }}},
+            {"callback_allow_hosts",
+             {array<std::string>(p.callback_allow_hosts,
+                                 [this](const json& n, const std::string& q, std::string& host) {
+                                   string(host)(n, q);
+                                 })}}});
+    if (p.min_lease > p.max_lease) {
+      problem(ptr + "/min_lease", "must not be longer than max_lease");
+    }
+  }
+
+  // A named set of `sets`: its name, and the sources it gathers.
+  void named_set(const json& v, const std::string& p, Config::NamedSet& out) {
+    object(v, p,
+           {{"name", {[this, &out](const json& n, const std::string& q) {
+                        string(out.name)(n, q);
+                        if (auto why = n.is_string() ? name_problem(out.name) : std::nullopt) {
+                          problem(q, *why);
+                        }
+                      },
+                      true}},
+            {"sources", {array<std::string>(out.sources,
+                                            [this](const json& n, const std::string& q, std::string& name) {
+                                              string(name)(n, q);
+                                            }),
+                         true}}});
+  }
+
+  // What is judged across keys: each set names configured sources, one
+  // admin token, no source name twice.
+  void across(const json& j, const Config& c) {
+    for (size_t i = 0; i < c.sets.size(); ++i) {
+      for (size_t k = 0; k < c.sets[i].sources.size(); ++k) {
+        bool known = false;
+        if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
+          for (const auto& src : j["sources"]) {
+            // (A name that is no string is a problem reported above, not a throw.)
+            known = known || (src.is_object() && src.contains("name") && src["name"].is_string() &&
+                               src["name"].get<std::string>() == c.sets[i].sources[k]);
+          }
+        }
+        if (!known) {
+          problem("/sets/" + std::to_string(i) + "/sources/" + std::to_string(k),
+                  "no source named '" + c.sets[i].sources[k] + "'");
+        }
+      }
+    }
+    if (j.is_object() && j.contains("admin_token_file") && j.contains("admin_token_env")) {
+      problem("/admin_token_env", "give only one of admin_token_file and admin_token_env");
+    }
+    // Duplicates are judged on the raw names, so that a source with other
+    // problems still counts.
+    std::set<std::string> names;
+    if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
+      const json& arr = j["sources"];
+      for (size_t i = 0; i < arr.size(); ++i) {
+        if (arr[i].is_object() && arr[i].contains("name") && arr[i]["name"].is_string()) {
+          const std::string name = arr[i]["name"].get<std::string>();
+          if (!names.insert(name).second) {
+            problem("/sources/" + std::to_string(i) + "/name", "duplicate source name '" + name + "'");
+          }
+        }
+      }
+    }
+  }
+
   void config(const json& j, Config& c) {
     object(j, "",
            {{"database", {string(c.database), true}},
@@ -445,51 +547,7 @@ public:
             {"archives", {boolean(c.archives)}},
             {"archive_retention", {duration(c.archive_retention, true)}},
             {"resource_list_archive_interval", {duration(c.resource_list_archive_interval, true)}},
-            {"push", {[this, &c](const json& v, const std::string& ptr) {
-               object(v, ptr,
-                      {{"hub", {boolean(c.push.hub)}},
-                       {"subscribe", {boolean(c.push.subscribe)}},
-                       {"sign", {[this, &c](const json& s, const std::string& q) {
-                          if (s.is_boolean()) {
-                            c.push.sign = s.get<bool>() ? "always" : "never";
-                          } else {
-                            one_of(c.push.sign, {"https", "always", "never"})(s, q);
-                          }
-                        }}},
-                       {"lease", {duration(c.push.lease, false)}},
-                       {"poll_interval", {duration(c.push.poll_interval, false)}},
-                       {"min_lease", {duration(c.push.min_lease, false)}},
-                       {"max_lease", {duration(c.push.max_lease, false)}},
-                       {"max_subscriptions", {integer(c.push.max_subscriptions, 1, 10000000)}},
-                       {"max_subscriptions_per_host", {integer(c.push.max_subscriptions_per_host, 1, 10000000)}},
-                       {"max_subscriptions_per_domain", {integer(c.push.max_subscriptions_per_domain, 1, 10000000)}},
-                       {"external_hub", {url(c.push.external_hub, false)}},
-                       {"external_hub_secret_file", {[this, &c](const json& e, const std::string& q) {
-                          std::string f;
-                          string(f)(e, q);
-                          if (!f.empty()) {
-                            if (access(f.c_str(), R_OK) != 0) {
-                              problem(q, "cannot read " + f);
-                            }
-                            c.push.external_hub_secret = sync::SecretRef{f, ""};
-                          }
-                        }}},
-                       {"external_hub_secret_env", {[this, &c](const json& e, const std::string& q) {
-                          std::string n;
-                          string(n)(e, q);
-                          if (!n.empty()) {
-                            c.push.external_hub_secret = sync::SecretRef{"", n};
-                          }
-                        }}},
-                       {"callback_allow_hosts",
-                        {array<std::string>(c.push.callback_allow_hosts,
-                                            [this](const json& n, const std::string& q, std::string& host) {
-                                              string(host)(n, q);
-                                            })}}});
-               if (c.push.min_lease > c.push.max_lease) {
-                 problem(ptr + "/min_lease", "must not be longer than max_lease");
-               }
-             }}},
+            {"push", {[this, &c](const json& v, const std::string& ptr) { push(v, ptr, c.push); }}},
             {"node_name", {string(c.node_name)}},
             {"log", {[this, &c](const json& v, const std::string& ptr) {
                object(v, ptr,
@@ -498,55 +556,11 @@ public:
              }}},
             {"change_list_part_size", {integer(c.change_list_part_size, 1, 50000)}},
             {"sets", {array<Config::NamedSet>(c.sets, [this](const json& v, const std::string& p, Config::NamedSet& out) {
-               object(v, p,
-                      {{"name", {[this, &out](const json& n, const std::string& q) {
-                                   string(out.name)(n, q);
-                                   if (auto why = n.is_string() ? name_problem(out.name) : std::nullopt) {
-                                     problem(q, *why);
-                                   }
-                                 },
-                                 true}},
-                       {"sources", {array<std::string>(out.sources,
-                                                       [this](const json& n, const std::string& q, std::string& name) {
-                                                         string(name)(n, q);
-                                                       }),
-                                    true}}});
+               named_set(v, p, out);
              })}},
             {"sources", {array<sync::SourceConfig>(c.sources, [this](const json& s, const std::string& p,
                                                                      sync::SourceConfig& out) { source(s, p, out); })}}});
-    for (size_t i = 0; i < c.sets.size(); ++i) {
-      for (size_t k = 0; k < c.sets[i].sources.size(); ++k) {
-        bool known = false;
-        if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
-          for (const auto& src : j["sources"]) {
-            // (A name that is no string is a problem reported above, not a throw.)
-            known = known || (src.is_object() && src.contains("name") && src["name"].is_string() &&
-                               src["name"].get<std::string>() == c.sets[i].sources[k]);
-          }
-        }
-        if (!known) {
-          problem("/sets/" + std::to_string(i) + "/sources/" + std::to_string(k),
-                  "no source named '" + c.sets[i].sources[k] + "'");
-        }
-      }
-    }
-    if (j.is_object() && j.contains("admin_token_file") && j.contains("admin_token_env")) {
-      problem("/admin_token_env", "give only one of admin_token_file and admin_token_env");
-    }
-    // Duplicates are judged on the raw names, so that a source with other
-    // problems still counts.
-    std::set<std::string> names;
-    if (j.is_object() && j.contains("sources") && j["sources"].is_array()) {
-      const json& arr = j["sources"];
-      for (size_t i = 0; i < arr.size(); ++i) {
-        if (arr[i].is_object() && arr[i].contains("name") && arr[i]["name"].is_string()) {
-          const std::string name = arr[i]["name"].get<std::string>();
-          if (!names.insert(name).second) {
-            problem("/sources/" + std::to_string(i) + "/name", "duplicate source name '" + name + "'");
-          }
-        }
-      }
-    }
+    across(j, c);
   }
 
 private:
