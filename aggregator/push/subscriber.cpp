@@ -310,64 +310,85 @@ struct PushSubscriber::Impl {
     for (const auto& [key, ch] : wanted) {
       auto it = by_key.find(key);
       if (it != by_key.end() && it->second.state != "unsubscribing") {
-        store::PushSubscription& s = it->second;
-        const bool expiring = s.state == "active" && s.expires_at &&
-                              now_ts() + std::chrono::seconds(std::max(s.lease_seconds, 10)) / 5 >= *s.expires_at;
-        const bool unconfirmed = s.state == "requested" && now_ts() - s.requested_at > std::chrono::seconds(60);
-        if ((!expiring && !unconfirmed) || !due(s)) {
-          continue;
-        }
-        s.requested_at = now_ts();
-        (void)store->put_push_subscription(s);
-        if (auto r = ask_hub(s, "subscribe"); !r) {
-          backoff(s, (expiring ? "renewal failed: " : "subscription not confirmed, asked again: ") + r.error().message);
-        } else {
-          retry_at(key, now + std::chrono::seconds(std::max(s.lease_seconds, 10)) / 10);
-          log::info(s.source, expiring ? "push: renewing the subscription" : "push: subscription asked for again",
-                    {{"topic", s.topic}, {"hub", s.hub}});
-        }
-        continue;
-      }
-      store::PushSubscription s;
-      s.source = key.first;
-      s.topic = ch.topic;
-      s.hub = ch.hub;
-      if (it != by_key.end()) {
-        s = it->second; // unsubscribing, wanted again
-        s.state = "requested";
-      } else if (!due(s)) {
-        continue;
-      }
-      if (s.hub.empty()) {
-        s.hub = discover_hub(s.source, s.topic);
-        if (s.hub.empty()) {
-          backoff(s, "the channel " + s.topic + " names no hub (neither in the Capability List nor in a Link header)");
-          continue;
-        }
-      }
-      if (s.token.empty()) {
-        s.token = rs::websub::random_hex(16);
-        s.secret = wants_secret(s.hub) ? rs::websub::random_hex(24) : std::string();
-      }
-      s.state = "requested";
-      s.requested_at = now_ts();
-      // Recorded before the hub is asked: a hub may verify before it answers.
-      if (auto r = store->put_push_subscription(s); !r) {
-        log::warn(s.source, "push: " + r.error().message);
-        continue;
-      }
-      if (auto r = ask_hub(s, "subscribe"); !r) {
-        s.last_note = r.error().message;
-        (void)store->put_push_subscription(s);
-        backoff(s, "subscription refused: " + r.error().message);
+        renew(it->second, key, now);
       } else {
-        retry_at(key, std::nullopt);
-        log::info(s.source, "push: subscription requested", {{"topic", s.topic}, {"hub", s.hub},
-                                                             {"callback", rs::websub::callback_label(callback_url(s.token))}});
+        subscribe(key, ch, it != by_key.end() ? &it->second : nullptr);
       }
     }
-    // Not wanted: the source went from the config, or its last run no
-    // longer found the channel.
+    unsubscribe_unwanted(by_key, wanted, offers, sources, now);
+    tell_active();
+  }
+
+  // A subscription we hold and still want: renewed when its lease nears its
+  // end, asked for again when the hub has not confirmed it in a minute.
+  void renew(store::PushSubscription& s, const std::pair<std::string, std::string>& key, Clock::time_point now) {
+    const bool expiring = s.state == "active" && s.expires_at &&
+                          now_ts() + std::chrono::seconds(std::max(s.lease_seconds, 10)) / 5 >= *s.expires_at;
+    const bool unconfirmed = s.state == "requested" && now_ts() - s.requested_at > std::chrono::seconds(60);
+    if ((!expiring && !unconfirmed) || !due(s)) {
+      return;
+    }
+    s.requested_at = now_ts();
+    (void)store->put_push_subscription(s);
+    if (auto r = ask_hub(s, "subscribe"); !r) {
+      backoff(s, (expiring ? "renewal failed: " : "subscription not confirmed, asked again: ") + r.error().message);
+    } else {
+      retry_at(key, now + std::chrono::seconds(std::max(s.lease_seconds, 10)) / 10);
+      log::info(s.source, expiring ? "push: renewing the subscription" : "push: subscription asked for again",
+                {{"topic", s.topic}, {"hub", s.hub}});
+    }
+  }
+
+  // A channel we want and do not hold (or were leaving: `was`): recorded,
+  // then asked of its hub (found by the topic's Link header when the
+  // Capability List named none).
+  void subscribe(const std::pair<std::string, std::string>& key, const sync::NotificationChannel& ch,
+                 const store::PushSubscription* was) {
+    store::PushSubscription s;
+    s.source = key.first;
+    s.topic = ch.topic;
+    s.hub = ch.hub;
+    if (was) {
+      s = *was; // unsubscribing, wanted again
+      s.state = "requested";
+    } else if (!due(s)) {
+      return;
+    }
+    if (s.hub.empty()) {
+      s.hub = discover_hub(s.source, s.topic);
+      if (s.hub.empty()) {
+        backoff(s, "the channel " + s.topic + " names no hub (neither in the Capability List nor in a Link header)");
+        return;
+      }
+    }
+    if (s.token.empty()) {
+      s.token = rs::websub::random_hex(16);
+      s.secret = wants_secret(s.hub) ? rs::websub::random_hex(24) : std::string();
+    }
+    s.state = "requested";
+    s.requested_at = now_ts();
+    // Recorded before the hub is asked: a hub may verify before it answers.
+    if (auto r = store->put_push_subscription(s); !r) {
+      log::warn(s.source, "push: " + r.error().message);
+      return;
+    }
+    if (auto r = ask_hub(s, "subscribe"); !r) {
+      s.last_note = r.error().message;
+      (void)store->put_push_subscription(s);
+      backoff(s, "subscription refused: " + r.error().message);
+    } else {
+      retry_at(key, std::nullopt);
+      log::info(s.source, "push: subscription requested", {{"topic", s.topic}, {"hub", s.hub},
+                                                           {"callback", rs::websub::callback_label(callback_url(s.token))}});
+    }
+  }
+
+  // Not wanted: the source went from the config, or its last run no
+  // longer found the channel.
+  void unsubscribe_unwanted(std::map<std::pair<std::string, std::string>, store::PushSubscription>& by_key,
+                            const std::map<std::pair<std::string, std::string>, sync::NotificationChannel>& wanted,
+                            const std::map<std::string, std::vector<sync::NotificationChannel>>& offers,
+                            const std::optional<std::set<std::string>>& sources, Clock::time_point now) {
     for (auto& [key, s] : by_key) {
       const bool known = offers.count(key.first) > 0 || (sources && !sources->count(key.first));
       if (wanted.count(key) || !known || !due(s)) {
@@ -389,7 +410,10 @@ struct PushSubscriber::Impl {
         log::info(s.source, "push: unsubscribing", {{"topic", s.topic}, {"hub", s.hub}});
       }
     }
-    // Tell the scheduler which sources have an active subscription.
+  }
+
+  // Tells the scheduler which sources have an active subscription.
+  void tell_active() {
     std::set<std::string> active;
     if (auto again = store->push_subscriptions()) {
       for (const auto& s : *again) {
