@@ -286,6 +286,26 @@ struct Republisher::Impl {
 
   // Renders every document when the store moved on since the last time.
   Result<void> refresh(bool force);
+  // One set's documents into `docs`: its Capability List, dumps' documents
+  // and Change Lists (refresher only).
+  Result<void> render_set(const PublishedSet& s, const store::Compaction* compaction, DocumentMap& docs);
+  // Its Change List (or index and parts): closed parts rendered once and
+  // kept, the open one every time.
+  Result<void> render_change_lists(const PublishedSet& s, const store::Compaction* compaction, DocumentMap& docs);
+  // The feeds whose changes moved since the last refresh; nullopt: every
+  // set is rendered (forced, the first, or retention compacted).
+  Result<std::optional<std::set<int64_t>>> moved_feeds(bool force, int64_t seq,
+      const std::vector<store::Compaction>& compactions);
+  // Tells the hub what the Change Lists now show (not a failed set's).
+  void announce(const std::vector<PublishedSet>& sets, const std::set<std::string>& failed, int64_t seq);
+  // The lister looks at the store now.
+  void wake_lister();
+  // A conflict when retention compacted since `compactions` were read (the
+  // refresh starts over; the closed parts of every set compacted are
+  // forgotten).
+  Result<void> not_compacted_since(const std::vector<store::Compaction>& compactions);
+  // A document rendered now, under `url`'s path.
+  void put_xml(DocumentMap& docs, const std::string& url, std::string body);
 
   // Forgets the closed parts of `set` that retention compacted (their files
   // go; another process serving them from the same folder finds them gone
