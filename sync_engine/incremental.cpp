@@ -201,6 +201,101 @@ bool bridges(const std::vector<ArchivedSpan>& archived, rs::Timestamp since, rs:
   return reached >= to;
 }
 
+// The Change Lists to read for `doc` (the list or index at `cl_url`): an
+// index's lists; a list alone, or with the closed lists of the index it
+// links when it starts after `through`.
+Result<std::vector<ListRef>> lists_of(RunContext& ctx, const std::string& cl_url, const SpooledDocument& doc,
+                                      const std::optional<rs::Timestamp>& through) {
+  std::vector<ListRef> lists;
+  auto read_index = [&](const SpooledDocument& index) -> Result<void> {
+    CollectingHandler h;
+    if (auto r = index.read(h); !r) {
+      return tl::unexpected(r.error());
+    }
+    for (const auto& e : h.document.entries) {
+      lists.push_back(ListRef{e.loc, e.md ? e.md->from : std::nullopt, e.md ? e.md->until : std::nullopt});
+    }
+    return {};
+  };
+  if (doc.header().root == rs::RootElement::sitemapindex) {
+    if (auto r = read_index(doc); !r) {
+      return tl::unexpected(r.error());
+    }
+  } else {
+    std::optional<rs::Timestamp> from = doc.header().md->from;
+    if (!from && doc.summary().entries > 0) {
+      from = first_change_time(doc);
+      ctx.note("the Change List " + cl_url + " has no 'from' (Appendix A requires one): its first change's time, " +
+               (from ? rs::format_w3c_datetime(*from) : std::string("none")) + ", is taken instead");
+    }
+    const rs::Link* index = doc.header().find_link("index");
+    if (from && through && *from > *through && index) {
+      // The named list starts after our last change: the changes in between
+      // are in the closed lists its Change List Index names (spec 12.1: a
+      // Source names its open list and links the index from it).
+      const auto index_url = resolve_reference(cl_url, index->href);
+      auto idx = ctx.spool(index_url ? *index_url : index->href, rs::Capability::changelist, false);
+      if (idx && (*idx)->header().root == rs::RootElement::sitemapindex) {
+        ctx.note("the Change List " + cl_url + " starts at " + rs::format_w3c_datetime(*from) +
+                 ", after the last change applied: read its index " + (*idx)->url());
+        if (auto r = read_index(**idx); !r) {
+          return tl::unexpected(r.error());
+        }
+      } else {
+        ctx.note("the Change List " + cl_url + " links an index that could not be read: " +
+                 (idx ? std::string("not a Change List Index") : idx.error().message));
+      }
+    }
+    if (lists.empty()) {
+      lists.push_back(ListRef{cl_url, from, doc.header().md->until});
+    } else {
+      // The index names the open list too; its 'from' is the list's own.
+      for (auto& l : lists) {
+        if (l.url == cl_url) {
+          l.from = from;
+        }
+      }
+    }
+  }
+  return lists;
+}
+
+// Applies each list not applied already, in order, from the watermark `w`
+// (moved as they are).
+Result<void> apply_lists(RunContext& ctx, int64_t feed, std::vector<ListRef>& lists, const std::string& cl_url,
+                         const SpooledDocument& top, Watermark& w) {
+  ctx.progress_start = std::chrono::steady_clock::now();
+  for (auto& l : lists) {
+    if (l.unchanged || (l.until && w.last_time && *l.until < *w.last_time)) {
+      continue; // not changed since applied, or closed and entirely before the watermark
+    }
+    std::unique_ptr<SpooledDocument> part = std::move(l.doc);
+    const SpooledDocument* d = &top;
+    if (l.url != cl_url) {
+      if (!part) {
+        auto p = ctx.spool(l.url, rs::Capability::changelist, true);
+        if (!p) {
+          return tl::unexpected(p.error());
+        }
+        part = std::move(*p);
+      }
+      if (part->not_modified()) {
+        continue;
+      }
+      d = part.get();
+    }
+    ctx.total += d->summary().entries;
+    if (auto r = apply_change_list(ctx, feed, *d, w); !r) {
+      return r;
+    }
+    if (auto r = ctx.drain(); !r) {
+      return r;
+    }
+    ctx.remember_validators(*d);
+  }
+  return {};
+}
+
 Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::string& cl_url, const std::string& rl_url,
                                    const std::string& cla_url) {
   auto wm = ctx.settled_watermark(feed);
@@ -219,57 +314,11 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
     ctx.note("Change List not modified since it was last applied");
     return {};
   }
-  std::vector<ListRef> lists;
-  auto read_index = [&](const SpooledDocument& index) -> Result<void> {
-    CollectingHandler h;
-    if (auto r = index.read(h); !r) {
-      return tl::unexpected(r.error());
-    }
-    for (const auto& e : h.document.entries) {
-      lists.push_back(ListRef{e.loc, e.md ? e.md->from : std::nullopt, e.md ? e.md->until : std::nullopt});
-    }
-    return {};
-  };
-  if ((*doc)->header().root == rs::RootElement::sitemapindex) {
-    if (auto r = read_index(**doc); !r) {
-      return r;
-    }
-  } else {
-    std::optional<rs::Timestamp> from = (*doc)->header().md->from;
-    if (!from && (*doc)->summary().entries > 0) {
-      from = first_change_time(**doc);
-      ctx.note("the Change List " + cl_url + " has no 'from' (Appendix A requires one): its first change's time, " +
-               (from ? rs::format_w3c_datetime(*from) : std::string("none")) + ", is taken instead");
-    }
-    const rs::Link* index = (*doc)->header().find_link("index");
-    if (from && through && *from > *through && index) {
-      // The named list starts after our last change: the changes in between
-      // are in the closed lists its Change List Index names (spec 12.1: a
-      // Source names its open list and links the index from it).
-      const auto index_url = resolve_reference(cl_url, index->href);
-      auto idx = ctx.spool(index_url ? *index_url : index->href, rs::Capability::changelist, false);
-      if (idx && (*idx)->header().root == rs::RootElement::sitemapindex) {
-        ctx.note("the Change List " + cl_url + " starts at " + rs::format_w3c_datetime(*from) +
-                 ", after the last change applied: read its index " + (*idx)->url());
-        if (auto r = read_index(**idx); !r) {
-          return r;
-        }
-      } else {
-        ctx.note("the Change List " + cl_url + " links an index that could not be read: " +
-                 (idx ? std::string("not a Change List Index") : idx.error().message));
-      }
-    }
-    if (lists.empty()) {
-      lists.push_back(ListRef{cl_url, from, (*doc)->header().md->until});
-    } else {
-      // The index names the open list too; its 'from' is the list's own.
-      for (auto& l : lists) {
-        if (l.url == cl_url) {
-          l.from = from;
-        }
-      }
-    }
+  auto listed = lists_of(ctx, cl_url, **doc, through);
+  if (!listed) {
+    return tl::unexpected(listed.error());
   }
+  std::vector<ListRef> lists = std::move(*listed);
   if (lists.empty()) {
     return {};
   }
@@ -324,34 +373,8 @@ Result<void> incremental_from_list(RunContext& ctx, int64_t feed, const std::str
     w = *again;
     through = applied_through(w);
   }
-  ctx.progress_start = std::chrono::steady_clock::now();
-  for (auto& l : lists) {
-    if (l.unchanged || (l.until && w.last_time && *l.until < *w.last_time)) {
-      continue; // not changed since applied, or closed and entirely before the watermark
-    }
-    std::unique_ptr<SpooledDocument> part = std::move(l.doc);
-    const SpooledDocument* d = doc->get();
-    if (l.url != cl_url) {
-      if (!part) {
-        auto p = ctx.spool(l.url, rs::Capability::changelist, true);
-        if (!p) {
-          return tl::unexpected(p.error());
-        }
-        part = std::move(*p);
-      }
-      if (part->not_modified()) {
-        continue;
-      }
-      d = part.get();
-    }
-    ctx.total += d->summary().entries;
-    if (auto r = apply_change_list(ctx, feed, *d, w); !r) {
-      return r;
-    }
-    if (auto r = ctx.drain(); !r) {
-      return r;
-    }
-    ctx.remember_validators(*d);
+  if (auto r = apply_lists(ctx, feed, lists, cl_url, **doc, w); !r) {
+    return r;
   }
   if ((*doc)->header().root == rs::RootElement::urlset) {
     // Only leaf lists: an index stays the same while its open list grows.
