@@ -193,6 +193,133 @@ Result<void> apply_package(RunContext& ctx, int64_t feed, const rs::Entry& pkg, 
 // when it covers the watermark and at least one whole package of changes
 // is waiting; "dumps" whenever it covers the watermark. Otherwise the
 // Change List does the work.
+namespace {
+
+// The packages of a Change Dump (and of its archive) still to apply, in
+// order: each dated (by its manifest copy when undated), those applied
+// already left out.
+class DumpPlan {
+public:
+  DumpPlan(RunContext& ctx, const Watermark& w) : m_ctx(ctx), m_w(w) {}
+
+  // Adds packages. An undated package (no from/until, a deviation real
+  // Sources make) is dated by its manifest copy (rel="contents"), which
+  // also says whether anything in it is new, so that an applied package is
+  // not downloaded again.
+  void date(std::vector<rs::Entry>& more) {
+    const Watermark& w = m_w;
+    RunContext& ctx = m_ctx;
+    for (auto& p : more) {
+      std::optional<ManifestSpan> span;
+      if ((!p.md || !p.md->from || !p.md->until) && w.last_time) {
+        span = manifest_copy_span(ctx, p, w);
+      }
+      if (span) {
+        ++m_dated_by_manifest;
+        if (!p.md) {
+          p.md = rs::Metadata{};
+        }
+        p.md->from = p.md->from ? p.md->from : span->first;
+      }
+      m_dated.emplace_back(std::move(p), span);
+    }
+    // Forward chronological order, by each package's `from`.
+    std::stable_sort(m_dated.begin(), m_dated.end(), [](const auto& a, const auto& b) {
+      const auto fa = a.first.md ? a.first.md->from : std::nullopt;
+      const auto fb = b.first.md ? b.first.md->from : std::nullopt;
+      return fa && fb && *fa < *fb;
+    });
+  }
+
+  // What is still to apply, from the watermark.
+  void plan() {
+    const Watermark& w = m_w;
+    m_todo.clear();
+    m_covers = !w.last_time;
+    m_whole = 0;
+    for (const auto& [p, span] : m_dated) {
+      // Plain values, not optionals: GCC 12 warns of optional<time_point>
+      // read uninitialised here (it is not).
+      const bool has_from = p.md && p.md->from && w.last_time;
+      const bool has_until = p.md && p.md->until && w.last_time;
+      const rs::Timestamp last = w.last_time.value_or(rs::Timestamp{});
+      const rs::Timestamp from = has_from ? *p.md->from : rs::Timestamp{};
+      const rs::Timestamp until = has_until ? *p.md->until : rs::Timestamp{};
+      if (span ? span->after == 0 : (has_until && until < last)) {
+        continue; // already applied
+      }
+      if (m_todo.empty() && has_from && from <= last) {
+        m_covers = true;
+      }
+      if (span ? span->after == span->entries : (has_from && has_until && from >= last)) {
+        ++m_whole;
+      }
+      m_todo.push_back(&p);
+    }
+  }
+
+  // The packages the Source's Change Dump Archive holds beyond the Change
+  // Dump `cd_url` (ResourceSync Archives, section 7), added and planned
+  // when they reach back to the watermark (else said in the run's notes).
+  Result<void> bridge_from_archive(const std::string& cd_url, const std::string& cda_url) {
+    RunContext& ctx = m_ctx;
+    const Watermark& w = m_w;
+    std::optional<rs::Timestamp> unused_at;
+    const rs::Timestamp earliest = *m_todo.front()->md->from;
+    auto archived = archived_spans(ctx, cda_url, rs::Capability::changedump_archive, *w.last_time);
+    if (!archived) {
+      ctx.note("the Change Dump Archive " + cda_url + " could not be read: " + archived.error().message);
+      return {};
+    }
+    if (!bridges(*archived, *w.last_time, earliest)) {
+      ctx.note("the Change Dump Archive " + cda_url + " does not reach back to the last change applied (" +
+               rs::format_w3c_datetime(*w.last_time) + ")");
+      return {};
+    }
+    std::set<std::string> have;
+    for (const auto& d : m_dated) {
+      have.insert(d.first.loc);
+    }
+    std::vector<rs::Entry> more;
+    for (const auto& a : *archived) {
+      if (a.url == cd_url) {
+        continue; // the live one, read above
+      }
+      auto from_archive = dump_packages(ctx, a.url, rs::Capability::changedump, unused_at, w.last_time);
+      if (!from_archive) {
+        return tl::unexpected(from_archive.error());
+      }
+      for (auto& p : *from_archive) {
+        if (have.insert(p.loc).second) {
+          more.push_back(std::move(p));
+        }
+      }
+    }
+    const size_t found = more.size();
+    date(more);
+    plan();
+    ctx.note("caught up through the Change Dump Archive " + cda_url + ": " + std::to_string(found) +
+             " archived package(s) from " + rs::format_w3c_datetime(archived->front().from));
+    return {};
+  }
+
+  const std::vector<const rs::Entry*>& todo() const { return m_todo; }
+  bool covers() const { return m_covers; }
+  size_t whole() const { return m_whole; }
+  size_t dated_by_manifest() const { return m_dated_by_manifest; }
+
+private:
+  RunContext& m_ctx;
+  const Watermark& m_w;
+  std::vector<std::pair<rs::Entry, std::optional<ManifestSpan>>> m_dated;
+  size_t m_dated_by_manifest = 0;
+  std::vector<const rs::Entry*> m_todo;
+  bool m_covers = false;
+  size_t m_whole = 0; // packages entirely after the watermark
+};
+
+} // namespace
+
 Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::string& cd_url,
                                    const std::string& cda_url) {
   auto wm = ctx.settled_watermark(feed);
@@ -208,112 +335,27 @@ Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::str
   if (!listed) {
     return tl::unexpected(listed.error());
   }
-  std::vector<rs::Entry> packages = std::move(*listed);
-  // An undated package (no from/until, a deviation real Sources make) is
-  // dated by its manifest copy (rel="contents"), which also says whether
-  // anything in it is new, so that an applied package is not downloaded
-  // again.
-  std::vector<std::pair<rs::Entry, std::optional<ManifestSpan>>> dated;
-  size_t dated_by_manifest = 0;
-  auto date = [&](std::vector<rs::Entry>& more) {
-    for (auto& p : more) {
-      std::optional<ManifestSpan> span;
-      if ((!p.md || !p.md->from || !p.md->until) && w.last_time) {
-        span = manifest_copy_span(ctx, p, w);
-      }
-      if (span) {
-        ++dated_by_manifest;
-        if (!p.md) {
-          p.md = rs::Metadata{};
-        }
-        p.md->from = p.md->from ? p.md->from : span->first;
-      }
-      dated.emplace_back(std::move(p), span);
-    }
-    // Forward chronological order, by each package's `from`.
-    std::stable_sort(dated.begin(), dated.end(), [](const auto& a, const auto& b) {
-      const auto fa = a.first.md ? a.first.md->from : std::nullopt;
-      const auto fb = b.first.md ? b.first.md->from : std::nullopt;
-      return fa && fb && *fa < *fb;
-    });
-  };
-  date(packages);
-  std::vector<const rs::Entry*> todo;
-  bool covers = false;
-  size_t whole = 0;
-  auto plan = [&] {
-    todo.clear();
-    covers = !w.last_time;
-    whole = 0;
-    for (const auto& [p, span] : dated) {
-      // Plain values, not optionals: GCC 12 warns of optional<time_point>
-      // read uninitialised here (it is not).
-      const bool has_from = p.md && p.md->from && w.last_time;
-      const bool has_until = p.md && p.md->until && w.last_time;
-      const rs::Timestamp last = w.last_time.value_or(rs::Timestamp{});
-      const rs::Timestamp from = has_from ? *p.md->from : rs::Timestamp{};
-      const rs::Timestamp until = has_until ? *p.md->until : rs::Timestamp{};
-      if (span ? span->after == 0 : (has_until && until < last)) {
-        continue; // already applied
-      }
-      if (todo.empty() && has_from && from <= last) {
-        covers = true;
-      }
-      if (span ? span->after == span->entries : (has_from && has_until && from >= last)) {
-        ++whole;
-      }
-      todo.push_back(&p);
-    }
-  };
-  plan();
-  if (!todo.empty() && !covers && !cda_url.empty() && todo.front()->md && todo.front()->md->from) {
-    // The Source's Change Dump Archive may still hold the packages in
-    // between (ResourceSync Archives, section 7).
-    const rs::Timestamp earliest = *todo.front()->md->from;
-    auto archived = archived_spans(ctx, cda_url, rs::Capability::changedump_archive, *w.last_time);
-    if (!archived) {
-      ctx.note("the Change Dump Archive " + cda_url + " could not be read: " + archived.error().message);
-    } else if (!bridges(*archived, *w.last_time, earliest)) {
-      ctx.note("the Change Dump Archive " + cda_url + " does not reach back to the last change applied (" +
-               rs::format_w3c_datetime(*w.last_time) + ")");
-    } else {
-      std::set<std::string> have;
-      for (const auto& d : dated) {
-        have.insert(d.first.loc);
-      }
-      std::vector<rs::Entry> more;
-      for (const auto& a : *archived) {
-        if (a.url == cd_url) {
-          continue; // the live one, read above
-        }
-        auto from_archive = dump_packages(ctx, a.url, rs::Capability::changedump, unused_at, w.last_time);
-        if (!from_archive) {
-          return tl::unexpected(from_archive.error());
-        }
-        for (auto& p : *from_archive) {
-          if (have.insert(p.loc).second) {
-            more.push_back(std::move(p));
-          }
-        }
-      }
-      const size_t found = more.size();
-      date(more);
-      plan();
-      ctx.note("caught up through the Change Dump Archive " + cda_url + ": " + std::to_string(found) +
-               " archived package(s) from " + rs::format_w3c_datetime(archived->front().from));
+  DumpPlan plan(ctx, w);
+  plan.date(*listed);
+  plan.plan();
+  if (!plan.todo().empty() && !plan.covers() && !cda_url.empty() && plan.todo().front()->md &&
+      plan.todo().front()->md->from) {
+    if (auto r = plan.bridge_from_archive(cd_url, cda_url); !r) {
+      return r;
     }
   }
-  if (dated_by_manifest > 0) {
-    ctx.note(std::to_string(dated_by_manifest) + " Change Dump package" + (dated_by_manifest == 1 ? "" : "s") +
-         " without from/until dated by the manifest copy they link (rel=\"contents\")");
+  if (const size_t n = plan.dated_by_manifest(); n > 0) {
+    ctx.note(std::to_string(n) + " Change Dump package" + (n == 1 ? "" : "s") +
+             " without from/until dated by the manifest copy they link (rel=\"contents\")");
   }
+  const auto& todo = plan.todo();
   if (todo.empty()) {
     return {};
   }
-  if (!covers) {
+  if (!plan.covers()) {
     return make_error(ErrorKind::invalid_document, cd_url + ": the Change Dump starts after the last change applied");
   }
-  if (ctx.src.strategy == "auto" && whole == 0) {
+  if (ctx.src.strategy == "auto" && plan.whole() == 0) {
     return {}; // a small backlog: the Change List is cheaper
   }
   ctx.progress_start = std::chrono::steady_clock::now();
