@@ -298,10 +298,7 @@ Result<ResourceListFiles::Outcome> ResourceListFiles::render_all(store::StoreRea
   return out;
 }
 
-Result<std::vector<ResourceListFiles::Part>>
-ResourceListFiles::render_range(store::StoreReader& reader, const Key& after, const Key* until, uint64_t estimate,
-                                uint64_t first_id, bool others, uint64_t& entries) {
-  const rs::Timestamp started = now();
+uint64_t ResourceListFiles::entries_per_piece(uint64_t estimate) const {
   const uint64_t max_entries = std::max<uint64_t>(1, std::min(m_options.limits.max_entries, rs::k_max_entries));
   const uint64_t target = std::max<uint64_t>(1, std::min(m_options.part_entries, max_entries));
   // A range rendered again keeps one part unless it may hold more than
@@ -311,13 +308,57 @@ ResourceListFiles::render_range(store::StoreReader& reader, const Key& after, co
   // to be touched), so no piece ever passes twice `target` either: the
   // load bench met a single part of 50,000 entries (12 MB) that way.
   const uint64_t split_at = std::min(max_entries, 2 * target);
-  uint64_t per_piece = split_at;
   if (estimate == 0) {
-    per_piece = target;
-  } else if (estimate > split_at) {
-    const uint64_t pieces = (estimate + target - 1) / target;
-    per_piece = std::min(max_entries, (estimate + pieces - 1) / pieces);
+    return target;
   }
+  if (estimate > split_at) {
+    const uint64_t pieces = (estimate + target - 1) / target;
+    return std::min(max_entries, (estimate + pieces - 1) / pieces);
+  }
+  return split_at;
+}
+
+std::shared_ptr<CachedDocument> ResourceListFiles::write_part(const Rendered& piece, const Part& part) {
+  rs::DocumentHeader h;
+  h.md = rs::Metadata{};
+  h.md->capability = "resourcelist";
+  h.md->at = part.at;
+  h.md->completed = part.completed;
+  h.links.push_back(link("up", m_urls.capability_list(m_set.name)));
+  if (part.indexed) {
+    h.links.push_back(link("index", m_urls.resource_list(m_set.name)));
+  }
+  std::string head;
+  rs::DocumentWriter w(head);
+  w.begin(h);
+  const size_t head_size = head.size();
+  w.end();
+  const std::string foot = head.substr(head_size);
+  head.resize(head_size);
+  DocumentFiles files(m_options.dir / (std::to_string(part.id) + "-" + std::to_string(++m_generation) + ".xml"),
+                      m_options.gzip_level);
+  files.write(head);
+  {
+    std::ifstream in(piece.body, std::ios::binary);
+    std::string chunk(k_flush_bytes, '\0');
+    while (in) {
+      in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+      files.write(std::string_view(chunk.data(), static_cast<size_t>(in.gcount())));
+    }
+  }
+  files.write(foot);
+  auto doc = std::make_shared<CachedDocument>();
+  if (!files.finish(*doc)) {
+    return nullptr;
+  }
+  return doc;
+}
+
+Result<std::vector<ResourceListFiles::Part>>
+ResourceListFiles::render_range(store::StoreReader& reader, const Key& after, const Key* until, uint64_t estimate,
+                                uint64_t first_id, bool others, uint64_t& entries) {
+  const rs::Timestamp started = now();
+  const uint64_t per_piece = entries_per_piece(estimate);
   const uint64_t byte_cap = m_options.limits.max_bytes > 2 * k_header_room ? m_options.limits.max_bytes - k_header_room
                                                                              : m_options.limits.max_bytes / 2;
   std::vector<std::unique_ptr<Rendered>> pieces;
@@ -417,36 +458,8 @@ ResourceListFiles::render_range(store::StoreReader& reader, const Key& after, co
     part.at = started;
     part.completed = completed;
     part.indexed = indexed;
-    rs::DocumentHeader h;
-    h.md = rs::Metadata{};
-    h.md->capability = "resourcelist";
-    h.md->at = started;
-    h.md->completed = completed;
-    h.links.push_back(link("up", m_urls.capability_list(m_set.name)));
-    if (indexed) {
-      h.links.push_back(link("index", m_urls.resource_list(m_set.name)));
-    }
-    std::string head;
-    rs::DocumentWriter w(head);
-    w.begin(h);
-    const size_t head_size = head.size();
-    w.end();
-    const std::string foot = head.substr(head_size);
-    head.resize(head_size);
-    DocumentFiles files(m_options.dir / (std::to_string(part.id) + "-" + std::to_string(++m_generation) + ".xml"),
-                        m_options.gzip_level);
-    files.write(head);
-    {
-      std::ifstream in(pieces[n]->body, std::ios::binary);
-      std::string chunk(k_flush_bytes, '\0');
-      while (in) {
-        in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-        files.write(std::string_view(chunk.data(), static_cast<size_t>(in.gcount())));
-      }
-    }
-    files.write(foot);
-    auto doc = std::make_shared<CachedDocument>();
-    if (!files.finish(*doc)) {
+    auto doc = write_part(*pieces[n], part);
+    if (!doc) {
       for (const auto& p : out) {
         retire(p.doc);
       }

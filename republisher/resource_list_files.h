@@ -83,6 +83,12 @@ private:
     std::shared_ptr<const CachedDocument> doc;
   };
   struct Rendered;
+  // Entries a piece of a range holds, for a range of about `estimate`
+  // entries (0: a whole list).
+  uint64_t entries_per_piece(uint64_t estimate) const;
+  // A rendered piece as the document of `part`: header, body, footer, and
+  // its gzip copy, in files; null when they cannot be written.
+  std::shared_ptr<CachedDocument> write_part(const Rendered& piece, const Part& part);
 
   Result<Outcome> render_all(store::StoreReader& reader, rs::Timestamp at);
   // Renders [after of part i, after of part i+1) again, as one part or,
