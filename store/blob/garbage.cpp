@@ -31,6 +31,35 @@ Result<std::vector<BlobName>> sorted_names(const Walk& walk) {
   return out;
 }
 
+// Copies of what the bucket holds (`placed`) that this node may give back,
+// in the order named, until the cache is a tenth under `cache_bytes`: what
+// was evicted.
+Result<RemoveReport> evict_cached(BlobStore& blobs, const GcReport& out,
+                              const std::vector<std::pair<BlobName, uint64_t>>& kept,
+                              const std::vector<BlobName>& placed, uint64_t cache_bytes) {
+  // (What the sweep removed above is not in stored_bytes.)
+  uint64_t bytes = out.stored_bytes - std::min(out.stored_bytes, out.garbage_bytes);
+  if (bytes > cache_bytes) {
+    const uint64_t target = cache_bytes / 10 * 9;
+    std::vector<BlobName> evict;
+    for (const auto& [name, length] : kept) {
+      if (bytes <= target) {
+        break;
+      }
+      if (named(placed, name)) {
+        evict.push_back(name);
+        bytes -= std::min(bytes, length);
+      }
+    }
+    auto e = blobs.evict(evict);
+    if (!e) {
+      return tl::unexpected(e.error());
+    }
+    return *e;
+  }
+  return RemoveReport{};
+}
+
 } // namespace
 
 Result<GcReport> collect_garbage(BlobReferences& db, BlobStore& blobs, const GcOptions& options, int64_t now) {
@@ -129,26 +158,11 @@ Result<GcReport> collect_garbage(BlobReferences& db, BlobStore& blobs, const GcO
   // A cache past its size gives back copies of what the bucket holds (the
   // garbage goes by the grace period, as on one machine).
   if (options.cache_bytes) {
-    // (What the sweep removed above is not in stored_bytes.)
-    uint64_t bytes = out.stored_bytes - std::min(out.stored_bytes, out.garbage_bytes);
-    if (bytes > *options.cache_bytes) {
-      const uint64_t target = *options.cache_bytes / 10 * 9;
-      std::vector<BlobName> evict;
-      for (const auto& [name, length] : kept) {
-        if (bytes <= target) {
-          break;
-        }
-        if (named(placed, name)) {
-          evict.push_back(name);
-          bytes -= std::min(bytes, length);
-        }
-      }
-      auto e = blobs.evict(evict);
-      if (!e) {
-        return tl::unexpected(e.error());
-      }
-      out.evicted = *e;
+    auto e = evict_cached(blobs, out, kept, placed, *options.cache_bytes);
+    if (!e) {
+      return tl::unexpected(e.error());
     }
+    out.evicted = *e;
   }
 
   // 5. Give disk space back.
