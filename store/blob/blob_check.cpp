@@ -6,9 +6,78 @@ namespace tributary::store {
 
 using namespace blob_detail;
 
+namespace {
+
+// Every index entry points at an intact record of its name.
+Result<void> check_index(MDB_env* env, MDB_dbi dbi, const fs::path& root, BlobCheck& out) {
+  // (The scan of the packs proved each intact record's bytes match its
+  // header.)
+  std::map<uint32_t, int> fds;
+  const int rc = scan(env, dbi, [&](const MDB_val& k, const MDB_val& v) {
+    if (k.mv_size != 32) {
+      return; // a named database ("condemned"), not an index entry
+    }
+    ++out.index_entries;
+    const std::string name = hex_of(static_cast<const unsigned char*>(k.mv_data), k.mv_size);
+    IndexValue iv;
+    if (v.mv_size != sizeof iv) {
+      out.problems.push_back("index entry " + name + ": malformed");
+      return;
+    }
+    std::memcpy(&iv, v.mv_data, sizeof iv);
+    auto [it, opened] = fds.try_emplace(iv.pack, -1);
+    if (opened) {
+      it->second = ::open(pack_path(root, iv.pack).c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    RecordHeader h;
+    if (it->second < 0 || iv.offset < sizeof h || !pread_all(it->second, &h, sizeof h, iv.offset - sizeof h) ||
+        std::memcmp(h.magic, "TRB1", 4) != 0 || std::memcmp(h.sha256, k.mv_data, 32) != 0 ||
+        h.length != iv.length) {
+      out.problems.push_back("index entry " + name + ": no record of it at offset " + std::to_string(iv.offset) +
+                             " of " + pack_path(root, iv.pack).string());
+    }
+  });
+  for (auto& [id, fd] : fds) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  if (rc != 0) {
+    return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
+  }
+  return {};
+}
+
+// Blob files hash to their names.
+void check_files(const fs::path& root, BlobCheck& out) {
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(root / "blobs", ec)) {
+    if (!e.is_regular_file()) {
+      continue;
+    }
+    const std::string name = e.path().filename().string();
+    ++out.files;
+    out.file_bytes += e.file_size();
+    rs::Hasher hasher(rs::HashAlgorithm::sha256);
+    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
+    char buf[65536];
+    ssize_t n = 0;
+    while (fd >= 0 && ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))) {
+      hasher.update(buf, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    }
+    if (fd >= 0) {
+      ::close(fd);
+    }
+    if (fd < 0 || n < 0 || !valid_name(name) || hasher.finish_hex() != name) {
+      out.problems.push_back(e.path().string() + ": does not hash to its name");
+    }
+  }
+}
+
+} // namespace
+
 Result<BlobCheck> BlobStore::check(bool reindex) {
   BlobCheck out;
-  std::error_code ec;
   const std::vector<std::pair<uint32_t, fs::path>> packs = list_packs(m_root);
   std::vector<std::pair<std::string, IndexValue>> missing;
   auto flush_missing = [&]() -> Result<void> {
@@ -101,63 +170,10 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
   if (auto r = flush_missing(); !r) {
     return tl::unexpected(r.error());
   }
-  // Every index entry points at an intact record of its name (the scan
-  // above proved each intact record's bytes match its header).
-  std::map<uint32_t, int> fds;
-  const int rc = scan(m_state->env, m_state->dbi, [&](const MDB_val& k, const MDB_val& v) {
-    if (k.mv_size != 32) {
-      return; // a named database ("condemned"), not an index entry
-    }
-    ++out.index_entries;
-    const std::string name = hex_of(static_cast<const unsigned char*>(k.mv_data), k.mv_size);
-    IndexValue iv;
-    if (v.mv_size != sizeof iv) {
-      out.problems.push_back("index entry " + name + ": malformed");
-      return;
-    }
-    std::memcpy(&iv, v.mv_data, sizeof iv);
-    auto [it, opened] = fds.try_emplace(iv.pack, -1);
-    if (opened) {
-      it->second = ::open(pack_path(m_root, iv.pack).c_str(), O_RDONLY | O_CLOEXEC);
-    }
-    RecordHeader h;
-    if (it->second < 0 || iv.offset < sizeof h || !pread_all(it->second, &h, sizeof h, iv.offset - sizeof h) ||
-        std::memcmp(h.magic, "TRB1", 4) != 0 || std::memcmp(h.sha256, k.mv_data, 32) != 0 ||
-        h.length != iv.length) {
-      out.problems.push_back("index entry " + name + ": no record of it at offset " + std::to_string(iv.offset) +
-                             " of " + pack_path(m_root, iv.pack).string());
-    }
-  });
-  for (auto& [id, fd] : fds) {
-    if (fd >= 0) {
-      ::close(fd);
-    }
+  if (auto r = check_index(m_state->env, m_state->dbi, m_root, out); !r) {
+    return tl::unexpected(r.error());
   }
-  if (rc != 0) {
-    return make_error(ErrorKind::io, "blob index under " + m_root.string() + ": " + lmdb_text(rc));
-  }
-  // Blob files hash to their names.
-  for (const auto& e : fs::recursive_directory_iterator(m_root / "blobs", ec)) {
-    if (!e.is_regular_file()) {
-      continue;
-    }
-    const std::string name = e.path().filename().string();
-    ++out.files;
-    out.file_bytes += e.file_size();
-    rs::Hasher hasher(rs::HashAlgorithm::sha256);
-    const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC);
-    char buf[65536];
-    ssize_t n = 0;
-    while (fd >= 0 && ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))) {
-      hasher.update(buf, static_cast<size_t>(std::max<ssize_t>(n, 0)));
-    }
-    if (fd >= 0) {
-      ::close(fd);
-    }
-    if (fd < 0 || n < 0 || !valid_name(name) || hasher.finish_hex() != name) {
-      out.problems.push_back(e.path().string() + ": does not hash to its name");
-    }
-  }
+  check_files(m_root, out);
   return out;
 }
 
