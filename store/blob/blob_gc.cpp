@@ -161,6 +161,40 @@ Result<RemoveReport> BlobStore::remove(const std::vector<BlobName>& names, bool 
   return out;
 }
 
+namespace {
+
+// Moves the index of the records copied out of pack `from` to their new
+// places: only entries that still name that pack's record (a collection
+// may have removed some since). An LMDB error code, 0 when committed.
+int move_index(MDB_env* env, MDB_dbi dbi, uint32_t from,
+               const std::vector<std::pair<BlobName, IndexValue>>& moved) {
+  Txn t;
+  int rc = mdb_txn_begin(env, nullptr, 0, &t.txn);
+  for (size_t i = 0; rc == 0 && i < moved.size(); ++i) {
+    MDB_val k{32, const_cast<unsigned char*>(moved[i].first.data())};
+    MDB_val v{};
+    rc = mdb_get(t.txn, dbi, &k, &v);
+    if (rc == MDB_NOTFOUND) {
+      rc = 0;
+      continue;
+    }
+    IndexValue now;
+    if (rc == 0 && v.mv_size == sizeof now) {
+      std::memcpy(&now, v.mv_data, sizeof now);
+      if (now.pack == from) {
+        MDB_val nv{sizeof(IndexValue), const_cast<IndexValue*>(&moved[i].second)};
+        rc = mdb_put(t.txn, dbi, &k, &nv, 0);
+      }
+    }
+  }
+  if (rc == 0) {
+    rc = t.commit();
+  }
+  return rc;
+}
+
+} // namespace
+
 Result<RepackReport> BlobStore::repack(double live_below) {
   RepackReport out;
   auto index_error = [&](int rc) {
@@ -250,30 +284,7 @@ Result<RepackReport> BlobStore::repack(double live_below) {
         return make_error(ErrorKind::io, "fdatasync " + p->path.string() + ": " + errno_text());
       }
     }
-    // Move the index: only entries that still name this pack's record (a
-    // collection may have removed some since).
-    Txn t;
-    int rc = mdb_txn_begin(m_state->env, nullptr, 0, &t.txn);
-    for (size_t i = 0; rc == 0 && i < moved.size(); ++i) {
-      MDB_val k{32, moved[i].first.data()};
-      MDB_val v{};
-      rc = mdb_get(t.txn, m_state->dbi, &k, &v);
-      if (rc == MDB_NOTFOUND) {
-        rc = 0;
-        continue;
-      }
-      IndexValue now;
-      if (rc == 0 && v.mv_size == sizeof now) {
-        std::memcpy(&now, v.mv_data, sizeof now);
-        if (now.pack == id) {
-          MDB_val nv{sizeof(IndexValue), &moved[i].second};
-          rc = mdb_put(t.txn, m_state->dbi, &k, &nv, 0);
-        }
-      }
-    }
-    if (rc == 0) {
-      rc = t.commit();
-    }
+    const int rc = move_index(m_state->env, m_state->dbi, id, moved);
     if (rc != 0) {
       ::close(fd);
       return index_error(rc);
