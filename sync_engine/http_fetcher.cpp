@@ -265,10 +265,19 @@ private:
     return p;
   }
 
-  Result<FetchResponse> fetch_once(const Url& u, const FetchOptions& o, const BodySink& sink,
-                                   bool& redirected, std::string& location) {
-    const std::string& m = o.method;
-    std::string pinned;
+  // Our User-Agent, and the source's own headers (credentials included).
+  static httplib::Headers request_headers(const FetchOptions& o) {
+    httplib::Headers headers{{"User-Agent", "tributary/" + std::string(version())}};
+    for (const auto& [k, v] : o.headers) {
+      headers.emplace(k, v);
+    }
+    return headers;
+  }
+
+  // A client for `u` (an idle one kept for its origin, or a new one),
+  // connecting to the address the policy allows, with the request's
+  // timeouts; `pinned` is that address (empty without a policy).
+  Result<std::unique_ptr<httplib::Client>> client_for(const Url& u, const FetchOptions& o, std::string& pinned) {
     if (o.addresses) {
       PickedAddress a = address_for(u, *o.addresses);
       if (a.address.empty()) {
@@ -287,16 +296,25 @@ private:
       // would say (TLS still verifies the name).
       client->set_hostname_addr_map({{bare_host(u.host), pinned}});
     }
-    using namespace std::chrono;
-    const auto ct = duration_cast<microseconds>(o.connect_timeout).count();
-    const auto rt = duration_cast<microseconds>(o.read_timeout).count();
+    const auto ct = std::chrono::duration_cast<std::chrono::microseconds>(o.connect_timeout).count();
+    const auto rt = std::chrono::duration_cast<std::chrono::microseconds>(o.read_timeout).count();
     client->set_connection_timeout(static_cast<time_t>(ct / 1000000), static_cast<time_t>(ct % 1000000));
     client->set_read_timeout(static_cast<time_t>(rt / 1000000), static_cast<time_t>(rt % 1000000));
+    return client;
+  }
 
-    httplib::Headers headers{{"User-Agent", "tributary/" + std::string(version())}};
-    for (const auto& [k, v] : o.headers) {
-      headers.emplace(k, v);
+  Result<FetchResponse> fetch_once(const Url& u, const FetchOptions& o, const BodySink& sink,
+                                   bool& redirected, std::string& location) {
+    const std::string& m = o.method;
+    std::string pinned;
+    auto connected = client_for(u, o, pinned);
+    if (!connected) {
+      return tl::unexpected(connected.error());
     }
+    std::unique_ptr<httplib::Client> client = std::move(*connected);
+    using namespace std::chrono;
+
+    const httplib::Headers headers = request_headers(o);
     FetchResponse resp;
     std::string failure;
     bool stream_body = false;
