@@ -590,4 +590,93 @@ Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t
   return body;
 }
 
+namespace {
+
+// Answers larger than this are not for the pipelined path: they are read
+// whole into memory there.
+constexpr uint64_t k_pipelined_max_body = 256 * 1024;
+
+bool has_duplicates(const rs::Entry& e) {
+  for (const auto& l : e.links) {
+    if (l.rel == "duplicate" && !l.href.empty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+PipelinedOrigin* RunContext::pipeline_for(const rs::Entry& e, std::string& target) {
+  if (!src.pipelining || has_duplicates(e)) {
+    return nullptr;
+  }
+  if (const auto& x = expected_of(e); x.length && *x.length > k_pipelined_max_body) {
+    return nullptr;
+  }
+  auto u = parse_url(e.loc);
+  if (!u || u->scheme != "http") {
+    return nullptr; // https goes the ordinary way (cpp-httplib's TLS)
+  }
+  std::string origin = u->origin();
+  std::lock_guard lock(m_pipelines_mutex);
+  auto it = m_pipelines.find(origin);
+  if (it == m_pipelines.end()) {
+    auto headers = m_endpoint->direct_headers(e.loc, fetch_options);
+    if (!headers || !m_throttle || !m_throttle->robots_known(origin)) {
+      return nullptr; // robots.txt is read by the first ordinary request
+    }
+    PipelineSettings s;
+    s.connect_timeout = fetch_options.connect_timeout;
+    s.read_timeout = fetch_options.read_timeout;
+    s.max_body_bytes = std::min(k_pipelined_max_body, fetch_options.max_body_bytes);
+    s.headers.assign(headers->begin(), headers->end());
+    s.addresses = fetch_options.addresses;
+    s.cancel = opt.cancel;
+    s.max_connections = fetch_options.max_connections;
+    s.requests_per_second = fetch_options.requests_per_second;
+    it = m_pipelines.emplace(origin, std::make_unique<PipelinedOrigin>(*u, std::move(s), m_throttle)).first;
+  }
+  PipelinedOrigin* p = it->second.get();
+  if (!p->usable()) {
+    if (m_pipeline_warned.insert(origin).second) {
+      log::warn(src.name, "pipelining turned off for " + origin + ": " + p->broken_reason() +
+                              "; its requests go one at a time",
+                {});
+    }
+    return nullptr;
+  }
+  std::string why;
+  if (!host_allowed(*u, e.loc, e, why)) {
+    return nullptr;
+  }
+  target = std::move(u->target);
+  return p;
+}
+
+std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<const rs::Entry*>& entries) {
+  auto results = fetch_slice(*this, entries);
+  stage_sealed(results);
+  return results;
+}
+
+std::optional<Error> RunContext::disk_full(const std::vector<Result<FetchedContent>>& results) {
+  for (const auto& r : results) {
+    if (!r && is_disk_full(r.error())) {
+      return r.error();
+    }
+  }
+  return std::nullopt;
+}
+
+void RunContext::stage_sealed(std::vector<Result<FetchedContent>>& results) {
+  std::lock_guard lock(m_uploads_mutex);
+  for (auto& r : results) {
+    if (r && r->sealed) {
+      m_sealed.push_back(std::move(*r->sealed));
+      r->sealed.reset();
+    }
+  }
+}
+
 } // namespace tributary::sync

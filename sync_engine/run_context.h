@@ -30,6 +30,12 @@
 
 namespace tributary::sync {
 
+class SliceFetch;
+class RunContext;
+// fetch_all.cpp: the content of a slice of entries, fetched by the run's
+// workers (pipelined where the origin allows); RunContext::fetch_all.
+std::vector<Result<FetchedContent>> fetch_slice(RunContext& ctx, const std::vector<const rs::Entry*>& entries);
+
 using store::ChangeRecord;
 using store::ResourceRecord;
 using store::ResourceState;
@@ -279,6 +285,7 @@ public:
   std::chrono::steady_clock::time_point progress_start = std::chrono::steady_clock::now();
 
 private:
+  friend class SliceFetch; // fetch_all.cpp: a slice's workers use the host policy and the fetchers
   std::vector<std::string> m_rejected_uris;
   LogWindow* m_log_window = nullptr;
   bool host_allowed(const std::string& url, const rs::Entry& e, std::string& why) const;
