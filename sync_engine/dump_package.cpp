@@ -54,32 +54,8 @@ struct ZipFileCloser {
   void operator()(zip_file_t* f) const { zip_fclose(f); }
 };
 
-} // namespace
-
-struct DumpPackage::Impl {
-  std::filesystem::path path;
-  std::string url;
-  std::unique_ptr<zip_t, ZipCloser> zip;
-  zip_uint64_t manifest_index = 0;
-  rs::DocumentHeader header;
-  uint64_t entries = 0;
-  std::vector<std::string> warnings;
-  std::vector<zip_uint64_t> index_of; // manifest entry -> ZIP index (or ~0 when it has no path)
-  std::vector<zip_uint64_t> size_of;  // uncompressed size of that ZIP entry
-};
-
-DumpPackage::DumpPackage(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
-DumpPackage::~DumpPackage() = default;
-
-const rs::DocumentHeader& DumpPackage::header() const { return m_impl->header; }
-uint64_t DumpPackage::size() const { return m_impl->entries; }
-const std::vector<std::string>& DumpPackage::warnings() const { return m_impl->warnings; }
-
-Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::path& path, const std::string& url,
-                                                      rs::Capability manifest_kind, const PackageLimits& limits) {
-  auto m = std::make_unique<Impl>();
-  m->path = path;
-  m->url = url;
+// The ZIP file at `path`, opened read-only with its consistency checked.
+Result<zip_t*> open_zip(const std::filesystem::path& path, const std::string& url) {
   int err = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
   if (!z) {
@@ -89,18 +65,19 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
     zip_error_fini(&ze);
     return tl::unexpected(refused(url, why));
   }
-  m->zip.reset(z);
-  const zip_int64_t n = zip_get_num_entries(z, 0);
-  if (n < 0 || static_cast<uint64_t>(n) > limits.max_entries + 1) {
-    return tl::unexpected(refused(url, "more than " + std::to_string(limits.max_entries) + " entries"));
-  }
-  // Every entry: a plain file with a safe name, once; sizes within limits.
-  // The names are libzip's own (valid while the archive is open), sorted
-  // for lookup: 24 bytes an entry, not a map node and a copy of each name.
-  std::vector<std::pair<std::string_view, zip_uint64_t>> by_name;
+  return z;
+}
+
+// The package's entries, checked: each a plain file (or a directory entry,
+// skipped) with a safe name, once; sizes within `limits`; a manifest.xml at
+// the top level (its index in `manifest`), within its size limit. `by_name`
+// sorted by name;
+// `untyped` counts entries with Unix permissions but no file type.
+Result<void> list_entries(zip_t* z, zip_int64_t n, const std::string& url, const PackageLimits& limits,
+                          std::vector<std::pair<std::string_view, zip_uint64_t>>& by_name, zip_uint64_t& manifest,
+                          size_t& untyped) {
   uint64_t total = 0;
   std::optional<zip_uint64_t> manifest_index;
-  size_t untyped = 0;
   for (zip_uint64_t i = 0; i < static_cast<zip_uint64_t>(n); ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
@@ -147,24 +124,97 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
   if (!manifest_index) {
     return tl::unexpected(refused(url, "no manifest.xml at the top level"));
   }
+  manifest = *manifest_index;
+  zip_stat_t mst;
+  zip_stat_index(z, manifest, 0, &mst);
+  if (mst.size > limits.max_manifest_bytes) {
+    return tl::unexpected(refused(url, "manifest.xml is larger than " + std::to_string(limits.max_manifest_bytes) +
+                                           " bytes"));
+  }
   std::sort(by_name.begin(), by_name.end());
   for (size_t k = 1; k < by_name.size(); ++k) {
     if (by_name[k].first == by_name[k - 1].first) {
       return tl::unexpected(refused(url, "entry '" + std::string(by_name[k].first) + "' appears twice"));
     }
   }
+  return {};
+}
+
+// What refuses a manifest as read: its first error, or how many there
+// were; empty when none. Real Sources publish manifests without `at`
+// (Appendix A requires it): unambiguous, so a warning rather than a
+// refusal (see DumpPackage::open).
+std::string manifest_error(const rs::ReadSummary& summary) {
+  std::string first;
+  uint64_t at_errors = 0;
+  for (const auto& d : summary.diagnostics) {
+    if (d.severity != rs::Severity::error) {
+      continue;
+    }
+    if (d.message.find("must have an 'at'") != std::string::npos) {
+      ++at_errors;
+    } else if (first.empty()) {
+      first = "line " + std::to_string(d.line) + ": " + d.message;
+    }
+  }
+  if (first.empty() && summary.errors > at_errors) {
+    first = std::to_string(summary.errors) + " errors";
+  }
+  return first;
+}
+
+} // namespace
+
+struct DumpPackage::Impl {
+  std::filesystem::path path;
+  std::string url;
+  std::unique_ptr<zip_t, ZipCloser> zip;
+  zip_uint64_t manifest_index = 0;
+  rs::DocumentHeader header;
+  uint64_t entries = 0;
+  std::vector<std::string> warnings;
+  std::vector<zip_uint64_t> index_of; // manifest entry -> ZIP index (or ~0 when it has no path)
+  std::vector<zip_uint64_t> size_of;  // uncompressed size of that ZIP entry
+};
+
+DumpPackage::DumpPackage(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+DumpPackage::~DumpPackage() = default;
+
+const rs::DocumentHeader& DumpPackage::header() const { return m_impl->header; }
+uint64_t DumpPackage::size() const { return m_impl->entries; }
+const std::vector<std::string>& DumpPackage::warnings() const { return m_impl->warnings; }
+
+Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::path& path, const std::string& url,
+                                                      rs::Capability manifest_kind, const PackageLimits& limits) {
+  auto m = std::make_unique<Impl>();
+  m->path = path;
+  m->url = url;
+  auto opened = open_zip(path, url);
+  if (!opened) {
+    return tl::unexpected(opened.error());
+  }
+  zip_t* z = *opened;
+  m->zip.reset(z);
+  const zip_int64_t n = zip_get_num_entries(z, 0);
+  if (n < 0 || static_cast<uint64_t>(n) > limits.max_entries + 1) {
+    return tl::unexpected(refused(url, "more than " + std::to_string(limits.max_entries) + " entries"));
+  }
+  // Every entry: a plain file with a safe name, once; sizes within limits.
+  // The names are libzip's own (valid while the archive is open), sorted
+  // for lookup: 24 bytes an entry, not a map node and a copy of each name.
+  std::vector<std::pair<std::string_view, zip_uint64_t>> by_name;
+  zip_uint64_t manifest = 0;
+  size_t untyped = 0;
+  if (auto r = list_entries(z, n, url, limits, by_name, manifest, untyped); !r) {
+    return tl::unexpected(r.error());
+  }
+  const std::optional<zip_uint64_t> manifest_index = manifest;
   if (untyped > 0) {
     m->warnings.push_back(url + ": " + std::to_string(untyped) +
                           " ZIP entr" + (untyped == 1 ? "y" : "ies") +
                           " with Unix permissions but no file type (as Python's zipfile writes them), read as plain files");
   }
   m->manifest_index = *manifest_index;
-  zip_stat_t mst;
-  zip_stat_index(z, *manifest_index, 0, &mst);
-  if (mst.size > limits.max_manifest_bytes) {
-    return tl::unexpected(refused(url, "manifest.xml is larger than " + std::to_string(limits.max_manifest_bytes) +
-                                           " bytes"));
-  }
   // The manifest, read as a stream: each entry's path is matched to its ZIP
   // entry as it passes (both ways: every path present, every ZIP entry
   // listed), and only that match is kept.
@@ -232,24 +282,7 @@ Result<std::unique_ptr<DumpPackage>> DumpPackage::open(const std::filesystem::pa
   if (!bad_entry.empty()) {
     return tl::unexpected(refused(url, bad_entry));
   }
-  // Real Sources publish manifests without `at` (Appendix A requires it):
-  // unambiguous, so a warning below rather than a refusal. Any other error
-  // refuses the package.
-  std::string first;
-  uint64_t at_errors = 0;
-  for (const auto& d : summary->diagnostics) {
-    if (d.severity != rs::Severity::error) {
-      continue;
-    }
-    if (d.message.find("must have an 'at'") != std::string::npos) {
-      ++at_errors;
-    } else if (first.empty()) {
-      first = "line " + std::to_string(d.line) + ": " + d.message;
-    }
-  }
-  if (first.empty() && summary->errors > at_errors) {
-    first = std::to_string(summary->errors) + " errors";
-  }
+  const std::string first = manifest_error(*summary);
   if (!first.empty() || !summary->header || !summary->header->md) {
     return tl::unexpected(refused(url, "manifest.xml is not a valid document: " +
                                            (first.empty() ? std::string("no ResourceSync header") : first)));
