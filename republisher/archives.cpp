@@ -18,7 +18,7 @@ auto Republisher::Impl::bytes_of(const CachedDocument& doc) -> Result<std::strin
   return out;
 }
 
-auto Republisher::Impl::keep(const std::string& bytes) -> Result<store::BlobInfo> {
+auto Republisher::Impl::keep_as_blob(const std::string& bytes) -> Result<store::BlobInfo> {
   auto info = blobs->put(bytes);
   if (!info) {
     return info;
@@ -103,7 +103,7 @@ auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan
       if (!bytes) {
         return tl::unexpected(bytes.error());
       }
-      auto blob = keep(*bytes);
+      auto blob = keep_as_blob(*bytes);
       if (!blob) {
         return tl::unexpected(blob.error());
       }
@@ -119,7 +119,7 @@ auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan
       if (auto r = options.archive->put_archived({d}); !r) {
         return tl::unexpected(r.error());
       }
-      framework(c.set_name, urls.change_list_archive(c.set_name), "changelist-archive", "updated");
+      notify_framework(c.set_name, urls.change_list_archive(c.set_name), "changelist-archive", "updated");
     }
     if (auto r = archive_change_packages(c, meta); !r) {
       return r;
@@ -184,7 +184,7 @@ auto Republisher::Impl::archive_change_packages(const store::Compaction& c, cons
     if (!manifest) {
       return tl::unexpected(manifest.error());
     }
-    auto doc = keep(render_change_dump(urls, PublishedSet{c.set_name, {}}, {offered_package(p.n, p.from, p.until, *zip)},
+    auto doc = keep_as_blob(render_change_dump(urls, PublishedSet{c.set_name, {}}, {offered_package(p.n, p.from, p.until, *zip)},
                                        p.until));
     if (!doc) {
       return tl::unexpected(doc.error());
@@ -210,7 +210,7 @@ auto Republisher::Impl::archive_change_packages(const store::Compaction& c, cons
         !r) {
       return tl::unexpected(r.error());
     }
-    framework(c.set_name, urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
+    notify_framework(c.set_name, urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
   }
   return {};
 }
@@ -264,7 +264,7 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
       text.replace(pos, live_index.size(), to);
       pos += to.size();
     }
-    auto blob = keep(text);
+    auto blob = keep_as_blob(text);
     if (!blob) {
       log::warn("", "Resource List of set '" + set + "' not archived: " + blob.error().message);
       return;
@@ -295,7 +295,7 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
     return;
   }
   known->second = at;
-  framework(set, urls.resource_list_archive(set), "resourcelist-archive", "updated");
+  notify_framework(set, urls.resource_list_archive(set), "resourcelist-archive", "updated");
   log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
 }
 

@@ -219,7 +219,7 @@ auto Republisher::Impl::build_local_resource_dumps(const std::vector<store::Feed
       publish_dump_files();
     }
     remove_old_generations(o, set.name, keep);
-    framework(set.name, urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
+    notify_framework(set.name, urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
     changed = true;
   }
   return changed;

@@ -46,7 +46,7 @@ auto Republisher::Impl::lists_pass() -> ListsPass {
       pass.rendered = true;
       snapshot_if_due(s.name, list.files->documents(), at);
       const bool first = publish_list(s.name, list.files->documents());
-      framework(s.name, urls.resource_list(s.name), "resourcelist", first ? "created" : "updated");
+      notify_framework(s.name, urls.resource_list(s.name), "resourcelist", first ? "created" : "updated");
       if (first) {
         {
           std::lock_guard lock(stop_mutex);

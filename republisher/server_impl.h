@@ -2,13 +2,15 @@
 
 // Republisher::Impl: the state the republisher's jobs share, and what each
 // job does, defined in a file of its own:
-//   change_lists.cpp    the refresher: capability lists, Change Lists, compaction
-//   lister.cpp          Resource Lists, kept by the lister thread
-//   content_server.cpp  documents and resources (content) served, with their cache
-//   dump_publisher.cpp  Resource and Change Dumps: building, sharing, serving
-//   archives.cpp        the archives of Change Lists, Resource Lists and Change Dumps
-//   server.cpp          the wiring: threads, start and stop, routing
-// Not for use outside republisher/.
+//   document_renderer.cpp  the refresher: Source Description, capability lists,
+//                          Change Lists, compaction
+//   lister.cpp             Resource Lists, kept by the lister thread
+//   dump_publisher.cpp     Resource and Change Dumps: building, sharing, serving
+//   archives.cpp           the archives of Change Lists, Resource Lists and Change Dumps
+//   server.cpp             the wiring: threads, start and stop, one handler per route
+// The content server (content_server.h) and the stateless answers
+// (responses.h) are components of their own. Not for use outside
+// republisher/.
 
 #include "republisher/server.h"
 
@@ -397,7 +399,7 @@ struct Republisher::Impl {
 
 
   // Framework Notification: one of our documents changed.
-  void framework(const std::string& set, const std::string& loc, const char* capability, const char* change);
+  void notify_framework(const std::string& set, const std::string& loc, const char* capability, const char* change);
 
   // ---- archives --------------------------------------------------------------
 
@@ -405,7 +407,7 @@ struct Republisher::Impl {
   static Result<std::string> bytes_of(const CachedDocument& doc);
 
   // Stores a document's bytes as a blob (in the bucket too, with one).
-  Result<store::BlobInfo> keep(const std::string& bytes);
+  Result<store::BlobInfo> keep_as_blob(const std::string& bytes);
 
   // Stores a file's bytes as a blob, streamed (a Change Dump package may be
   // as large as dump_package_bytes), and in the bucket too, with one.

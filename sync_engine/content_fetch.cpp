@@ -1,6 +1,6 @@
 #include "sync_engine/content_fetch.h"
 
-#include "sync_engine/error_words.h"
+#include "sync_engine/fetch_error_text.h"
 #include "sync_engine/retry.h"
 
 #include <algorithm>
@@ -90,7 +90,7 @@ Result<FetchedContent> accept_content(store::BlobStore& blobs, const Expected& e
 Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
-                                     Slots* network_slots, bool defer_publish) {
+                                     BlockingSemaphore* network_slots, bool defer_publish) {
   const std::vector<rs::HashAlgorithm> extra = digests_to_keep(expected);
   std::vector<std::string> reasons;
   bool all_missing = true;

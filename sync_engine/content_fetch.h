@@ -6,7 +6,7 @@
 
 #include <functional>
 #include <optional>
-#include "common/slots.h"
+#include "common/blocking_semaphore.h"
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,6 +57,6 @@ Result<FetchedContent> accept_content(store::BlobStore& blobs, const Expected& e
 Result<FetchedContent> fetch_content(Fetcher& fetcher, store::BlobStore& blobs, const FetchOptions& options,
                                      const std::string& loc, const std::vector<rs::Link>& links,
                                      const Expected& expected, const HostPolicy& allowed,
-                                     Slots* network_slots = nullptr, bool defer_publish = false);
+                                     BlockingSemaphore* network_slots = nullptr, bool defer_publish = false);
 
 } // namespace tributary::sync

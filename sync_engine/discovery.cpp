@@ -1,6 +1,6 @@
 #include "sync_engine/discovery.h"
 
-#include "sync_engine/error_words.h"
+#include "sync_engine/fetch_error_text.h"
 #include "sync_engine/document_fetch.h"
 #include "common/url_resolve.h"
 

@@ -7,7 +7,7 @@
 #include "sync_engine/retry.h"
 
 #include "common/log.h"
-#include "common/slots.h"
+#include "common/blocking_semaphore.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -237,7 +237,7 @@ private:
   RunContext& m_ctx;
   const std::vector<const rs::Entry*>& m_entries;
   std::vector<Result<FetchedContent>> m_results;
-  Slots m_slots;
+  BlockingSemaphore m_slots;
   const size_t m_workers;
   std::vector<Chunk> m_chunks;
   std::mutex m_plain_mutex; // guards m_plain, m_running, m_threads

@@ -1,6 +1,6 @@
 #include "sync_engine/fetcher_impl.h"
 
-#include "sync_engine/error_words.h"
+#include "sync_engine/fetch_error_text.h"
 #include "sync_engine/net_policy.h"
 
 #include "common/text.h"

@@ -1,6 +1,6 @@
 #include "sync_engine/run_context.h"
 
-#include "sync_engine/error_words.h"
+#include "sync_engine/fetch_error_text.h"
 
 #include "common/log.h"
 #include "common/text.h"
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <atomic>
-#include "common/slots.h"
+#include "common/blocking_semaphore.h"
 #include <thread>
 
 namespace tributary::sync {

@@ -10,11 +10,11 @@ namespace tributary {
 // libstdc++'s std::counting_semaphore spins with sched_yield before it
 // sleeps: with 32 fetch workers on 2 cores that was 57,000 sched_yield calls
 // in a 10,000-resource baseline, 60% of its system time.
-class Slots {
+class BlockingSemaphore {
 public:
-  explicit Slots(std::ptrdiff_t count) : m_free(count) {}
-  Slots(const Slots&) = delete;
-  Slots& operator=(const Slots&) = delete;
+  explicit BlockingSemaphore(std::ptrdiff_t count) : m_free(count) {}
+  BlockingSemaphore(const BlockingSemaphore&) = delete;
+  BlockingSemaphore& operator=(const BlockingSemaphore&) = delete;
 
   void acquire() {
     std::unique_lock lock(m_mutex);

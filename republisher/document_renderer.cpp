@@ -1,5 +1,7 @@
-// The refresher's job: the Source Description, capability lists and
-// Change Lists rendered from the store, and what compaction may drop.
+// The document renderer (the refresher thread's job): every document but
+// the Resource Lists (the Source Description, Capability Lists, Change
+// Lists, the dumps' documents) rendered from the store, and what
+// compaction may drop.
 #include "republisher/server_impl.h"
 
 namespace tributary::pub {
@@ -220,7 +222,7 @@ auto Republisher::Impl::render_change_lists(const PublishedSet& s, const store::
                                          ? cached(std::move(part.xml), "application/xml", true)
                                          : cached_on_disk(std::move(part.xml), options.document_dir / s.name,
                                                           std::filesystem::path(path).filename().string());
-                                 framework(s.name, part.url, "changelist", "created");
+                                 notify_framework(s.name, part.url, "changelist", "created");
                                  ++closed_now;
                                  const auto t = std::chrono::steady_clock::now();
                                  closing_time += t - mark; // this part's reading, rendering and writing
@@ -310,7 +312,7 @@ auto Republisher::Impl::compactable(rs::Timestamp cutoff) -> Republisher::Compac
   return out;
 }
 
-auto Republisher::Impl::framework(const std::string& set, const std::string& loc, const char* capability,
+auto Republisher::Impl::notify_framework(const std::string& set, const std::string& loc, const char* capability,
     const char* change) -> void {
   if (options.hub) {
     options.hub->framework(set, loc, capability, change);

@@ -1,4 +1,4 @@
-#include "sync_engine/error_words.h"
+#include "sync_engine/fetch_error_text.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
