@@ -1,5 +1,7 @@
 #include "resourcesync/writer.h"
 
+#include "resourcesync/fields.h"
+
 #include <algorithm>
 #include <zlib.h>
 
@@ -84,6 +86,36 @@ void attr_opt(std::string& out, std::string_view name, const std::optional<std::
     attr(out, name, *v);
   }
 }
+
+// One attribute of the field tables (resourcesync/fields.h), as the XML
+// writes it: absent values and empty hash lists are left out; rel and href
+// are always written.
+struct AttrWriter {
+  std::string& out;
+  void operator()(std::string_view name, const std::string& v) const { attr(out, name, v); }
+  void operator()(std::string_view name, const std::optional<std::string>& v) const { attr_opt(out, name, v); }
+  void operator()(std::string_view name, const std::optional<Timestamp>& v) const { attr_time(out, name, v); }
+  void operator()(std::string_view name, const std::optional<Change>& v) const {
+    if (v) {
+      attr(out, name, to_string(*v));
+    }
+  }
+  void operator()(std::string_view name, const std::vector<HashValue>& v) const {
+    if (!v.empty()) {
+      attr(out, name, format_hash_list(v));
+    }
+  }
+  void operator()(std::string_view name, const std::optional<uint64_t>& v) const {
+    if (v) {
+      attr_uint(out, name, *v);
+    }
+  }
+  void operator()(std::string_view name, const std::optional<uint32_t>& v) const {
+    if (v) {
+      attr_uint(out, name, *v);
+    }
+  }
+};
 
 using Declared = std::vector<std::pair<std::string, std::string>>;
 
@@ -204,24 +236,7 @@ void write_node(std::string& out, const XmlNode& n, const Declared& root) {
 void write_md(std::string& out, const Metadata& md, const Declared& root) {
   Declared local;
   std::string attrs;
-  attr_opt(attrs, "capability", md.capability);
-  attr_time(attrs, "at", md.at);
-  attr_time(attrs, "completed", md.completed);
-  attr_time(attrs, "from", md.from);
-  attr_time(attrs, "until", md.until);
-  if (md.change) {
-    attr(attrs, "change", to_string(*md.change));
-  }
-  attr_time(attrs, "datetime", md.datetime);
-  if (!md.hash.empty()) {
-    attr(attrs, "hash", format_hash_list(md.hash));
-  }
-  if (md.length) {
-    attr_uint(attrs, "length", *md.length);
-  }
-  attr_opt(attrs, "type", md.type);
-  attr_opt(attrs, "encoding", md.encoding);
-  attr_opt(attrs, "path", md.path);
+  each_md_field(md, AttrWriter{attrs});
   ext_attrs(attrs, md.extensions, root, local);
   out.append("<rs:md");
   declare(out, local);
@@ -232,21 +247,7 @@ void write_md(std::string& out, const Metadata& md, const Declared& root) {
 void write_ln(std::string& out, const Link& l, const Declared& root) {
   Declared local;
   std::string attrs;
-  attr(attrs, "rel", l.rel);
-  attr(attrs, "href", l.href);
-  if (!l.hash.empty()) {
-    attr(attrs, "hash", format_hash_list(l.hash));
-  }
-  if (l.length) {
-    attr_uint(attrs, "length", *l.length);
-  }
-  attr_time(attrs, "modified", l.modified);
-  attr_opt(attrs, "path", l.path);
-  if (l.pri) {
-    attr_uint(attrs, "pri", *l.pri);
-  }
-  attr_opt(attrs, "type", l.type);
-  attr_opt(attrs, "encoding", l.encoding);
+  each_ln_field(l, AttrWriter{attrs});
   ext_attrs(attrs, l.extensions, root, local);
   out.append("<rs:ln");
   declare(out, local);

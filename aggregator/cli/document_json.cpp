@@ -1,5 +1,7 @@
 #include "aggregator/cli/document_json.h"
 
+#include "resourcesync/fields.h"
+
 namespace tributary::agg {
 
 namespace {
@@ -23,49 +25,43 @@ void put_ext(nlohmann::json& j, const std::vector<rs::ExtensionAttribute>& ext) 
   }
 }
 
+// One field of the tables (resourcesync/fields.h) as `inspect --json` and
+// the API show it: times and hash lists as the documents write them.
+struct FieldJson {
+  nlohmann::json& j;
+  void operator()(const char* key, const std::string& v) const { j[key] = v; }
+  void operator()(const char* key, const std::optional<std::string>& v) const { put_str(j, key, v); }
+  void operator()(const char* key, const std::optional<rs::Timestamp>& v) const { put_time(j, key, v); }
+  void operator()(const char* key, const std::optional<rs::Change>& v) const {
+    if (v) {
+      j[key] = std::string(rs::to_string(*v));
+    }
+  }
+  void operator()(const char* key, const std::vector<rs::HashValue>& v) const {
+    if (!v.empty()) {
+      j[key] = rs::format_hash_list(v);
+    }
+  }
+  template <typename T>
+  void operator()(const char* key, const std::optional<T>& v) const {
+    if (v) {
+      j[key] = *v;
+    }
+  }
+};
+
 } // namespace
 
 nlohmann::json to_json(const rs::Metadata& md) {
   nlohmann::json j = nlohmann::json::object();
-  put_str(j, "capability", md.capability);
-  put_time(j, "at", md.at);
-  put_time(j, "completed", md.completed);
-  put_time(j, "from", md.from);
-  put_time(j, "until", md.until);
-  if (md.change) {
-    j["change"] = std::string(rs::to_string(*md.change));
-  }
-  put_time(j, "datetime", md.datetime);
-  if (!md.hash.empty()) {
-    j["hash"] = rs::format_hash_list(md.hash);
-  }
-  if (md.length) {
-    j["length"] = *md.length;
-  }
-  put_str(j, "type", md.type);
-  put_str(j, "encoding", md.encoding);
-  put_str(j, "path", md.path);
+  rs::each_md_field(md, FieldJson{j});
   put_ext(j, md.extensions);
   return j;
 }
 
 nlohmann::json to_json(const rs::Link& l) {
   nlohmann::json j = nlohmann::json::object();
-  j["rel"] = l.rel;
-  j["href"] = l.href;
-  if (!l.hash.empty()) {
-    j["hash"] = rs::format_hash_list(l.hash);
-  }
-  if (l.length) {
-    j["length"] = *l.length;
-  }
-  put_time(j, "modified", l.modified);
-  put_str(j, "path", l.path);
-  if (l.pri) {
-    j["pri"] = *l.pri;
-  }
-  put_str(j, "type", l.type);
-  put_str(j, "encoding", l.encoding);
+  rs::each_ln_field(l, FieldJson{j});
   put_ext(j, l.extensions);
   return j;
 }

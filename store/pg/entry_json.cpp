@@ -1,5 +1,7 @@
 #include "store/pg/entry_json.h"
 
+#include "resourcesync/fields.h"
+
 #include <nlohmann/json.hpp>
 
 namespace tributary::store {
@@ -54,6 +56,49 @@ std::vector<rs::HashValue> hashes_of(const json& j) {
   return out;
 }
 
+// One field of the tables (resourcesync/fields.h) into the record's JSON:
+// absent values and empty hash lists left out, timestamps as microseconds.
+struct JsonPut {
+  json& j;
+  void operator()(const char* key, const std::string& v) const { j[key] = v; }
+  template <typename T>
+  void operator()(const char* key, const std::optional<T>& v) const {
+    put(j, key, v);
+  }
+  void operator()(const char* key, const std::optional<rs::Timestamp>& v) const { put_time(j, key, v); }
+  void operator()(const char* key, const std::optional<rs::Change>& v) const {
+    if (v) {
+      j[key] = std::string(rs::to_string(*v));
+    }
+  }
+  void operator()(const char* key, const std::vector<rs::HashValue>& v) const {
+    if (!v.empty()) {
+      j[key] = hashes_json(v);
+    }
+  }
+};
+
+// And back.
+struct JsonGet {
+  const json& j;
+  void operator()(const char* key, std::string& v) const { v = j.value(key, ""); }
+  template <typename T>
+  void operator()(const char* key, std::optional<T>& v) const {
+    get(j, key, v);
+  }
+  void operator()(const char* key, std::optional<rs::Timestamp>& v) const { get_time(j, key, v); }
+  void operator()(const char* key, std::optional<rs::Change>& v) const {
+    if (j.contains(key)) {
+      v = rs::change_from_string(j[key].get<std::string>());
+    }
+  }
+  void operator()(const char* key, std::vector<rs::HashValue>& v) const {
+    if (j.contains(key)) {
+      v = hashes_of(j[key]);
+    }
+  }
+};
+
 json attributes_json(const std::vector<rs::ExtensionAttribute>& attributes) {
   json a = json::array();
   for (const auto& x : attributes) {
@@ -105,22 +150,7 @@ rs::XmlNode node_of(const json& j) {
 
 json md_json(const rs::Metadata& md) {
   json j = json::object();
-  put(j, "capability", md.capability);
-  put_time(j, "at", md.at);
-  put_time(j, "completed", md.completed);
-  put_time(j, "from", md.from);
-  put_time(j, "until", md.until);
-  put_time(j, "datetime", md.datetime);
-  if (md.change) {
-    j["change"] = std::string(rs::to_string(*md.change));
-  }
-  if (!md.hash.empty()) {
-    j["hash"] = hashes_json(md.hash);
-  }
-  put(j, "length", md.length);
-  put(j, "type", md.type);
-  put(j, "encoding", md.encoding);
-  put(j, "path", md.path);
+  rs::each_md_field(md, JsonPut{j});
   if (!md.extensions.empty()) {
     j["ext"] = attributes_json(md.extensions);
   }
@@ -129,22 +159,7 @@ json md_json(const rs::Metadata& md) {
 
 rs::Metadata md_of(const json& j) {
   rs::Metadata md;
-  get(j, "capability", md.capability);
-  get_time(j, "at", md.at);
-  get_time(j, "completed", md.completed);
-  get_time(j, "from", md.from);
-  get_time(j, "until", md.until);
-  get_time(j, "datetime", md.datetime);
-  if (j.contains("change")) {
-    md.change = rs::change_from_string(j["change"].get<std::string>());
-  }
-  if (j.contains("hash")) {
-    md.hash = hashes_of(j["hash"]);
-  }
-  get(j, "length", md.length);
-  get(j, "type", md.type);
-  get(j, "encoding", md.encoding);
-  get(j, "path", md.path);
+  rs::each_md_field(md, JsonGet{j});
   if (j.contains("ext")) {
     md.extensions = attributes_of(j["ext"]);
   }
@@ -152,16 +167,8 @@ rs::Metadata md_of(const json& j) {
 }
 
 json link_json(const rs::Link& l) {
-  json j{{"rel", l.rel}, {"href", l.href}};
-  if (!l.hash.empty()) {
-    j["hash"] = hashes_json(l.hash);
-  }
-  put(j, "length", l.length);
-  put_time(j, "modified", l.modified);
-  put(j, "path", l.path);
-  put(j, "pri", l.pri);
-  put(j, "type", l.type);
-  put(j, "encoding", l.encoding);
+  json j = json::object();
+  rs::each_ln_field(l, JsonPut{j});
   if (!l.extensions.empty()) {
     j["ext"] = attributes_json(l.extensions);
   }
@@ -170,17 +177,7 @@ json link_json(const rs::Link& l) {
 
 rs::Link link_of(const json& j) {
   rs::Link l;
-  l.rel = j.value("rel", "");
-  l.href = j.value("href", "");
-  if (j.contains("hash")) {
-    l.hash = hashes_of(j["hash"]);
-  }
-  get(j, "length", l.length);
-  get_time(j, "modified", l.modified);
-  get(j, "path", l.path);
-  get(j, "pri", l.pri);
-  get(j, "type", l.type);
-  get(j, "encoding", l.encoding);
+  rs::each_ln_field(l, JsonGet{j});
   if (j.contains("ext")) {
     l.extensions = attributes_of(j["ext"]);
   }
