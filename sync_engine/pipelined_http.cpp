@@ -344,12 +344,348 @@ std::unique_ptr<PipelinedOrigin::Conn> PipelinedOrigin::take() {
   return connected ? std::move(c) : nullptr;
 }
 
-void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
+// One connection's part of a run: bursts sent and their answers read until
+// the batch is done, the connection ends, or pipelining turns out broken.
+class PipelinedOrigin::ConnectionRun {
+public:
+  ConnectionRun(PipelinedOrigin& origin, std::vector<PipelinedGet>& gets, std::vector<bool>& left,
+                size_t& next_index, unsigned& limit, std::unique_ptr<Conn> connection)
+      : org(origin), batch(gets), handed_back(left), next(next_index), burst_limit(limit),
+        conn(std::move(connection)), cancel(origin.m_settings.cancel) {}
+
+  void run() {
+    fill();
+    while (!q.empty()) {
+      // Whether the front request waited behind another of its burst.
+      const bool pipelined = q.front().index != burst.front();
+      // Each answer, head and body, within the pipelined stall: a slower
+      // one (a Source dripping bytes, a mute one) is handed back, for the
+      // ordinary way's timeouts and minimum rate to judge.
+      const auto stall = std::min<steady::duration>(org.m_settings.read_timeout, org.m_settings.pipelined_stall);
+      if (!out.empty()) {
+        if (Io w = send_all(conn->fd, out, steady::now() + org.m_settings.read_timeout, cancel); w != Io::ok) {
+          // A connection closed under us: a used one is replaced, a fresh
+          // one that takes nothing leaves the requests to the caller.
+          reusable = false;
+          end_connection(conn->answered > 0, "");
+          break;
+        }
+      }
+      // The front request's answer.
+      PipelinedGet& g = batch[q.front().index];
+      const auto began = std::max(q.front().sent, last_done);
+      Head h;
+      std::string why;
+      std::optional<steady::time_point> head_at;
+      size_t body_framed = 0;
+      if (read_answer(h, why, head_at, body_framed, began + stall) != Parse::ok) {
+        reusable = false;
+        failed(why, pipelined, head_at.has_value());
+        break;
+      }
+      if (!take_answer(g, h, body_framed, began, head_at)) {
+        break;
+      }
+    }
+    if (reusable && q.empty() && !conn->eof) {
+      org.give_back(std::move(conn));
+    }
+  }
+
+private:
   struct InFlight {
     size_t index;
     HostThrottle::Ticket ticket;
     steady::time_point sent;
   };
+
+  bool cancelled() const { return cancel && cancel->load(); }
+  void neutral(const InFlight& f) { org.m_throttle->finish(f.ticket, HostThrottle::Outcome{}); }
+
+  // A new burst: as many requests as the throttle allows now (at least
+  // one, waiting for it). Until the origin is known to answer pipelined
+  // requests, a burst is one GET followed by a HEAD of the same target:
+  // whether or not the HEAD is answered, the first answer can only be the
+  // GET's.
+  void fill() {
+    burst.clear();
+    burst_answers = 0;
+    burst_sent = steady::now();
+    const bool proven = known(org.m_key).verdict == Verdict::works;
+    while (next < batch.size() && q.size() < (proven ? burst_limit : 1u)) {
+      if (handed_back[next]) {
+        ++next;
+        continue;
+      }
+      std::optional<HostThrottle::Ticket> t;
+      if (q.empty()) {
+        t = org.m_throttle->start(org.m_key, org.m_settings.max_connections, org.m_settings.requests_per_second, cancel);
+        if (cancelled()) {
+          org.m_throttle->finish(*t, HostThrottle::Outcome{});
+          return;
+        }
+      } else {
+        t = org.m_throttle->try_start(org.m_key, org.m_settings.max_connections, org.m_settings.requests_per_second);
+      }
+      if (!t) {
+        return;
+      }
+      out += "GET ";
+      out += batch[next].target;
+      out += " HTTP/1.1\r\n";
+      out += org.m_request_head;
+      q.push_back(InFlight{next, std::move(*t), steady::now()});
+      burst.push_back(next);
+      if (!proven) {
+        out += "HEAD ";
+        out += batch[next].target;
+        out += " HTTP/1.1\r\n";
+        out += org.m_request_head;
+        probing = true;
+      }
+      ++next;
+    }
+  }
+
+  // Ends this connection mid-burst: the burst's answers are dropped;
+  // `again` asks its requests again on another connection, otherwise they
+  // are left to the caller. `broken` turns pipelining off.
+  void end_connection(bool again, const std::string& broken) {
+    for (size_t i : burst) {
+      batch[i] = PipelinedGet{std::move(batch[i].target)};
+      if (!again) {
+        handed_back[i] = true;
+      }
+    }
+    if (again && !burst.empty()) {
+      next = burst.front();
+    }
+    for (const auto& f : q) {
+      neutral(f);
+    }
+    q.clear();
+    if (!broken.empty()) {
+      org.set_broken(broken);
+    }
+  }
+
+  // Reads the front request's answer, head and body, until `deadline`.
+  Parse read_answer(Head& h, std::string& why, std::optional<steady::time_point>& head_at, size_t& body_framed,
+                    steady::time_point deadline) {
+    Parse p = Parse::more;
+    for (;;) {
+      if (!head_at) {
+        p = parse_head(conn->unread(), h, why);
+        if (p == Parse::ok && h.status >= 100 && h.status <= 199 && h.status != 101) {
+          conn->consume(h.length); // an interim response: the final one follows
+          continue;
+        }
+        if (p == Parse::ok) {
+          head_at = steady::now();
+          if (h.status == 101) {
+            p = Parse::bad;
+            why = "101 to a GET";
+          }
+        }
+      }
+      if (head_at && p != Parse::bad) {
+        const bool bodiless = h.status == 204 || h.status == 304;
+        const uint64_t limit = h.status >= 200 && h.status <= 299 ? org.m_settings.max_body_bytes : 64 * 1024;
+        const std::string_view rest = conn->unread().substr(h.length);
+        if (bodiless) {
+          body_framed = 0;
+          p = Parse::ok;
+        } else if (h.chunked) {
+          p = parse_chunked(rest, limit, body_framed, nullptr, why);
+        } else if (h.content_length) {
+          if (*h.content_length > limit) {
+            p = Parse::bad;
+            why = "too large";
+          } else {
+            p = rest.size() >= *h.content_length ? Parse::ok : Parse::more;
+            body_framed = static_cast<size_t>(*h.content_length);
+          }
+        } else {
+          // Delimited by the close of the connection.
+          h.close = true;
+          if (rest.size() > limit) {
+            p = Parse::bad;
+            why = "too large";
+          } else {
+            p = conn->eof ? Parse::ok : Parse::more;
+            body_framed = rest.size();
+          }
+        }
+      }
+      if (p != Parse::more) {
+        break;
+      }
+      if (conn->eof) {
+        why = "closed";
+        break;
+      }
+      Io r = receive(*conn, deadline, cancel);
+      if (r == Io::closed) {
+        continue; // parse what came, then see
+      }
+      if (r != Io::ok) {
+        why = r == Io::timeout ? "timeout" : r == Io::cancelled ? "cancelled" : "error";
+        p = Parse::bad;
+        break;
+      }
+    }
+    return p;
+  }
+
+  // The front request's answer did not come whole: why decides what
+  // becomes of the burst, the connection and pipelining to this origin.
+  void failed(const std::string& why, bool pipelined, bool head_came) {
+    if (why == "too large") {
+      // Not for this path; the others go on on a new connection.
+      handed_back[q.front().index] = true;
+      neutral(q.front());
+      q.pop_front();
+      end_connection(true, "");
+    } else if (why == "closed" && !head_came && conn->in.size() == conn->pos) {
+      // Closed between answers (an idle timeout, a limit of requests a
+      // connection): a connection that answered goes on on another, with
+      // bursts no larger than it took; a fresh one that answered nothing
+      // leaves the requests to the caller.
+      if (conn->answered > 0) {
+        burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
+        end_connection(true, "");
+      } else {
+        end_connection(false, burst.size() > 1 ? "closed with pipelined requests unanswered" : "");
+      }
+    } else if (why == "timeout") {
+      // No answer behind one that came: the origin drops pipelined
+      // requests. A lone request unanswered within the stall: the
+      // origin is slow, and this run leaves it to the ordinary way (its
+      // full timeout), rather than wait the stall again each burst. A
+      // slow answer that began is only slow.
+      neutral(q.front());
+      handed_back[q.front().index] = true;
+      q.pop_front();
+      if (pipelined && !head_came) {
+        end_connection(false, "no answer to a pipelined request within " +
+                                  std::to_string(org.m_settings.pipelined_stall.count()) + " ms");
+      } else {
+        end_connection(false, "");
+        if (!head_came) {
+          org.retire("no answer within " + std::to_string(org.m_settings.pipelined_stall.count()) + " ms");
+        }
+      }
+    } else if (why == "cancelled" || why == "error" || why == "closed") {
+      end_connection(false, "");
+    } else {
+      end_connection(false, "pipelined response not understood: " + why);
+    }
+  }
+
+  // A whole response, taken; false when the connection ends here.
+  bool take_answer(PipelinedGet& g, Head& h, size_t body_framed, steady::time_point began,
+                   const std::optional<steady::time_point>& head_at) {
+    // A whole response.
+    g.answered = true;
+    g.status = h.status;
+    g.content_type = std::move(h.content_type);
+    g.content_encoding = std::move(h.content_encoding);
+    if (g.status >= 200 && g.status <= 299) {
+      const std::string_view rest = conn->unread().substr(h.length);
+      if (h.chunked) {
+        g.body.clear();
+        size_t framed = 0;
+        std::string unused;
+        (void)parse_chunked(rest, org.m_settings.max_body_bytes, framed, &g.body, unused);
+      } else {
+        g.body.assign(rest.data(), body_framed);
+      }
+    }
+    conn->consume(h.length + body_framed);
+    ++conn->answered;
+    HostThrottle::Outcome o;
+    o.status = h.status;
+    o.first_byte = std::chrono::duration_cast<std::chrono::milliseconds>(*head_at - began);
+    if (!h.retry_after.empty()) {
+      o.retry_after = parse_retry_after(h.retry_after, std::chrono::system_clock::now());
+    }
+    org.m_throttle->finish(q.front().ticket, o);
+    q.pop_front();
+    ++burst_answers;
+    last_done = steady::now();
+    if (burst_answers == 1) {
+      first_answer = last_done;
+    }
+    if (h.close) {
+      reusable = false;
+      if (probing && record(org.m_key, Verdict::unknown) == Verdict::broken) {
+        org.set_broken(known(org.m_key).why); // three probes cut short by a close
+      }
+      if (!q.empty()) {
+        burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
+        end_connection(true, "");
+      }
+      return false;
+    }
+    if (q.empty() && probing) {
+      probing = false;
+      const auto latency = *head_at - began;
+      const auto wait = std::clamp<steady::duration>(4 * latency, std::chrono::milliseconds(200),
+                                                     org.m_settings.pipelined_stall);
+      bool close = false;
+      const Verdict v = read_probe(*conn, steady::now() + wait, cancel, close);
+      if (v == Verdict::broken) {
+        reusable = false;
+        org.set_broken("no answer to a pipelined request within " +
+                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + " ms");
+        return false;
+      }
+      if (record(org.m_key, v) == Verdict::broken) {
+        reusable = false;
+        org.set_broken(known(org.m_key).why);
+        return false;
+      }
+      if (v == Verdict::unknown || close) {
+        reusable = false;
+        return false; // closed: another connection goes on (and probes again if this one could not tell)
+      }
+    }
+    if (q.empty()) {
+      g_answered.fetch_add(burst_answers, std::memory_order_relaxed);
+      // The burst is answered whole: its answers stand. The next is
+      // larger while answers come fast (the server's time an answer,
+      // between the first and the last; the round trip for one alone),
+      // one request when they do not.
+      const steady::duration per_answer =
+          burst_answers >= 2 ? (last_done - first_answer) / static_cast<long>(burst_answers - 1)
+                             : (last_done - burst_sent) / 2;
+      const bool fast = per_answer <= k_fast_answer;
+      burst_limit = fast ? std::min(org.m_settings.depth, burst_limit * 2) : 1u;
+      org.m_fast.store(fast);
+      fill();
+    }
+    return true;
+  }
+
+  PipelinedOrigin& org;
+  std::vector<PipelinedGet>& batch;
+  std::vector<bool>& handed_back; // left to the caller, not sent again
+  size_t& next;
+  unsigned& burst_limit;
+  std::unique_ptr<Conn> conn;
+  const std::atomic<bool>* cancel;
+  std::deque<InFlight> q;
+  std::vector<size_t> burst;
+  size_t burst_answers = 0;
+  std::string out;
+  bool probing = false;
+  steady::time_point burst_sent{};
+  steady::time_point first_answer{};
+  bool reusable = true;
+  steady::time_point last_done = steady::now();
+};
+
+void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
   const std::atomic<bool>* cancel = m_settings.cancel;
   auto cancelled = [&] { return cancel && cancel->load(); };
   std::vector<bool> handed_back(batch.size(), false); // left to the caller, not sent again
@@ -374,295 +710,7 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
     if (!conn) {
       return; // unanswered: the ordinary way connects, or says why not
     }
-    std::deque<InFlight> q;
-    std::vector<size_t> burst;
-    size_t burst_answers = 0;
-    std::string out;
-    auto neutral = [&](const InFlight& f) { m_throttle->finish(f.ticket, HostThrottle::Outcome{}); };
-    // A new burst: as many requests as the throttle allows now (at least
-    // one, waiting for it).
-    // Until the origin is known to answer pipelined requests, a burst is
-    // one GET followed by a HEAD of the same target: whether or not the
-    // HEAD is answered, the first answer can only be the GET's.
-    bool probing = false;
-    steady::time_point burst_sent{};
-    steady::time_point first_answer{};
-    auto fill = [&] {
-      burst.clear();
-      burst_answers = 0;
-      burst_sent = steady::now();
-      const bool proven = known(m_key).verdict == Verdict::works;
-      while (next < batch.size() && q.size() < (proven ? burst_limit : 1u)) {
-        if (handed_back[next]) {
-          ++next;
-          continue;
-        }
-        std::optional<HostThrottle::Ticket> t;
-        if (q.empty()) {
-          t = m_throttle->start(m_key, m_settings.max_connections, m_settings.requests_per_second, cancel);
-          if (cancelled()) {
-            m_throttle->finish(*t, HostThrottle::Outcome{});
-            return;
-          }
-        } else {
-          t = m_throttle->try_start(m_key, m_settings.max_connections, m_settings.requests_per_second);
-        }
-        if (!t) {
-          return;
-        }
-        out += "GET ";
-        out += batch[next].target;
-        out += " HTTP/1.1\r\n";
-        out += m_request_head;
-        q.push_back(InFlight{next, std::move(*t), steady::now()});
-        burst.push_back(next);
-        if (!proven) {
-          out += "HEAD ";
-          out += batch[next].target;
-          out += " HTTP/1.1\r\n";
-          out += m_request_head;
-          probing = true;
-        }
-        ++next;
-      }
-    };
-    // Ends this connection mid-burst: the burst's answers are dropped;
-    // `again` asks its requests again on another connection, otherwise
-    // they are left to the caller. `broken` turns pipelining off.
-    auto end_connection = [&](bool again, const std::string& broken) {
-      for (size_t i : burst) {
-        batch[i] = PipelinedGet{std::move(batch[i].target)};
-        if (!again) {
-          handed_back[i] = true;
-        }
-      }
-      if (again && !burst.empty()) {
-        next = burst.front();
-      }
-      for (const auto& f : q) {
-        neutral(f);
-      }
-      q.clear();
-      if (!broken.empty()) {
-        set_broken(broken);
-      }
-    };
-    bool reusable = true;
-    auto last_done = steady::now();
-    fill();
-    while (!q.empty()) {
-      // Whether the front request waited behind another of its burst.
-      const bool pipelined = q.front().index != burst.front();
-      // Each answer, head and body, within the pipelined stall: a slower
-      // one (a Source dripping bytes, a mute one) is handed back, for the
-      // ordinary way's timeouts and minimum rate to judge.
-      const auto stall = std::min<steady::duration>(m_settings.read_timeout, m_settings.pipelined_stall);
-      if (!out.empty()) {
-        if (Io w = send_all(conn->fd, out, steady::now() + m_settings.read_timeout, cancel); w != Io::ok) {
-          // A connection closed under us: a used one is replaced, a fresh
-          // one that takes nothing leaves the requests to the caller.
-          reusable = false;
-          end_connection(conn->answered > 0, "");
-          break;
-        }
-      }
-      // The front request's answer.
-      PipelinedGet& g = batch[q.front().index];
-      const auto began = std::max(q.front().sent, last_done);
-      auto deadline = began + stall;
-      Head h;
-      std::string why;
-      Parse p = Parse::more;
-      std::optional<steady::time_point> head_at;
-      size_t body_framed = 0;
-      for (;;) {
-        if (!head_at) {
-          p = parse_head(conn->unread(), h, why);
-          if (p == Parse::ok && h.status >= 100 && h.status <= 199 && h.status != 101) {
-            conn->consume(h.length); // an interim response: the final one follows
-            continue;
-          }
-          if (p == Parse::ok) {
-            head_at = steady::now();
-            if (h.status == 101) {
-              p = Parse::bad;
-              why = "101 to a GET";
-            }
-          }
-        }
-        if (head_at && p != Parse::bad) {
-          const bool bodiless = h.status == 204 || h.status == 304;
-          const uint64_t limit = h.status >= 200 && h.status <= 299 ? m_settings.max_body_bytes : 64 * 1024;
-          const std::string_view rest = conn->unread().substr(h.length);
-          if (bodiless) {
-            body_framed = 0;
-            p = Parse::ok;
-          } else if (h.chunked) {
-            p = parse_chunked(rest, limit, body_framed, nullptr, why);
-          } else if (h.content_length) {
-            if (*h.content_length > limit) {
-              p = Parse::bad;
-              why = "too large";
-            } else {
-              p = rest.size() >= *h.content_length ? Parse::ok : Parse::more;
-              body_framed = static_cast<size_t>(*h.content_length);
-            }
-          } else {
-            // Delimited by the close of the connection.
-            h.close = true;
-            if (rest.size() > limit) {
-              p = Parse::bad;
-              why = "too large";
-            } else {
-              p = conn->eof ? Parse::ok : Parse::more;
-              body_framed = rest.size();
-            }
-          }
-        }
-        if (p != Parse::more) {
-          break;
-        }
-        if (conn->eof) {
-          why = "closed";
-          break;
-        }
-        Io r = receive(*conn, deadline, cancel);
-        if (r == Io::closed) {
-          continue; // parse what came, then see
-        }
-        if (r != Io::ok) {
-          why = r == Io::timeout ? "timeout" : r == Io::cancelled ? "cancelled" : "error";
-          p = Parse::bad;
-          break;
-        }
-      }
-      if (p != Parse::ok) {
-        reusable = false;
-        if (why == "too large") {
-          // Not for this path; the others go on on a new connection.
-          handed_back[q.front().index] = true;
-          neutral(q.front());
-          q.pop_front();
-          end_connection(true, "");
-        } else if (why == "closed" && !head_at && conn->in.size() == conn->pos) {
-          // Closed between answers (an idle timeout, a limit of requests a
-          // connection): a connection that answered goes on on another, with
-          // bursts no larger than it took; a fresh one that answered nothing
-          // leaves the requests to the caller.
-          if (conn->answered > 0) {
-            burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
-            end_connection(true, "");
-          } else {
-            end_connection(false, burst.size() > 1 ? "closed with pipelined requests unanswered" : "");
-          }
-        } else if (why == "timeout") {
-          // No answer behind one that came: the origin drops pipelined
-          // requests. A lone request unanswered within the stall: the
-          // origin is slow, and this run leaves it to the ordinary way (its
-          // full timeout), rather than wait the stall again each burst. A
-          // slow answer that began is only slow.
-          neutral(q.front());
-          handed_back[q.front().index] = true;
-          q.pop_front();
-          if (pipelined && !head_at) {
-            end_connection(false, "no answer to a pipelined request within " +
-                                      std::to_string(m_settings.pipelined_stall.count()) + " ms");
-          } else {
-            end_connection(false, "");
-            if (!head_at) {
-              retire("no answer within " + std::to_string(m_settings.pipelined_stall.count()) + " ms");
-            }
-          }
-        } else if (why == "cancelled" || why == "error" || why == "closed") {
-          end_connection(false, "");
-        } else {
-          end_connection(false, "pipelined response not understood: " + why);
-        }
-        break;
-      }
-      // A whole response.
-      g.answered = true;
-      g.status = h.status;
-      g.content_type = std::move(h.content_type);
-      g.content_encoding = std::move(h.content_encoding);
-      if (g.status >= 200 && g.status <= 299) {
-        const std::string_view rest = conn->unread().substr(h.length);
-        if (h.chunked) {
-          g.body.clear();
-          size_t framed = 0;
-          std::string unused;
-          (void)parse_chunked(rest, m_settings.max_body_bytes, framed, &g.body, unused);
-        } else {
-          g.body.assign(rest.data(), body_framed);
-        }
-      }
-      conn->consume(h.length + body_framed);
-      ++conn->answered;
-      HostThrottle::Outcome o;
-      o.status = h.status;
-      o.first_byte = std::chrono::duration_cast<std::chrono::milliseconds>(*head_at - began);
-      if (!h.retry_after.empty()) {
-        o.retry_after = parse_retry_after(h.retry_after, std::chrono::system_clock::now());
-      }
-      m_throttle->finish(q.front().ticket, o);
-      q.pop_front();
-      ++burst_answers;
-      last_done = steady::now();
-      if (burst_answers == 1) {
-        first_answer = last_done;
-      }
-      if (h.close) {
-        reusable = false;
-        if (probing && record(m_key, Verdict::unknown) == Verdict::broken) {
-          set_broken(known(m_key).why); // three probes cut short by a close
-        }
-        if (!q.empty()) {
-          burst_limit = std::max<unsigned>(1, static_cast<unsigned>(burst_answers));
-          end_connection(true, "");
-        }
-        break;
-      }
-      if (q.empty() && probing) {
-        probing = false;
-        const auto latency = *head_at - began;
-        const auto wait = std::clamp<steady::duration>(4 * latency, std::chrono::milliseconds(200),
-                                                       m_settings.pipelined_stall);
-        bool close = false;
-        const Verdict v = read_probe(*conn, steady::now() + wait, cancel, close);
-        if (v == Verdict::broken) {
-          reusable = false;
-          set_broken("no answer to a pipelined request within " +
-                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + " ms");
-          break;
-        }
-        if (record(m_key, v) == Verdict::broken) {
-          reusable = false;
-          set_broken(known(m_key).why);
-          break;
-        }
-        if (v == Verdict::unknown || close) {
-          reusable = false;
-          break; // closed: another connection goes on (and probes again if this one could not tell)
-        }
-      }
-      if (q.empty()) {
-        g_answered.fetch_add(burst_answers, std::memory_order_relaxed);
-        // The burst is answered whole: its answers stand. The next is
-        // larger while answers come fast (the server's time an answer,
-        // between the first and the last; the round trip for one alone),
-        // one request when they do not.
-        const steady::duration per_answer =
-            burst_answers >= 2 ? (last_done - first_answer) / static_cast<long>(burst_answers - 1)
-                               : (last_done - burst_sent) / 2;
-        const bool fast = per_answer <= k_fast_answer;
-        burst_limit = fast ? std::min(m_settings.depth, burst_limit * 2) : 1u;
-        m_fast.store(fast);
-        fill();
-      }
-    }
-    if (reusable && q.empty() && !conn->eof) {
-      give_back(std::move(conn));
-    }
+    ConnectionRun(*this, batch, handed_back, next, burst_limit, std::move(conn)).run();
   }
 }
 

@@ -93,6 +93,7 @@ public:
   struct Conn; // one connection and what it received
 
 private:
+  class ConnectionRun; // one connection's part of run()
   std::unique_ptr<Conn> take();
   void give_back(std::unique_ptr<Conn> c);
   void set_broken(const std::string& why); // for a day, every run (the process-wide verdict)
