@@ -29,13 +29,12 @@ public:
     }
     decide_open_kinds();
     plan();
-    auto results = m_source ? m_source(m_to_fetch) : m_ctx.fetch_all(m_to_fetch);
-    if (m_ctx.cancelled()) {
-      return m_ctx.commit(m_batch); // refused: nothing of this batch is applied
+    Result<void> ended;
+    auto fetched = fetch_for_batch(m_ctx, m_source, m_to_fetch, m_batch, ended);
+    if (!fetched) {
+      return ended;
     }
-    if (auto full = RunContext::disk_full(results)) {
-      return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
-    }
+    auto& results = *fetched;
     std::vector<std::string> transient;
     if (auto r = take_results(results, transient); !r) {
       return r;

@@ -141,13 +141,12 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
     }
     to_fetch.push_back(e);
   }
-  auto results = source ? source(to_fetch) : ctx.fetch_all(to_fetch);
-  if (ctx.cancelled()) {
-    return ctx.commit(batch); // refused: nothing of this batch is applied
+  Result<void> ended;
+  auto fetched_content = fetch_for_batch(ctx, source, to_fetch, batch, ended);
+  if (!fetched_content) {
+    return ended;
   }
-  if (auto full = RunContext::disk_full(results)) {
-    return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
-  }
+  auto& results = *fetched_content;
   // Changes of these URIs that failed earlier and wait to be retried: what
   // this listing stores (or its retry) supersedes them, so each is logged
   // first, as change_batch does (else the Source's change never reaches
@@ -275,13 +274,12 @@ Result<void> retry_batch(RunContext& ctx, int64_t feed, const std::vector<store:
   if (!held) {
     return tl::unexpected(held.error());
   }
-  auto results = ctx.fetch_all(to_fetch);
-  if (ctx.cancelled()) {
-    return ctx.commit(batch); // refused: nothing is applied
+  Result<void> ended;
+  auto fetched_content = fetch_for_batch(ctx, {}, to_fetch, batch, ended);
+  if (!fetched_content) {
+    return ended;
   }
-  if (auto full = RunContext::disk_full(results)) {
-    return tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
-  }
+  auto& results = *fetched_content;
   size_t stored = 0;
   for (size_t i = 0; i < due.size(); ++i) {
     const store::RetryRecord& was = due[i];
@@ -317,5 +315,20 @@ Result<void> retry_batch(RunContext& ctx, int64_t feed, const std::vector<store:
   return ctx.drain();
 }
 
+
+std::optional<std::vector<Result<FetchedContent>>> fetch_for_batch(RunContext& ctx, const ContentSource& source,
+                                                                   const std::vector<const rs::Entry*>& to_fetch,
+                                                                   store::Batch& batch, Result<void>& ended) {
+  auto results = source ? source(to_fetch) : ctx.fetch_all(to_fetch);
+  if (ctx.cancelled()) {
+    ended = ctx.commit(batch); // refused: nothing of this batch is applied
+    return std::nullopt;
+  }
+  if (auto full = RunContext::disk_full(results)) {
+    ended = tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
+    return std::nullopt;
+  }
+  return results;
+}
 
 } // namespace tributary::sync

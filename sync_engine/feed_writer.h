@@ -76,4 +76,13 @@ Result<void> retry_batch(RunContext& ctx, int64_t feed, const std::vector<store:
 // batches of the run's batch size.
 Result<void> commit_log(RunContext& ctx, int64_t feed, std::vector<ChangeRecord> changes);
 
+// Within the batch path (feed_writer.cpp, change_batch.cpp): the content
+// of `to_fetch` from `source` (the network when empty), or, with `ended`
+// set to what the batch returns, nothing: a cancelled run commits `batch`
+// as it is (the store refuses it: nothing is applied), a full disk fails
+// the batch whole.
+std::optional<std::vector<Result<FetchedContent>>> fetch_for_batch(RunContext& ctx, const ContentSource& source,
+                                                                   const std::vector<const rs::Entry*>& to_fetch,
+                                                                   store::Batch& batch, Result<void>& ended);
+
 } // namespace tributary::sync
