@@ -15,7 +15,8 @@ namespace {
 // Whether a kind's handler waits on the disk or the database whatever it
 // finds: sent to a worker before anything else is done for it. (Documents
 // and resources decide for themselves: most are answered from memory.)
-bool needs_worker(RouteKind kind) {
+// An archive or a document it names: read from the database.
+bool is_archive(RouteKind kind) {
   switch (kind) {
   case RouteKind::change_list_archive:
   case RouteKind::resource_list_archive:
@@ -23,14 +24,19 @@ bool needs_worker(RouteKind kind) {
   case RouteKind::archived_change_dump:
   case RouteKind::archived_resource_list:
   case RouteKind::archived_resource_list_part:
-  case RouteKind::resource_dump_package:
-  case RouteKind::change_dump_package:
-  case RouteKind::change_dump_manifest:
     return true;
   default:
     return false;
   }
 }
+
+// A dump package or manifest: a file opened, or a blob the database names.
+bool is_dump_file(RouteKind kind) {
+  return kind == RouteKind::resource_dump_package || kind == RouteKind::change_dump_package ||
+         kind == RouteKind::change_dump_manifest;
+}
+
+bool needs_worker(RouteKind kind) { return is_archive(kind) || is_dump_file(kind); }
 
 http::Disposition not_found(http::Response& res) {
   res.status = 404;
@@ -78,6 +84,9 @@ auto Republisher::Impl::handle(const http::Request& req, http::Response& res, bo
 
 auto Republisher::Impl::serve_route(const http::Request& req, http::Response& res, const Route& route,
     bool can_block) -> http::Disposition {
+  if (is_archive(route.kind)) {
+    return or_not_found(serve_archive(req, res, route, can_block), res);
+  }
   switch (route.kind) {
   case RouteKind::resource:
     return content.serve(req, res, route.set, route.part, can_block);
@@ -104,13 +113,6 @@ auto Republisher::Impl::serve_route(const http::Request& req, http::Response& re
       return or_not_found(serve_shared_dump_document(res, route, can_block), res);
     }
     return not_found(res);
-  case RouteKind::change_list_archive:
-  case RouteKind::resource_list_archive:
-  case RouteKind::change_dump_archive:
-  case RouteKind::archived_change_dump:
-  case RouteKind::archived_resource_list:
-  case RouteKind::archived_resource_list_part:
-    return or_not_found(serve_archive(req, res, route, can_block), res);
   case RouteKind::change_dump_package:
   case RouteKind::change_dump_manifest:
     // A compacted part's package is archived, at the same URL.
@@ -120,11 +122,7 @@ auto Republisher::Impl::serve_route(const http::Request& req, http::Response& re
     return serve_dump_file(res, route, can_block);
   case RouteKind::resource_dump_package:
     return serve_dump_file(res, route, can_block);
-  case RouteKind::hub:
-  case RouteKind::change_notification:
-  case RouteKind::framework_notification:
-  case RouteKind::unknown:
-  case RouteKind::malformed:
+  default: // the archives (above), the hub's kinds (answered by the hub), not ours
     break;
   }
   return not_found(res);

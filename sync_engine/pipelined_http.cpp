@@ -1,5 +1,7 @@
 #include "sync_engine/pipelined_http.h"
 
+#include "sync_engine/pipelining_verdicts.h"
+
 #include "sync_engine/http1_response.h"
 #include "sync_engine/net_policy.h"
 #include "sync_engine/retry.h"
@@ -27,6 +29,10 @@ using http1::Head;
 using http1::Parse;
 using http1::parse_chunked;
 using http1::parse_head;
+using pipelining::Known;
+using pipelining::known;
+using pipelining::record;
+using pipelining::Verdict;
 
 namespace {
 
@@ -35,59 +41,9 @@ using steady = std::chrono::steady_clock;
 // Idle connections kept per origin between batches.
 constexpr size_t k_max_idle = 8;
 
-// What each origin was found to do with pipelined requests, for the life
-// of the process (a verdict of `broken` for a day): every run's
-// PipelinedOrigin starts from it, so a server that drops pipelined requests
-// costs one probe, not one a run.
-enum class Verdict { unknown, works, broken };
-struct Known {
-  Verdict verdict = Verdict::unknown;
-  std::string why;
-  steady::time_point at{};
-  unsigned inconclusive = 0; // probes cut short by a close
-};
-std::mutex g_known_mutex;
-std::map<std::string, Known> g_known;
-std::atomic<uint64_t> g_answered{0};
-constexpr auto k_broken_for = std::chrono::hours(24);
 // An answer the server takes longer than this over is not worth queueing
 // others behind (see run()).
 constexpr auto k_fast_answer = std::chrono::milliseconds(1);
-constexpr unsigned k_max_inconclusive = 3;
-
-Known known(const std::string& origin) {
-  std::lock_guard lock(g_known_mutex);
-  auto it = g_known.find(origin);
-  if (it == g_known.end()) {
-    return {};
-  }
-  if (it->second.verdict == Verdict::broken && steady::now() - it->second.at > k_broken_for) {
-    g_known.erase(it);
-    return {};
-  }
-  return it->second;
-}
-
-// Records what a probe found; returns the origin's verdict now (three
-// probes cut short by a close make it `broken`).
-Verdict record(const std::string& origin, Verdict v, const std::string& why = {}) {
-  std::lock_guard lock(g_known_mutex);
-  Known& k = g_known[origin];
-  if (v == Verdict::unknown) {
-    if (++k.inconclusive >= k_max_inconclusive && k.verdict == Verdict::unknown) {
-      k.verdict = Verdict::broken;
-      k.why = "closed the connection after one answer " + std::to_string(k.inconclusive) + " times";
-      k.at = steady::now();
-    }
-    return k.verdict;
-  }
-  if (k.verdict != Verdict::broken) {
-    k.verdict = v;
-    k.why = why;
-    k.at = steady::now();
-  }
-  return k.verdict;
-}
 
 } // namespace
 
@@ -235,16 +191,7 @@ Verdict read_probe(PipelinedOrigin::Conn& c, steady::time_point deadline, const 
 
 } // namespace
 
-PipelineStats pipeline_stats() {
-  PipelineStats out;
-  out.answered = g_answered.load(std::memory_order_relaxed);
-  std::lock_guard lock(g_known_mutex);
-  for (const auto& [origin, k] : g_known) {
-    out.hosts_on += k.verdict == Verdict::works ? 1 : 0;
-    out.hosts_off += k.verdict == Verdict::broken ? 1 : 0;
-  }
-  return out;
-}
+PipelineStats pipeline_stats() { return pipelining::stats(); }
 
 PipelinedOrigin::PipelinedOrigin(Url origin, PipelineSettings settings, std::shared_ptr<HostThrottle> throttle)
     : m_origin(std::move(origin)), m_key(m_origin.origin()), m_settings(std::move(settings)),
@@ -651,7 +598,7 @@ private:
       }
     }
     if (q.empty()) {
-      g_answered.fetch_add(burst_answers, std::memory_order_relaxed);
+      pipelining::count_answered(burst_answers);
       // The burst is answered whole: its answers stand. The next is
       // larger while answers come fast (the server's time an answer,
       // between the first and the last; the round trip for one alone),
