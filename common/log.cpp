@@ -182,4 +182,21 @@ void write(Level level, std::string_view source, std::string_view message, const
   std::fflush(stderr);
 }
 
+void failures_once(const std::vector<std::string>& failures, std::string& last, std::string_view error,
+                   std::string_view recovered) {
+  std::string all;
+  for (const auto& f : failures) {
+    all += (all.empty() ? "" : "; ") + f;
+  }
+  if (all == last) {
+    return;
+  }
+  if (!all.empty()) {
+    write(Level::error, "", std::string(error) + all);
+  } else {
+    write(Level::info, "", recovered);
+  }
+  last = std::move(all);
+}
+
 } // namespace tributary::log

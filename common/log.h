@@ -40,6 +40,13 @@ inline void error(std::string_view source, std::string_view message, const Field
   write(Level::error, source, message, f);
 }
 
+// Logs `failures` once per distinct state: an error line, `error` then the
+// failures, when they differ from `last` (what was logged last, updated
+// here); `recovered` when they are gone. A job that fails the same way at
+// every pass says so once, not every second.
+void failures_once(const std::vector<std::string>& failures, std::string& last, std::string_view error,
+                   std::string_view recovered);
+
 // A JSON string literal for `s` (quotes included), escaping what RFC 8259 requires.
 std::string json_quote(std::string_view s);
 

@@ -1,10 +1,16 @@
 #pragma once
 
+// Room republisher/cached_document: what the republisher serves for one
+// document, held in memory or in files, made once and never rebuilt per
+// request (internal to the module).
+
+#include "common/result.h"
+
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
-// What the republisher serves for one document (internal to the module).
 namespace tributary::pub {
 
 // A rendered document, served as is: never rebuilt or recompressed per
@@ -23,8 +29,32 @@ struct CachedDocument {
   size_t gz_size = 0;
 };
 
+// Documents by URL path.
+using DocumentMap = std::map<std::string, std::shared_ptr<const CachedDocument>>;
+
 // A document held in memory, with its strong ETag (a digest of the bytes)
 // and its gzip copy.
 std::shared_ptr<const CachedDocument> cached(std::string body, const std::string& type, bool immutable = false);
+
+// An immutable document kept on disk under `dir` as `name` (and its gzip
+// copy as `name`.gz); in memory if the files cannot be written.
+std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std::filesystem::path& dir,
+                                                     const std::string& name);
+
+// A document that changes (the open Change List part), past 64 KiB, kept
+// in files of its own under `dir` while it is served: the files go when
+// the last reference does (a newer rendering replaced it and no response
+// still reads it; a response already sending has its own open file).
+// Small ones, or when the files cannot be written (or `dir` is empty): in
+// memory.
+std::shared_ptr<const CachedDocument> cached_transient(std::string body, const std::filesystem::path& dir,
+                                                       const std::string& type);
+
+// Removes what cached_transient() left in the set folders under `dir` (a
+// process that died before its documents were released).
+void remove_transient(const std::filesystem::path& dir);
+
+// The bytes of a document, from memory or its file.
+Result<std::string> bytes_of(const CachedDocument& doc);
 
 } // namespace tributary::pub

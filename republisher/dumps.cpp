@@ -242,4 +242,15 @@ void remove_old_generations(const DumpOptions& options, const std::string& set, 
   }
 }
 
+ChangePackage offered_change_package(size_t n, rs::Timestamp from, rs::Timestamp until,
+                                     const store::SharedDumps::File& zip) {
+  ChangePackage p;
+  p.n = n;
+  p.from = from;
+  p.until = until;
+  p.hash = rs::HashValue{"sha-256", zip.sha256};
+  p.length = zip.length;
+  return p;
+}
+
 } // namespace tributary::pub

@@ -2,6 +2,7 @@
 
 #include "republisher/documents.h"
 #include "store/blob/blob_store.h"
+#include "store/shared_dumps.h"
 #include "store/store_reader.h"
 
 #include <filesystem>
@@ -61,6 +62,11 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
 std::string render_change_dump(const UrlScheme& urls, const PublishedSet& set,
                                const std::vector<ChangePackage>& packages,
                                std::optional<rs::Timestamp> until = std::nullopt);
+
+// A package as our Change Dump lists it, from its part and the blob
+// holding its ZIP (another node's, or archived).
+ChangePackage offered_change_package(size_t n, rs::Timestamp from, rs::Timestamp until,
+                                     const store::SharedDumps::File& zip);
 
 // Removes the set's generations under <dir>/<set> except `keep`.
 void remove_old_generations(const DumpOptions& options, const std::string& set, const std::vector<std::string>& keep);

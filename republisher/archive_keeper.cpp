@@ -1,40 +1,31 @@
-// Archives (ResourceSync Archives, 2017): Change List, Resource List and
-// Change Dump archives, snapshots of Resource Lists, and serving them.
-#include "republisher/server_impl.h"
+#include "republisher/archive_keeper.h"
+
+#include "common/log.h"
+#include "republisher/responses.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 
 namespace tributary::pub {
 
-using namespace server_detail;
-
-auto Republisher::Impl::bytes_of(const CachedDocument& doc) -> Result<std::string> {
-  if (doc.file.empty()) {
-    return doc.body;
-  }
-  std::ifstream in(doc.file, std::ios::binary);
-  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) {
-    return make_error(ErrorKind::io, doc.file.string() + ": cannot be read");
-  }
-  return out;
-}
-
-auto Republisher::Impl::keep_as_blob(const std::string& bytes) -> Result<store::BlobInfo> {
-  auto info = blobs->put(bytes);
+auto ArchiveKeeper::keep_as_blob(const std::string& bytes) -> Result<store::BlobInfo> {
+  auto info = m_blobs->put(bytes);
   if (!info) {
     return info;
   }
-  if (auto r = blobs->upload({info->sha256}); !r) {
+  if (auto r = m_blobs->upload({info->sha256}); !r) {
     return tl::unexpected(r.error());
   }
   return info;
 }
 
-auto Republisher::Impl::keep_file(const std::filesystem::path& file) -> Result<store::BlobInfo> {
+auto ArchiveKeeper::keep_file(const std::filesystem::path& file) -> Result<store::BlobInfo> {
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     return make_error(ErrorKind::io, file.string() + ": cannot be read");
   }
-  auto w = blobs->begin();
+  auto w = m_blobs->begin();
   if (!w) {
     return tl::unexpected(w.error());
   }
@@ -52,14 +43,14 @@ auto Republisher::Impl::keep_file(const std::filesystem::path& file) -> Result<s
   if (!info) {
     return info;
   }
-  if (auto r = blobs->upload({info->sha256}); !r) {
+  if (auto r = m_blobs->upload({info->sha256}); !r) {
     return tl::unexpected(r.error());
   }
   return info;
 }
 
-auto Republisher::Impl::archived_parts(const std::string& set, const char* kind) -> Result<std::set<size_t>> {
-  auto have = options.archive->archived(set, kind);
+auto ArchiveKeeper::archived_parts(const std::string& set, const char* kind) -> Result<std::set<size_t>> {
+  auto have = m_options.archive->archived(set, kind);
   if (!have) {
     return tl::unexpected(have.error());
   }
@@ -70,22 +61,18 @@ auto Republisher::Impl::archived_parts(const std::string& set, const char* kind)
   return done;
 }
 
-auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan) -> Result<void> {
-  if (!options.archive) {
+auto ArchiveKeeper::archive_parts(const std::vector<store::Compaction>& plan) -> Result<void> {
+  if (!m_options.archive) {
     return {};
   }
   for (const auto& c : plan) {
-    ClosedParts meta;
-    std::shared_ptr<const DocumentMap> docs;
-    {
-      std::shared_lock lock(cache_mutex);
-      auto it = closed_meta.find(c.set_name);
-      if (it == closed_meta.end()) {
-        continue;
-      }
-      meta = it->second;
-      docs = documents;
+    const auto view = m_shelf.rendered();
+    auto closed = view->closed.find(c.set_name);
+    if (closed == view->closed.end()) {
+      continue;
     }
+    const ClosedParts& meta = *closed->second;
+    const DocumentMap* docs = &view->documents;
     auto done = archived_parts(c.set_name, "changelist");
     if (!done) {
       return tl::unexpected(done.error());
@@ -94,7 +81,7 @@ auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan
       if (p.n > c.parts || done->count(p.n)) {
         continue;
       }
-      const std::string path = urls.path_of(p.url);
+      const std::string path = m_urls.path_of(p.url);
       auto it = docs->find(path);
       if (it == docs->end()) {
         return make_error(ErrorKind::conflict, "closed Change List part " + p.url + " is not at hand to archive");
@@ -116,10 +103,10 @@ auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan
       d.until = p.until;
       d.sha256 = blob->sha256;
       d.length = blob->length;
-      if (auto r = options.archive->put_archived({d}); !r) {
+      if (auto r = m_options.archive->put_archived({d}); !r) {
         return tl::unexpected(r.error());
       }
-      notify_framework(c.set_name, urls.change_list_archive(c.set_name), "changelist-archive", "updated");
+      framework(c.set_name, m_urls.change_list_archive(c.set_name), "changelist-archive", "updated");
     }
     if (auto r = archive_change_packages(c, meta); !r) {
       return r;
@@ -128,10 +115,10 @@ auto Republisher::Impl::archive_parts(const std::vector<store::Compaction>& plan
   return {};
 }
 
-auto Republisher::Impl::dump_file_blob(const std::string& url,
+auto ArchiveKeeper::dump_file_blob(const std::string& url,
     const std::filesystem::path& local) -> Result<store::SharedDumps::File> {
-  if (options.shared_dumps) {
-    auto named = options.shared_dumps->file(urls.path_of(url));
+  if (m_options.shared_dumps) {
+    auto named = m_options.shared_dumps->file(m_urls.path_of(url));
     if (!named) {
       return tl::unexpected(named.error());
     }
@@ -148,11 +135,11 @@ auto Republisher::Impl::dump_file_blob(const std::string& url,
   if (!blob) {
     return tl::unexpected(blob.error());
   }
-  return store::SharedDumps::File{urls.path_of(url), blob->sha256, blob->length};
+  return store::SharedDumps::File{m_urls.path_of(url), blob->sha256, blob->length};
 }
 
-auto Republisher::Impl::archive_change_packages(const store::Compaction& c, const ClosedParts& meta) -> Result<void> {
-  if (options.dump_dir.empty()) {
+auto ArchiveKeeper::archive_change_packages(const store::Compaction& c, const ClosedParts& meta) -> Result<void> {
+  if (m_options.dump_dir.empty()) {
     return {};
   }
   auto done = archived_parts(c.set_name, "changedump");
@@ -160,20 +147,18 @@ auto Republisher::Impl::archive_change_packages(const store::Compaction& c, cons
     return tl::unexpected(done.error());
   }
   std::map<size_t, ChangePackage> built;
-  {
-    std::shared_lock lock(cache_mutex);
-    if (auto it = change_packages.find(c.set_name); it != change_packages.end()) {
-      for (const auto& p : it->second) {
-        built[p.n] = p;
-      }
+  const auto dumps = m_shelf.dumps();
+  if (auto it = dumps->change_packages.find(c.set_name); it != dumps->change_packages.end()) {
+    for (const auto& p : it->second) {
+      built[p.n] = p;
     }
   }
   for (const auto& p : meta.parts) {
     if (p.n > c.parts || done->count(p.n)) {
       continue;
     }
-    const std::string zip_url = urls.change_dump_package(c.set_name, p.n);
-    const std::string manifest_url = urls.change_dump_manifest(c.set_name, p.n);
+    const std::string zip_url = m_urls.change_dump_package(c.set_name, p.n);
+    const std::string manifest_url = m_urls.change_dump_manifest(c.set_name, p.n);
     const auto local = built.find(p.n);
     auto zip = dump_file_blob(zip_url, local == built.end() ? std::filesystem::path() : local->second.file);
     if (!zip) {
@@ -184,7 +169,7 @@ auto Republisher::Impl::archive_change_packages(const store::Compaction& c, cons
     if (!manifest) {
       return tl::unexpected(manifest.error());
     }
-    auto doc = keep_as_blob(render_change_dump(urls, PublishedSet{c.set_name, {}}, {offered_package(p.n, p.from, p.until, *zip)},
+    auto doc = keep_as_blob(render_change_dump(m_urls, PublishedSet{c.set_name, {}}, {offered_change_package(p.n, p.from, p.until, *zip)},
                                        p.until));
     if (!doc) {
       return tl::unexpected(doc.error());
@@ -203,26 +188,26 @@ auto Republisher::Impl::archive_change_packages(const store::Compaction& c, cons
     };
     // The archived Change Dump last: the archive lists it only once its
     // package is there.
-    if (auto r = options.archive->put_archived(
-            {row(urls.path_of(zip_url), "changedump-package", zip->sha256, zip->length),
-             row(urls.path_of(manifest_url), "changedump-package", manifest->sha256, manifest->length),
-             row(urls.path_of(urls.archived_change_dump(c.set_name, p.n)), "changedump", doc->sha256, doc->length)});
+    if (auto r = m_options.archive->put_archived(
+            {row(m_urls.path_of(zip_url), "changedump-package", zip->sha256, zip->length),
+             row(m_urls.path_of(manifest_url), "changedump-package", manifest->sha256, manifest->length),
+             row(m_urls.path_of(m_urls.archived_change_dump(c.set_name, p.n)), "changedump", doc->sha256, doc->length)});
         !r) {
       return tl::unexpected(r.error());
     }
-    notify_framework(c.set_name, urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
+    framework(c.set_name, m_urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
   }
   return {};
 }
 
-auto Republisher::Impl::snapshot_if_due(const std::string& set,
+auto ArchiveKeeper::snapshot_if_due(const std::string& set,
     const std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>>& docs, rs::Timestamp at) -> void {
-  if (!options.archive || options.resource_list_archive_interval.count() == 0 || docs.empty()) {
+  if (!m_options.archive || m_options.resource_list_archive_interval.count() == 0 || docs.empty()) {
     return;
   }
-  auto known = last_snapshot.find(set);
-  if (known == last_snapshot.end()) {
-    auto have = options.archive->archived(set, "resourcelist");
+  auto known = m_last_snapshot.find(set);
+  if (known == m_last_snapshot.end()) {
+    auto have = m_options.archive->archived(set, "resourcelist");
     if (!have) {
       return; // asked again next pass
     }
@@ -232,17 +217,17 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
         newest = d.at;
       }
     }
-    known = last_snapshot.emplace(set, newest).first;
+    known = m_last_snapshot.emplace(set, newest).first;
   }
-  if (known->second && at - *known->second < options.resource_list_archive_interval) {
+  if (known->second && at - *known->second < m_options.resource_list_archive_interval) {
     return;
   }
   // Named after its time: two nodes taking one in the same second write
   // the same names, and the second's is refused whole.
   std::string name = rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::seconds>(at));
   name.erase(std::remove_if(name.begin(), name.end(), [](char ch) { return ch == '-' || ch == ':'; }), name.end());
-  const std::string live_index = urls.resource_list(set);
-  const std::string live_part_stem = urls.resource_list_part(set, 0);
+  const std::string live_index = m_urls.resource_list(set);
+  const std::string live_part_stem = m_urls.resource_list_part(set, 0);
   const std::string stem = live_part_stem.substr(0, live_part_stem.size() - 5); // ".../resourcelist-"
   std::vector<store::ArchivedDocument> out;
   for (const auto& [path, doc] : docs) {
@@ -253,14 +238,14 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
     // Every URL of the live list in its documents (the index naming its
     // parts, the parts their index) becomes the snapshot's.
     std::string text = std::move(*bytes);
-    const std::string archived_stem = urls.archived_resource_list_part(set, name, 0);
+    const std::string archived_stem = m_urls.archived_resource_list_part(set, name, 0);
     const std::string new_stem = archived_stem.substr(0, archived_stem.size() - 5);
     for (size_t pos = 0; (pos = text.find(stem, pos)) != std::string::npos;) {
       text.replace(pos, stem.size(), new_stem);
       pos += new_stem.size();
     }
     for (size_t pos = 0; (pos = text.find(live_index, pos)) != std::string::npos;) {
-      const std::string to = urls.archived_resource_list(set, name);
+      const std::string to = m_urls.archived_resource_list(set, name);
       text.replace(pos, live_index.size(), to);
       pos += to.size();
     }
@@ -269,11 +254,11 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
       log::warn("", "Resource List of set '" + set + "' not archived: " + blob.error().message);
       return;
     }
-    const bool index = path == urls.path_of(live_index);
-    std::string archived_path = urls.path_of(urls.archived_resource_list(set, name));
+    const bool index = path == m_urls.path_of(live_index);
+    std::string archived_path = m_urls.path_of(m_urls.archived_resource_list(set, name));
     if (!index) {
       const size_t n = std::strtoul(path.c_str() + path.rfind('-') + 1, nullptr, 10);
-      archived_path = urls.path_of(urls.archived_resource_list_part(set, name, n));
+      archived_path = m_urls.path_of(m_urls.archived_resource_list_part(set, name, n));
     }
     store::ArchivedDocument d;
     d.url_path = archived_path;
@@ -290,18 +275,18 @@ auto Republisher::Impl::snapshot_if_due(const std::string& set,
   // The list (or index) last: the archive names a snapshot only once
   // all of it is there.
   std::stable_partition(out.begin(), out.end(), [](const store::ArchivedDocument& d) { return !d.is_index; });
-  if (auto r = options.archive->put_archived(out); !r) {
+  if (auto r = m_options.archive->put_archived(out); !r) {
     log::warn("", "Resource List of set '" + set + "' not archived: " + r.error().message);
     return;
   }
   known->second = at;
-  notify_framework(set, urls.resource_list_archive(set), "resourcelist-archive", "updated");
+  framework(set, m_urls.resource_list_archive(set), "resourcelist-archive", "updated");
   log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
 }
 
-auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& res, const Route& route,
-    bool can_block) -> std::optional<http::Disposition> {
-  if (!options.archive || route.set.empty()) {
+auto ArchiveKeeper::serve(const http::Request& req, http::Response& res, const Route& route,
+    bool can_block) const -> std::optional<http::Disposition> {
+  if (!m_options.archive || route.set.empty()) {
     return std::nullopt;
   }
   const std::string& path = route.path;
@@ -318,26 +303,25 @@ auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& 
   if (!cl_archive && !rl_archive && !cd_archive && !archived_doc) {
     return std::nullopt;
   }
-  {
-    std::shared_lock lock(cache_mutex);
-    if (!set_feeds.count(*set)) {
+  const auto view = m_shelf.rendered();
+  if (!view->set_feeds.count(*set)) {
+    return std::nullopt;
+  }
+  const auto closed = view->closed.find(*set);
+  if (maybe_package) {
+    // Only the packages of compacted parts are archived; the others are
+    // this node's files or the shared dumps'.
+    size_t n = 0;
+    if (closed == view->closed.end() || std::sscanf(route.part.c_str(), "%zu", &n) != 1 ||
+        n > closed->second->compacted) {
       return std::nullopt;
-    }
-    if (maybe_package) {
-      // Only the packages of compacted parts are archived; the others are
-      // this node's files or the shared dumps'.
-      auto it = closed_meta.find(*set);
-      size_t n = 0;
-      if (it == closed_meta.end() || std::sscanf(route.part.c_str(), "%zu", &n) != 1 || n > it->second.compacted) {
-        return std::nullopt;
-      }
     }
   }
   if (!can_block) {
     return http::Disposition::blocking; // the database
   }
   if (archived_doc) {
-    auto d = options.archive->archived_document(path);
+    auto d = m_options.archive->archived_document(path);
     if (!d) {
       res.status = 503;
       res.set_header("Retry-After", "5");
@@ -346,9 +330,9 @@ auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& 
     if (!*d) {
       return std::nullopt;
     }
-    return serve_blob(res, *blobs, path, (*d)->sha256);
+    return serve_blob(res, *m_blobs, path, (*d)->sha256);
   }
-  auto rows = options.archive->archived(*set, cl_archive ? "changelist" : cd_archive ? "changedump" : "resourcelist");
+  auto rows = m_options.archive->archived(*set, cl_archive ? "changelist" : cd_archive ? "changedump" : "resourcelist");
   if (!rows) {
     res.status = 503;
     res.set_header("Retry-After", "5");
@@ -356,31 +340,29 @@ auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& 
   }
   std::vector<ArchivedList> lists;
   if (cd_archive) {
-    if (options.dump_dir.empty()) {
+    if (m_options.dump_dir.empty()) {
       return std::nullopt;
     }
     // An archived Change Dump per compacted part, then the live Change
     // Dump over the packages still published.
     for (const auto& r : *rows) {
-      lists.push_back(ArchivedList{urls.archived_change_dump(*set, r.part), r.from, r.until, {}, {}});
+      lists.push_back(ArchivedList{m_urls.archived_change_dump(*set, r.part), r.from, r.until, {}, {}});
     }
-    std::shared_lock lock(cache_mutex);
-    if (auto it = closed_meta.find(*set); it != closed_meta.end()) {
-      const auto& parts = it->second.parts;
+    if (closed != view->closed.end()) {
+      const auto& parts = closed->second->parts;
       if (!parts.empty()) {
-        lists.push_back(ArchivedList{urls.change_dump(*set), parts.front().from, parts.back().until, {}, {}});
+        lists.push_back(ArchivedList{m_urls.change_dump(*set), parts.front().from, parts.back().until, {}, {}});
       }
     }
   } else if (cl_archive) {
     // The compacted parts, then the closed ones still published.
     size_t last = 0;
     for (const auto& r : *rows) {
-      lists.push_back(ArchivedList{urls.change_list_part(*set, r.part), r.from, r.until, {}, {}});
+      lists.push_back(ArchivedList{m_urls.change_list_part(*set, r.part), r.from, r.until, {}, {}});
       last = std::max(last, r.part);
     }
-    std::shared_lock lock(cache_mutex);
-    if (auto it = closed_meta.find(*set); it != closed_meta.end()) {
-      for (const auto& p : it->second.parts) {
+    if (closed != view->closed.end()) {
+      for (const auto& p : closed->second->parts) {
         if (p.n > last) {
           lists.push_back(ArchivedList{p.url, p.from, p.until, {}, {}});
         }
@@ -389,13 +371,20 @@ auto Republisher::Impl::serve_archive(const http::Request& req, http::Response& 
   } else {
     for (const auto& r : *rows) {
       if (r.is_index) {
-        lists.push_back(ArchivedList{urls.archived_resource_list(*set, r.snapshot), {}, {}, r.at, r.completed});
+        lists.push_back(ArchivedList{m_urls.archived_resource_list(*set, r.snapshot), {}, {}, r.at, r.completed});
       }
     }
   }
   const char* capability = cl_archive ? "changelist-archive" : cd_archive ? "changedump-archive" : "resourcelist-archive";
-  auto doc = cached(render_archive(urls, *set, capability, lists), "application/xml");
+  auto doc = cached(render_archive(m_urls, *set, capability, lists), "application/xml");
   return serve_document(req, res, doc, can_block);
+}
+
+void ArchiveKeeper::framework(const std::string& set, const std::string& loc, const char* capability,
+    const char* change) {
+  if (m_options.hub) {
+    m_options.hub->framework(set, loc, capability, change);
+  }
 }
 
 } // namespace tributary::pub

@@ -1,31 +1,72 @@
-// Resource and Change Dumps: built locally or shared through the
-// database and bucket, and served.
-#include "republisher/server_impl.h"
+#include "republisher/dump_builder.h"
+
+#include "common/log.h"
+#include "republisher/responses.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
 
 namespace tributary::pub {
 
-using namespace server_detail;
+DumpBuilder::DumpBuilder(const PublishOptions& options, std::shared_ptr<store::StoreReader> reader,
+                         std::shared_ptr<store::BlobStore> blobs, const UrlScheme& urls, Shelf& shelf,
+                         std::function<void()> changed)
+    : m_options(options), m_reader(std::move(reader)), m_blobs(std::move(blobs)), m_urls(urls), m_shelf(shelf),
+      m_changed(std::move(changed)) {}
 
-auto Republisher::Impl::publish_dump_files() -> void {
-  auto files = std::make_shared<std::map<std::string, std::filesystem::path>>();
-  for (const auto& [name, dump] : dumps) {
-    files->insert(dump.built.files.begin(), dump.built.files.end());
+DumpBuilder::~DumpBuilder() { stop(); }
+
+void DumpBuilder::start() {
+  if (m_options.dump_dir.empty() || m_options.resource_dump_interval.count() <= 0) {
+    return;
   }
-  for (const auto& [name, packages] : change_packages) {
+  m_thread = std::thread([this] {
+    std::unique_lock lock(m_mutex);
+    do {
+      lock.unlock();
+      build_due();
+      lock.lock();
+    } while (!m_cv.wait_for(lock, std::chrono::seconds(2), [this] { return m_stopping; }));
+  });
+}
+
+void DumpBuilder::stop() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stopping = true;
+  }
+  m_cv.notify_all();
+  if (m_thread.joinable()) {
+    m_thread.join();
+  }
+}
+
+auto DumpBuilder::publish() -> void {
+  auto view = std::make_shared<DumpsView>();
+  for (const auto& [name, dump] : m_dumps) {
+    view->resource_dumps[name] = dump.built.document;
+    view->files.insert(dump.built.files.begin(), dump.built.files.end());
+  }
+  for (const auto& [name, packages] : m_change_packages) {
+    view->change_packages[name] = packages;
     for (const auto& p : packages) {
       if (p.file.empty()) {
         continue; // shared: served from the blob store
       }
-      (*files)[urls.path_of(urls.change_dump_package(name, p.n))] = p.file;
-      (*files)[urls.path_of(urls.change_dump_manifest(name, p.n))] = p.manifest_file;
+      view->files[m_urls.path_of(m_urls.change_dump_package(name, p.n))] = p.file;
+      view->files[m_urls.path_of(m_urls.change_dump_manifest(name, p.n))] = p.manifest_file;
     }
   }
-  dump_files = std::move(files);
+  m_shelf.put(std::shared_ptr<const DumpsView>(std::move(view)));
 }
 
-auto Republisher::Impl::share_file(const std::filesystem::path& file,
+auto DumpBuilder::share_file(const std::filesystem::path& file,
     const std::string& url_path) -> Result<store::SharedDumps::File> {
-  auto w = blobs->begin();
+  auto w = m_blobs->begin();
   if (!w) {
     return tl::unexpected(w.error());
   }
@@ -49,9 +90,9 @@ auto Republisher::Impl::share_file(const std::filesystem::path& file,
   return store::SharedDumps::File{url_path, info->sha256, info->length};
 }
 
-auto Republisher::Impl::adopt_shared_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq,
+auto DumpBuilder::adopt_shared_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq,
     const DumpOptions& o) -> bool {
-  auto& shared = *options.shared_dumps;
+  auto& shared = *m_options.shared_dumps;
   auto listed = shared.resource_dumps();
   if (!listed) {
     log::warn("", "shared Resource Dumps not read: " + listed.error().message);
@@ -60,15 +101,14 @@ auto Republisher::Impl::adopt_shared_resource_dumps(const std::vector<store::Fee
   std::map<std::string, store::SharedDumps::ResourceDump> current(listed->begin(), listed->end());
   const auto now = std::chrono::system_clock::now();
   bool changed = false;
-  for (const auto& set : published_sets(feeds, options.named_sets)) {
+  for (const auto& set : published_sets(feeds, m_options.named_sets)) {
     auto it = current.find(set.name);
     const store::SharedDumps::ResourceDump* theirs_now = it == current.end() ? nullptr : &it->second;
     if (shared_dump_due(theirs_now, seq, now) && build_shared_resource_dump(set, seq, o)) {
       // built and recorded here
     } else if (theirs_now) {
-      std::shared_lock lock(cache_mutex);
-      auto mine = dumps.find(set.name);
-      if (mine != dumps.end() && mine->second.built.generation == theirs_now->generation) {
+      auto mine = m_dumps.find(set.name);
+      if (mine != m_dumps.end() && mine->second.built.generation == theirs_now->generation) {
         continue; // served already
       }
     }
@@ -76,8 +116,7 @@ auto Republisher::Impl::adopt_shared_resource_dumps(const std::vector<store::Fee
     if (!theirs || !*theirs) {
       continue;
     }
-    std::unique_lock lock(cache_mutex);
-    SetDump& d = dumps[set.name];
+    SetDump& d = m_dumps[set.name];
     if (d.built.generation != (*theirs)->generation) {
       d.previous_generation = d.built.generation;
       d.built = BuiltDump{(*theirs)->generation, std::move((*theirs)->document), {}};
@@ -85,16 +124,19 @@ auto Republisher::Impl::adopt_shared_resource_dumps(const std::vector<store::Fee
       changed = true;
     }
   }
+  if (changed) {
+    publish();
+  }
   return changed;
 }
 
-auto Republisher::Impl::shared_dump_due(const store::SharedDumps::ResourceDump* dump, int64_t seq,
+auto DumpBuilder::shared_dump_due(const store::SharedDumps::ResourceDump* dump, int64_t seq,
     std::chrono::system_clock::time_point now) const -> bool {
-  return !dump || (dump->seq != seq && now - dump->built_at >= options.resource_dump_interval);
+  return !dump || (dump->seq != seq && now - dump->built_at >= m_options.resource_dump_interval);
 }
 
-auto Republisher::Impl::build_shared_resource_dump(const PublishedSet& set, int64_t seq, const DumpOptions& o) -> bool {
-  auto& shared = *options.shared_dumps;
+auto DumpBuilder::build_shared_resource_dump(const PublishedSet& set, int64_t seq, const DumpOptions& o) -> bool {
+  auto& shared = *m_options.shared_dumps;
   auto claimed = shared.claim(set.name);
   if (!claimed || !*claimed) {
     return false;
@@ -109,7 +151,7 @@ auto Republisher::Impl::build_shared_resource_dump(const PublishedSet& set, int6
   if (!current || !shared_dump_due(current->has_value() ? &**current : nullptr, seq, now)) {
     return false; // built meanwhile
   }
-  auto built = build_resource_dump(*reader, *blobs, urls, set, o, pub::now());
+  auto built = build_resource_dump(*m_reader, *m_blobs, m_urls, set, o, pub::now());
   if (!built) {
     log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
     return false;
@@ -139,22 +181,22 @@ auto Republisher::Impl::build_shared_resource_dump(const PublishedSet& set, int6
   return true;
 }
 
-auto Republisher::Impl::shared_change_package(const PublishedSet& set, const DumpOptions& o, size_t n,
+auto DumpBuilder::shared_change_package(const PublishedSet& set, const DumpOptions& o, size_t n,
     const ClosedParts::Part& part, int64_t after_seq, size_t part_size) -> Result<ChangePackage> {
-  auto& shared = *options.shared_dumps;
-  const std::string zip_url = urls.change_dump_package(set.name, n);
-  const std::string manifest_url = urls.change_dump_manifest(set.name, n);
-  auto zip = shared.file(urls.path_of(zip_url));
+  auto& shared = *m_options.shared_dumps;
+  const std::string zip_url = m_urls.change_dump_package(set.name, n);
+  const std::string manifest_url = m_urls.change_dump_manifest(set.name, n);
+  auto zip = shared.file(m_urls.path_of(zip_url));
   if (!zip) {
     return tl::unexpected(zip.error());
   }
   if (!*zip) {
-    auto pkg = build_change_package(*reader, *blobs, urls, set, o, n, part, after_seq, part_size);
+    auto pkg = build_change_package(*m_reader, *m_blobs, m_urls, set, o, n, part, after_seq, part_size);
     if (!pkg) {
       return tl::unexpected(pkg.error());
     }
-    auto zip_file = share_file(pkg->file, urls.path_of(zip_url));
-    auto manifest_file = share_file(pkg->manifest_file, urls.path_of(manifest_url));
+    auto zip_file = share_file(pkg->file, m_urls.path_of(zip_url));
+    auto manifest_file = share_file(pkg->manifest_file, m_urls.path_of(manifest_url));
     std::error_code ec;
     std::filesystem::remove(pkg->file, ec);
     std::filesystem::remove(pkg->manifest_file, ec);
@@ -165,31 +207,28 @@ auto Republisher::Impl::shared_change_package(const PublishedSet& set, const Dum
         !put) {
       return tl::unexpected(put.error());
     }
-    zip = shared.file(urls.path_of(zip_url)); // ours, or the one another node named first
+    zip = shared.file(m_urls.path_of(zip_url)); // ours, or the one another node named first
     if (!zip || !*zip) {
       return make_error(ErrorKind::io, zip_url + ": recorded, then not found");
     }
   }
-  return offered_package(n, part.from, part.until, **zip);
+  return offered_change_package(n, part.from, part.until, **zip);
 }
 
-auto Republisher::Impl::build_local_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq,
+auto DumpBuilder::build_local_resource_dumps(const std::vector<store::FeedInfo>& feeds, int64_t seq,
     const DumpOptions& o) -> bool {
   const auto now = std::chrono::steady_clock::now();
   bool changed = false;
-  for (const auto& set : published_sets(feeds, options.named_sets)) {
+  for (const auto& set : published_sets(feeds, m_options.named_sets)) {
     std::string previous;
-    {
-      std::shared_lock lock(cache_mutex);
-      if (auto it = dumps.find(set.name); it != dumps.end()) {
-        if (it->second.seq == seq || now - it->second.built_at < options.resource_dump_interval) {
-          continue;
-        }
-        previous = it->second.built.generation;
+    if (auto it = m_dumps.find(set.name); it != m_dumps.end()) {
+      if (it->second.seq == seq || now - it->second.built_at < m_options.resource_dump_interval) {
+        continue;
       }
+      previous = it->second.built.generation;
     }
     const rs::Timestamp at = pub::now();
-    auto built = build_resource_dump(*reader, *blobs, urls, set, o, at);
+    auto built = build_resource_dump(*m_reader, *m_blobs, m_urls, set, o, at);
     if (!built) {
       log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
       continue;
@@ -198,9 +237,8 @@ auto Republisher::Impl::build_local_resource_dumps(const std::vector<store::Feed
       // Nothing held (yet, or any more): no dump is offered, since a
       // client would find no package in it; tried again next time.
       remove_old_generations(o, set.name, {});
-      std::unique_lock lock(cache_mutex);
-      if (dumps.erase(set.name) > 0) {
-        publish_dump_files();
+      if (m_dumps.erase(set.name) > 0) {
+        publish();
         changed = true;
       }
       continue;
@@ -209,54 +247,47 @@ auto Republisher::Impl::build_local_resource_dumps(const std::vector<store::Feed
     if (!previous.empty()) {
       keep.push_back(previous); // downloads of the last one in progress may finish
     }
-    {
-      std::unique_lock lock(cache_mutex);
-      SetDump& d = dumps[set.name];
-      d.previous_generation = previous;
-      d.built = std::move(*built);
-      d.built_at = now;
-      d.seq = seq;
-      publish_dump_files();
-    }
+    SetDump& d = m_dumps[set.name];
+    d.previous_generation = previous;
+    d.built = std::move(*built);
+    d.built_at = now;
+    d.seq = seq;
+    publish(); // before the older generations go
     remove_old_generations(o, set.name, keep);
-    notify_framework(set.name, urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
+    framework(set.name, m_urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
     changed = true;
   }
   return changed;
 }
 
-auto Republisher::Impl::build_due_dumps() -> void {
-  auto seq = reader->last_seq();
-  auto feeds = reader->feeds();
+auto DumpBuilder::build_due() -> void {
+  auto seq = m_reader->last_seq();
+  auto feeds = m_reader->feeds();
   if (!seq || !feeds) {
     return;
   }
   DumpOptions o;
-  o.dir = options.dump_dir;
-  o.package_entries = options.dump_package_entries;
-  o.package_bytes = options.dump_package_bytes;
-  bool changed = options.shared_dumps ? adopt_shared_resource_dumps(*feeds, *seq, o)
+  o.dir = m_options.dump_dir;
+  o.package_entries = m_options.dump_package_entries;
+  o.package_bytes = m_options.dump_package_bytes;
+  bool changed = m_options.shared_dumps ? adopt_shared_resource_dumps(*feeds, *seq, o)
                                       : build_local_resource_dumps(*feeds, *seq, o);
   // Change Dump: a package for every closed Change List part not yet packed.
-  std::map<std::string, ClosedParts> meta;
-  {
-    std::shared_lock lock(cache_mutex);
-    meta = closed_meta;
-  }
-  for (const auto& set : published_sets(*feeds, options.named_sets)) {
+  const auto rendered = m_shelf.rendered();
+  const auto& meta = rendered->closed;
+  for (const auto& set : published_sets(*feeds, m_options.named_sets)) {
     auto it = meta.find(set.name);
     if (it == meta.end()) {
       continue;
     }
-    const ClosedParts& parts = it->second;
+    const ClosedParts& parts = *it->second;
     size_t have = 0;
     {
-      std::unique_lock lock(cache_mutex);
-      auto& built = change_packages[set.name];
+      auto& built = m_change_packages[set.name];
       // Packages of parts that retention compacted go with them: the
       // content of changes behind the horizon is no longer offered.
-      if (options.shared_dumps && !built.empty() && built.front().n <= parts.compacted) {
-        if (auto r = options.shared_dumps->drop_change_packages(set.name, parts.compacted); !r) {
+      if (m_options.shared_dumps && !built.empty() && built.front().n <= parts.compacted) {
+        if (auto r = m_options.shared_dumps->drop_change_packages(set.name, parts.compacted); !r) {
           log::warn("", "Change Dump packages of set '" + set.name + "' not dropped: " + r.error().message);
         }
       }
@@ -265,7 +296,7 @@ auto Republisher::Impl::build_due_dumps() -> void {
         std::filesystem::remove(built.front().file, ec);
         std::filesystem::remove(built.front().manifest_file, ec);
         built.erase(built.begin());
-        publish_dump_files();
+        publish();
         changed = true;
       }
       if (!built.empty() && (built.size() > parts.parts.size() || built.front().n != parts.parts.front().n ||
@@ -273,13 +304,14 @@ auto Republisher::Impl::build_due_dumps() -> void {
         built.clear(); // the parts were renumbered (other feeds or part size): pack again
         std::error_code ec;
         std::filesystem::remove_all(o.dir / set.name / "changes", ec);
-        if (options.shared_dumps) {
-          (void)options.shared_dumps->drop_change_packages(set.name, std::numeric_limits<int32_t>::max());
+        if (m_options.shared_dumps) {
+          (void)m_options.shared_dumps->drop_change_packages(set.name, std::numeric_limits<int32_t>::max());
         }
+        publish();
       }
       have = built.size();
     }
-    if (parts.compacted > packages_compacted[set.name]) {
+    if (parts.compacted > m_packages_compacted[set.name]) {
       // Packages of compacted parts that an earlier process left.
       std::error_code ec;
       for (const auto& f : std::filesystem::directory_iterator(o.dir / set.name / "changes", ec)) {
@@ -288,36 +320,32 @@ auto Republisher::Impl::build_due_dumps() -> void {
           std::filesystem::remove(f.path(), ec);
         }
       }
-      packages_compacted[set.name] = parts.compacted;
+      m_packages_compacted[set.name] = parts.compacted;
     }
     for (size_t i = have; i < parts.parts.size(); ++i) {
       const size_t n = parts.parts[i].n;
       const int64_t after = i == 0 ? parts.compacted_seq : parts.parts[i - 1].last_seq;
-      auto pkg = options.shared_dumps
+      auto pkg = m_options.shared_dumps
                      ? shared_change_package(set, o, n, parts.parts[i], after, parts.part_size)
-                     : build_change_package(*reader, *blobs, urls, set, o, n, parts.parts[i], after,
+                     : build_change_package(*m_reader, *m_blobs, m_urls, set, o, n, parts.parts[i], after,
                                             parts.part_size);
       if (!pkg) {
         log::warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
                           "' not built: " + pkg.error().message);
         break;
       }
-      std::unique_lock lock(cache_mutex);
-      change_packages[set.name].push_back(std::move(*pkg));
-      publish_dump_files();
+      m_change_packages[set.name].push_back(std::move(*pkg));
+      publish();
       changed = true;
     }
   }
-  if (changed) {
-    std::lock_guard lock(stop_mutex);
-    dumps_changed = true;
-    refresh_requested = true;
-    stop_cv.notify_all();
+  if (changed && m_changed) {
+    m_changed(); // the Capability Lists offer what changed
   }
 }
 
-auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const Route& route,
-    bool can_block) -> std::optional<http::Disposition> {
+auto DumpBuilder::serve_shared_document(http::Response& res, const Route& route,
+    bool can_block) const -> std::optional<http::Disposition> {
   if (route.kind != RouteKind::resource_dump && route.kind != RouteKind::change_dump) {
     return std::nullopt;
   }
@@ -328,7 +356,7 @@ auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const Ro
   }
   std::optional<std::string> document;
   if (resource) {
-    auto d = options.shared_dumps->resource_dump(set);
+    auto d = m_options.shared_dumps->resource_dump(set);
     if (!d) {
       res.status = 503;
       res.set_header("Retry-After", "5");
@@ -338,7 +366,7 @@ auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const Ro
       document = std::move((*d)->document);
     }
   } else {
-    auto named = options.shared_dumps->change_packages(set);
+    auto named = m_options.shared_dumps->change_packages(set);
     if (!named) {
       res.status = 503;
       res.set_header("Retry-After", "5");
@@ -347,9 +375,9 @@ auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const Ro
     if (!named->empty()) {
       std::vector<ChangePackage> packages;
       for (const auto& p : *named) {
-        packages.push_back(offered_package(p.part, p.from, p.until, p.zip));
+        packages.push_back(offered_change_package(p.part, p.from, p.until, p.zip));
       }
-      document = render_change_dump(urls, PublishedSet{set, {}}, packages);
+      document = render_change_dump(m_urls, PublishedSet{set, {}}, packages);
     }
   }
   if (!document) {
@@ -360,23 +388,12 @@ auto Republisher::Impl::serve_shared_dump_document(http::Response& res, const Ro
   return http::Disposition::done;
 }
 
-auto Republisher::Impl::offered_package(size_t n, rs::Timestamp from, rs::Timestamp until,
-    const store::SharedDumps::File& zip) -> ChangePackage {
-  ChangePackage p;
-  p.n = n;
-  p.from = from;
-  p.until = until;
-  p.hash = rs::HashValue{"sha-256", zip.sha256};
-  p.length = zip.length;
-  return p;
-}
-
-auto Republisher::Impl::serve_shared_file(http::Response& res, const std::string& path,
-    bool can_block) -> http::Disposition {
+auto DumpBuilder::serve_shared_file(http::Response& res, const std::string& path,
+    bool can_block) const -> http::Disposition {
   if (!can_block) {
     return http::Disposition::blocking; // asks the database, may fetch from the bucket
   }
-  auto named = options.shared_dumps->file(path);
+  auto named = m_options.shared_dumps->file(path);
   if (!named) {
     res.status = 503;
     res.set_header("Retry-After", "5");
@@ -386,7 +403,36 @@ auto Republisher::Impl::serve_shared_file(http::Response& res, const std::string
     res.status = 404;
     return http::Disposition::done;
   }
-  return serve_blob(res, *blobs, path, (*named)->sha256);
+  return serve_blob(res, *m_blobs, path, (*named)->sha256);
+}
+
+auto DumpBuilder::serve_file(http::Response& res, const Route& route, bool can_block) const -> http::Disposition {
+  const auto dumps = m_shelf.dumps();
+  if (auto it = dumps->files.find(route.path); it != dumps->files.end()) {
+    if (!can_block) {
+      return http::Disposition::blocking; // opening a file may wait on the disk
+    }
+    const int fd = ::open(it->second.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      res.status = 404; // replaced by a newer generation meanwhile
+      return http::Disposition::done;
+    }
+    struct stat st{};
+    ::fstat(fd, &st);
+    return serve_file_bytes(res, fd, static_cast<size_t>(st.st_size), 0, it->second.extension() == ".xml");
+  }
+  if (m_options.shared_dumps) {
+    return serve_shared_file(res, route.path, can_block);
+  }
+  res.status = 404;
+  return http::Disposition::done;
+}
+
+void DumpBuilder::framework(const std::string& set, const std::string& loc, const char* capability,
+    const char* change) {
+  if (m_options.hub) {
+    m_options.hub->framework(set, loc, capability, change);
+  }
 }
 
 } // namespace tributary::pub
