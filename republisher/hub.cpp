@@ -1,8 +1,32 @@
-#include "republisher/hub_impl.h"
+// Room republisher/hub: our WebSub hub's public side. It owns the hub's two
+// parts (subscription requests, hub_subscriptions.h; deliveries,
+// hub_delivery.h), answers the hub's URL and its topics, and hands what the
+// republisher publishes to the deliveries.
+#include "republisher/hub.h"
+
+#include "republisher/hub_common.h"
+#include "republisher/hub_delivery.h"
+#include "republisher/hub_subscriptions.h"
 
 namespace tributary::pub {
 
 using namespace hub_detail;
+
+struct Hub::Impl {
+  std::shared_ptr<store::PushStore> store;
+  UrlScheme urls;
+  HubTransport transport;
+  HubOptions options;
+  HubDelivery delivery;
+  HubSubscriptions subscriptions;
+  std::mutex mutex; // guards started
+  bool started = false;
+
+  Impl(std::shared_ptr<store::PushStore> s, std::shared_ptr<store::StoreReader> r, UrlScheme u, HubTransport t,
+       HubOptions o)
+      : store(s), urls(std::move(u)), transport(std::move(t)), options(std::move(o)),
+        delivery(s, std::move(r), urls, transport, options), subscriptions(s, urls, transport, options, delivery) {}
+};
 
 
 Hub::Hub(std::shared_ptr<store::PushStore> store, std::shared_ptr<store::StoreReader> reader, UrlScheme urls,
@@ -18,31 +42,13 @@ void Hub::start() {
     return;
   }
   m_impl->started = true;
-  Impl* impl = m_impl.get();
-  for (unsigned i = 0; i < std::max(1u, m_impl->options.verification_threads); ++i) {
-    m_impl->threads.emplace_back([impl] { impl->verifier(); });
-  }
-  m_impl->threads.emplace_back([impl] { impl->scheduler(); });
-  for (unsigned i = 0; i < std::max(1u, m_impl->options.delivery_threads); ++i) {
-    m_impl->threads.emplace_back([impl] { impl->worker(false); });
-  }
-  for (unsigned i = 0; i < std::max(1u, m_impl->options.slow_delivery_threads); ++i) {
-    m_impl->threads.emplace_back([impl] { impl->worker(true); });
-  }
+  m_impl->subscriptions.start();
+  m_impl->delivery.start();
 }
 
 void Hub::stop() {
-  {
-    std::lock_guard lock(m_impl->mutex);
-    m_impl->stopping = true;
-  }
-  m_impl->wake.notify_all();
-  for (auto& t : m_impl->threads) {
-    if (t.joinable()) {
-      t.join();
-    }
-  }
-  m_impl->threads.clear();
+  m_impl->subscriptions.stop();
+  m_impl->delivery.stop();
 }
 
 bool Hub::handle(const http::Request& req, http::Response& res) {
@@ -60,7 +66,7 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
       answer(res, 405, "the hub takes WebSub subscription requests: POST, application/x-www-form-urlencoded");
       return true;
     }
-    m_impl->subscription_request(req, res);
+    m_impl->subscriptions.request(req, res);
     return true;
   }
   // "<base path>/sets/<set>/notification/changelist" (or /framework)
@@ -69,11 +75,8 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
   if (!set) {
     return false;
   }
-  {
-    std::lock_guard lock(m_impl->mutex);
-    if (!m_impl->sets.count(*set)) {
-      return false;
-    }
+  if (!m_impl->delivery.shown(*set)) {
+    return false;
   }
   if (req.method != "GET" && req.method != "HEAD") {
     res.set_header("Allow", "GET, HEAD");
@@ -83,37 +86,22 @@ bool Hub::handle(const http::Request& req, http::Response& res) {
   // WebSub 4: discovery through the topic's Link header.
   const std::string topic =
       framework ? m_impl->urls.framework_notification(*set) : m_impl->urls.change_notification(*set);
-  res.set_header("Link", rs::websub::link_header(m_impl->hub_url(), topic));
+  res.set_header("Link", rs::websub::link_header(hub_url(m_impl->urls, m_impl->options), topic));
   answer(res, 200,
          std::string("ResourceSync ") + (framework ? "Framework" : "Change") + " Notification channel of set '" + *set +
              "' (its Capability List: " + m_impl->urls.capability_list(*set) +
-             "); subscribe through the WebSub hub " + m_impl->hub_url());
+             "); subscribe through the WebSub hub " + hub_url(m_impl->urls, m_impl->options));
   return true;
 }
 
-void Hub::published(const std::vector<PublishedSet>& sets, int64_t seq) {
-  {
-    std::lock_guard lock(m_impl->mutex);
-    for (const auto& s : sets) {
-      m_impl->sets[s.name] = s;
-      m_impl->shown_seq[s.name] = seq;
-    }
-  }
-  m_impl->wake.notify_all();
-}
+void Hub::published(const std::vector<PublishedSet>& sets, int64_t seq) { m_impl->delivery.published(sets, seq); }
 
 void Hub::framework(const std::string& set, const std::string& loc, const std::string& capability,
                     const std::string& change) {
-  {
-    std::lock_guard lock(m_impl->mutex);
-    if (m_impl->framework_pending.size() < 10000) {
-      m_impl->framework_pending.push_back(store::FrameworkEvent{0, set, loc, capability, change, at(Clock::now())});
-    }
-  }
-  m_impl->wake.notify_all();
+  m_impl->delivery.framework(store::FrameworkEvent{0, set, loc, capability, change, at(Clock::now())});
 }
 
-std::string Hub::advertised_hub() const { return m_impl->hub_url(); }
+std::string Hub::advertised_hub() const { return hub_url(m_impl->urls, m_impl->options); }
 
 Result<std::vector<store::HubSubscription>> Hub::subscriptions() { return m_impl->store->hub_subscriptions(); }
 

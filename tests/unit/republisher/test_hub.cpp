@@ -3,7 +3,7 @@
 // recording transport (the integration tests run it over HTTP and the
 // database).
 #include "republisher/hub.h"
-#include "republisher/hub_impl.h"
+#include "republisher/hub_common.h"
 
 #include "records.h"
 
