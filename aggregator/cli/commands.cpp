@@ -4,7 +4,7 @@
 #include "aggregator/setup/content_store.h"
 #include "aggregator/setup/publishing.h"
 #include "store/blob/garbage.h"
-#include "store/pg/pg_status_store.h"
+#include "store/pg/pg_operator.h"
 #include "store/pg/pg_store.h"
 
 #include "republisher/server.h"
@@ -332,7 +332,7 @@ int run_retire(const std::string& config_path, const std::string& source, std::o
         << "' is in the config: remove it there first (and reload), then retire it\n";
     return 2;
   }
-  auto status = store::PgStatusStore::open(config->database);
+  auto status = store::PgOperatorStore::open(config->database);
   if (!status) {
     err << "tributary retire: " << status.error().message << '\n';
     return 1;
@@ -370,7 +370,7 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
   // Sources removed from the config longer ago than their retention go
   // first: their resources then name no blob, which this collection condemns.
   if (config->removed_source_retention.count() > 0) {
-    auto status = store::PgStatusStore::open(config->database);
+    auto status = store::PgOperatorStore::open(config->database);
     auto expired = status ? (*status)->removed_before(config->removed_source_retention)
                           : Result<std::vector<std::string>>(tl::unexpected(status.error()));
     if (!expired) {

@@ -104,7 +104,7 @@ struct Daemon : DaemonState {
       return;
     }
     Config next = std::move(*load.config);
-    mark_removed_sources(*history_store, next);
+    mark_removed_sources(*operator_store, next);
     std::lock_guard lock(mutex);
     Reload report;
     report.at = Clock::now();
@@ -257,7 +257,7 @@ struct Daemon : DaemonState {
   // Whether an operator on another node paused the source since this node
   // last read the pauses: then the job does not run (no run is recorded).
   bool paused_elsewhere(const std::string& name) {
-    auto now_paused = history_store->pauses();
+    auto now_paused = operator_store->pauses();
     if (!now_paused ||
         std::none_of(now_paused->begin(), now_paused->end(), [&](const auto& p) { return p.source == name; })) {
       return false;
@@ -468,6 +468,12 @@ bool open_stores(Daemon& d, std::shared_ptr<store::PgReaderPool>& lookups_out, s
     return false;
   }
   d.history_store = std::move(*history_store);
+  auto operator_store = store::PgOperatorStore::open(d.config.database);
+  if (!operator_store) {
+    err << "tributary run: " << operator_store.error().message << '\n';
+    return false;
+  }
+  d.operator_store = std::move(*operator_store);
   auto push_status = store::PgAuxStore::open(d.config.database);
   if (!push_status) {
     err << "tributary run: " << push_status.error().message << '\n';
@@ -488,8 +494,8 @@ bool open_stores(Daemon& d, std::shared_ptr<store::PgReaderPool>& lookups_out, s
   d.tier = std::dynamic_pointer_cast<store::ObjectTier>(d.blobs->remote());
   d.scheduler.configure(d.config.sources, Clock::now());
   d.configured(Clock::now());
-  mark_removed_sources(*d.history_store, d.config);
-  if (auto pauses = d.history_store->pauses()) {
+  mark_removed_sources(*d.operator_store, d.config);
+  if (auto pauses = d.operator_store->pauses()) {
     apply_pauses(d, *pauses); // paused by an operator before this start, on any node
   } else {
     log::warn("", "pauses not read: " + pauses.error().message);

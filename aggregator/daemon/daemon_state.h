@@ -10,6 +10,7 @@
 #include "common/result.h"
 #include "store/s3/object_tier.h"
 #include "store/pg/pg_aux_store.h"
+#include "store/pg/pg_operator.h"
 #include "store/pg/pg_status_store.h"
 #include "store/pg/pg_store.h"
 #include "sync_engine/host_throttle.h"
@@ -72,6 +73,7 @@ struct DaemonState {
   // The status page's history and a source's detail (schema 0016); safe
   // to share. The sampler writes through a store object of its own.
   std::unique_ptr<store::PgStatusStore> history_store;
+  std::unique_ptr<store::PgOperatorStore> operator_store; // pauses, the action log, removed sources
   std::atomic<bool> sample_soon{false}; // a run ended: sample the history soon
 
   std::optional<std::string> admin_token;

@@ -137,6 +137,7 @@ void Housekeeping::sample_history() {
   constexpr auto k_min_gap = std::chrono::seconds(5);
   constexpr auto k_history_retention = std::chrono::hours(24 * 7);
   std::unique_ptr<store::PgStatusStore> conn;
+  std::unique_ptr<store::PgOperatorStore> pauses_from; // the operators' pauses, on any node
   auto last = std::chrono::steady_clock::now() - k_period;
   std::unique_lock lock(m_state.mutex);
   while (!m_state.stopping) {
@@ -153,9 +154,16 @@ void Housekeeping::sample_history() {
     last = std::chrono::steady_clock::now();
     lock.unlock();
     if (!conn) {
-      auto opened = store::PgStatusStore::open(config_database());
+      const std::string database = config_database();
+      auto opened = store::PgStatusStore::open(database);
+      auto opened_pauses = opened ? store::PgOperatorStore::open(database)
+                                  : Result<std::unique_ptr<store::PgOperatorStore>>(tl::unexpected(opened.error()));
+      if (!opened_pauses) {
+        opened = tl::unexpected(opened_pauses.error());
+      }
       if (opened) {
         conn = std::move(*opened);
+        pauses_from = std::move(*opened_pauses);
       } else if (opened.error().kind == ErrorKind::database) {
         m_state.database.lost(opened.error().message);
       } else {
@@ -173,7 +181,8 @@ void Housekeeping::sample_history() {
       }
     }
     // Pauses and resumptions by operators on other nodes.
-    auto pauses = conn ? conn->pauses() : Result<std::vector<store::PauseInfo>>(std::vector<store::PauseInfo>{});
+    auto pauses =
+        conn ? pauses_from->pauses() : Result<std::vector<store::PauseInfo>>(std::vector<store::PauseInfo>{});
     lock.lock();
     if (conn && pauses) {
       apply_pauses(m_state, *pauses);

@@ -1,7 +1,7 @@
 #include "aggregator/daemon/reload.h"
 
 #include "common/log.h"
-#include "store/pg/pg_status_store.h"
+#include "store/pg/pg_operator.h"
 
 namespace tributary::agg {
 
@@ -52,12 +52,12 @@ std::string describe(const SourceChanges& c) {
   return out.empty() ? "no source changed" : out;
 }
 
-void mark_removed_sources(store::PgStatusStore& history, const Config& c) {
+void mark_removed_sources(store::PgOperatorStore& operators, const Config& c) {
   std::vector<std::string> names;
   for (const auto& s : c.sources) {
     names.push_back(s.name);
   }
-  auto removed = history.mark_removed(names);
+  auto removed = operators.mark_removed(names);
   if (!removed) {
     log::warn("", "removed sources not marked: " + removed.error().message);
     return;

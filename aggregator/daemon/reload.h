@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace tributary::store {
-class PgStatusStore;
+class PgOperatorStore;
 }
 
 // What a reload (SIGHUP) changed in the sources, named: the log line, the
@@ -28,6 +28,6 @@ std::string describe(const SourceChanges& c);
 // Sources held in the database but not in `c` leave what we publish: their
 // documents answer 410 Gone, and their data waits for gc (or retire). Each
 // newly removed one is logged with what happens to its data.
-void mark_removed_sources(store::PgStatusStore& history, const Config& c);
+void mark_removed_sources(store::PgOperatorStore& operators, const Config& c);
 
 } // namespace tributary::agg

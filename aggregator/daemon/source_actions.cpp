@@ -87,7 +87,7 @@ bool queue(DaemonState& state, const std::string& name, store::RunMode mode, htt
 
 void record(DaemonState& state, const std::string& name, const std::string& action, const std::string& actor,
             const std::string& detail) {
-  if (auto r = state.history_store->record_action(name, action, actor, detail); !r) {
+  if (auto r = state.operator_store->record_action(name, action, actor, detail); !r) {
     log::warn(name, "operator action not recorded: " + r.error().message, {{"action", action}});
   }
   log::info(name, "operator action: " + action, {{"by", actor}, {"detail", detail}});
@@ -221,7 +221,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
     return;
   }
   if (action == "refuse-deletions") {
-    auto n = state.history_store->refuse_deletions(name);
+    auto n = state.operator_store->refuse_deletions(name);
     if (unavailable(state, n, res)) {
       return;
     }
@@ -239,7 +239,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
   }
   if (action == "pause") {
     const std::string reason = words(body.value("reason", ""), 200);
-    if (auto r = state.history_store->pause(name, actor, reason); unavailable(state, r, res)) {
+    if (auto r = state.operator_store->pause(name, actor, reason); unavailable(state, r, res)) {
       return;
     }
     const auto at = std::chrono::time_point_cast<std::chrono::microseconds>(Clock::now());
@@ -253,7 +253,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
     return;
   }
   if (action == "resume") {
-    auto was = state.history_store->resume(name, actor);
+    auto was = state.operator_store->resume(name, actor);
     if (unavailable(state, was, res)) {
       return;
     }
@@ -268,7 +268,7 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
     return;
   }
   if (action == "retry") {
-    auto n = state.history_store->retry_now(name);
+    auto n = state.operator_store->retry_now(name);
     if (unavailable(state, n, res)) {
       return;
     }

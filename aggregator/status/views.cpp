@@ -282,7 +282,8 @@ void detail_route(DaemonState& state, const std::string& name, http::Response& r
   // The operators' actions on it, newest first (a read that fails leaves
   // the list empty: the rest of the page still answers).
   json action_list = json::array();
-  if (auto acts = state.history_store->actions(name, 20)) {
+  if (auto acts = state.operator_store ? state.operator_store->actions(name, 20)
+                                         : Result<std::vector<store::OperatorAction>>(tl::unexpected(Error{}))) {
     for (const auto& a : *acts) {
       action_list.push_back(
           {{"action", a.action}, {"by", a.actor}, {"at", iso(a.at)}, {"detail", a.detail}});

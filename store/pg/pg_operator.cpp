@@ -1,12 +1,32 @@
-// PgStatusStore's operator side (schema 0021): pauses kept in the database
-// (so they hold on every node and across restarts), the action log, and the
-// actions that are a statement each (retry now, refuse held deletions).
+#include "store/pg/pg_operator.h"
+
+#include "store/pg/migrations.h"
+#include "store/pg/pg_conn.h"
 #include "store/pg/pg_fields.h"
-#include "store/pg/pg_status_store_impl.h"
+
+#include <mutex>
 
 namespace tributary::store {
 
-Result<std::vector<PauseInfo>> PgStatusStore::pauses() {
+struct PgOperatorStore::Impl {
+  explicit Impl(const std::string& conninfo) : conn(conninfo) {}
+  std::mutex mutex;
+  PgConn conn; // borrowed per transaction
+};
+
+PgOperatorStore::PgOperatorStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+PgOperatorStore::~PgOperatorStore() = default;
+
+Result<std::unique_ptr<PgOperatorStore>> PgOperatorStore::open(const std::string& conninfo) {
+  if (auto ok = check_schema(conninfo); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return guarded("open the operator store", [&]() -> Result<std::unique_ptr<PgOperatorStore>> {
+    return std::unique_ptr<PgOperatorStore>(new PgOperatorStore(std::make_unique<Impl>(conninfo)));
+  });
+}
+
+Result<std::vector<PauseInfo>> PgOperatorStore::pauses() {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("read pauses", [&]() -> Result<std::vector<PauseInfo>> {
     pqxx::read_transaction tx(m_impl->conn);
@@ -20,7 +40,7 @@ Result<std::vector<PauseInfo>> PgStatusStore::pauses() {
   });
 }
 
-Result<void> PgStatusStore::pause(const std::string& source, const std::string& by, const std::string& reason) {
+Result<void> PgOperatorStore::pause(const std::string& source, const std::string& by, const std::string& reason) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("pause a source", [&]() -> Result<void> {
     pqxx::work tx(m_impl->conn);
@@ -34,7 +54,7 @@ Result<void> PgStatusStore::pause(const std::string& source, const std::string& 
   });
 }
 
-Result<bool> PgStatusStore::resume(const std::string& source, const std::string& by) {
+Result<bool> PgOperatorStore::resume(const std::string& source, const std::string& by) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("resume a source", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
@@ -47,7 +67,7 @@ Result<bool> PgStatusStore::resume(const std::string& source, const std::string&
   });
 }
 
-Result<void> PgStatusStore::record_action(const std::string& source, const std::string& action,
+Result<void> PgOperatorStore::record_action(const std::string& source, const std::string& action,
                                           const std::string& actor, const std::string& detail) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("record an operator action", [&]() -> Result<void> {
@@ -59,7 +79,7 @@ Result<void> PgStatusStore::record_action(const std::string& source, const std::
   });
 }
 
-Result<std::vector<OperatorAction>> PgStatusStore::actions(const std::string& source, size_t limit) {
+Result<std::vector<OperatorAction>> PgOperatorStore::actions(const std::string& source, size_t limit) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("read operator actions", [&]() -> Result<std::vector<OperatorAction>> {
     pqxx::read_transaction tx(m_impl->conn);
@@ -74,7 +94,7 @@ Result<std::vector<OperatorAction>> PgStatusStore::actions(const std::string& so
   });
 }
 
-Result<uint64_t> PgStatusStore::retry_now(const std::string& source) {
+Result<uint64_t> PgOperatorStore::retry_now(const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("retry now", [&]() -> Result<uint64_t> {
     pqxx::work tx(m_impl->conn);
@@ -86,7 +106,7 @@ Result<uint64_t> PgStatusStore::retry_now(const std::string& source) {
   });
 }
 
-Result<std::vector<std::string>> PgStatusStore::mark_removed(const std::vector<std::string>& configured) {
+Result<std::vector<std::string>> PgOperatorStore::mark_removed(const std::vector<std::string>& configured) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("mark removed sources", [&]() -> Result<std::vector<std::string>> {
     pqxx::work tx(m_impl->conn);
@@ -114,7 +134,7 @@ Result<std::vector<std::string>> PgStatusStore::mark_removed(const std::vector<s
   });
 }
 
-Result<bool> PgStatusStore::purge_source(const std::string& source) {
+Result<bool> PgOperatorStore::purge_source(const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("purge a source", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
@@ -129,7 +149,7 @@ Result<bool> PgStatusStore::purge_source(const std::string& source) {
   });
 }
 
-Result<std::vector<std::string>> PgStatusStore::removed_before(std::chrono::seconds older_than) {
+Result<std::vector<std::string>> PgOperatorStore::removed_before(std::chrono::seconds older_than) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("list removed sources", [&]() -> Result<std::vector<std::string>> {
     pqxx::read_transaction tx(m_impl->conn);
@@ -143,7 +163,7 @@ Result<std::vector<std::string>> PgStatusStore::removed_before(std::chrono::seco
   });
 }
 
-Result<uint64_t> PgStatusStore::refuse_deletions(const std::string& source) {
+Result<uint64_t> PgOperatorStore::refuse_deletions(const std::string& source) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("refuse held deletions", [&]() -> Result<uint64_t> {
     pqxx::work tx(m_impl->conn);

@@ -1,13 +1,18 @@
 #include "store/pg/pg_status_store.h"
 
 #include "store/pg/pg_conn.h"
-#include "store/pg/pg_status_store_impl.h"
 #include "store/pg/migrations.h"
 #include "store/pg/pg_fields.h"
 
 #include <mutex>
 
 namespace tributary::store {
+
+struct PgStatusStore::Impl {
+  explicit Impl(const std::string& conninfo) : conn(conninfo) {}
+  std::mutex mutex;
+  PgConn conn; // borrowed per transaction
+};
 
 namespace {
 

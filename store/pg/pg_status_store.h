@@ -68,24 +68,6 @@ struct RetryingResource {
   rs::Timestamp next_attempt_at;
 };
 
-// A source an operator paused (schema 0021).
-struct PauseInfo {
-  std::string source;
-  rs::Timestamp at;
-  std::string by;
-  std::string reason;
-};
-
-// An operator's action on a source (schema 0021).
-struct OperatorAction {
-  int64_t id = 0;
-  std::string source;
-  std::string action; // pause, resume, sync, audit, retry, confirm-deletions, refuse-deletions, retire
-  std::string actor;  // who: the name the operator gave, and the client's address
-  rs::Timestamp at;
-  std::string detail;
-};
-
 // What the status page reads beside the sync engine's tables, through a
 // store object of its own (a pooled connection per call): the rolling history (schema 0016) and one source's
 // feeds, errors and retrying resources. One statement at a time.
@@ -114,36 +96,6 @@ public:
   // How many of the source's resources wait for a retry, and the first
   // `limit` of them by next attempt.
   Result<std::pair<uint64_t, std::vector<RetryingResource>>> retrying(const std::string& source, size_t limit);
-
-  // ---- the operator's actions (pg_operator.cpp) ----
-  // Every paused source.
-  Result<std::vector<PauseInfo>> pauses();
-  // Pauses (again: the newest word stands) and records the action.
-  Result<void> pause(const std::string& source, const std::string& by, const std::string& reason);
-  // Resumes and records the action; false when it was not paused.
-  Result<bool> resume(const std::string& source, const std::string& by);
-  Result<void> record_action(const std::string& source, const std::string& action, const std::string& actor,
-                             const std::string& detail);
-  // The source's newest `limit` actions, newest first.
-  Result<std::vector<OperatorAction>> actions(const std::string& source, size_t limit);
-  // Every resource of the source waiting for a retry is due now; how many.
-  Result<uint64_t> retry_now(const std::string& source);
-  // ---- removed sources (schema 0021) ----
-  // Sources held in the database but not in `configured` are marked
-  // removed (since now, if not already); configured ones are unmarked.
-  // The newly removed, by name.
-  Result<std::vector<std::string>> mark_removed(const std::vector<std::string>& configured);
-  // Purges every trace of a source that is not configured: its feeds,
-  // resources, change log, runs and history (content blobs become
-  // garbage for `tributary gc`), its pause and removal mark. Its operator
-  // actions are kept. False when there was nothing of it.
-  Result<bool> purge_source(const std::string& source);
-  // The removed sources marked longer ago than `older_than`.
-  Result<std::vector<std::string>> removed_before(std::chrono::seconds older_than);
-  // The operator refuses the source's held deletions: the holds are
-  // dropped, nothing is deleted (a later baseline whose list still lacks
-  // the resources holds again); how many holds were dropped.
-  Result<uint64_t> refuse_deletions(const std::string& source);
 
 private:
   struct Impl;
