@@ -32,23 +32,23 @@ Result<void> audit(RunContext& ctx, int64_t feed, const std::string& rl_url) {
     parts.push_back(std::move(*doc));
   }
   std::unordered_set<std::string> listed;
-  AuditCounts& a = ctx.report.audit;
+  AuditCounts& a = ctx.report().audit;
   Result<void> status;
   for (const auto& p : parts) {
-    ChunkHandler h(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+    ChunkHandler h(ctx.opt().batch_size, [&](std::vector<rs::Entry>& entries) {
       std::vector<std::string> uris;
       for (const auto& e : entries) {
-        if (ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+        if (ctx.src().selects(e.loc, e.md ? e.md->type : std::nullopt)) {
           uris.push_back(e.loc);
         }
       }
-      auto held = ctx.store.resources(feed, uris);
+      auto held = ctx.store().resources(feed, uris);
       if (!held) {
         status = tl::unexpected(held.error());
         return false;
       }
       for (const auto& e : entries) {
-        if (!ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+        if (!ctx.src().selects(e.loc, e.md ? e.md->type : std::nullopt)) {
           continue;
         }
         listed.insert(e.loc);
@@ -77,7 +77,7 @@ Result<void> audit(RunContext& ctx, int64_t feed, const std::string& rl_url) {
       return status;
     }
   }
-  auto each = ctx.store.for_each_resource(feed, [&](const ResourceRecord& r) {
+  auto each = ctx.store().for_each_resource(feed, [&](const ResourceRecord& r) {
     if (r.state == ResourceState::live && !listed.count(r.uri)) {
       ++a.extra;
     }
@@ -87,7 +87,7 @@ Result<void> audit(RunContext& ctx, int64_t feed, const std::string& rl_url) {
   }
   ctx.note("audit: in sync " + std::to_string(a.in_sync) + ", missing " + std::to_string(a.missing) + ", extra " +
        std::to_string(a.extra) + ", changed " + std::to_string(a.changed));
-  if (ctx.opt.repair && (a.missing || a.extra || a.changed)) {
+  if (ctx.opt().repair && (a.missing || a.extra || a.changed)) {
     ctx.note("repair: baseline from the Resource List");
     return baseline_from_list(ctx, feed, rl_url);
   }

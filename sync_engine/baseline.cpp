@@ -18,26 +18,26 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
     ctx.hold_commits_until([&ctx, &doc]() -> Result<void> {
       auto r = ctx.check_spooled(doc, rs::Capability::resourcelist);
       if (r) {
-        ctx.total += doc.summary().entries;
+        ctx.add_total(doc.summary().entries);
       }
       return r;
     });
   } else {
-    ctx.total += doc.summary().entries;
+    ctx.add_total(doc.summary().entries);
   }
   Result<void> status;
-  ChunkHandler h(ctx.opt.batch_size, [&](std::vector<rs::Entry>& entries) {
+  ChunkHandler h(ctx.opt().batch_size, [&](std::vector<rs::Entry>& entries) {
     status = baseline_batch(ctx, feed, entries);
-    ctx.done += entries.size();
+    ctx.add_done(entries.size());
     ctx.progress(doc.url());
     return static_cast<bool>(status);
   });
   ctx.watch_rejections(h, doc.url());
   // A first batch of an eighth: fetching starts once 125 entries are read
   // rather than 1,000 (3 ms of a 10,000-resource baseline's first 30).
-  const size_t first = ctx.opt.batch_size >= 64 ? ctx.opt.batch_size / 8 : ctx.opt.batch_size;
+  const size_t first = ctx.opt().batch_size >= 64 ? ctx.opt().batch_size / 8 : ctx.opt().batch_size;
   h.set_first_chunk(first);
-  auto r = read_ahead(doc, h, ctx.opt.batch_size, [&] { return !status; }, first);
+  auto r = read_ahead(doc, h, ctx.opt().batch_size, [&] { return !status; }, first);
   // The verdict, if no commit asked for it yet (every entry unchanged, or
   // the reading stopped): never left behind for a later commit.
   auto valid = ctx.pass_commit_gate();
@@ -62,7 +62,7 @@ Result<void> baseline_document(RunContext& ctx, int64_t feed, const SpooledDocum
 
 
 Result<void> baseline_from_list(RunContext& ctx, int64_t feed, const std::string& rl_url) {
-  ctx.validators.forget_prefix(ctx.src.name + " "); // the watermark moves: ask for everything again
+  ctx.validators().forget_prefix(ctx.src().name + " "); // the watermark moves: ask for everything again
   auto doc = ctx.spool(rl_url, rs::Capability::resourcelist, false, /*defer_validation=*/true);
   if (!doc) {
     return tl::unexpected(doc.error());
@@ -91,7 +91,7 @@ Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_pt
       parts.push_back(e.loc);
     }
   }
-  ctx.progress_start = std::chrono::steady_clock::now();
+  ctx.restart_progress();
   if (parts.empty()) {
     if (auto r = baseline_document(ctx, feed, **doc); !r) {
       return r;
@@ -129,7 +129,7 @@ Result<void> baseline_from_spooled(RunContext& ctx, int64_t feed, std::unique_pt
 constexpr size_t k_dump_slice = 2500;
 
 Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string& rd_url) {
-  ctx.validators.forget_prefix(ctx.src.name + " ");
+  ctx.validators().forget_prefix(ctx.src().name + " ");
   std::optional<rs::Timestamp> at;
   auto packages = dump_packages(ctx, rd_url, rs::Capability::resourcedump, at);
   if (!packages) {
@@ -138,7 +138,7 @@ Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string
   if (packages->empty()) {
     return make_error(ErrorKind::invalid_document, rd_url + ": the Resource Dump lists no package");
   }
-  ctx.progress_start = std::chrono::steady_clock::now();
+  ctx.restart_progress();
   std::optional<rs::Timestamp> manifest_at;
   for (const auto& pkg : *packages) {
     auto opened = open_package(ctx, pkg, rs::Capability::resourcedump_manifest);
@@ -156,15 +156,15 @@ Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string
     // interrupted one is run again, and what it applied is then unchanged.
     // Slices of 2,500 (or batch_size, if larger): at 1,000 the commits (a
     // pack sync and an index sync each) cost a quarter of the rate.
-    ctx.total += package.size();
-    const size_t step = std::max<size_t>(ctx.opt.batch_size, k_dump_slice);
+    ctx.add_total(package.size());
+    const size_t step = std::max<size_t>(ctx.opt().batch_size, k_dump_slice);
     auto r = package.read_manifest(step, [&](std::vector<rs::Entry>& entries, size_t from) -> Result<void> {
       const rs::Entry* first = entries.data();
       auto applied = baseline_batch(ctx, feed, entries, [&](const std::vector<const rs::Entry*>& wanted) {
         return extract_entries(ctx, package, wanted,
                                [first, from](const rs::Entry* e) { return from + static_cast<size_t>(e - first); });
       });
-      ctx.done += entries.size();
+      ctx.add_done(entries.size());
       ctx.progress(pkg.loc);
       return applied;
     });

@@ -20,7 +20,7 @@ public:
   ChangeBatch(RunContext& ctx, int64_t feed, std::vector<PendingChange>& changes, const ContentSource& source)
       : m_ctx(ctx), m_feed(feed), m_changes(changes), m_source(source) {
     m_batch.feed_id = feed;
-    m_batch.run_id = ctx.run_id;
+    m_batch.run_id = ctx.run_id();
   }
 
   Result<void> apply(const std::string& list_url, Watermark& w, const std::function<void(Watermark&)>& settle) {
@@ -178,7 +178,7 @@ private:
     if (!want || want->known() != rs::HashAlgorithm::sha256) {
       return false;
     }
-    auto held_blob = m_ctx.blobs.retain(want->hex);
+    auto held_blob = m_ctx.blobs().retain(want->hex);
     if (!held_blob) {
       return false;
     }
@@ -340,12 +340,12 @@ private:
     next.last_position = tail.position;
     const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
     for (const auto& c : m_changes) {
-      if (c.time > now + m_ctx.src.clock_tolerance) {
+      if (c.time > now + m_ctx.src().clock_tolerance) {
         const double ahead = std::chrono::duration<double>(c.time - now).count();
-        m_ctx.report.clock_ahead_seconds = std::max(m_ctx.report.clock_ahead_seconds.value_or(0.0), ahead);
+        m_ctx.report().clock_ahead_seconds = std::max(m_ctx.report().clock_ahead_seconds.value_or(0.0), ahead);
       }
     }
-    if (tail.time > now + m_ctx.src.clock_tolerance) {
+    if (tail.time > now + m_ctx.src().clock_tolerance) {
       next.last_time = now;
       next.last_uri.clear();
       next.last_position = -1;

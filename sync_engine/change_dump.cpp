@@ -146,9 +146,9 @@ Result<void> apply_package(RunContext& ctx, int64_t feed, const rs::Entry& pkg, 
     return tl::unexpected(opened.error());
   }
   const DumpPackage& package = *opened->package;
-  ctx.total += package.size();
+  ctx.add_total(package.size());
   ChangeOrder order(loc, w);
-  const size_t step = std::max<size_t>(ctx.opt.batch_size, k_dump_slice);
+  const size_t step = std::max<size_t>(ctx.opt().batch_size, k_dump_slice);
   auto r = package.read_manifest(step, [&](std::vector<rs::Entry>& entries, size_t from) -> Result<void> {
     std::vector<PendingChange> pending;
     std::vector<size_t> manifest_index;
@@ -159,12 +159,12 @@ Result<void> apply_package(RunContext& ctx, int64_t feed, const rs::Entry& pkg, 
       }
       if (*after) {
         rs::Entry& e = entries[k];
-        const bool selected = ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt);
+        const bool selected = ctx.src().selects(e.loc, e.md ? e.md->type : std::nullopt);
         pending.push_back(PendingChange{std::move(e), (*after)->time, (*after)->position, selected});
         manifest_index.push_back(from + k);
       }
     }
-    ctx.done += entries.size();
+    ctx.add_done(entries.size());
     if (pending.empty()) {
       return {};
     }
@@ -355,10 +355,10 @@ Result<void> incremental_from_dump(RunContext& ctx, int64_t feed, const std::str
   if (!plan.covers()) {
     return make_error(ErrorKind::invalid_document, cd_url + ": the Change Dump starts after the last change applied");
   }
-  if (ctx.src.strategy == "auto" && plan.whole() == 0) {
+  if (ctx.src().strategy == "auto" && plan.whole() == 0) {
     return {}; // a small backlog: the Change List is cheaper
   }
-  ctx.progress_start = std::chrono::steady_clock::now();
+  ctx.restart_progress();
   for (const rs::Entry* pkg : todo) {
     if (auto r = apply_package(ctx, feed, *pkg, w); !r) {
       return r;

@@ -62,7 +62,7 @@ Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Ca
     expected.hashes = pkg.md->hash;
   }
   OpenedPackage out;
-  auto file = download_package(*ctx.fetcher, pkg.loc, pkg.links, ctx.fetch_options, expected, ctx.tmp);
+  auto file = download_package(*ctx.fetcher(), pkg.loc, pkg.links, ctx.fetch_options(), expected, ctx.tmp());
   if (!file) {
     return tl::unexpected(file.error());
   }
@@ -86,7 +86,7 @@ std::vector<Result<FetchedContent>> extract_entries(RunContext& ctx, const DumpP
   for (const rs::Entry* e : wanted) {
     indices.push_back(index_of(e));
   }
-  auto results = package.extract_many(wanted, indices, ctx.blobs);
+  auto results = package.extract_many(wanted, indices, ctx.blobs());
   ctx.stage_sealed(results);
   return results;
 }

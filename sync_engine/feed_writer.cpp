@@ -21,14 +21,14 @@ Result<void> close_baseline(RunContext& ctx, int64_t feed, std::optional<rs::Tim
   }
   Watermark w = *wm;
   const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-  if (at && *at > now + ctx.src.clock_tolerance) {
+  if (at && *at > now + ctx.src().clock_tolerance) {
     // The Source's clock is ahead: a watermark in the future would skip
     // every change it dates correctly later.
     ctx.note("the list's 'at' (" + rs::format_w3c_datetime(*at) +
              ") is in the future: the Source's clock is ahead; the baseline is dated when it was read");
     const double ahead = std::chrono::duration<double>(*at - now).count();
-    ctx.report.clock_ahead_seconds = std::max(ctx.report.clock_ahead_seconds.value_or(0.0), ahead);
-    ctx.report.clock_checked = true;
+    ctx.report().clock_ahead_seconds = std::max(ctx.report().clock_ahead_seconds.value_or(0.0), ahead);
+    ctx.report().clock_checked = true;
     at = now;
   }
   w.baseline_at = at ? at
@@ -75,20 +75,20 @@ Result<store::DeletionOutcome> delete_unseen(RunContext& ctx, int64_t feed, cons
   // deletions wait with the rest: the Change List may bring the changes
   // before them.
   LogWindow* window = ctx.log_window();
-  auto deleted = ctx.store.delete_unseen(
-      feed, ctx.run_id, w, ctx.src.max_deletion_share, ctx.all_seen(feed),
+  auto deleted = ctx.store().delete_unseen(
+      feed, ctx.run_id(), w, ctx.src().max_deletion_share, ctx.all_seen(feed),
       window ? store::DeferLog([window](const ChangeRecord& c) { return window->defer(c); }) : store::DeferLog());
   if (!deleted) {
     return tl::unexpected(deleted.error());
   }
-  ctx.report.counters.deleted += deleted->logged; // (those the window took are counted when it logs them)
+  ctx.report().counters.deleted += deleted->logged; // (those the window took are counted when it logs them)
   if (deleted->held) {
-    ctx.report.deletions_held += deleted->unseen;
+    ctx.report().deletions_held += deleted->unseen;
     ctx.note("deletions held: " + lacks + " " + std::to_string(deleted->unseen) + " of the " +
              std::to_string(deleted->live) + " resources held (more than " +
-             std::to_string(static_cast<int>(ctx.src.max_deletion_share * 100 + 0.5)) +
+             std::to_string(static_cast<int>(ctx.src().max_deletion_share * 100 + 0.5)) +
              "%, max_deletion_share); none deleted until an operator confirms (POST /api/v1/sources/" +
-             ctx.src.name + "/confirm-deletions, then a baseline)");
+             ctx.src().name + "/confirm-deletions, then a baseline)");
   }
   return deleted;
 }
@@ -106,14 +106,14 @@ Result<void> baseline_batch(RunContext& ctx, int64_t feed, std::vector<rs::Entry
   std::vector<std::string> uris;
   for (size_t i = 0; i < all.size(); ++i) {
     const rs::Entry& e = all[i];
-    if (last[e.loc] == i && ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt)) {
+    if (last[e.loc] == i && ctx.src().selects(e.loc, e.md ? e.md->type : std::nullopt)) {
       entries.push_back(&e);
       uris.push_back(e.loc);
     }
   }
   store::Batch batch;
   batch.feed_id = feed;
-  batch.run_id = ctx.run_id;
+  batch.run_id = ctx.run_id();
   batch.watermark = reached;
   auto held = ctx.held_for(feed, uris);
   if (!held) {
@@ -220,7 +220,7 @@ Result<void> move_watermark(RunContext& ctx, int64_t feed, const std::function<v
   }
   store::Batch b;
   b.feed_id = feed;
-  b.run_id = ctx.run_id;
+  b.run_id = ctx.run_id();
   Watermark w = *wm;
   edit(w);
   b.watermark = w;
@@ -231,7 +231,7 @@ Result<void> move_watermark(RunContext& ctx, int64_t feed, const std::function<v
 Result<void> commit_watermark(RunContext& ctx, int64_t feed, const Watermark& w) {
   store::Batch b;
   b.feed_id = feed;
-  b.run_id = ctx.run_id;
+  b.run_id = ctx.run_id();
   b.watermark = w;
   return ctx.commit(b);
 }
@@ -239,17 +239,17 @@ Result<void> commit_watermark(RunContext& ctx, int64_t feed, const Watermark& w)
 Result<void> commit_seen(RunContext& ctx, int64_t feed, std::vector<std::string> uris) {
   store::Batch b;
   b.feed_id = feed;
-  b.run_id = ctx.run_id;
+  b.run_id = ctx.run_id();
   b.seen = std::move(uris);
   return ctx.commit(b);
 }
 
 Result<void> commit_log(RunContext& ctx, int64_t feed, std::vector<ChangeRecord> changes) {
-  const size_t step = std::max<size_t>(1, ctx.opt.batch_size);
+  const size_t step = std::max<size_t>(1, ctx.opt().batch_size);
   for (size_t i = 0; i < changes.size(); i += step) {
     store::Batch b;
     b.feed_id = feed;
-    b.run_id = ctx.run_id;
+    b.run_id = ctx.run_id();
     b.changes.assign(std::make_move_iterator(changes.begin() + static_cast<std::ptrdiff_t>(i)),
                      std::make_move_iterator(changes.begin() +
                                              static_cast<std::ptrdiff_t>(std::min(changes.size(), i + step))));
@@ -263,7 +263,7 @@ Result<void> commit_log(RunContext& ctx, int64_t feed, std::vector<ChangeRecord>
 Result<void> retry_batch(RunContext& ctx, int64_t feed, const std::vector<store::RetryRecord>& due) {
   store::Batch batch;
   batch.feed_id = feed;
-  batch.run_id = ctx.run_id;
+  batch.run_id = ctx.run_id();
   std::vector<const rs::Entry*> to_fetch;
   std::vector<std::string> uris;
   for (const auto& r : due) {

@@ -33,8 +33,8 @@ constexpr size_t k_pipelined_chunk = 32;
 class SliceFetch {
 public:
   SliceFetch(RunContext& ctx, const std::vector<const rs::Entry*>& entries)
-      : m_ctx(ctx), m_entries(entries), m_slots(static_cast<std::ptrdiff_t>(ctx.src.concurrency)),
-        m_workers(std::min<size_t>(std::min<size_t>(ctx.src.concurrency, 64), entries.size())) {
+      : m_ctx(ctx), m_entries(entries), m_slots(static_cast<std::ptrdiff_t>(ctx.src().concurrency)),
+        m_workers(std::min<size_t>(std::min<size_t>(ctx.src().concurrency, 64), entries.size())) {
     m_results.reserve(entries.size());
     for (size_t i = 0; i < entries.size(); ++i) {
       m_results.emplace_back(make_error(ErrorKind::transient, "not fetched"));
@@ -85,13 +85,13 @@ private:
     // std::terminate for the whole daemon. It costs this entry.
     try {
       for (int round = 1;; ++round) {
-        m_results[i] = fetch_content(*m_ctx.m_content_fetcher, m_ctx.blobs, m_ctx.fetch_options, e.loc, e.links,
+        m_results[i] = fetch_content(*m_ctx.m_content_fetcher, m_ctx.blobs(), m_ctx.fetch_options(), e.loc, e.links,
                                      expected_of(e), policy, &m_slots, /*defer_publish=*/true);
         if (m_results[i] || m_results[i].error().kind != ErrorKind::transient ||
-            round >= m_ctx.opt.retry.max_attempts) {
+            round >= m_ctx.opt().retry.max_attempts) {
           break;
         }
-        if (!sleep_unless_cancelled(m_ctx.opt.cancel, backoff_delay(m_ctx.opt.retry, round))) {
+        if (!sleep_unless_cancelled(m_ctx.opt().cancel, backoff_delay(m_ctx.opt().retry, round))) {
           break;
         }
       }
@@ -131,7 +131,7 @@ private:
       try {
         ch.origin->run(ch.gets);
       } catch (const std::exception& ex) {
-        log::warn(m_ctx.src.name, std::string("pipelined fetch failed: ") + ex.what(), {});
+        log::warn(m_ctx.src().name, std::string("pipelined fetch failed: ") + ex.what(), {});
       }
     }
     std::vector<size_t> again;
@@ -140,7 +140,7 @@ private:
       const size_t i = ch.index[k];
       if (g.answered && g.status >= 200 && g.status <= 299 &&
           (g.content_encoding.empty() || g.content_encoding == "identity")) {
-        auto r = accept_content(m_ctx.blobs, expected_of(*m_entries[i]), m_entries[i]->loc, g.body, g.content_type);
+        auto r = accept_content(m_ctx.blobs(), expected_of(*m_entries[i]), m_entries[i]->loc, g.body, g.content_type);
         if (r || r.error().kind != ErrorKind::invalid_document) {
           m_results[i] = std::move(r);
           continue;

@@ -91,19 +91,19 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
     }
     return e.loc != w.last_uri;
   };
-  ctx.report.clock_checked = true;
+  ctx.report().clock_checked = true;
   auto take = [&](std::vector<rs::Entry>& entries) {
     for (auto& e : entries) {
       const rs::Timestamp t = *e.change_time(); // validated: every change has a time
       position = prev_time && *prev_time == t ? position + 1 : 0;
       prev_time = t;
-      ctx.done += 1;
+      ctx.add_done(1);
       if (!after_watermark(e, t, position)) {
         continue;
       }
-      const bool selected = ctx.src.selects(e.loc, e.md ? e.md->type : std::nullopt);
+      const bool selected = ctx.src().selects(e.loc, e.md ? e.md->type : std::nullopt);
       pending.push_back(PendingChange{std::move(e), t, position, selected});
-      if (pending.size() >= ctx.opt.batch_size) {
+      if (pending.size() >= ctx.opt().batch_size) {
         status = change_batch(ctx, feed, doc.url(), pending, w);
         pending.clear();
         ctx.progress(doc.url());
@@ -120,7 +120,7 @@ Result<void> apply_change_list(RunContext& ctx, int64_t feed, const SpooledDocum
   // by the specification, and the reader stops a document past 128 MiB.
   const bool sort = doc.summary().out_of_order;
   std::vector<rs::Entry> all;
-  ChunkHandler h(ctx.opt.batch_size, sort ? std::function<bool(std::vector<rs::Entry>&)>([&](std::vector<rs::Entry>& es) {
+  ChunkHandler h(ctx.opt().batch_size, sort ? std::function<bool(std::vector<rs::Entry>&)>([&](std::vector<rs::Entry>& es) {
                    std::move(es.begin(), es.end(), std::back_inserter(all));
                    return true;
                  })
@@ -264,7 +264,7 @@ Result<std::vector<ListRef>> lists_of(RunContext& ctx, const std::string& cl_url
 // (moved as they are).
 Result<void> apply_lists(RunContext& ctx, int64_t feed, std::vector<ListRef>& lists, const std::string& cl_url,
                          const SpooledDocument& top, Watermark& w) {
-  ctx.progress_start = std::chrono::steady_clock::now();
+  ctx.restart_progress();
   for (auto& l : lists) {
     if (l.unchanged || (l.until && w.last_time && *l.until < *w.last_time)) {
       continue; // not changed since applied, or closed and entirely before the watermark
@@ -284,7 +284,7 @@ Result<void> apply_lists(RunContext& ctx, int64_t feed, std::vector<ListRef>& li
       }
       d = part.get();
     }
-    ctx.total += d->summary().entries;
+    ctx.add_total(d->summary().entries);
     if (auto r = apply_change_list(ctx, feed, *d, w); !r) {
       return r;
     }

@@ -18,7 +18,7 @@ Result<void> poll_list(RunContext& ctx, int64_t feed, const std::string& rl_url)
   // The index is unchanged: its parts may not be (a Source rewrites the
   // part that changed). Any part changed: the whole list is compared
   // again, since what it no longer lists can be told only from all of it.
-  const auto known = ctx.validators.get(ctx.src.name + " " + rl_url);
+  const auto known = ctx.validators().get(ctx.src().name + " " + rl_url);
   const std::vector<std::string> parts = known ? known->parts : std::vector<std::string>{};
   for (const auto& part : parts) {
     auto p = ctx.spool(part, rs::Capability::resourcelist, /*conditional=*/true);

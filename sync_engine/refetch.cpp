@@ -15,7 +15,7 @@ Result<void> retry_failed(RunContext& ctx, int64_t feed) {
   if (auto r = ctx.drain(); !r) {
     return r;
   }
-  auto due = ctx.store.due_retries(
+  auto due = ctx.store().due_retries(
       feed, std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()), 1000);
   if (!due) {
     return tl::unexpected(due.error());

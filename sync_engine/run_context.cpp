@@ -211,7 +211,7 @@ Result<void> Committer::wait() {
 }
 
 void RunContext::error(const std::string& url, const std::string& reason) {
-  ++report.error_count;
+  ++m_report.error_count;
   // The cause first; the URL once, after it, unless the reason names it
   // (or, for a connection's failure, its host and port) already.
   std::string line = reason;
@@ -221,35 +221,35 @@ void RunContext::error(const std::string& url, const std::string& reason) {
       line += " (" + url + ")";
     }
   }
-  if (report.errors.size() < k_max_reported_errors) {
-    report.errors.push_back(line);
+  if (m_report.errors.size() < k_max_reported_errors) {
+    m_report.errors.push_back(line);
   }
-  if (run_id != 0 && report.error_count <= k_max_stored_errors) {
-    (void)store.record_error(run_id, url, reason);
+  if (m_run_id != 0 && m_report.error_count <= k_max_stored_errors) {
+    (void)m_store.record_error(m_run_id, url, reason);
   }
 }
 
 bool RunContext::setup() {
-  auto ep = EndpointFetcher::create(m_transport, src);
+  auto ep = EndpointFetcher::create(m_transport, m_src);
   if (!ep) {
-    error(src.url, ep.error().message);
+    error(m_src.url, ep.error().message);
     return false;
   }
   m_endpoint = *ep;
-  auto session = store.open_session();
+  auto session = m_store.open_session();
   if (!session) {
-    error(src.url, session.error().message);
+    error(m_src.url, session.error().message);
     return false;
   }
-  m_committer = std::make_unique<Committer>(std::move(*session), blobs);
-  fetcher = std::make_shared<RetryingFetcher>(m_endpoint, opt.retry, m_throttle);
+  m_committer = std::make_unique<Committer>(std::move(*session), m_blobs);
+  m_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, m_opt.retry, m_throttle);
   // Content: each location once per round (a failing mirror must not cost
   // a full backoff before the next one is tried); rounds are retried below.
-  RetryPolicy once = opt.retry;
+  RetryPolicy once = m_opt.retry;
   once.max_attempts = 1;
   m_content_fetcher = std::make_shared<RetryingFetcher>(m_endpoint, once, m_throttle);
-  fetch_options = m_endpoint->base_options();
-  fetch_options.cancel = opt.cancel;
+  m_fetch_options = m_endpoint->base_options();
+  m_fetch_options.cancel = m_opt.cancel;
   return true;
 }
 
@@ -286,7 +286,7 @@ void RunContext::watch_rejections(ChunkHandler& h, const std::string& doc_url) {
   h.set_on_rejected([this, doc_url](const rs::Entry& e, uint64_t line, const std::string& reason) {
     {
       std::lock_guard lock(m_counters_mutex); // the committer adds a batch's counters meanwhile
-      ++report.counters.failed;              // the run is partial
+      ++m_report.counters.failed;              // the run is partial
     }
     error(e.loc.empty() ? doc_url : e.loc,
           "entry rejected (" + doc_url + " line " + std::to_string(line) + "): " + reason);
@@ -297,26 +297,26 @@ void RunContext::watch_rejections(ChunkHandler& h, const std::string& doc_url) {
 }
 
 void RunContext::progress(const std::string& doc) {
-  if (!opt.on_progress) {
+  if (!m_opt.on_progress) {
     return;
   }
   Progress p;
-  p.source = src.name;
+  p.source = m_src.name;
   p.document = doc;
-  p.done = done;
-  p.total = std::max(total, done);
+  p.done = m_done;
+  p.total = std::max(m_total, m_done);
   const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - progress_start).count();
-  p.per_second = secs > 0 ? static_cast<double>(done) / secs : 0;
-  opt.on_progress(p);
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - m_progress_start).count();
+  p.per_second = secs > 0 ? static_cast<double>(m_done) / secs : 0;
+  m_opt.on_progress(p);
 }
 
 Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& url, rs::Capability want,
                                                            bool conditional, bool defer_validation) {
-  FetchOptions o = fetch_options;
-  const std::string key = src.name + " " + url;
+  FetchOptions o = m_fetch_options;
+  const std::string key = m_src.name + " " + url;
   if (conditional) {
-    if (auto v = validators.get(key)) {
+    if (auto v = m_validators.get(key)) {
       if (!v->etag.empty()) {
         o.headers["If-None-Match"] = v->etag;
       }
@@ -325,7 +325,7 @@ Result<std::unique_ptr<SpooledDocument>> RunContext::spool(const std::string& ur
       }
     }
   }
-  auto doc = spool_document(*fetcher, url, o, tmp, defer_validation);
+  auto doc = spool_document(*m_fetcher, url, o, m_tmp, defer_validation);
   if (!doc || (*doc)->not_modified()) {
     return doc;
   }
@@ -395,7 +395,7 @@ void RunContext::log_diagnostics(const SpooledDocument& doc) {
     if (said.size() > 100000) {
       said.clear();
     }
-    auto& last = said[src.name + " " + doc.url()];
+    auto& last = said[m_src.name + " " + doc.url()];
     if (last == fingerprint) {
       return;
     }
@@ -411,19 +411,19 @@ void RunContext::log_diagnostics(const SpooledDocument& doc) {
     if (n++ == k_max_lines) {
       break;
     }
-    log::warn(src.name, std::string(d.severity == rs::Severity::error ? "document error: " : "document warning: ") +
+    log::warn(m_src.name, std::string(d.severity == rs::Severity::error ? "document error: " : "document warning: ") +
                             d.message,
               {{"url", doc.url()}, {"line", std::to_string(d.line)}});
   }
   const uint64_t found = s.errors + s.warnings;
   if (found > k_max_lines) {
-    log::warn(src.name, "document: " + std::to_string(found - k_max_lines) + " more diagnostics not logged",
+    log::warn(m_src.name, "document: " + std::to_string(found - k_max_lines) + " more diagnostics not logged",
               {{"url", doc.url()}});
   }
 }
 
 void RunContext::will_name(const std::string& sha256) {
-  if (!blobs.has_remote()) {
+  if (!m_blobs.has_remote()) {
     return;
   }
   std::lock_guard lock(m_uploads_mutex);
@@ -468,7 +468,7 @@ Result<void> RunContext::commit(store::Batch& batch) {
   }
   auto r = m_committer->submit(shared, std::move(sealed), [this](const store::RunCounters& recorded) {
     std::lock_guard lock(m_counters_mutex);
-    report.counters += recorded;
+    m_report.counters += recorded;
   });
   if (r) {
     m_in_flight = std::move(shared);
@@ -490,13 +490,13 @@ Result<Watermark> RunContext::settled_watermark(int64_t feed) {
   if (auto r = drain(); !r) {
     return tl::unexpected(r.error());
   }
-  return store.watermark(feed);
+  return m_store.watermark(feed);
 }
 
 Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int64_t feed, const std::vector<std::string>& uris) {
   auto fresh = m_fresh_feeds.find(feed);
   if (fresh == m_fresh_feeds.end()) {
-    auto any = store.holds_any(feed);
+    auto any = m_store.holds_any(feed);
     if (!any) {
       return tl::unexpected(any.error());
     }
@@ -511,10 +511,10 @@ Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int
       }
     }
     if (!perhaps.empty()) {
-      held = store.resources(feed, perhaps);
+      held = m_store.resources(feed, perhaps);
     }
   } else {
-    held = store.resources(feed, uris);
+    held = m_store.resources(feed, uris);
   }
   if (held && !m_overlay.empty()) {
     for (const auto& u : uris) {
@@ -528,7 +528,7 @@ Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int
 
 Result<std::unordered_map<std::string, store::RetryRecord>> RunContext::pending_for(int64_t feed,
                                                                                    const std::vector<std::string>& uris) {
-  auto pending = store.pending_changes(feed, uris);
+  auto pending = m_store.pending_changes(feed, uris);
   if (pending && !m_retry_overlay.empty()) {
     for (const auto& u : uris) {
       if (auto it = m_retry_overlay.find(u); it != m_retry_overlay.end()) {
@@ -545,11 +545,11 @@ Result<std::unordered_map<std::string, store::RetryRecord>> RunContext::pending_
 
 void RunContext::remember_validators(const SpooledDocument& d, std::vector<std::string> parts) {
   ValidatorCache::Validators v{d.response().header("etag"), d.response().header("last-modified"), std::move(parts)};
-  const std::string key = src.name + " " + d.url();
+  const std::string key = m_src.name + " " + d.url();
   if (v.etag.empty() && v.last_modified.empty()) {
-    validators.forget(key);
+    m_validators.forget(key);
   } else {
-    validators.put(key, std::move(v));
+    m_validators.put(key, std::move(v));
   }
 }
 
@@ -562,7 +562,7 @@ store::RetryRecord RunContext::retry_for(const rs::Entry& e, std::optional<rs::C
   r.change_datetime = time;
   r.reason = reason;
   r.attempts = attempts;
-  const auto delay = std::min<std::chrono::seconds>(opt.refetch_backoff * (int64_t{1} << std::min(attempts - 1, 20)),
+  const auto delay = std::min<std::chrono::seconds>(m_opt.refetch_backoff * (int64_t{1} << std::min(attempts - 1, 20)),
                                                     std::chrono::hours(24));
   r.next_attempt_at =
       std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now() + delay);
@@ -571,13 +571,13 @@ store::RetryRecord RunContext::retry_for(const rs::Entry& e, std::optional<rs::C
 
 Result<std::string> fetch_body(RunContext& ctx, const std::string& url, uint64_t max_bytes) {
   std::string body;
-  FetchOptions o = ctx.fetch_options;
+  FetchOptions o = ctx.fetch_options();
   o.max_body_bytes = max_bytes;
   o.restart = [&body] {
     body.clear();
     return true;
   };
-  auto r = ctx.fetcher->fetch(url, o, [&body](const char* d, size_t n) {
+  auto r = ctx.fetcher()->fetch(url, o, [&body](const char* d, size_t n) {
     body.append(d, n);
     return true;
   });
@@ -608,7 +608,7 @@ bool has_duplicates(const rs::Entry& e) {
 } // namespace
 
 PipelinedOrigin* RunContext::pipeline_for(const rs::Entry& e, std::string& target) {
-  if (!src.pipelining || has_duplicates(e)) {
+  if (!m_src.pipelining || has_duplicates(e)) {
     return nullptr;
   }
   if (const auto& x = expected_of(e); x.length && *x.length > k_pipelined_max_body) {
@@ -622,25 +622,25 @@ PipelinedOrigin* RunContext::pipeline_for(const rs::Entry& e, std::string& targe
   std::lock_guard lock(m_pipelines_mutex);
   auto it = m_pipelines.find(origin);
   if (it == m_pipelines.end()) {
-    auto headers = m_endpoint->direct_headers(e.loc, fetch_options);
+    auto headers = m_endpoint->direct_headers(e.loc, m_fetch_options);
     if (!headers || !m_throttle || !m_throttle->robots_known(origin)) {
       return nullptr; // robots.txt is read by the first ordinary request
     }
     PipelineSettings s;
-    s.connect_timeout = fetch_options.connect_timeout;
-    s.read_timeout = fetch_options.read_timeout;
-    s.max_body_bytes = std::min(k_pipelined_max_body, fetch_options.max_body_bytes);
+    s.connect_timeout = m_fetch_options.connect_timeout;
+    s.read_timeout = m_fetch_options.read_timeout;
+    s.max_body_bytes = std::min(k_pipelined_max_body, m_fetch_options.max_body_bytes);
     s.headers.assign(headers->begin(), headers->end());
-    s.addresses = fetch_options.addresses;
-    s.cancel = opt.cancel;
-    s.max_connections = fetch_options.max_connections;
-    s.requests_per_second = fetch_options.requests_per_second;
+    s.addresses = m_fetch_options.addresses;
+    s.cancel = m_opt.cancel;
+    s.max_connections = m_fetch_options.max_connections;
+    s.requests_per_second = m_fetch_options.requests_per_second;
     it = m_pipelines.emplace(origin, std::make_unique<PipelinedOrigin>(*u, std::move(s), m_throttle)).first;
   }
   PipelinedOrigin* p = it->second.get();
   if (!p->usable()) {
     if (m_pipeline_warned.insert(origin).second) {
-      log::warn(src.name, "pipelining turned off for " + origin + ": " + p->broken_reason() +
+      log::warn(m_src.name, "pipelining turned off for " + origin + ": " + p->broken_reason() +
                               "; its requests go one at a time",
                 {});
     }

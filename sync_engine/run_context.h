@@ -131,8 +131,8 @@ public:
   RunContext(store::Store& st, store::BlobStore& bl, std::shared_ptr<Fetcher> transport,
              std::shared_ptr<HostThrottle> throttle, const std::filesystem::path& tmp_dir, const SourceConfig& source,
              const RunOptions& run_options, SourceReport& rep, ValidatorCache& cache)
-      : store(st), blobs(bl), tmp(tmp_dir), src(source), opt(run_options), report(rep), validators(cache),
-        m_transport(std::move(transport)), m_throttle(std::move(throttle)) {}
+      : m_store(st), m_blobs(bl), m_tmp(tmp_dir), m_src(source), m_opt(run_options), m_report(rep),
+        m_validators(cache), m_transport(std::move(transport)), m_throttle(std::move(throttle)) {}
 
   // The source's fetchers and the commit session; false (with an error) when
   // they cannot be had.
@@ -144,16 +144,16 @@ public:
   // The same, for an Error: one of ErrorKind::database marks the run as
   // failed for the database (SourceReport::database_unreachable).
   void error(const std::string& url, const Error& e) {
-    report.database_unreachable = report.database_unreachable || e.kind == ErrorKind::database;
-    report.disk_full = report.disk_full || is_disk_full(e);
+    m_report.database_unreachable = m_report.database_unreachable || e.kind == ErrorKind::database;
+    m_report.disk_full = m_report.disk_full || is_disk_full(e);
     error(url, e.message);
   }
   // While alive, what the run applies counts as a baseline's too
   // (SourceReport::baseline).
   struct BaselineScope {
-    explicit BaselineScope(RunContext& c) : ctx(c), at(c.report.counters) {}
+    explicit BaselineScope(RunContext& c) : ctx(c), at(c.report().counters) {}
     ~BaselineScope() {
-      const store::RunCounters& now = ctx.report.counters;
+      const store::RunCounters& now = ctx.report().counters;
       store::RunCounters d;
       d.created = now.created - at.created;
       d.updated = now.updated - at.updated;
@@ -161,7 +161,7 @@ public:
       d.unchanged = now.unchanged - at.unchanged;
       d.failed = now.failed - at.failed;
       d.bytes = now.bytes - at.bytes;
-      ctx.report.baseline += d;
+      ctx.report().baseline += d;
     }
     BaselineScope(const BaselineScope&) = delete;
     BaselineScope& operator=(const BaselineScope&) = delete;
@@ -169,7 +169,7 @@ public:
     store::RunCounters at;
   };
   // What the run decided ("re-baselined: ..."), for the report.
-  void note(std::string n) { report.notes.push_back(std::move(n)); }
+  void note(std::string n) { m_report.notes.push_back(std::move(n)); }
   // Reports `h`'s rejected entries as errors of the run (naming the entry's
   // URI or, without one, the document's URL, the line and the reason), and
   // keeps the URIs they name: a baseline counts them as listed, so that one
@@ -179,7 +179,7 @@ public:
   bool is_source_host(const std::string& url) const;
   // The URIs of rejected entries since the last call.
   std::vector<std::string> take_rejected_uris() { return std::exchange(m_rejected_uris, {}); }
-  bool cancelled() const { return opt.cancel && opt.cancel->load(); }
+  bool cancelled() const { return m_opt.cancel && m_opt.cancel->load(); }
   void progress(const std::string& doc);
 
   // Fetches and validates a document of the capability `want`. With
@@ -269,22 +269,45 @@ public:
                                std::optional<rs::Timestamp> time, const std::string& reason,
                                int attempts = 1) const;
 
-  store::Store& store;
-  store::BlobStore& blobs;
-  std::filesystem::path tmp;
-  const SourceConfig& src;
-  const RunOptions& opt;
-  SourceReport& report;
-  ValidatorCache& validators;
-  std::shared_ptr<Fetcher> fetcher; // documents: retried with backoff, rate-limited
-  FetchOptions fetch_options;       // the source's headers and credentials
-  int64_t source_id = 0;
-  int64_t run_id = 0;
-  uint64_t done = 0;  // entries applied (progress)
-  uint64_t total = 0; // entries in the documents known so far
-  std::chrono::steady_clock::time_point progress_start = std::chrono::steady_clock::now();
+  // What the run works with.
+  store::Store& store() const { return m_store; }
+  store::BlobStore& blobs() const { return m_blobs; }
+  const std::filesystem::path& tmp() const { return m_tmp; }
+  const SourceConfig& src() const { return m_src; }
+  const RunOptions& opt() const { return m_opt; }
+  // What the run reports (its status, counters, findings), filled as it goes.
+  SourceReport& report() const { return m_report; }
+  ValidatorCache& validators() const { return m_validators; }
+  // Documents: retried with backoff, rate-limited (after setup()).
+  const std::shared_ptr<Fetcher>& fetcher() const { return m_fetcher; }
+  // The source's headers and credentials (after setup()).
+  const FetchOptions& fetch_options() const { return m_fetch_options; }
+  int64_t source_id() const { return m_source_id; }
+  void set_source_id(int64_t id) { m_source_id = id; }
+  int64_t run_id() const { return m_run_id; }
+  void set_run_id(int64_t id) { m_run_id = id; }
+
+  // Progress: entries in the documents known so far, and applied; the
+  // rate counts from the last restart (a phase of the run begins).
+  void add_total(uint64_t n) { m_total += n; }
+  void add_done(uint64_t n) { m_done += n; }
+  void restart_progress() { m_progress_start = std::chrono::steady_clock::now(); }
 
 private:
+  store::Store& m_store;
+  store::BlobStore& m_blobs;
+  std::filesystem::path m_tmp;
+  const SourceConfig& m_src;
+  const RunOptions& m_opt;
+  SourceReport& m_report;
+  ValidatorCache& m_validators;
+  std::shared_ptr<Fetcher> m_fetcher;
+  FetchOptions m_fetch_options;
+  int64_t m_source_id = 0;
+  int64_t m_run_id = 0;
+  uint64_t m_done = 0;
+  uint64_t m_total = 0;
+  std::chrono::steady_clock::time_point m_progress_start = std::chrono::steady_clock::now();
   friend class SliceFetch; // fetch_all.cpp: a slice's workers use the host policy and the fetchers
   std::vector<std::string> m_rejected_uris;
   LogWindow* m_log_window = nullptr;

@@ -66,7 +66,7 @@ Result<void> note_history(RunContext& ctx, int64_t feed) {
   if (auto d = ctx.drain(); !d) {
     return d;
   }
-  auto checked = store::check_history(ctx.store, {feed}, false, 3);
+  auto checked = store::check_history(ctx.store(), {feed}, false, 3);
   if (!checked) {
     return tl::unexpected(checked.error());
   }
@@ -79,7 +79,7 @@ Result<void> note_history(RunContext& ctx, int64_t feed) {
             std::to_string(h.backwards) + " dated before an earlier entry, " + std::to_string(h.disagreeing) +
             " whose last entry is not what we hold (first: " + h.first.front().uri + ": " + h.first.front().what +
             "); `tributary check-history --repair` mends what followers hold";
-    log::warn(ctx.src.name, note);
+    log::warn(ctx.src().name, note);
   }
   ctx.note(note);
   return {};
@@ -111,7 +111,7 @@ constexpr OfferedSlot k_offered[] = {
 // Change Notification channels (into the run's report).
 Result<Offered> read_capability_list(RunContext& ctx, const std::string& caplist_url) {
   CollectingHandler h;
-  auto got = fetch_document(*ctx.fetcher, caplist_url, ctx.fetch_options, h, [&] { h.reset(); });
+  auto got = fetch_document(*ctx.fetcher(), caplist_url, ctx.fetch_options(), h, [&] { h.reset(); });
   if (!got) {
     return tl::unexpected(got.error());
   }
@@ -142,7 +142,7 @@ Result<Offered> read_capability_list(RunContext& ctx, const std::string& caplist
           break;
         }
       }
-      ctx.report.channels.push_back(std::move(ch));
+      ctx.report().channels.push_back(std::move(ch));
     }
   }
   return o;
@@ -160,13 +160,13 @@ Result<void> need_resource_list(const Offered& o, const std::string& caplist_url
 // Resource List ("auto"), saying so in the run.
 Result<void> baseline_offered(RunContext& ctx, int64_t feed, const Offered& o, const std::string& caplist_url) {
   RunContext::BaselineScope counted(ctx);
-  if (ctx.src.strategy != "lists" && !o.rd.empty()) {
+  if (ctx.src().strategy != "lists" && !o.rd.empty()) {
     auto r = baseline_from_dump(ctx, feed, o.rd);
-    if (r || ctx.src.strategy == "dumps" || o.rl.empty()) {
+    if (r || ctx.src().strategy == "dumps" || o.rl.empty()) {
       return r;
     }
     ctx.note("Resource Dump unusable, baselined from the Resource List instead: " + r.error().message);
-  } else if (ctx.src.strategy == "dumps" && o.rd.empty()) {
+  } else if (ctx.src().strategy == "dumps" && o.rd.empty()) {
     ctx.note("strategy \"dumps\", but the Capability List offers no Resource Dump: baselined from the Resource List");
   }
   if (auto r = need_resource_list(o, caplist_url); !r) {
@@ -190,16 +190,16 @@ Result<void> incremental_offered(RunContext& ctx, int64_t feed, const Offered& o
       return r;
     }
   }
-  if (ctx.src.strategy != "lists" && !o.cd.empty()) {
+  if (ctx.src().strategy != "lists" && !o.cd.empty()) {
     if (auto r = incremental_from_dump(ctx, feed, o.cd, o.cda); !r) {
-      if (ctx.src.strategy == "dumps" || o.cl.empty()) {
+      if (ctx.src().strategy == "dumps" || o.cl.empty()) {
         return r;
       }
       ctx.note("Change Dump unusable, following the Change List instead: " + r.error().message);
     }
   }
   if (o.cl.empty() && o.cd.empty()) {
-    ctx.report.kind = "resource-list-only";
+    ctx.report().kind = "resource-list-only";
     // The commonest Source: a Resource List and nothing after it (just
     // compared, when this run baselined).
     if (auto r = need_resource_list(o, caplist_url); !r) {
@@ -224,7 +224,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
     return tl::unexpected(offered.error());
   }
   const Offered& o = *offered;
-  switch (ctx.opt.mode) {
+  switch (ctx.opt().mode) {
   case store::RunMode::baseline:
     return baseline_in_window(ctx, feed, o.cl, o.rl, o.cla,
                               [&] { return baseline_offered(ctx, feed, o, caplist_url); });
@@ -246,7 +246,7 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
 // Capability List above it: baselined from it, audited against it, and
 // followed by polling it.
 Result<void> sync_list_feed(RunContext& ctx, int64_t feed, const std::string& list_url) {
-  switch (ctx.opt.mode) {
+  switch (ctx.opt().mode) {
   case store::RunMode::baseline:
     return baseline_from_list(ctx, feed, list_url);
   case store::RunMode::audit:
@@ -272,10 +272,10 @@ Result<void> sync_list_feed(RunContext& ctx, int64_t feed, const std::string& li
 
 // A source of kind "oai-pmh": each metadataPrefix (and set) a feed.
 bool run_oai_feeds(RunContext& ctx) {
-  ctx.report.kind = "oai-pmh";
+  ctx.report().kind = "oai-pmh";
   bool ok = true;
-  for (const auto& f : oai_feeds(ctx.src)) {
-    auto feed = ctx.store.ensure_feed(ctx.source_id, f.feed_url);
+  for (const auto& f : oai_feeds(ctx.src())) {
+    auto feed = ctx.store().ensure_feed(ctx.source_id(), f.feed_url);
     if (!feed) {
       ctx.error(f.feed_url, feed.error());
       ok = false;
@@ -290,7 +290,7 @@ bool run_oai_feeds(RunContext& ctx) {
       ctx.error(f.feed_url, drained.error());
       ok = false;
     }
-    if (ctx.report.database_unreachable) {
+    if (ctx.report().database_unreachable) {
       break;
     }
   }
@@ -299,20 +299,20 @@ bool run_oai_feeds(RunContext& ctx) {
 
 // A source of kind "iiif-discovery": the stream is one feed.
 bool run_iiif_feed(RunContext& ctx) {
-  ctx.report.kind = "iiif-discovery";
-  auto feed = ctx.store.ensure_feed(ctx.source_id, ctx.src.url);
+  ctx.report().kind = "iiif-discovery";
+  auto feed = ctx.store().ensure_feed(ctx.source_id(), ctx.src().url);
   if (!feed) {
-    ctx.error(ctx.src.url, feed.error());
+    ctx.error(ctx.src().url, feed.error());
     return false;
   }
   auto r = sync_iiif_feed(ctx, *feed);
   auto drained = ctx.drain();
   if (!r) {
-    ctx.error(ctx.src.url, r.error());
+    ctx.error(ctx.src().url, r.error());
     return false;
   }
   if (!drained) {
-    ctx.error(ctx.src.url, drained.error());
+    ctx.error(ctx.src().url, drained.error());
     return false;
   }
   return true;
@@ -333,7 +333,7 @@ constexpr KindRunner k_runners[] = {
 
 bool run_feeds(RunContext& ctx) {
   for (const auto& [kind, run] : k_runners) {
-    if (ctx.src.kind == kind) {
+    if (ctx.src().kind == kind) {
       return run(ctx);
     }
   }
@@ -343,17 +343,17 @@ bool run_feeds(RunContext& ctx) {
 // A ResourceSync Source: its Capability Lists (configured, or discovered
 // with the Resource Lists and sitemaps that have none), a feed each.
 bool run_resourcesync_feeds(RunContext& ctx) {
-  std::vector<std::string> caplists = ctx.src.capability_lists;
+  std::vector<std::string> caplists = ctx.src().capability_lists;
   std::vector<std::string> lists; // Resource Lists or sitemaps without a Capability List
   if (caplists.empty()) {
-    auto found = discover(*ctx.fetcher, ctx.src.url, ctx.fetch_options);
+    auto found = discover(*ctx.fetcher(), ctx.src().url, ctx.fetch_options());
     if (!found) {
-      ctx.error(ctx.src.url, found.error().message);
+      ctx.error(ctx.src().url, found.error().message);
       return false;
     }
     caplists = found->capability_lists;
     lists = found->resource_lists;
-    ctx.report.kind = found->kind;
+    ctx.report().kind = found->kind;
   }
   bool ok = true;
   std::vector<std::pair<std::string, bool>> feeds; // URL, is a list
@@ -364,7 +364,7 @@ bool run_resourcesync_feeds(RunContext& ctx) {
     feeds.emplace_back(l, true);
   }
   for (const auto& [url, is_list] : feeds) {
-    auto feed = ctx.store.ensure_feed(ctx.source_id, url);
+    auto feed = ctx.store().ensure_feed(ctx.source_id(), url);
     if (!feed) {
       ctx.error(url, feed.error());
       ok = false;
@@ -379,7 +379,7 @@ bool run_resourcesync_feeds(RunContext& ctx) {
       ctx.error(url, drained.error());
       ok = false;
     }
-    if (ctx.report.database_unreachable) {
+    if (ctx.report().database_unreachable) {
       break; // the source's lease went with the connection: no further feed without it
     }
   }
@@ -390,7 +390,7 @@ bool run_resourcesync_feeds(RunContext& ctx) {
 std::string describe_run(const RunContext& ctx) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return "tributary " + std::string(store::to_string(ctx.opt.mode)) + " of '" + ctx.src.name + "' (pid " +
+  return "tributary " + std::string(store::to_string(ctx.opt().mode)) + " of '" + ctx.src().name + "' (pid " +
          std::to_string(::getpid()) + " on " + host + ")";
 }
 
@@ -399,17 +399,17 @@ std::string describe_run(const RunContext& ctx) {
 std::unique_ptr<store::SourceLease> take_source(RunContext& ctx) {
   const std::string who = describe_run(ctx);
   for (bool noted = false;;) {
-    auto got = ctx.store.try_lock_source(ctx.source_id, who);
+    auto got = ctx.store().try_lock_source(ctx.source_id(), who);
     if (!got) {
-      ctx.error(ctx.src.url, got.error());
+      ctx.error(ctx.src().url, got.error());
       return nullptr;
     }
     if (got->lease) {
       return std::move(got->lease);
     }
-    if (!ctx.opt.wait_for_source) {
-      ctx.report.busy = true;
-      ctx.error(ctx.src.url, "source '" + ctx.src.name + "' is being synced by another run (" + got->holder +
+    if (!ctx.opt().wait_for_source) {
+      ctx.report().busy = true;
+      ctx.error(ctx.src().url, "source '" + ctx.src().name + "' is being synced by another run (" + got->holder +
                                  "): not run, nothing changed");
       return nullptr;
     }
@@ -417,8 +417,8 @@ std::unique_ptr<store::SourceLease> take_source(RunContext& ctx) {
       ctx.note("waited for another run of the source to end (" + got->holder + ")");
       noted = true;
     }
-    if (!sleep_unless_cancelled(ctx.opt.cancel, std::chrono::milliseconds(500))) {
-      ctx.error(ctx.src.url, "stopped while waiting for another run of the source to end");
+    if (!sleep_unless_cancelled(ctx.opt().cancel, std::chrono::milliseconds(500))) {
+      ctx.error(ctx.src().url, "stopped while waiting for another run of the source to end");
       return nullptr;
     }
   }
@@ -426,73 +426,74 @@ std::unique_ptr<store::SourceLease> take_source(RunContext& ctx) {
 
 void execute(RunContext& ctx) {
   const auto started = std::chrono::steady_clock::now();
-  ctx.report.source = ctx.src.name;
-  ctx.report.mode = ctx.opt.mode;
-  auto sid = ctx.store.ensure_source(ctx.src.name, ctx.src.url);
+  ctx.report().source = ctx.src().name;
+  ctx.report().mode = ctx.opt().mode;
+  auto sid = ctx.store().ensure_source(ctx.src().name, ctx.src().url);
   if (!sid) {
-    ctx.error(ctx.src.url, sid.error());
-    ctx.report.status = store::RunStatus::failed;
+    ctx.error(ctx.src().url, sid.error());
+    ctx.report().status = store::RunStatus::failed;
     return;
   }
-  ctx.source_id = *sid;
-  if (const auto& u = ctx.opt.unrecorded) {
+  ctx.set_source_id(*sid);
+  if (const auto& u = ctx.opt().unrecorded) {
     // Runs that failed while the database could not be reached: in the
     // run history now, as one failed run.
     const std::string message = "the database could not be reached (" + std::to_string(u->attempts) + " run" +
                                 (u->attempts == 1 ? "" : "s") + " failed before they could be recorded); last: " +
                                 u->message;
-    ctx.report.recorded_earlier =
-        static_cast<bool>(ctx.store.record_failed_run(ctx.source_id, u->mode, u->first_started, message));
+    ctx.report().recorded_earlier =
+        static_cast<bool>(ctx.store().record_failed_run(ctx.source_id(), u->mode, u->first_started, message));
   }
   // One run per source across processes: two baselines at once each
   // deleted what the other had seen, two incrementals logged changes twice.
   auto lease = take_source(ctx);
   if (!lease) {
-    ctx.report.status = store::RunStatus::failed;
+    ctx.report().status = store::RunStatus::failed;
     return;
   }
-  auto rid = ctx.store.begin_run(ctx.source_id, ctx.opt.mode, ctx.opt.trigger);
+  auto rid = ctx.store().begin_run(ctx.source_id(), ctx.opt().mode, ctx.opt().trigger);
   if (!rid) {
-    ctx.error(ctx.src.url, rid.error());
-    ctx.report.status = store::RunStatus::failed;
+    ctx.error(ctx.src().url, rid.error());
+    ctx.report().status = store::RunStatus::failed;
     return;
   }
-  ctx.report.run_id = ctx.run_id = *rid;
+  ctx.set_run_id(*rid);
+  ctx.report().run_id = *rid;
   bool ok = ctx.setup() && run_feeds(ctx);
-  if (!ctx.report.kind.empty()) {
-    (void)ctx.store.set_source_kind(ctx.source_id, ctx.report.kind);
+  if (!ctx.report().kind.empty()) {
+    (void)ctx.store().set_source_kind(ctx.source_id(), ctx.report().kind);
   }
-  if (ctx.report.clock_checked) {
-    (void)ctx.store.set_source_clock(ctx.source_id, ctx.report.clock_ahead_seconds);
-    if (ctx.report.clock_ahead_seconds) {
+  if (ctx.report().clock_checked) {
+    (void)ctx.store().set_source_clock(ctx.source_id(), ctx.report().clock_ahead_seconds);
+    if (ctx.report().clock_ahead_seconds) {
       ctx.note("the Source's clock is ahead: changes dated up to " +
-               std::to_string(static_cast<long long>(*ctx.report.clock_ahead_seconds)) +
+               std::to_string(static_cast<long long>(*ctx.report().clock_ahead_seconds)) +
                " s in the future were applied, and the watermark stays at the time they were read");
     }
   }
-  ctx.report.status = !ok                         ? store::RunStatus::failed
-                    : ctx.report.counters.failed ? store::RunStatus::partial
+  ctx.report().status = !ok                         ? store::RunStatus::failed
+                    : ctx.report().counters.failed ? store::RunStatus::partial
                                                 : store::RunStatus::succeeded;
-  if (!ok && ctx.cancelled() && ctx.opt.stopping && ctx.opt.stopping->load()) {
-    ctx.report.status = store::RunStatus::interrupted;
+  if (!ok && ctx.cancelled() && ctx.opt().stopping && ctx.opt().stopping->load()) {
+    ctx.report().status = store::RunStatus::interrupted;
     ctx.note("interrupted: the process shut down (what was committed stays; the next run resumes)");
   }
-  ctx.report.duration =
+  ctx.report().duration =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   // The cause first (the counts are the run's columns): its first error,
   // how many more, then what the run decided.
   std::string message;
-  if (!ctx.report.errors.empty()) {
-    message = ctx.report.errors.front();
-    if (ctx.report.error_count > 1) {
-      message += " (and " + std::to_string(ctx.report.error_count - 1) + " more error" +
-                 (ctx.report.error_count == 2 ? "" : "s") + ")";
+  if (!ctx.report().errors.empty()) {
+    message = ctx.report().errors.front();
+    if (ctx.report().error_count > 1) {
+      message += " (and " + std::to_string(ctx.report().error_count - 1) + " more error" +
+                 (ctx.report().error_count == 2 ? "" : "s") + ")";
     }
   }
-  for (const auto& n : ctx.report.notes) {
+  for (const auto& n : ctx.report().notes) {
     message += (message.empty() ? "" : "; ") + n;
   }
-  (void)ctx.store.finish_run(ctx.run_id, ctx.report.status, message);
+  (void)ctx.store().finish_run(ctx.run_id(), ctx.report().status, message);
 }
 
 } // namespace

@@ -127,13 +127,13 @@ public:
   Follow(RunContext& ctx, int64_t feed) : m_ctx(ctx), m_feed(feed) {}
 
   Result<void> run() {
-    auto body = fetch_body(m_ctx, m_ctx.src.url, k_max_page_bytes);
+    auto body = fetch_body(m_ctx, m_ctx.src().url, k_max_page_bytes);
     if (!body) {
       return tl::unexpected(body.error());
     }
     auto collection = iiif::parse_collection(*body);
     if (!collection) {
-      return make_error(collection.error().kind, m_ctx.src.url + ": " + collection.error().message);
+      return make_error(collection.error().kind, m_ctx.src().url + ": " + collection.error().message);
     }
     auto wm = m_ctx.settled_watermark(m_feed);
     if (!wm) {
@@ -141,10 +141,10 @@ public:
     }
     m_w = *wm;
     const bool fresh = !m_w.baseline_at && !m_w.last_time;
-    const bool full = m_ctx.opt.mode != store::RunMode::incremental || fresh;
+    const bool full = m_ctx.opt().mode != store::RunMode::incremental || fresh;
     // A first read (or a baseline) stores what the stream holds: a baseline's.
     std::optional<RunContext::BaselineScope> counted;
-    if (fresh || m_ctx.opt.mode == store::RunMode::baseline) {
+    if (fresh || m_ctx.opt().mode == store::RunMode::baseline) {
       counted.emplace(m_ctx);
     }
     // Newest first: from `last` back by `prev`, each page decided as it is
@@ -171,7 +171,7 @@ public:
       for (const auto& w : page->warnings) {
         m_ctx.error(url, w);
       }
-      m_ctx.total += page->items.size();
+      m_ctx.add_total(page->items.size());
       bool older_than_watermark = false;
       bool refresh = false;
       bool level0 = false;
@@ -229,8 +229,8 @@ private:
 
   Result<void> changes(const std::vector<Taken>& taken, bool full) {
     const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
-    for (size_t start = 0; start < taken.size(); start += m_ctx.opt.batch_size) {
-      const size_t end = std::min(taken.size(), start + m_ctx.opt.batch_size);
+    for (size_t start = 0; start < taken.size(); start += m_ctx.opt().batch_size) {
+      const size_t end = std::min(taken.size(), start + m_ctx.opt().batch_size);
       std::vector<std::string> uris;
       for (size_t i = start; i < end; ++i) {
         uris.push_back(taken[i].uri);
@@ -249,16 +249,16 @@ private:
         }
         PendingChange c{entry_of(taken[i], *held), taken[i].end_time.value_or(now),
                         static_cast<int64_t>(i), true};
-        c.selected = m_ctx.src.selects(c.entry.loc, std::nullopt);
+        c.selected = m_ctx.src().selects(c.entry.loc, std::nullopt);
         batch.push_back(std::move(c));
       }
       if (batch.empty()) {
         continue;
       }
-      if (auto r = change_batch(m_ctx, m_feed, m_ctx.src.url, batch, m_w); !r) {
+      if (auto r = change_batch(m_ctx, m_feed, m_ctx.src().url, batch, m_w); !r) {
         return r;
       }
-      m_ctx.done += batch.size();
+      m_ctx.add_done(batch.size());
     }
     if (full && !m_w.baseline_at) {
       // Read from its start: from now on, what is new since.
@@ -280,14 +280,14 @@ private:
       e.loc = uri;
       entries.push_back(std::move(e));
     }
-    for (size_t start = 0; start < entries.size(); start += m_ctx.opt.batch_size) {
+    for (size_t start = 0; start < entries.size(); start += m_ctx.opt().batch_size) {
       std::vector<rs::Entry> part(entries.begin() + static_cast<std::ptrdiff_t>(start),
                                   entries.begin() + static_cast<std::ptrdiff_t>(
-                                                        std::min(entries.size(), start + m_ctx.opt.batch_size)));
+                                                        std::min(entries.size(), start + m_ctx.opt().batch_size)));
       if (auto r = baseline_batch(m_ctx, m_feed, part); !r) {
         return r;
       }
-      m_ctx.done += part.size();
+      m_ctx.add_done(part.size());
     }
     if (auto r = m_ctx.drain(); !r) {
       return r;

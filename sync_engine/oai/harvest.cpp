@@ -62,12 +62,12 @@ public:
       return tl::unexpected(wm.error());
     }
     m_w = *wm;
-    if (m_ctx.opt.mode == store::RunMode::audit) {
+    if (m_ctx.opt().mode == store::RunMode::audit) {
       return audit();
     }
     const bool fresh = !m_w.baseline_at && !m_w.last_time;
-    const bool baseline = m_ctx.opt.mode == store::RunMode::baseline || fresh;
-    if (fresh && m_ctx.opt.mode != store::RunMode::baseline) {
+    const bool baseline = m_ctx.opt().mode == store::RunMode::baseline || fresh;
+    if (fresh && m_ctx.opt().mode != store::RunMode::baseline) {
       m_ctx.note("never harvested: baseline first");
     }
     auto saved = Resume::load(m_w.resume);
@@ -88,7 +88,7 @@ public:
       m_state = Resume{};
       m_state.mode = mode;
       if (!baseline && m_w.last_time) {
-        m_state.from = *m_w.last_time - duration_cast<microseconds>(m_ctx.src.oai.overlap);
+        m_state.from = *m_w.last_time - duration_cast<microseconds>(m_ctx.src().oai.overlap);
       }
       if (baseline) {
         clamp_earliest();
@@ -208,7 +208,7 @@ private:
   }
 
   std::string record_uri(const std::string& identifier) const {
-    const std::string& t = m_ctx.src.oai.record_uri;
+    const std::string& t = m_ctx.src().oai.record_uri;
     if (t.empty()) {
       return oai::get_record_url(m_f.base_url, identifier, m_f.prefix);
     }
@@ -242,7 +242,7 @@ private:
       content[e.loc] = std::move(doc);
     }
     e.md = std::move(md);
-    if (!m_ctx.src.oai.record_uri.empty()) {
+    if (!m_ctx.src().oai.record_uri.empty()) {
       rs::Link via; // the record at its origin, whatever URI it is given here
       via.rel = "via";
       via.href = oai::get_record_url(m_f.base_url, r.identifier, m_f.prefix);
@@ -270,7 +270,7 @@ private:
         }
         // Sealed here, published with the page's other records in one
         // file-system sync (a sync per record held a harvest to 750/s).
-        auto w = m_ctx.blobs.begin();
+        auto w = m_ctx.blobs().begin();
         if (!w) {
           out.emplace_back(tl::unexpected(w.error()));
           continue;
@@ -337,7 +337,7 @@ private:
         }
       }
       auto r = baseline_batch(m_ctx, m_feed, entries, inline_source(content), at);
-      m_ctx.done += records.size();
+      m_ctx.add_done(records.size());
       return r;
     }
     std::vector<PendingChange> changes;
@@ -345,7 +345,7 @@ private:
       rs::Entry e = entry_of(r, content);
       m_identifier_of[e.loc] = r.identifier;
       PendingChange c{std::move(e), r.datestamp, static_cast<int64_t>(changes.size()), true};
-      c.selected = m_ctx.src.selects(c.entry.loc, std::string("application/xml"));
+      c.selected = m_ctx.src().selects(c.entry.loc, std::string("application/xml"));
       c.kind_open = true; // a record is "not deleted": created or updated is what we hold's to say
       changes.push_back(std::move(c));
     }
@@ -356,7 +356,7 @@ private:
     Watermark w = m_w;
     auto r = change_batch(m_ctx, m_feed, m_f.feed_url, changes, w, inline_source(content),
                           [&at](Watermark& next) { next = at; });
-    m_ctx.done += records.size();
+    m_ctx.add_done(records.size());
     return r;
   }
 
@@ -493,7 +493,7 @@ private:
                                     : oai::list_url(m_f.base_url, {verb, m_f.prefix, {}, {}, {}, m_id.granularity,
                                                                    page->resumption.token});
         m_state.expires = page->last() ? std::nullopt : page->resumption.expires;
-        m_ctx.total += page->records.size();
+        m_ctx.add_total(page->records.size());
         if (auto r = on_page(*page); !r) {
           return r;
         }
@@ -565,7 +565,7 @@ private:
           seen.push_back(record_uri(w.identifier)); // listed, with a bad value: kept as held
         }
       }
-      m_ctx.report.audit.in_sync += seen.size();
+      m_ctx.report().audit.in_sync += seen.size();
       return commit_seen(m_ctx, m_feed, std::move(seen));
     });
     if (!walked) {
@@ -582,7 +582,7 @@ private:
     if (!deleted) {
       return tl::unexpected(deleted.error());
     }
-    m_ctx.report.audit.extra += deleted->unseen;
+    m_ctx.report().audit.extra += deleted->unseen;
     return {};
   }
 
