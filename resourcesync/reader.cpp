@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <exception>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace tributary::rs {
 
@@ -36,8 +40,7 @@ void init_libxml_once() {
 } // namespace
 
 // The document's structure as libxml2's SAX2 interface reports it: the
-// root, the header, each entry and its fields. Values are read in
-// reader_values.cpp, bytes come in through reader_input.cpp.
+// root, the header, each entry and its fields.
 
 void Reader::Impl::deliver_header() {
   if (header_delivered) {
@@ -173,7 +176,7 @@ void Reader::Impl::start(std::string_view name, std::string_view prefix, std::st
     stack.push_back(Ctx::skip);
     return;
   case Ctx::extension:
-    ext_stack.push_back(make_node(name, prefix, ns, attrs));
+    ext_stack.push_back(values.make_node(name, prefix, ns, attrs));
     stack.push_back(Ctx::extension);
     return;
   }
@@ -210,10 +213,10 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
       if (header.md && !header.plain_sitemap) {
         error("the document has more than one <rs:md>");
       } else {
-        header.md = parse_md(attrs);
+        header.md = values.parse_md(attrs);
         header.plain_sitemap = false;
       }
-    } else if (auto ln = parse_ln(attrs)) {
+    } else if (auto ln = values.parse_ln(attrs)) {
       header.links.push_back(std::move(*ln));
     }
     stack.push_back(Ctx::skip);
@@ -238,7 +241,7 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
   if (late) {
     warning("element <" + std::string(name) + "> of the document comes after its entries");
   }
-  ext_stack.push_back(make_node(name, prefix, ns, attrs));
+  ext_stack.push_back(values.make_node(name, prefix, ns, attrs));
   stack.push_back(Ctx::extension);
 }
 
@@ -259,21 +262,21 @@ void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix
       if (entry_md_seen) {
         value_error("an entry has more than one <rs:md> (it is not repeatable; the second is ignored)");
       } else {
-        entry.md = parse_md(attrs);
+        entry.md = values.parse_md(attrs);
         entry_md_seen = true;
       }
       stack.push_back(Ctx::skip);
       return;
     }
     if (name == "ln") {
-      if (auto ln = parse_ln(attrs)) {
+      if (auto ln = values.parse_ln(attrs)) {
         entry.links.push_back(std::move(*ln));
       }
       stack.push_back(Ctx::skip);
       return;
     }
   }
-  ext_stack.push_back(make_node(name, prefix, ns, attrs));
+  ext_stack.push_back(values.make_node(name, prefix, ns, attrs));
   stack.push_back(Ctx::extension);
 }
 
@@ -338,7 +341,7 @@ void Reader::Impl::end_text() {
     entry.loc = std::string(v);
     return;
   case TextField::lastmod:
-    entry.lastmod = datetime(v, "<lastmod>");
+    entry.lastmod = values.datetime(v, "<lastmod>");
     entry.lastmod_date_only = entry.lastmod && is_date_only(v);
     return;
   case TextField::changefreq:
@@ -362,7 +365,7 @@ void Reader::Impl::resolve(std::string& ref, std::string_view what, uint64_t lin
     return; // the validator reports it
   }
   diag(Severity::warning, line_no,
-       std::string(what) + " " + quote(ref) + " is relative: read as " + quote(*abs) +
+       std::string(what) + " " + ValueReader::quote(ref) + " is relative: read as " + ValueReader::quote(*abs) +
            " (resolved against the document's URL)");
   ref = std::move(*abs);
 }
@@ -433,6 +436,49 @@ void Reader::Impl::end_entry() {
 }
 
 
+void Reader::Impl::feed_parser(const char* data, size_t size, bool terminate) {
+  if (!ctxt) {
+    ctxt = xmlCreatePushParserCtxt(&sax, this, data, static_cast<int>(size), nullptr);
+    if (!ctxt) {
+      stop("could not create the XML parser");
+      return;
+    }
+    // NOENT: predefined entities and character references in attribute
+    // values are decoded (without it libxml2 hands `&` back as `&#38;`).
+    // No other entity can exist: a DOCTYPE stops the parser on sight.
+    xmlCtxtUseOptions(ctxt, XML_PARSE_NOENT | XML_PARSE_NONET | XML_PARSE_NOCDATA | XML_PARSE_IGNORE_ENC);
+    if (terminate) {
+      check_parser(xmlParseChunk(ctxt, nullptr, 0, 1));
+    }
+    return;
+  }
+  check_parser(xmlParseChunk(ctxt, data, static_cast<int>(size), terminate ? 1 : 0));
+}
+
+// The parser's own verdict after a chunk. An error it reports only
+// through its generic handler (bytes that do not decode in the declared
+// encoding, found when the input came in pieces) never reaches on_error:
+// without this the document read as well-formed and empty (found by
+// fuzzing: the same bytes read whole failed).
+void Reader::Impl::check_parser(int rc) {
+  if (summary.stopped || exception || (rc == 0 && ctxt->wellFormed)) {
+    return;
+  }
+  const xmlError* e = xmlCtxtGetLastError(ctxt);
+  // Without an error of its own, the parser halted on input it could not
+  // take: in libxml2 2.9 xmlParseChunk answers XML_PARSER_EOF (-1) when
+  // the bytes do not convert from the declared encoding, and
+  // XML_ERR_INVALID_ENCODING when a converted buffer fails.
+  std::string msg = e && e->message ? e->message
+                    : rc == XML_PARSER_EOF || rc == XML_ERR_INVALID_ENCODING
+                        ? "the bytes do not decode in the document's declared encoding"
+                        : "the XML parser stopped (libxml2 code " + std::to_string(rc) + ")";
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
+    msg.pop_back();
+  }
+  stop("not well-formed XML: " + msg);
+}
+
 Reader::Reader(DocumentHandler& handler, ReaderOptions options)
     : m_impl(std::make_unique<Impl>(handler, options)) {
   init_libxml_once();
@@ -449,7 +495,7 @@ bool Reader::feed(const void* data, size_t size) {
   // libxml2 takes int sizes: hand large buffers over in chunks.
   while (size > 0 && !r.summary.stopped && !r.exception) {
     size_t n = std::min(size, k_chunk * 16);
-    r.push(p, n, false);
+    r.input.push(p, n, false);
     p += n;
     size -= n;
   }
@@ -461,21 +507,24 @@ bool Reader::feed(const void* data, size_t size) {
 
 ReadSummary Reader::finish() {
   Impl& r = *m_impl;
-  if (!r.summary.stopped && !r.decided && r.pending.empty()) {
+  if (!r.summary.stopped && !r.input.any()) {
     r.stop("document is empty");
   }
   if (!r.summary.stopped) {
-    r.push("", 0, true);
+    r.input.push("", 0, true);
   }
   if (r.exception) {
     std::rethrow_exception(r.exception);
   }
-  if (r.utf8_bad > 0 && !r.summary.stopped) {
+  r.summary.bytes = r.input.bytes();
+  r.summary.gzip = r.input.gzip();
+  r.summary.compressed_bytes = r.input.compressed_bytes();
+  if (r.input.bad_utf8() > 0 && !r.summary.stopped) {
     // Once, at the end (where the parser was when the bytes came depends
     // on how the input was cut); a document that stopped has its error.
     r.diag(Severity::error, r.line(),
-           "not UTF-8: " + std::to_string(r.utf8_bad) + " byte(s) that are not, the first at byte " +
-               std::to_string(r.utf8_first) + " (Sitemap documents are UTF-8)");
+           "not UTF-8: " + std::to_string(r.input.bad_utf8()) + " byte(s) that are not, the first at byte " +
+               std::to_string(r.input.first_bad_utf8()) + " (Sitemap documents are UTF-8)");
   }
   if (!r.root_seen && !r.summary.stopped) {
     r.stop(r.summary.bytes == 0 ? "document is empty" : "document has no root element");

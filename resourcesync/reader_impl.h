@@ -1,17 +1,19 @@
 #pragma once
 
-// Internal to the reader (reader.cpp, reader_values.cpp, reader_input.cpp):
-// the state of one document being read. Not part of the protocol library's
-// interface.
+// The class body of Reader::Impl: the state of one document being read.
+// Included by reader.cpp alone (its member functions are all there); not
+// part of the protocol library's interface.
 
 #include "resourcesync/reader.h"
+#include "resourcesync/reader_input.h"
+#include "resourcesync/reader_values.h"
 #include "resourcesync/validator.h"
 
 #include <libxml/parser.h>
 #include <libxml/parserInternals.h>
 #include <libxml/SAX2.h>
-#include <zlib.h>
 
+#include <algorithm>
 #include <exception>
 #include <optional>
 #include <string>
@@ -27,14 +29,6 @@ inline constexpr size_t k_chunk = 64 * 1024;
 inline std::string_view sv(const xmlChar* s) {
   return s ? std::string_view(reinterpret_cast<const char*>(s)) : std::string_view();
 }
-
-// libxml2 hands attributes as (localname, prefix, URI, value, value_end).
-struct Attr {
-  std::string_view name;
-  std::string_view prefix;
-  std::string_view ns;
-  std::string_view value;
-};
 
 enum class Ctx {
   none,      // before the root
@@ -54,24 +48,21 @@ using reading::Attr;
 using reading::Ctx;
 using reading::TextField;
 
-struct Reader::Impl {
+// The state of one document being read: its structure as libxml2's SAX2
+// interface reports it. Values are read by a ValueReader
+// (reader_values.h), bytes come in through an InputDecoder
+// (reader_input.h); both report back through the sinks this implements.
+struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink {
   DocumentHandler& handler;
   ReaderOptions options;
   ReadSummary summary;
   Validator validator;
 
+  reading::ValueReader values{*this, options};
+
+  reading::InputDecoder input{*this, options.max_bytes};
   xmlSAXHandler sax{};
   xmlParserCtxtPtr ctxt = nullptr;
-  std::string pending; // bytes buffered until the gzip magic / encoding can be seen
-  std::string utf8_carry;  // a UTF-8 sequence cut by the end of the last piece (parse)
-  uint64_t utf8_pos = 0;   // offset of utf8_carry (or of the next piece) in the document
-  uint64_t utf8_bad = 0;   // bytes that were not UTF-8, replaced
-  uint64_t utf8_first = 0; // the first one's offset
-
-  bool decided = false;
-  z_stream zs{};
-  bool zs_open = false;
-  bool gzip_member_done = false;
 
   std::vector<Ctx> stack;
   DocumentHeader header;
@@ -107,12 +98,9 @@ struct Reader::Impl {
     sax.serror = &Impl::on_error;
   }
 
-  ~Impl() {
+  ~Impl() override {
     if (ctxt) {
       xmlFreeParserCtxt(ctxt);
-    }
-    if (zs_open) {
-      inflateEnd(&zs);
     }
   }
 
@@ -142,15 +130,15 @@ struct Reader::Impl {
     }
     diag(Severity::error, line_no, std::move(msg));
   }
-  void warning(std::string msg) { diag(Severity::warning, line(), std::move(msg)); }
+  void warning(std::string msg) override { diag(Severity::warning, line(), std::move(msg)); }
   // A value that cannot be used: it is dropped, and costs nothing else.
-  void value_error(std::string msg) {
+  void value_error(std::string msg) override {
     ++summary.dropped_values;
     diag(Severity::error, line(), std::move(msg));
   }
 
   // Stops reading for good: the rest of the input is ignored.
-  void stop(std::string msg) {
+  void stop(std::string msg) override {
     if (!summary.stopped) {
       error(std::move(msg));
       summary.stopped = true;
@@ -162,18 +150,13 @@ struct Reader::Impl {
 
   static Impl* self(void* ctx) { return static_cast<Impl*>(ctx); }
 
-  // ---- attribute and element values (reader_values.cpp) ------------------
-  bool value_ok(std::string_view attr, std::string_view element, std::string_view value);
-  static std::string quote(std::string_view v);
-  std::optional<Timestamp> datetime(std::string_view value, std::string_view what);
-  std::optional<uint64_t> length(std::string_view value, std::string_view what);
-  std::optional<std::string> media_type(std::string_view value, std::string_view what);
-  std::vector<HashValue> hashes(std::string_view value, std::string_view what);
-  void extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element);
-  Metadata parse_md(const std::vector<Attr>& attrs);
-  std::optional<Link> parse_ln(const std::vector<Attr>& attrs);
-  XmlNode make_node(std::string_view name, std::string_view prefix, std::string_view ns,
-                    const std::vector<Attr>& attrs);
+  // ---- bytes in (InputDecoder::Sink) -------------------------------------
+  void on_text(const char* data, size_t size, bool terminate) override { feed_parser(data, size, terminate); }
+  bool halted() const override { return summary.stopped || exception; }
+  // The text to libxml2's push parser, which it creates with the first.
+  void feed_parser(const char* data, size_t size, bool terminate);
+  // The parser's own verdict after a chunk.
+  void check_parser(int rc);
 
   // ---- the document's structure, as SAX reports it (reader.cpp) -----------
   void deliver_header();
@@ -200,14 +183,6 @@ struct Reader::Impl {
   void resolve(std::string& ref, std::string_view what, uint64_t line_no);
   void infer_change_time();
   void end_entry();
-
-  // ---- input: UTF-8, gzip, libxml2 in chunks (reader_input.cpp) ----------
-  void parse(const char* data, size_t size, bool terminate);
-  void feed_parser(const char* data, size_t size, bool terminate);
-  void check_parser(int rc);
-  void inflate_and_parse(const unsigned char* data, size_t size, bool terminate);
-  void push(const char* data, size_t size, bool terminate);
-  void push_decided(const char* data, size_t size, bool terminate);
 };
 
 } // namespace tributary::rs

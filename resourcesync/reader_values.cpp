@@ -1,91 +1,91 @@
-#include "resourcesync/reader_impl.h"
+#include "resourcesync/reader_values.h"
+
+#include "resourcesync/datetime.h"
+#include "resourcesync/hash.h"
+#include "resourcesync/validator.h"
 
 #include <charconv>
 
-// The values of attributes and elements: each one that cannot be used
-// costs itself only (a dropped value), never its entry.
-namespace tributary::rs {
+namespace tributary::rs::reading {
 
-using namespace reading;
-
-bool Reader::Impl::value_ok(std::string_view attr, std::string_view element, std::string_view value) {
-  if (value.size() > options.max_value_bytes) {
-    stop("attribute '" + std::string(attr) + "' of <" + std::string(element) + "> is " +
+bool ValueReader::value_ok(std::string_view attr, std::string_view element, std::string_view value) {
+  if (value.size() > m_options.max_value_bytes) {
+    m_sink.stop("attribute '" + std::string(attr) + "' of <" + std::string(element) + "> is " +
          std::to_string(value.size()) + " bytes, over the limit of " +
-         std::to_string(options.max_value_bytes));
+         std::to_string(m_options.max_value_bytes));
     return false;
   }
   return true;
 }
 
 // A value quoted in a message: at most 100 bytes of it.
-std::string Reader::Impl::quote(std::string_view v) {
+std::string ValueReader::quote(std::string_view v) {
   return "'" + std::string(v.substr(0, 100)) + (v.size() > 100 ? "...'" : "'");
 }
 
-std::optional<Timestamp> Reader::Impl::datetime(std::string_view value, std::string_view what) {
+std::optional<Timestamp> ValueReader::datetime(std::string_view value, std::string_view what) {
   std::string why;
   std::string how;
   auto t = parse_datetime_lenient(value, &why, &how);
   if (!t) {
-    value_error(std::string(what) + ": " + quote(value) + " is not a W3C datetime (" + why + "; dropped)");
+    m_sink.value_error(std::string(what) + ": " + quote(value) + " is not a W3C datetime (" + why + "; dropped)");
   } else if (!how.empty()) {
-    warning(std::string(what) + ": " + quote(value) + " is not a W3C datetime; read as " +
+    m_sink.warning(std::string(what) + ": " + quote(value) + " is not a W3C datetime; read as " +
             format_w3c_datetime(*t) + " (" + how + ")");
   }
   return t;
 }
 
-std::optional<uint64_t> Reader::Impl::length(std::string_view value, std::string_view what) {
+std::optional<uint64_t> ValueReader::length(std::string_view value, std::string_view what) {
   uint64_t n = 0;
   auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
   if (value.empty() || ec != std::errc() || p != value.data() + value.size()) {
-    value_error(std::string(what) + ": " + quote(value) + " is not a non-negative integer (dropped)");
+    m_sink.value_error(std::string(what) + ": " + quote(value) + " is not a non-negative integer (dropped)");
     return std::nullopt;
   }
   if (n > k_max_length) {
-    value_error(std::string(what) + ": " + quote(value) + " is over the largest length accepted (" +
+    m_sink.value_error(std::string(what) + ": " + quote(value) + " is over the largest length accepted (" +
                 std::to_string(k_max_length) + "; dropped)");
     return std::nullopt;
   }
   return n;
 }
 
-std::optional<std::string> Reader::Impl::media_type(std::string_view value, std::string_view what) {
+std::optional<std::string> ValueReader::media_type(std::string_view value, std::string_view what) {
   std::string why;
   if (!is_media_type(value, &why)) {
-    value_error(std::string(what) + ": not a media type (" + why + "; dropped)");
+    m_sink.value_error(std::string(what) + ": not a media type (" + why + "; dropped)");
     return std::nullopt;
   }
   return std::string(value);
 }
 
-std::vector<HashValue> Reader::Impl::hashes(std::string_view value, std::string_view what) {
+std::vector<HashValue> ValueReader::hashes(std::string_view value, std::string_view what) {
   auto parsed = parse_hash_list(value);
   for (auto& e : parsed.errors) {
-    value_error(std::string(what) + ": " + e);
+    m_sink.value_error(std::string(what) + ": " + e);
   }
   for (auto& w : parsed.warnings) {
-    warning(std::string(what) + ": " + w);
+    m_sink.warning(std::string(what) + ": " + w);
   }
   return std::move(parsed.values);
 }
 
 // Attributes of rs:md and rs:ln must be unprefixed; anything else is an
 // extension (kept), with a warning for ones that look like mistakes.
-void Reader::Impl::extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element) {
+void ValueReader::extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element) {
   if (a.ns == k_rs_ns) {
-    warning("attribute '" + std::string(a.prefix) + ":" + std::string(a.name) + "' of <" +
+    m_sink.warning("attribute '" + std::string(a.prefix) + ":" + std::string(a.name) + "' of <" +
             std::string(element) + "> must not have a namespace prefix (kept, ignored)");
   } else if (a.ns.empty()) {
-    warning("unknown attribute '" + std::string(a.name) + "' on <" + std::string(element) +
+    m_sink.warning("unknown attribute '" + std::string(a.name) + "' on <" + std::string(element) +
             "> (kept, ignored)");
   }
   out.push_back(ExtensionAttribute{std::string(a.ns), std::string(a.prefix), std::string(a.name),
                                    std::string(a.value)});
 }
 
-Metadata Reader::Impl::parse_md(const std::vector<Attr>& attrs) {
+Metadata ValueReader::parse_md(const std::vector<Attr>& attrs) {
   Metadata md;
   for (const auto& a : attrs) {
     if (!value_ok(a.name, "rs:md", a.value)) {
@@ -111,7 +111,7 @@ Metadata Reader::Impl::parse_md(const std::vector<Attr>& attrs) {
     } else if (n == "change") {
       md.change = change_from_string(a.value);
       if (!md.change) {
-        value_error("<rs:md> attribute 'change': " + quote(a.value) +
+        m_sink.value_error("<rs:md> attribute 'change': " + quote(a.value) +
                     " is not one of created, updated, deleted (dropped)");
       }
     } else if (n == "hash") {
@@ -132,7 +132,7 @@ Metadata Reader::Impl::parse_md(const std::vector<Attr>& attrs) {
 }
 
 // A link without its rel or href cannot be followed: it is dropped.
-std::optional<Link> Reader::Impl::parse_ln(const std::vector<Attr>& attrs) {
+std::optional<Link> ValueReader::parse_ln(const std::vector<Attr>& attrs) {
   Link ln;
   bool has_rel = false;
   bool has_href = false;
@@ -164,7 +164,7 @@ std::optional<Link> Reader::Impl::parse_ln(const std::vector<Attr>& attrs) {
       if (v && *v >= 1 && *v <= 999999) {
         ln.pri = static_cast<uint32_t>(*v);
       } else if (v) {
-        value_error("<rs:ln> attribute 'pri': " + quote(a.value) + " is outside 1..999999 (dropped)");
+        m_sink.value_error("<rs:ln> attribute 'pri': " + quote(a.value) + " is outside 1..999999 (dropped)");
       }
     } else if (n == "type") {
       ln.type = media_type(a.value, "<rs:ln> attribute 'type'");
@@ -175,14 +175,14 @@ std::optional<Link> Reader::Impl::parse_ln(const std::vector<Attr>& attrs) {
     }
   }
   if (!has_rel || !has_href) {
-    value_error(std::string("<rs:ln> has no ") + (has_rel ? "href" : "rel") +
+    m_sink.value_error(std::string("<rs:ln> has no ") + (has_rel ? "href" : "rel") +
                 " attribute (mandatory; the link is dropped)");
     return std::nullopt;
   }
   return ln;
 }
 
-XmlNode Reader::Impl::make_node(std::string_view name, std::string_view prefix, std::string_view ns,
+XmlNode ValueReader::make_node(std::string_view name, std::string_view prefix, std::string_view ns,
                   const std::vector<Attr>& attrs) {
   XmlNode node;
   node.name = std::string(name);
@@ -198,4 +198,4 @@ XmlNode Reader::Impl::make_node(std::string_view name, std::string_view prefix, 
   return node;
 }
 
-} // namespace tributary::rs
+} // namespace tributary::rs::reading

@@ -1,0 +1,66 @@
+#pragma once
+
+// Room resourcesync/reader_values: the values of a document's attributes
+// and elements (datetimes, lengths, media types, hashes, <rs:md>, <rs:ln>,
+// the attributes of an unknown element), each read leniently. A value that
+// cannot be used costs itself only (dropped, and reported to the sink),
+// never its entry. Holds no state of the document. Internal to the reader.
+
+#include "resourcesync/model.h"
+#include "resourcesync/reader.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tributary::rs::reading {
+
+// libxml2 hands attributes as (localname, prefix, URI, value, value_end).
+struct Attr {
+  std::string_view name;
+  std::string_view prefix;
+  std::string_view ns;
+  std::string_view value;
+};
+
+class ValueReader {
+public:
+  // Where what is found goes.
+  class Sink {
+  public:
+    virtual ~Sink() = default;
+    // A value that cannot be used: it is dropped.
+    virtual void value_error(std::string msg) = 0;
+    // A value read with a repair (a datetime without seconds, ...).
+    virtual void warning(std::string msg) = 0;
+    // Stops reading for good (a value past the size limit).
+    virtual void stop(std::string msg) = 0;
+  };
+
+  // `sink` and `options` must outlive this.
+  ValueReader(Sink& sink, const ReaderOptions& options) : m_sink(sink), m_options(options) {}
+
+  // A value quoted in a message: at most 100 bytes of it.
+  static std::string quote(std::string_view v);
+
+  std::optional<Timestamp> datetime(std::string_view value, std::string_view what);
+  std::optional<uint64_t> length(std::string_view value, std::string_view what);
+  std::optional<std::string> media_type(std::string_view value, std::string_view what);
+  std::vector<HashValue> hashes(std::string_view value, std::string_view what);
+  Metadata parse_md(const std::vector<Attr>& attrs);
+  std::optional<Link> parse_ln(const std::vector<Attr>& attrs);
+  // An element we do not know, kept as it was (its attributes checked).
+  XmlNode make_node(std::string_view name, std::string_view prefix, std::string_view ns,
+                    const std::vector<Attr>& attrs);
+
+private:
+  // False (and the reading stopped) when the value is past the size limit.
+  bool value_ok(std::string_view attr, std::string_view element, std::string_view value);
+  void extension_attr(std::vector<ExtensionAttribute>& out, const Attr& a, std::string_view element);
+
+  Sink& m_sink;
+  const ReaderOptions& m_options;
+};
+
+} // namespace tributary::rs::reading
