@@ -1,16 +1,50 @@
-#include "tools/simulate/simulator_impl.h"
+// Room tools/simulate/simulate: the simulator's wiring. It owns the
+// simulated Source (simulated_source.h), its hub (simulated_hub.h, with the
+// `hub` option), the HTTP server that answers for both, and the ticker that
+// makes changes at the configured rate; and `tributary simulate`.
+#include "tools/simulate/simulate.h"
+
+#include "tools/simulate/simulated_hub.h"
+#include "tools/simulate/simulated_source.h"
+
+#include "resourcesync/websub.h"
+
+#include <csignal>
+#include <pthread.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <ostream>
+#include <thread>
 
 namespace tributary::agg {
 
-using namespace simulate_detail;
+struct Simulator::Impl {
+  SimulateOptions options;
+  SimulatedSource source{options};
+  std::unique_ptr<SimulatedHub> hub; // with options.hub
+  std::unique_ptr<http::Server> server;
+  std::thread ticker;
+  std::mutex stop_mutex;
+  std::condition_variable stop_cv;
+  bool stopping = false;
+
+  explicit Impl(SimulateOptions o) : options(std::move(o)) {}
+
+  http::Disposition handle(const http::Request& req, http::Response& res, bool can_block);
+  // Makes changes at options.change_rate until stopped.
+  void tick();
+  // Applies `n` changes now; the hub pushes them.
+  void change(uint64_t n);
+};
 
 auto Simulator::Impl::handle(const http::Request& req, http::Response& res, bool can_block) -> http::Disposition {
-  if (options.hub && req.path == "/hub" && req.method == "POST") {
-    hub_request(req, res);
+  if (hub && req.path == "/hub" && req.method == "POST") {
+    hub->request(req, res);
     return http::Disposition::done;
   }
-  if (options.hub && req.path == "/notification/changelist" && (req.method == "GET" || req.method == "HEAD")) {
-    res.set_header("Link", rs::websub::link_header(url("/hub"), topic()));
+  if (hub && req.path == "/notification/changelist" && (req.method == "GET" || req.method == "HEAD")) {
+    res.set_header("Link", rs::websub::link_header(source.url("/hub"), source.topic()));
     res.set_body("WebSub topic of this Source's Change Notification channel\n", "text/plain");
     return http::Disposition::done;
   }
@@ -19,55 +53,14 @@ auto Simulator::Impl::handle(const http::Request& req, http::Response& res, bool
     res.set_header("Allow", "GET, HEAD");
     return http::Disposition::done;
   }
-  std::string path = req.path;
-  const bool mirror = path.rfind("/mirror/res/", 0) == 0;
-  if (mirror) {
-    path = path.substr(7);
+  return source.serve(req.path, res, can_block);
+}
+
+void Simulator::Impl::change(uint64_t n) {
+  source.change(n);
+  if (hub) {
+    hub->wake();
   }
-  if (path.rfind("/res/", 0) == 0) {
-    uint64_t id = 0;
-    try {
-      size_t used = 0;
-      id = std::stoull(path.substr(5), &used);
-      if (used != path.size() - 5) {
-        throw std::invalid_argument(path);
-      }
-    } catch (const std::exception&) {
-      res.status = 404;
-      return http::Disposition::done;
-    }
-    std::lock_guard lock(mutex);
-    if (id >= resources.size()) {
-      res.status = 404;
-      return http::Disposition::done;
-    }
-    const Resource& r = resources[id];
-    if (!r.live) {
-      res.status = 410;
-      return http::Disposition::done;
-    }
-    res.set_header("ETag", "\"" + r.md5 + "\"");
-    res.set_body(content(id, r.version), "text/plain");
-    res.ranges = true;
-    return http::Disposition::done;
-  }
-  if (path == "/about") {
-    res.set_body("A ResourceSync Source simulated by tributary simulate (seed " + std::to_string(options.seed) +
-                     ").\n",
-                 "text/plain");
-    return http::Disposition::done;
-  }
-  if (!can_block) {
-    return http::Disposition::blocking; // rendering a large list takes a while
-  }
-  auto doc = document(path);
-  if (!doc) {
-    res.status = 404;
-    return http::Disposition::done;
-  }
-  const bool zip = path.size() > 4 && path.compare(path.size() - 4, 4, ".zip") == 0;
-  res.set_shared(doc, zip ? "application/zip" : "application/xml");
-  return http::Disposition::done;
 }
 
 auto Simulator::Impl::tick() -> void {
@@ -81,13 +74,8 @@ auto Simulator::Impl::tick() -> void {
       due = std::min(due, options.max_changes);
     }
     if (due > applied) {
-      {
-        std::lock_guard state(mutex);
-        for (; applied < due; ++applied) {
-          change_one();
-        }
-      }
-      pushed.notify_all();
+      change(due - applied);
+      applied = due;
     }
   }
 }
@@ -110,53 +98,30 @@ Result<void> Simulator::start() {
   if (auto r = m.server->start(); !r) {
     return r;
   }
-  m.base = m.options.public_url.empty() ? "http://" + m.options.host + ":" + std::to_string(m.server->port())
-                                        : m.options.public_url;
-  while (!m.base.empty() && m.base.back() == '/') {
-    m.base.pop_back();
+  std::string base = m.options.public_url.empty()
+                         ? "http://" + m.options.host + ":" + std::to_string(m.server->port())
+                         : m.options.public_url;
+  while (!base.empty() && base.back() == '/') {
+    base.pop_back();
   }
-  {
-    std::lock_guard lock(m.mutex);
-    m.started = m.last_time = now_us();
-    m.resources.resize(m.options.resources);
-    m.live_pos.assign(m.options.resources, k_none);
-    for (uint64_t id = 0; id < m.options.resources; ++id) {
-      m.write_version(id, m.started);
-      m.set_live(id, true);
-    }
-    m.render_resource_list();
-  }
+  m.source.start(std::move(base));
   m.ticker = std::thread([&m] { m.tick(); });
   if (m.options.hub) {
-    m.client = sync::make_default_fetcher();
-    m.pusher = std::thread([&m] { m.push_loop(); });
+    m.hub = std::make_unique<SimulatedHub>(m.source);
+    m.hub->start();
   }
   return {};
 }
 
 int Simulator::port() const { return m_impl->server ? m_impl->server->port() : 0; }
 
-std::string Simulator::base_url() const { return m_impl->base; }
+std::string Simulator::base_url() const { return m_impl->source.url(""); }
 
-void Simulator::change(uint64_t n) {
-  {
-    std::lock_guard lock(m_impl->mutex);
-    for (uint64_t i = 0; i < n; ++i) {
-      m_impl->change_one();
-    }
-  }
-  m_impl->pushed.notify_all();
-}
+void Simulator::change(uint64_t n) { m_impl->change(n); }
 
-uint64_t Simulator::changes() const {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->log.size();
-}
+uint64_t Simulator::changes() const { return m_impl->source.changes(); }
 
-uint64_t Simulator::live() const {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->live_ids.size();
-}
+uint64_t Simulator::live() const { return m_impl->source.live(); }
 
 void Simulator::stop() {
   Impl& m = *m_impl;
@@ -168,16 +133,11 @@ void Simulator::stop() {
     m.stopping = true;
   }
   m.stop_cv.notify_all();
-  {
-    std::lock_guard lock(m.mutex);
-    m.push_stop = true;
-  }
-  m.pushed.notify_all();
   if (m.ticker.joinable()) {
     m.ticker.join();
   }
-  if (m.pusher.joinable()) {
-    m.pusher.join();
+  if (m.hub) {
+    m.hub->stop();
   }
   if (m.server) {
     m.server->stop();
