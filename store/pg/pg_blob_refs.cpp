@@ -1,5 +1,7 @@
 // PgStore as BlobReferences: every blob the database names, for the
 // collections of the blob store and of the bucket.
+#include "store/pg/pg_blob_refs.h"
+
 #include "store/pg/pg_store_internal.h"
 
 namespace tributary::store {
@@ -17,28 +19,28 @@ const char* k_referenced_blobs =
     "SELECT sha256 FROM archived_document";
 } // namespace
 
-Result<void> PgStore::for_each_unplaced_blob(const std::function<void(const std::string&)>& fn) {
+Result<void> PgBlobRefs::for_each_unplaced_blob(const std::function<void(const std::string&)>& fn) {
   return for_each_blob_of(std::string("SELECT DISTINCT x.blob_sha256 FROM (") + k_referenced_blobs +
                               ") x WHERE NOT EXISTS (SELECT 1 FROM content_object o WHERE o.sha256 = x.blob_sha256)",
                           fn);
 }
 
-const char* PgStore::referenced_blobs_sql() {
+const char* PgBlobRefs::referenced_blobs_sql() {
   return k_referenced_blobs;
 }
 
-Result<void> PgStore::for_each_placed_blob(const std::function<void(const std::string&)>& fn) {
+Result<void> PgBlobRefs::for_each_placed_blob(const std::function<void(const std::string&)>& fn) {
   return for_each_blob_of("SELECT sha256 FROM content_object", fn);
 }
 
-Result<void> PgStore::for_each_referenced_blob(const std::function<void(const std::string&)>& fn) {
+Result<void> PgBlobRefs::for_each_referenced_blob(const std::function<void(const std::string&)>& fn) {
   return for_each_blob_of(k_referenced_blobs, fn);
 }
 
-Result<void> PgStore::for_each_blob_of(const std::string& query, const std::function<void(const std::string&)>& fn) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("list referenced blobs", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+Result<void> PgBlobRefs::for_each_blob_of(const std::string& query, const std::function<void(const std::string&)>& fn) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("list referenced blobs", [&]() -> Result<void> {
+    pqxx::work tx(m_db.conn);
     tx.exec0("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
     tx.exec0("DECLARE referenced NO SCROLL CURSOR FOR " + query);
     for (;;) {

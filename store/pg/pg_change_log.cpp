@@ -1,5 +1,7 @@
 // PgStore's change log: which feeds changed, compaction (retention), and
 // LISTEN for commits of other processes (ChangeListener).
+#include "store/pg/pg_change_log.h"
+
 #include "store/pg/pg_store_internal.h"
 
 #include "common/log.h"
@@ -39,10 +41,10 @@ std::vector<Compaction> read_compactions(pqxx::transaction_base& tx) {
 
 } // namespace
 
-Result<std::vector<int64_t>> PgStore::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read change log", [&]() -> Result<std::vector<int64_t>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<int64_t>> PgChangeLog::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read change log", [&]() -> Result<std::vector<int64_t>> {
+    pqxx::read_transaction tx(m_db.conn);
     std::vector<int64_t> out;
     for (const auto& row : tx.exec_params("SELECT DISTINCT feed_id FROM change_log WHERE seq > $1 AND seq <= $2",
                                           static_cast<long long>(after_seq), static_cast<long long>(up_to_seq))) {
@@ -52,19 +54,19 @@ Result<std::vector<int64_t>> PgStore::changed_feeds(int64_t after_seq, int64_t u
   });
 }
 
-Result<std::vector<Compaction>> PgStore::compactions() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read compactions", [&]() -> Result<std::vector<Compaction>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<Compaction>> PgChangeLog::compactions() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read compactions", [&]() -> Result<std::vector<Compaction>> {
+    pqxx::read_transaction tx(m_db.conn);
     return read_compactions(tx);
   });
 }
 
-Result<uint64_t> PgStore::compact_change_log(const std::vector<Compaction>& done,
+Result<uint64_t> PgChangeLog::compact_change_log(const std::vector<Compaction>& done,
                                              const std::map<std::string, std::vector<int64_t>>& published) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("compact the change log", [&]() -> Result<uint64_t> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("compact the change log", [&]() -> Result<uint64_t> {
+    pqxx::work tx(m_db.conn);
     for (const auto& c : done) {
       tx.exec_params("INSERT INTO change_log_compaction AS k (set_name, feeds, part_size, parts, last_seq, until) "
                      "VALUES ($1, $2::bigint[], $3, $4, $5, timestamptz 'epoch' + $6 * interval '1 microsecond') "

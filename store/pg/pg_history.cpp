@@ -1,5 +1,7 @@
 // PgStore's side of the change log's rule (store/history_rule.h): the last
 // logged entry of each URI a batch names, and the one writer of log rows.
+#include "store/pg/pg_history.h"
+
 #include "store/pg/pg_store_internal.h"
 
 #include "store/history_check.h"
@@ -108,21 +110,21 @@ namespace tributary::store {
 
 using namespace pg_detail;
 
-Result<void> PgStore::for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read the change log's history", [&]() -> Result<void> {
+Result<void> PgHistory::for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read the change log's history", [&]() -> Result<void> {
     constexpr int k_chunk = 2000;
     std::string after;
     bool compacted = false;
     {
-      pqxx::read_transaction tx(m_impl->conn);
+      pqxx::read_transaction tx(m_db.conn);
       compacted = tx.exec_params1("SELECT EXISTS (SELECT 1 FROM change_log_compaction WHERE $1 = ANY(feeds))",
                                   feed_id)[0]
                       .as<bool>();
     }
     for (;;) {
       // Each chunk in one snapshot: its log, its rows and its retries agree.
-      pqxx::read_transaction tx(m_impl->conn);
+      pqxx::read_transaction tx(m_db.conn);
       std::vector<std::string> uris;
       for (const auto& row : tx.exec_params(
                "SELECT uri FROM (SELECT uri FROM (SELECT uri FROM resource WHERE feed_id = $1 AND uri > $2 "

@@ -1,15 +1,17 @@
 // PgStore's read side (StoreReader): feeds, resources, the change log as
 // the republisher reads it, statistics; and the pool of readers.
+#include "store/pg/pg_reader.h"
+
 #include "store/pg/pg_store_internal.h"
 
 namespace tributary::store {
 
 using namespace pg_detail;
 
-Result<std::vector<FeedInfo>> PgStore::feeds() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("list feeds", [&]() -> Result<std::vector<FeedInfo>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<FeedInfo>> PgReadSide::feeds() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("list feeds", [&]() -> Result<std::vector<FeedInfo>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec("SELECT f.id, f.source_id, s.name, f.capability_list_url FROM feed f "
                      "JOIN source s ON s.id = f.source_id "
                      "WHERE NOT EXISTS (SELECT 1 FROM source_removed x WHERE x.source = s.name) "
@@ -23,10 +25,10 @@ Result<std::vector<FeedInfo>> PgStore::feeds() {
   });
 }
 
-Result<std::vector<std::string>> PgStore::removed_sources() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("list removed sources", [&]() -> Result<std::vector<std::string>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<std::string>> PgReadSide::removed_sources() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("list removed sources", [&]() -> Result<std::vector<std::string>> {
+    pqxx::read_transaction tx(m_db.conn);
     std::vector<std::string> out;
     for (const auto& row : tx.exec("SELECT source FROM source_removed ORDER BY source")) {
       out.push_back(row[0].as<std::string>());
@@ -35,11 +37,11 @@ Result<std::vector<std::string>> PgStore::removed_sources() {
   });
 }
 
-Result<std::vector<ResourceRecord>> PgStore::live_resources(int64_t feed_id, const std::string& after_uri,
+Result<std::vector<ResourceRecord>> PgReadSide::live_resources(int64_t feed_id, const std::string& after_uri,
                                                             size_t limit) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("list live resources", [&]() -> Result<std::vector<ResourceRecord>> {
-    pqxx::read_transaction tx(m_impl->conn);
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("list live resources", [&]() -> Result<std::vector<ResourceRecord>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params(resource_select() +
                                 "WHERE feed_id = $1 AND state = 'live' AND uri > $2 ORDER BY uri LIMIT $3",
                             feed_id, after_uri, static_cast<long long>(limit));
@@ -52,10 +54,10 @@ Result<std::vector<ResourceRecord>> PgStore::live_resources(int64_t feed_id, con
   });
 }
 
-Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const std::string& uri) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read resource", [&]() -> Result<std::optional<ResourceRecord>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::optional<ResourceRecord>> PgReadSide::resource(int64_t feed_id, const std::string& uri) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read resource", [&]() -> Result<std::optional<ResourceRecord>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params(resource_select() + "WHERE feed_id = $1 AND uri = $2", feed_id, uri);
     if (r.empty()) {
       return std::optional<ResourceRecord>();
@@ -64,12 +66,12 @@ Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const s
   });
 }
 
-Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+Result<std::vector<ChangedKey>> PgReadSide::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                                       int64_t up_to_seq, size_t limit) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read change log", [&]() -> Result<std::vector<ChangedKey>> {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read change log", [&]() -> Result<std::vector<ChangedKey>> {
     const std::string ids = bigint_array(feed_ids);
-    pqxx::read_transaction tx(m_impl->conn);
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params("SELECT seq, feed_id, uri FROM change_log WHERE feed_id = ANY($1::bigint[]) AND seq > $2 "
                             "AND seq <= $3 ORDER BY seq LIMIT $4",
                             ids, static_cast<long long>(after_seq), static_cast<long long>(up_to_seq),
@@ -83,12 +85,12 @@ Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>
   });
 }
 
-Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+Result<std::vector<LoggedChange>> PgReadSide::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
                                                    size_t limit) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read change log", [&]() -> Result<std::vector<LoggedChange>> {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read change log", [&]() -> Result<std::vector<LoggedChange>> {
     const std::string ids = bigint_array(feed_ids);
-    pqxx::read_transaction tx(m_impl->conn);
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params("SELECT seq, change, " + us("recorded_at") + ", " + us("upstream_datetime") + ", uri, " +
                                 us("lastmod") +
                                 ", length, md5, sha1, sha256, type, encoding, links::text, blob_sha256 "
@@ -125,10 +127,10 @@ Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& f
   });
 }
 
-Result<std::vector<SourceStats>> PgStore::source_stats() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read source statistics", [&]() -> Result<std::vector<SourceStats>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<SourceStats>> PgReadSide::source_stats() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read source statistics", [&]() -> Result<std::vector<SourceStats>> {
+    pqxx::read_transaction tx(m_db.conn);
     std::vector<SourceStats> out;
     std::map<int64_t, size_t> index;
     for (const auto& row : tx.exec("SELECT id, name, url, kind, clock_ahead_seconds, " + us("created_at") +
@@ -211,18 +213,18 @@ Result<std::vector<SourceStats>> PgStore::source_stats() {
 }
 
 
-Result<int> PgStore::schema_version() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("schema version", [&]() -> Result<int> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<int> PgReadSide::schema_version() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("schema version", [&]() -> Result<int> {
+    pqxx::read_transaction tx(m_db.conn);
     return read_schema_version(tx);
   });
 }
 
-Result<int64_t> PgStore::last_seq() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read last seq", [&]() -> Result<int64_t> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<int64_t> PgReadSide::last_seq() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read last seq", [&]() -> Result<int64_t> {
+    pqxx::read_transaction tx(m_db.conn);
     return tx.exec1("SELECT coalesce(max(seq), 0) FROM change_log")[0].as<int64_t>();
   });
 }

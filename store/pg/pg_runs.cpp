@@ -1,29 +1,14 @@
 // PgStore's runs and locks: sessions from the pool, the per-source lease,
 // the run log and its pruning.
+#include "store/pg/pg_runs.h"
+
 #include "store/pg/pg_store_internal.h"
 
 namespace tributary::store {
 
 using namespace pg_detail;
 
-Result<std::unique_ptr<Store>> PgStore::open_session() {
-  // A store object of its own (its calls do not queue behind the daemon's
-  // on one mutex), on the same pool: it holds no connection between calls.
-  return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
-    auto impl = std::make_unique<Impl>(m_impl->conninfo);
-    // A run's transactions go on only while the session connection, on
-    // which its source lease is held, is the one it was when the run began
-    // (and are tried again on a new connection only when it still
-    // answers): a run must fail rather than carry on unleased.
-    auto session = impl->session;
-    const uint64_t generation = session->generation();
-    impl->conn.fence([session, generation] { return session->generation() == generation; },
-                     [session, generation] { return session->confirm(generation); });
-    return std::unique_ptr<Store>(new PgStore(std::move(impl)));
-  });
-}
-
-Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::string& who) {
+Result<LockAttempt> PgRuns::try_lock_source(int64_t source_id, const std::string& who) {
   // A session advisory lock on the process's session connection: held
   // while the run lasts, whatever its transactions do, and released by
   // PostgreSQL when that connection ends (the process exiting or killed),
@@ -39,9 +24,9 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
     const int id = static_cast<int>(source_id);
     uint64_t generation = 0;
     LockAttempt out;
-    if (!m_impl->session->try_lock(k_source_lock_class, id, &generation)) {
-      auto holder = m_impl->conn.run("name the source's holder", [&]() -> Result<std::string> {
-        pqxx::read_transaction tx(m_impl->conn);
+    if (!m_db.session->try_lock(k_source_lock_class, id, &generation)) {
+      auto holder = m_db.conn.run("name the source's holder", [&]() -> Result<std::string> {
+        pqxx::read_transaction tx(m_db.conn);
         auto r = tx.exec_params("SELECT holder, " + us("since") + " FROM source_lease WHERE source_id = $1",
                                 source_id);
         if (r.empty()) {
@@ -56,9 +41,9 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
       out.holder = holder ? *holder : "another run";
       return out;
     }
-    auto lease = std::make_unique<Lease>(m_impl->session, id, generation);
-    auto recorded = m_impl->conn.run("record the source's lease", [&]() -> Result<void> {
-      pqxx::work tx(m_impl->conn);
+    auto lease = std::make_unique<Lease>(m_db.session, id, generation);
+    auto recorded = m_db.conn.run("record the source's lease", [&]() -> Result<void> {
+      pqxx::work tx(m_db.conn);
       tx.exec_params("INSERT INTO source_lease (source_id, holder, since) VALUES ($1, $2, now()) "
                      "ON CONFLICT (source_id) DO UPDATE SET holder = EXCLUDED.holder, since = EXCLUDED.since",
                      source_id, who.substr(0, 200));
@@ -78,10 +63,10 @@ Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::strin
   });
 }
 
-Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode, RunTrigger trigger) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("begin run", [&]() -> Result<int64_t> {
-    pqxx::work tx(m_impl->conn);
+Result<int64_t> PgRuns::begin_run(int64_t source_id, RunMode mode, RunTrigger trigger) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("begin run", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_db.conn);
     auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node, trigger) "
                             "VALUES ($1, $2, 'running', $3, $4) RETURNING id",
                             source_id, std::string(to_string(mode)), node_name(), std::string(to_string(trigger)));
@@ -90,11 +75,11 @@ Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode, RunTrigger t
   });
 }
 
-Result<int64_t> PgStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
+Result<int64_t> PgRuns::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
                                            const std::string& message, RunTrigger trigger) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("record a failed run", [&]() -> Result<int64_t> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("record a failed run", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_db.conn);
     auto r = tx.exec_params("INSERT INTO sync_run (source_id, mode, status, node, started_at, finished_at, message, "
                             "trigger) VALUES ($1, $2, 'failed', $3, $4, now(), $5, $6) RETURNING id",
                             source_id, std::string(to_string(mode)), node_name(), rs::format_w3c_datetime(started),
@@ -104,20 +89,20 @@ Result<int64_t> PgStore::record_failed_run(int64_t source_id, RunMode mode, Time
   });
 }
 
-Result<void> PgStore::record_error(int64_t run_id, const std::string& url, const std::string& reason) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("record error", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+Result<void> PgRuns::record_error(int64_t run_id, const std::string& url, const std::string& reason) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("record error", [&]() -> Result<void> {
+    pqxx::work tx(m_db.conn);
     tx.exec_params("INSERT INTO sync_error (run_id, url, reason) VALUES ($1, $2, $3)", run_id, url, reason);
     tx.commit();
     return {};
   });
 }
 
-Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("finish run", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+Result<void> PgRuns::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("finish run", [&]() -> Result<void> {
+    pqxx::work tx(m_db.conn);
     tx.exec_params("UPDATE sync_run SET status = $2, message = $3, finished_at = now() WHERE id = $1", run_id,
                    std::string(to_string(status)), message);
     tx.commit();
@@ -126,10 +111,10 @@ Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::st
 }
 
 
-Result<RunInfo> PgStore::run(int64_t run_id) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read run", [&]() -> Result<RunInfo> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<RunInfo> PgRuns::run(int64_t run_id) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read run", [&]() -> Result<RunInfo> {
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params("SELECT " + k_run_columns + " FROM sync_run WHERE id = $1", run_id);
     if (r.empty()) {
       return make_error(ErrorKind::not_found, "no sync run " + std::to_string(run_id));
@@ -139,10 +124,10 @@ Result<RunInfo> PgStore::run(int64_t run_id) {
 }
 
 
-Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_t limit) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read recent runs", [&]() -> Result<std::vector<RunInfo>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<RunInfo>> PgRuns::recent_runs(const std::string& name, size_t limit) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read recent runs", [&]() -> Result<std::vector<RunInfo>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params("SELECT " + k_run_columns +
                                 " FROM sync_run WHERE source_id = (SELECT id FROM source WHERE name = $1) "
                                 "ORDER BY id DESC LIMIT $2",
@@ -155,11 +140,11 @@ Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_
   });
 }
 
-Result<std::vector<RunInfo>> PgStore::runs_page(const std::string& name, int64_t before, size_t limit,
+Result<std::vector<RunInfo>> PgRuns::runs_page(const std::string& name, int64_t before, size_t limit,
                                                 const std::string& status, const std::string& trigger) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read a page of runs", [&]() -> Result<std::vector<RunInfo>> {
-    pqxx::read_transaction tx(m_impl->conn);
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read a page of runs", [&]() -> Result<std::vector<RunInfo>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params("SELECT " + k_run_columns +
                                 " FROM sync_run WHERE source_id = (SELECT id FROM source WHERE name = $1) "
                                 "AND ($2 = 0 OR id < $2) AND ($3 = '' OR status = $3) "
@@ -173,10 +158,10 @@ Result<std::vector<RunInfo>> PgStore::runs_page(const std::string& name, int64_t
   });
 }
 
-Result<uint64_t> PgStore::prune_runs(std::chrono::seconds older_than, size_t limit) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("prune runs", [&]() -> Result<uint64_t> {
-    pqxx::work tx(m_impl->conn);
+Result<uint64_t> PgRuns::prune_runs(std::chrono::seconds older_than, size_t limit) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("prune runs", [&]() -> Result<uint64_t> {
+    pqxx::work tx(m_db.conn);
     auto r = tx.exec_params(
         "DELETE FROM sync_run WHERE id IN ("
         "  SELECT id FROM sync_run r WHERE finished_at < now() - make_interval(secs => $1) "

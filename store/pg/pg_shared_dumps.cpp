@@ -1,15 +1,17 @@
 // PgStore as SharedDumps: dump packages built once and shared by the
 // nodes of one database (and bucket).
+#include "store/pg/pg_shared_dumps.h"
+
 #include "store/pg/pg_store_internal.h"
 
 namespace tributary::store {
 
 using namespace pg_detail;
 
-Result<std::optional<SharedDumps::ResourceDump>> PgStore::resource_dump(const std::string& set) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read the shared Resource Dump", [&]() -> Result<std::optional<ResourceDump>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::optional<SharedDumps::ResourceDump>> PgSharedDumps::resource_dump(const std::string& set) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read the shared Resource Dump", [&]() -> Result<std::optional<ResourceDump>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto rows = tx.exec_params("SELECT generation, document, seq, (extract(epoch FROM built_at) * 1000000)::bigint "
                                "FROM shared_dump WHERE set_name = $1",
                                set);
@@ -25,10 +27,10 @@ Result<std::optional<SharedDumps::ResourceDump>> PgStore::resource_dump(const st
   });
 }
 
-Result<std::vector<std::pair<std::string, SharedDumps::ResourceDump>>> PgStore::resource_dumps() {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read the shared Resource Dumps", [&]() -> Result<std::vector<std::pair<std::string, ResourceDump>>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<std::pair<std::string, SharedDumps::ResourceDump>>> PgSharedDumps::resource_dumps() {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read the shared Resource Dumps", [&]() -> Result<std::vector<std::pair<std::string, ResourceDump>>> {
+    pqxx::read_transaction tx(m_db.conn);
     std::vector<std::pair<std::string, ResourceDump>> out;
     for (const auto& row : tx.exec("SELECT set_name, generation, seq, (extract(epoch FROM built_at) * 1000000)::bigint "
                                    "FROM shared_dump ORDER BY set_name")) {
@@ -42,11 +44,11 @@ Result<std::vector<std::pair<std::string, SharedDumps::ResourceDump>>> PgStore::
   });
 }
 
-Result<bool> PgStore::put_resource_dump(const std::string& set, const ResourceDump& dump,
+Result<bool> PgSharedDumps::put_resource_dump(const std::string& set, const ResourceDump& dump,
                                         const std::vector<File>& files) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("record the shared Resource Dump", [&]() -> Result<bool> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("record the shared Resource Dump", [&]() -> Result<bool> {
+    pqxx::work tx(m_db.conn);
     auto current = tx.exec_params("SELECT seq, generation FROM shared_dump WHERE set_name = $1 FOR UPDATE", set);
     if (!current.empty() && current[0][0].as<int64_t>() > dump.seq) {
       return false; // a newer one is there
@@ -85,30 +87,30 @@ Result<int> dump_lock_key(PgConn& conn, const std::string& set) {
 }
 } // namespace
 
-Result<bool> PgStore::claim(const std::string& set) {
-  auto key = dump_lock_key(m_impl->conn, set);
+Result<bool> PgSharedDumps::claim(const std::string& set) {
+  auto key = dump_lock_key(m_db.conn, set);
   if (!key) {
     return tl::unexpected(key.error());
   }
   return guarded("claim a set's Resource Dump", [&]() -> Result<bool> {
     // Held (by this process) until released or the session is lost.
-    return m_impl->session->hold(k_dump_lock_space, *key);
+    return m_db.session->hold(k_dump_lock_space, *key);
   });
 }
 
-Result<void> PgStore::release(const std::string& set) {
-  auto key = dump_lock_key(m_impl->conn, set);
+Result<void> PgSharedDumps::release(const std::string& set) {
+  auto key = dump_lock_key(m_db.conn, set);
   if (!key) {
     return tl::unexpected(key.error());
   }
-  m_impl->session->unlock(k_dump_lock_space, *key, m_impl->session->generation());
+  m_db.session->unlock(k_dump_lock_space, *key, m_db.session->generation());
   return {};
 }
 
-Result<void> PgStore::put_change_package(const std::string& set, const ChangePackage& p) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("record a shared Change Dump package", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+Result<void> PgSharedDumps::put_change_package(const std::string& set, const ChangePackage& p) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("record a shared Change Dump package", [&]() -> Result<void> {
+    pqxx::work tx(m_db.conn);
     for (const File* f : {&p.zip, &p.manifest}) {
       tx.exec_params("INSERT INTO shared_dump_file (url_path, set_name, part, part_from, part_until, sha256, length) "
                      "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (url_path) DO NOTHING",
@@ -120,10 +122,10 @@ Result<void> PgStore::put_change_package(const std::string& set, const ChangePac
   });
 }
 
-Result<std::vector<SharedDumps::ChangePackage>> PgStore::change_packages(const std::string& set) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read shared Change Dump packages", [&]() -> Result<std::vector<ChangePackage>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::vector<SharedDumps::ChangePackage>> PgSharedDumps::change_packages(const std::string& set) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read shared Change Dump packages", [&]() -> Result<std::vector<ChangePackage>> {
+    pqxx::read_transaction tx(m_db.conn);
     // Each part's two files, written in one transaction: its package and
     // the copy of its manifest.
     auto rows = tx.exec_params("SELECT part, " + us("part_from") + ", " + us("part_until") +
@@ -148,10 +150,10 @@ Result<std::vector<SharedDumps::ChangePackage>> PgStore::change_packages(const s
   });
 }
 
-Result<void> PgStore::drop_change_packages(const std::string& set, size_t up_to_part) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("drop shared Change Dump packages", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+Result<void> PgSharedDumps::drop_change_packages(const std::string& set, size_t up_to_part) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("drop shared Change Dump packages", [&]() -> Result<void> {
+    pqxx::work tx(m_db.conn);
     tx.exec_params("DELETE FROM shared_dump_file WHERE set_name = $1 AND part <= $2", set,
                    static_cast<long long>(up_to_part));
     tx.commit();
@@ -159,10 +161,10 @@ Result<void> PgStore::drop_change_packages(const std::string& set, size_t up_to_
   });
 }
 
-Result<std::optional<SharedDumps::File>> PgStore::file(const std::string& url_path) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read a shared dump file", [&]() -> Result<std::optional<File>> {
-    pqxx::read_transaction tx(m_impl->conn);
+Result<std::optional<SharedDumps::File>> PgSharedDumps::file(const std::string& url_path) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read a shared dump file", [&]() -> Result<std::optional<File>> {
+    pqxx::read_transaction tx(m_db.conn);
     auto rows = tx.exec_params("SELECT sha256, length FROM shared_dump_file WHERE url_path = $1", url_path);
     if (rows.empty()) {
       return std::nullopt;

@@ -1,6 +1,12 @@
 // PgStore: opening, and the rows a run writes: sources, feeds, watermarks,
 // resources (apply), deletions and their holds, and the retry queue.
 #include "store/pg/pg_store_internal.h"
+#include "store/pg/pg_blob_refs.h"
+#include "store/pg/pg_change_log.h"
+#include "store/pg/pg_history.h"
+#include "store/pg/pg_reader.h"
+#include "store/pg/pg_runs.h"
+#include "store/pg/pg_shared_dumps.h"
 
 #include "common/log.h"
 
@@ -11,7 +17,19 @@ namespace tributary::store {
 
 using namespace pg_detail;
 
-PgStore::PgStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+struct PgStore::Parts {
+  explicit Parts(PgStoreConnection& db)
+      : runs(db), read(db), change_log(db), history(db), dumps(db), blob_refs(db) {}
+  PgRuns runs;
+  PgReadSide read;
+  PgChangeLog change_log;
+  PgHistory history;
+  PgSharedDumps dumps;
+  PgBlobRefs blob_refs;
+};
+
+PgStore::PgStore(std::unique_ptr<PgStoreConnection> db)
+    : m_db(std::move(db)), m_parts(std::make_unique<Parts>(*m_db)) {}
 
 PgStore::~PgStore() = default;
 
@@ -24,14 +42,14 @@ Result<std::unique_ptr<PgStore>> PgStore::open(const std::string& conninfo) {
     return tl::unexpected(ok.error());
   }
   return guarded("open store", [&]() -> Result<std::unique_ptr<PgStore>> {
-    return std::unique_ptr<PgStore>(new PgStore(std::make_unique<Impl>(conninfo)));
+    return std::unique_ptr<PgStore>(new PgStore(std::make_unique<PgStoreConnection>(conninfo)));
   });
 }
 
 Result<int64_t> PgStore::ensure_source(const std::string& name, const std::string& url) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("ensure source", [&]() -> Result<int64_t> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("ensure source", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_db->conn);
     auto r = tx.exec_params("INSERT INTO source (name, url) VALUES ($1, $2) "
                             "ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url RETURNING id",
                             name, url);
@@ -41,9 +59,9 @@ Result<int64_t> PgStore::ensure_source(const std::string& name, const std::strin
 }
 
 Result<void> PgStore::set_source_kind(int64_t source_id, const std::string& kind) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("record the source's kind", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("record the source's kind", [&]() -> Result<void> {
+    pqxx::work tx(m_db->conn);
     tx.exec_params("UPDATE source SET kind = $2 WHERE id = $1 AND kind IS DISTINCT FROM $2", source_id, kind);
     tx.commit();
     return {};
@@ -51,9 +69,9 @@ Result<void> PgStore::set_source_kind(int64_t source_id, const std::string& kind
 }
 
 Result<void> PgStore::set_source_clock(int64_t source_id, std::optional<double> ahead_seconds) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("record the source's clock", [&]() -> Result<void> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("record the source's clock", [&]() -> Result<void> {
+    pqxx::work tx(m_db->conn);
     const std::optional<std::string> ahead =
         ahead_seconds ? std::optional<std::string>(std::to_string(*ahead_seconds)) : std::nullopt;
     tx.exec_params("UPDATE source SET clock_ahead_seconds = $2 WHERE id = $1", source_id, ahead);
@@ -63,9 +81,9 @@ Result<void> PgStore::set_source_clock(int64_t source_id, std::optional<double> 
 }
 
 Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capability_list_url) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("ensure feed", [&]() -> Result<int64_t> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("ensure feed", [&]() -> Result<int64_t> {
+    pqxx::work tx(m_db->conn);
     auto r = tx.exec_params("INSERT INTO feed (source_id, capability_list_url) VALUES ($1, $2) "
                             "ON CONFLICT (source_id, capability_list_url) DO UPDATE SET source_id = EXCLUDED.source_id "
                             "RETURNING id",
@@ -76,9 +94,9 @@ Result<int64_t> PgStore::ensure_feed(int64_t source_id, const std::string& capab
 }
 
 Result<Watermark> PgStore::watermark(int64_t feed_id) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read watermark", [&]() -> Result<Watermark> {
-    pqxx::read_transaction tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("read watermark", [&]() -> Result<Watermark> {
+    pqxx::read_transaction tx(m_db->conn);
     auto r = tx.exec_params("SELECT " + us("baseline_at") + ", change_list_url, " + us("last_time") +
                                 ", last_uri, last_position, resume FROM watermark WHERE feed_id = $1",
                             feed_id);
@@ -98,13 +116,13 @@ Result<Watermark> PgStore::watermark(int64_t feed_id) {
 
 Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64_t feed_id,
                                                                           const std::vector<std::string>& uris) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read resources", [&]() -> Result<std::unordered_map<std::string, ResourceRecord>> {
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("read resources", [&]() -> Result<std::unordered_map<std::string, ResourceRecord>> {
     std::unordered_map<std::string, ResourceRecord> out;
     if (uris.empty()) {
       return out;
     }
-    pqxx::read_transaction tx(m_impl->conn);
+    pqxx::read_transaction tx(m_db->conn);
     auto r = tx.exec_params(resource_select() + "WHERE feed_id = $1 AND uri = ANY($2::text[])", feed_id,
                             text_array(uris));
     for (const auto& row : r) {
@@ -117,9 +135,9 @@ Result<std::unordered_map<std::string, ResourceRecord>> PgStore::resources(int64
 }
 
 Result<bool> PgStore::holds_any(int64_t feed_id) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read resources", [&]() -> Result<bool> {
-    pqxx::read_transaction tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("read resources", [&]() -> Result<bool> {
+    pqxx::read_transaction tx(m_db->conn);
     return tx.exec_params1("SELECT EXISTS (SELECT 1 FROM resource WHERE feed_id = $1) OR "
                            "EXISTS (SELECT 1 FROM change_log WHERE feed_id = $1)",
                            feed_id)[0]
@@ -128,13 +146,13 @@ Result<bool> PgStore::holds_any(int64_t feed_id) {
 }
 
 Result<void> PgStore::for_each_resource(int64_t feed_id, const std::function<void(const ResourceRecord&)>& fn) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("list resources", [&]() -> Result<void> {
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("list resources", [&]() -> Result<void> {
     // Keyset pagination keeps memory flat for feeds of millions; the order
     // is the database's collation, which the primary key index serves.
     std::optional<std::string> after;
     for (;;) {
-      pqxx::read_transaction tx(m_impl->conn);
+      pqxx::read_transaction tx(m_db->conn);
       pqxx::result r = after ? tx.exec_params(resource_select() +
                                                   "WHERE feed_id = $1 AND uri > $2 ORDER BY uri LIMIT 10000",
                                               feed_id, *after)
@@ -202,9 +220,9 @@ Result<RunCounters> finish_apply(pqxx::work& tx, const Batch& b, std::unordered_
 } // namespace
 
 Result<RunCounters> PgStore::apply(const Batch& b) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("apply batch", [&]() -> Result<RunCounters> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("apply batch", [&]() -> Result<RunCounters> {
+    pqxx::work tx(m_db->conn);
     // The feed must exist until this commits: one row lock a batch where a
     // foreign key checked every row written (schema 0023).
     auto feed = tx.exec_params("SELECT EXISTS (SELECT 1 FROM retry WHERE feed_id = $1) FROM feed WHERE id = $1 "
@@ -373,9 +391,9 @@ uint64_t log_deletions(pqxx::work& tx, int64_t feed_id, std::optional<Timestamp>
 
 Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
                                                double max_share, bool all_seen, const DeferLog& defer) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("delete unseen resources", [&]() -> Result<DeletionOutcome> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("delete unseen resources", [&]() -> Result<DeletionOutcome> {
+    pqxx::work tx(m_db->conn);
     DeletionOutcome out;
     // When they were deleted upstream: by the time of the list that no
     // longer named them (what a change read again in the overlap before it
@@ -439,9 +457,9 @@ Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, 
 
 
 Result<std::vector<DeletionHold>> PgStore::confirm_deletions(int64_t source_id) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("confirm deletions", [&]() -> Result<std::vector<DeletionHold>> {
-    pqxx::work tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("confirm deletions", [&]() -> Result<std::vector<DeletionHold>> {
+    pqxx::work tx(m_db->conn);
     std::vector<DeletionHold> out;
     for (const auto& row : tx.exec_params("UPDATE feed SET deletions_confirmed = true WHERE source_id = $1 AND "
                                           "deletion_hold_unseen IS NOT NULL RETURNING " + k_hold_columns,
@@ -478,13 +496,13 @@ RetryRecord read_retry(const pqxx::row& row) {
 
 Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(int64_t feed_id,
                                                                              const std::vector<std::string>& uris) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read pending changes", [&]() -> Result<std::unordered_map<std::string, RetryRecord>> {
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("read pending changes", [&]() -> Result<std::unordered_map<std::string, RetryRecord>> {
     std::unordered_map<std::string, RetryRecord> out;
     if (uris.empty()) {
       return out;
     }
-    pqxx::read_transaction tx(m_impl->conn);
+    pqxx::read_transaction tx(m_db->conn);
     for (const auto& row : tx.exec_params("SELECT " + retry_columns() +
                                               " FROM retry WHERE feed_id = $1 AND uri = ANY($2::text[]) "
                                               "AND change IS NOT NULL",
@@ -498,9 +516,9 @@ Result<std::unordered_map<std::string, RetryRecord>> PgStore::pending_changes(in
 }
 
 Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp now, size_t limit) {
-  std::lock_guard lock(m_impl->mutex);
-  return m_impl->conn.run("read due retries", [&]() -> Result<std::vector<RetryRecord>> {
-    pqxx::read_transaction tx(m_impl->conn);
+  std::lock_guard lock(m_db->mutex);
+  return m_db->conn.run("read due retries", [&]() -> Result<std::vector<RetryRecord>> {
+    pqxx::read_transaction tx(m_db->conn);
     std::vector<RetryRecord> out;
     for (const auto& row : tx.exec_params("SELECT " + retry_columns() +
                                               " FROM retry WHERE feed_id = $1 AND next_attempt_at <= $2 "
@@ -510,6 +528,163 @@ Result<std::vector<RetryRecord>> PgStore::due_retries(int64_t feed_id, Timestamp
     }
     return out;
   });
+}
+
+Result<std::unique_ptr<Store>> PgStore::open_session() {
+  // A store object of its own (its calls do not queue behind the daemon's
+  // on one mutex), on the same pool: it holds no connection between calls.
+  return guarded("open session", [&]() -> Result<std::unique_ptr<Store>> {
+    auto impl = std::make_unique<PgStoreConnection>(m_db->conninfo);
+    // A run's transactions go on only while the session connection, on
+    // which its source lease is held, is the one it was when the run began
+    // (and are tried again on a new connection only when it still
+    // answers): a run must fail rather than carry on unleased.
+    auto session = impl->session;
+    const uint64_t generation = session->generation();
+    impl->conn.fence([session, generation] { return session->generation() == generation; },
+                     [session, generation] { return session->confirm(generation); });
+    return std::unique_ptr<Store>(new PgStore(std::move(impl)));
+  });
+}
+
+// ---- the parts ---------------------------------------------------------------
+
+const char* PgStore::referenced_blobs_sql() { return PgBlobRefs::referenced_blobs_sql(); }
+
+Result<void> PgStore::for_each_history(int64_t feed_id, const std::function<void(const UriHistory&)>& fn) {
+  return m_parts->history.for_each_history(feed_id, fn);
+}
+
+Result<LockAttempt> PgStore::try_lock_source(int64_t source_id, const std::string& who) {
+  return m_parts->runs.try_lock_source(source_id, who);
+}
+
+Result<int64_t> PgStore::begin_run(int64_t source_id, RunMode mode, RunTrigger trigger) {
+  return m_parts->runs.begin_run(source_id, mode, trigger);
+}
+
+Result<void> PgStore::record_error(int64_t run_id, const std::string& url, const std::string& reason) {
+  return m_parts->runs.record_error(run_id, url, reason);
+}
+
+Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
+  return m_parts->runs.finish_run(run_id, status, message);
+}
+
+Result<int64_t> PgStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started, const std::string& message, RunTrigger trigger) {
+  return m_parts->runs.record_failed_run(source_id, mode, started, message, trigger);
+}
+
+Result<RunInfo> PgStore::run(int64_t run_id) {
+  return m_parts->runs.run(run_id);
+}
+
+Result<std::vector<FeedInfo>> PgStore::feeds() {
+  return m_parts->read.feeds();
+}
+
+Result<std::vector<std::string>> PgStore::removed_sources() {
+  return m_parts->read.removed_sources();
+}
+
+Result<std::vector<ResourceRecord>> PgStore::live_resources(int64_t feed_id, const std::string& after_uri, size_t limit) {
+  return m_parts->read.live_resources(feed_id, after_uri, limit);
+}
+
+Result<std::optional<ResourceRecord>> PgStore::resource(int64_t feed_id, const std::string& uri) {
+  return m_parts->read.resource(feed_id, uri);
+}
+
+Result<std::vector<LoggedChange>> PgStore::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq, size_t limit) {
+  return m_parts->read.changes(feed_ids, after_seq, limit);
+}
+
+Result<std::vector<ChangedKey>> PgStore::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq, int64_t up_to_seq, size_t limit) {
+  return m_parts->read.changed_keys(feed_ids, after_seq, up_to_seq, limit);
+}
+
+Result<int64_t> PgStore::last_seq() {
+  return m_parts->read.last_seq();
+}
+
+Result<std::vector<SourceStats>> PgStore::source_stats() {
+  return m_parts->read.source_stats();
+}
+
+Result<std::vector<RunInfo>> PgStore::recent_runs(const std::string& name, size_t limit) {
+  return m_parts->runs.recent_runs(name, limit);
+}
+
+Result<std::vector<RunInfo>> PgStore::runs_page(const std::string& name, int64_t before, size_t limit, const std::string& status, const std::string& trigger) {
+  return m_parts->runs.runs_page(name, before, limit, status, trigger);
+}
+
+Result<std::optional<SharedDumps::ResourceDump>> PgStore::resource_dump(const std::string& set) {
+  return m_parts->dumps.resource_dump(set);
+}
+
+Result<std::vector<std::pair<std::string, SharedDumps::ResourceDump>>> PgStore::resource_dumps() {
+  return m_parts->dumps.resource_dumps();
+}
+
+Result<bool> PgStore::put_resource_dump(const std::string& set, const ResourceDump& dump, const std::vector<File>& files) {
+  return m_parts->dumps.put_resource_dump(set, dump, files);
+}
+
+Result<bool> PgStore::claim(const std::string& set) {
+  return m_parts->dumps.claim(set);
+}
+
+Result<void> PgStore::release(const std::string& set) {
+  return m_parts->dumps.release(set);
+}
+
+Result<void> PgStore::put_change_package(const std::string& set, const ChangePackage& p) {
+  return m_parts->dumps.put_change_package(set, p);
+}
+
+Result<std::vector<SharedDumps::ChangePackage>> PgStore::change_packages(const std::string& set) {
+  return m_parts->dumps.change_packages(set);
+}
+
+Result<void> PgStore::drop_change_packages(const std::string& set, size_t up_to_part) {
+  return m_parts->dumps.drop_change_packages(set, up_to_part);
+}
+
+Result<std::optional<SharedDumps::File>> PgStore::file(const std::string& url_path) {
+  return m_parts->dumps.file(url_path);
+}
+
+Result<uint64_t> PgStore::prune_runs(std::chrono::seconds older_than, size_t limit) {
+  return m_parts->runs.prune_runs(older_than, limit);
+}
+
+Result<void> PgStore::for_each_referenced_blob(const std::function<void(const std::string& sha256)>& fn) {
+  return m_parts->blob_refs.for_each_referenced_blob(fn);
+}
+
+Result<void> PgStore::for_each_unplaced_blob(const std::function<void(const std::string& sha256)>& fn) {
+  return m_parts->blob_refs.for_each_unplaced_blob(fn);
+}
+
+Result<void> PgStore::for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn) {
+  return m_parts->blob_refs.for_each_placed_blob(fn);
+}
+
+Result<std::vector<Compaction>> PgStore::compactions() {
+  return m_parts->change_log.compactions();
+}
+
+Result<std::vector<int64_t>> PgStore::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
+  return m_parts->change_log.changed_feeds(after_seq, up_to_seq);
+}
+
+Result<uint64_t> PgStore::compact_change_log(const std::vector<Compaction>& done, const std::map<std::string, std::vector<int64_t>>& published) {
+  return m_parts->change_log.compact_change_log(done, published);
+}
+
+Result<int> PgStore::schema_version() {
+  return m_parts->read.schema_version();
 }
 
 } // namespace tributary::store

@@ -17,6 +17,8 @@
 
 namespace tributary::store {
 
+struct PgStoreConnection;
+
 // Store over PostgreSQL (libpqxx). Each call borrows a connection of the
 // process's pool for its transaction (pg_pool.h); safe to call from several
 // threads (calls on one object are serialised). Batches go in through COPY into staging
@@ -119,11 +121,13 @@ public:
   Result<int> schema_version();
 
 private:
-  // Streams the one-column result of `query` (blob names) through a cursor.
-  Result<void> for_each_blob_of(const std::string& query, const std::function<void(const std::string&)>& fn);
-  struct Impl;
-  explicit PgStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> m_impl;
+  // The parts, one room each (pg_runs.h, pg_reader.h, pg_change_log.h,
+  // pg_history.h, pg_shared_dumps.h, pg_blob_refs.h); the rows (resources,
+  // watermarks, batches, deletions, retries) are pg_store.cpp's own.
+  struct Parts;
+  explicit PgStore(std::unique_ptr<PgStoreConnection> db);
+  std::unique_ptr<PgStoreConnection> m_db;
+  std::unique_ptr<Parts> m_parts;
 };
 
 // Reads through store objects of their own, taken in turn: the

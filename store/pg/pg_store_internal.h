@@ -340,10 +340,11 @@ inline void ensure_stage_tables(pqxx::work& tx) {
 
 } // namespace pg_detail
 
-// The names of pg_detail the class below uses.
-
-struct PgStore::Impl {
-  explicit Impl(const std::string& info) : conninfo(info), conn(info), session(PgSession::of(info)) {}
+// What every part of one PgStore works through: the connection (borrowed
+// from the pool per transaction), the lock that serialises calls on one
+// store object, and the session connection that holds leases and claims.
+struct PgStoreConnection {
+  explicit PgStoreConnection(const std::string& info) : conninfo(info), conn(info), session(PgSession::of(info)) {}
   std::string conninfo;
   std::mutex mutex;
   PgConn conn;                         // borrowed per transaction
