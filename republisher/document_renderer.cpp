@@ -1,5 +1,7 @@
 #include "republisher/document_renderer.h"
 
+#include "common/stop_and_join.h"
+
 #include "common/log.h"
 
 #include <malloc.h>
@@ -43,14 +45,7 @@ void DocumentRenderer::request(bool force) {
 }
 
 void DocumentRenderer::stop() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stopping = true;
-  }
-  m_cv.notify_all();
-  if (m_thread.joinable()) {
-    m_thread.join();
-  }
+  stop_and_join(m_mutex, m_stopping, m_cv, m_thread);
 }
 
 void DocumentRenderer::start() {

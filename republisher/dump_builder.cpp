@@ -1,5 +1,7 @@
 #include "republisher/dump_builder.h"
 
+#include "common/stop_and_join.h"
+
 #include "common/log.h"
 #include "republisher/responses.h"
 
@@ -35,14 +37,7 @@ void DumpBuilder::start() {
 }
 
 void DumpBuilder::stop() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stopping = true;
-  }
-  m_cv.notify_all();
-  if (m_thread.joinable()) {
-    m_thread.join();
-  }
+  stop_and_join(m_mutex, m_stopping, m_cv, m_thread);
 }
 
 auto DumpBuilder::publish() -> void {

@@ -2,6 +2,8 @@
 // bodies, the POSTs (prompt and slow pools), retries and the external hub.
 #include "republisher/hub_delivery.h"
 
+#include "common/stop_and_join.h"
+
 namespace tributary::pub {
 
 using namespace hub_detail;
@@ -19,17 +21,7 @@ void HubDelivery::start() {
 }
 
 void HubDelivery::stop() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stopping = true;
-  }
-  m_wake.notify_all();
-  for (auto& t : m_threads) {
-    if (t.joinable()) {
-      t.join();
-    }
-  }
-  m_threads.clear();
+  stop_and_join(m_mutex, m_stopping, m_wake, m_threads);
 }
 
 void HubDelivery::published(const std::vector<PublishedSet>& sets, int64_t seq) {

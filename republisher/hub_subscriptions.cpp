@@ -3,6 +3,8 @@
 // recorded.
 #include "republisher/hub_subscriptions.h"
 
+#include "common/stop_and_join.h"
+
 namespace tributary::pub {
 
 using namespace hub_detail;
@@ -16,17 +18,7 @@ void HubSubscriptions::start() {
 }
 
 void HubSubscriptions::stop() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stopping = true;
-  }
-  m_wake.notify_all();
-  for (auto& t : m_threads) {
-    if (t.joinable()) {
-      t.join();
-    }
-  }
-  m_threads.clear();
+  stop_and_join(m_mutex, m_stopping, m_wake, m_threads);
 }
 
 auto HubSubscriptions::parse(const http::Request& req) -> std::variant<Intent, std::string> {

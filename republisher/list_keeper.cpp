@@ -1,5 +1,7 @@
 #include "republisher/list_keeper.h"
 
+#include "common/stop_and_join.h"
+
 #include "common/log.h"
 
 #include <malloc.h>
@@ -88,14 +90,7 @@ void ListKeeper::wake() {
 }
 
 void ListKeeper::stop() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stopping = true;
-  }
-  m_cv.notify_all();
-  if (m_thread.joinable()) {
-    m_thread.join();
-  }
+  stop_and_join(m_mutex, m_stopping, m_cv, m_thread);
 }
 
 auto ListKeeper::pass() -> Pass {

@@ -1,5 +1,7 @@
 #include "tools/simulate/simulated_hub.h"
 
+#include "common/stop_and_join.h"
+
 #include "resourcesync/websub.h"
 
 #include <algorithm>
@@ -169,14 +171,7 @@ void SimulatedHub::start() {
 }
 
 void SimulatedHub::stop() {
-  {
-    std::lock_guard lock(m_mutex);
-    m_stopping = true;
-  }
-  m_pushed.notify_all();
-  if (m_pusher.joinable()) {
-    m_pusher.join();
-  }
+  stop_and_join(m_mutex, m_stopping, m_pushed, m_pusher);
 }
 
 void SimulatedHub::wake() { m_pushed.notify_all(); }
