@@ -99,7 +99,10 @@ auto ListKeeper::pass() -> Pass {
   const rs::Timestamp at = now();
   auto seq = m_lookups->last_seq();
   std::vector<PublishedSet> sets; // as the renderer last published them
-  for (const auto& [name, feeds] : m_shelf.rendered()->set_feeds) {
+  // The view is held while it is read: the renderer may put a new one
+  // meanwhile, and the shelf then drops this one.
+  const auto rendered = m_shelf.rendered();
+  for (const auto& [name, feeds] : rendered->set_feeds) {
     sets.push_back(PublishedSet{name, feeds});
   }
   std::vector<std::string> failures;
