@@ -5,49 +5,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 namespace tributary::pub {
-
-auto ArchiveKeeper::keep_as_blob(const std::string& bytes) -> Result<store::BlobInfo> {
-  auto info = m_blobs->put(bytes);
-  if (!info) {
-    return info;
-  }
-  if (auto r = m_blobs->upload({info->sha256}); !r) {
-    return tl::unexpected(r.error());
-  }
-  return info;
-}
-
-auto ArchiveKeeper::keep_file(const std::filesystem::path& file) -> Result<store::BlobInfo> {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    return make_error(ErrorKind::io, file.string() + ": cannot be read");
-  }
-  auto w = m_blobs->begin();
-  if (!w) {
-    return tl::unexpected(w.error());
-  }
-  std::vector<char> chunk(1 << 20);
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    if (auto r = w->write(chunk.data(), static_cast<size_t>(in.gcount())); !r) {
-      return tl::unexpected(r.error());
-    }
-  }
-  if (in.bad()) {
-    return make_error(ErrorKind::io, file.string() + ": cannot be read");
-  }
-  auto info = w->commit();
-  if (!info) {
-    return info;
-  }
-  if (auto r = m_blobs->upload({info->sha256}); !r) {
-    return tl::unexpected(r.error());
-  }
-  return info;
-}
 
 auto ArchiveKeeper::archived_parts(const std::string& set, const char* kind) -> Result<std::set<size_t>> {
   auto have = m_options.archive->archived(set, kind);
@@ -90,7 +49,7 @@ auto ArchiveKeeper::archive_parts(const std::vector<store::Compaction>& plan) ->
       if (!bytes) {
         return tl::unexpected(bytes.error());
       }
-      auto blob = keep_as_blob(*bytes);
+      auto blob = m_blobs->put(*bytes);
       if (!blob) {
         return tl::unexpected(blob.error());
       }
@@ -106,7 +65,8 @@ auto ArchiveKeeper::archive_parts(const std::vector<store::Compaction>& plan) ->
       if (auto r = m_options.archive->put_archived({d}); !r) {
         return tl::unexpected(r.error());
       }
-      framework(c.set_name, m_urls.change_list_archive(c.set_name), "changelist-archive", "updated");
+      notify_framework(m_options.hub, c.set_name, m_urls.change_list_archive(c.set_name), "changelist-archive",
+                       "updated");
     }
     if (auto r = archive_change_packages(c, meta); !r) {
       return r;
@@ -131,7 +91,7 @@ auto ArchiveKeeper::dump_file_blob(const std::string& url,
   if (local.empty() || !std::filesystem::exists(local, ec)) {
     return make_error(ErrorKind::conflict, url + " is not built yet: nothing archived, nothing compacted");
   }
-  auto blob = keep_file(local);
+  auto blob = m_blobs->put_file(local);
   if (!blob) {
     return tl::unexpected(blob.error());
   }
@@ -169,8 +129,8 @@ auto ArchiveKeeper::archive_change_packages(const store::Compaction& c, const Cl
     if (!manifest) {
       return tl::unexpected(manifest.error());
     }
-    auto doc = keep_as_blob(render_change_dump(m_urls, PublishedSet{c.set_name, {}}, {offered_change_package(p.n, p.from, p.until, *zip)},
-                                       p.until));
+    auto doc = m_blobs->put(render_change_dump(m_urls, PublishedSet{c.set_name, {}},
+                                               {offered_change_package(p.n, p.from, p.until, *zip)}, p.until));
     if (!doc) {
       return tl::unexpected(doc.error());
     }
@@ -195,7 +155,8 @@ auto ArchiveKeeper::archive_change_packages(const store::Compaction& c, const Cl
         !r) {
       return tl::unexpected(r.error());
     }
-    framework(c.set_name, m_urls.change_dump_archive(c.set_name), "changedump-archive", "updated");
+    notify_framework(m_options.hub, c.set_name, m_urls.change_dump_archive(c.set_name), "changedump-archive",
+                     "updated");
   }
   return {};
 }
@@ -249,7 +210,7 @@ auto ArchiveKeeper::snapshot_if_due(const std::string& set,
       text.replace(pos, live_index.size(), to);
       pos += to.size();
     }
-    auto blob = keep_as_blob(text);
+    auto blob = m_blobs->put(text);
     if (!blob) {
       log::warn("", "Resource List of set '" + set + "' not archived: " + blob.error().message);
       return;
@@ -280,7 +241,7 @@ auto ArchiveKeeper::snapshot_if_due(const std::string& set,
     return;
   }
   known->second = at;
-  framework(set, m_urls.resource_list_archive(set), "resourcelist-archive", "updated");
+  notify_framework(m_options.hub, set, m_urls.resource_list_archive(set), "resourcelist-archive", "updated");
   log::info("", "Resource List archived", {{"set", set}, {"snapshot", name}, {"documents", std::to_string(out.size())}});
 }
 
@@ -304,7 +265,7 @@ auto ArchiveKeeper::serve(const http::Request& req, http::Response& res, const R
     return std::nullopt;
   }
   const auto view = m_shelf.rendered();
-  if (!view->set_feeds.count(*set)) {
+  if (!view->set_feeds->count(*set)) {
     return std::nullopt;
   }
   const auto closed = view->closed.find(*set);
@@ -323,9 +284,7 @@ auto ArchiveKeeper::serve(const http::Request& req, http::Response& res, const R
   if (archived_doc) {
     auto d = m_options.archive->archived_document(path);
     if (!d) {
-      res.status = 503;
-      res.set_header("Retry-After", "5");
-      return http::Disposition::done;
+      return unavailable(res);
     }
     if (!*d) {
       return std::nullopt;
@@ -334,9 +293,7 @@ auto ArchiveKeeper::serve(const http::Request& req, http::Response& res, const R
   }
   auto rows = m_options.archive->archived(*set, cl_archive ? "changelist" : cd_archive ? "changedump" : "resourcelist");
   if (!rows) {
-    res.status = 503;
-    res.set_header("Retry-After", "5");
-    return http::Disposition::done;
+    return unavailable(res);
   }
   std::vector<ArchivedList> lists;
   if (cd_archive) {
@@ -378,13 +335,6 @@ auto ArchiveKeeper::serve(const http::Request& req, http::Response& res, const R
   const char* capability = cl_archive ? "changelist-archive" : cd_archive ? "changedump-archive" : "resourcelist-archive";
   auto doc = cached(render_archive(m_urls, *set, capability, lists), "application/xml");
   return serve_document(req, res, doc, can_block);
-}
-
-void ArchiveKeeper::framework(const std::string& set, const std::string& loc, const char* capability,
-    const char* change) {
-  if (m_options.hub) {
-    m_options.hub->framework(set, loc, capability, change);
-  }
 }
 
 } // namespace tributary::pub

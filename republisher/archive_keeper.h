@@ -50,11 +50,6 @@ public:
       bool can_block) const;
 
 private:
-  // Stores a document's bytes as a blob (in the bucket too, with one).
-  Result<store::BlobInfo> keep_as_blob(const std::string& bytes);
-  // Stores a file's bytes as a blob, streamed (a Change Dump package may be
-  // as large as dump_package_bytes), and in the bucket too, with one.
-  Result<store::BlobInfo> keep_file(const std::filesystem::path& file);
   // The parts of a set already archived as `kind`.
   Result<std::set<size_t>> archived_parts(const std::string& set, const char* kind);
   // The blob holding a Change Dump file (package or manifest) of ours:
@@ -66,8 +61,6 @@ private:
   // by the set's Change Dump Archive. A package not yet built holds the
   // compaction back (the dump builder builds it within seconds).
   Result<void> archive_change_packages(const store::Compaction& c, const ClosedParts& meta);
-  // Framework Notification: one of our archives grew.
-  void framework(const std::string& set, const std::string& loc, const char* capability, const char* change);
 
   const PublishOptions& m_options;
   std::shared_ptr<store::BlobStore> m_blobs;

@@ -108,9 +108,7 @@ auto ContentServer::serve(const http::Request& req, http::Response& res, const s
     return http::Disposition::blocking;
   }
   if (!v) {
-    res.status = 503;
-    res.set_header("Retry-After", "5");
-    return http::Disposition::done;
+    return unavailable(res);
   }
   if (v->status != 404) {
     res.set_header("Link", "<" + m_urls.capability_list(set) + ">; rel=\"resourcesync\"");

@@ -192,8 +192,8 @@ auto DocumentRenderer::refresh(bool force) -> Result<void> {
   docs["/robots.txt"] = cached(robots, "text/plain");
   // The content cache forgets first: a resource is never answered from a
   // state older than the documents that name it.
-  m_content.store_moved(std::make_shared<const ContentServer::SetFeeds>(feeds_of));
-  view->set_feeds = std::move(feeds_of);
+  view->set_feeds = std::make_shared<const SetFeeds>(std::move(feeds_of));
+  m_content.store_moved(view->set_feeds);
   view->closed = m_closed;
   view->seq = *seq;
   m_shelf.put(std::shared_ptr<const RenderedView>(std::move(view)));
@@ -251,7 +251,7 @@ auto DocumentRenderer::not_compacted_since(const std::vector<store::Compaction>&
   }
   if (*again != compactions) {
     for (const auto& c : *again) {
-      m_closed_parts.erase(c.set_name);
+      m_closed.erase(c.set_name);
     }
     return make_error(ErrorKind::conflict, "the change log was compacted while the Change Lists were read");
   }
@@ -287,7 +287,9 @@ auto DocumentRenderer::render_set(const PublishedSet& s, const store::Compaction
 auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::Compaction* compaction,
     DocumentMap& docs) -> Result<void> {
   // Closed parts are rendered (and compressed) once and kept.
-  ClosedParts known = m_closed_parts[s.name];
+  const auto was = m_closed.find(s.name);
+  ClosedParts known = was == m_closed.end() ? ClosedParts{} : *was->second;
+  const size_t compacted_before = known.compacted;
   const auto cl_start = std::chrono::steady_clock::now();
   // Parts that close go to their files one at a time, as rendered.
   size_t closed_now = 0;
@@ -300,7 +302,7 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
                                          ? cached(std::move(part.xml), "application/xml", true)
                                          : cached_on_disk(std::move(part.xml), m_options.document_dir / s.name,
                                                           std::filesystem::path(path).filename().string());
-                                 framework(s.name, part.url, "changelist", "created");
+                                 notify_framework(m_options.hub, s.name, part.url, "changelist", "created");
                                  ++closed_now;
                                  const auto t = std::chrono::steady_clock::now();
                                  m_closing_time += t - mark; // this part's reading, rendering and writing
@@ -310,7 +312,7 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
   if (!cl) {
     return tl::unexpected(cl.error());
   }
-  if (known.compacted > m_closed_parts[s.name].compacted) {
+  if (known.compacted > compacted_before) {
     drop_compacted(s.name, known);
   }
   for (auto& part : *cl) {
@@ -323,7 +325,7 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
     const std::string path = m_urls.path_of(part.url);
     auto it = m_closed_docs.find(path);
     if (it == m_closed_docs.end()) {
-      m_closed_parts.erase(s.name); // cannot happen; start over next time rather than serve a gap
+      m_closed.erase(s.name); // cannot happen; start over next time rather than serve a gap
       return make_error(ErrorKind::conflict, "closed Change List part " + part.url + " is not cached");
     }
     docs[path] = it->second;
@@ -334,8 +336,7 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
     log::debug("", "Change List of set '" + s.name + "' rendered in " + std::to_string(cl_ms) + " ms (" +
                        std::to_string(closed_now) + " parts closed)");
   }
-  m_closed[s.name] = std::make_shared<const ClosedParts>(known);
-  m_closed_parts[s.name] = std::move(known);
+  m_closed[s.name] = std::make_shared<const ClosedParts>(std::move(known));
   return {};
 }
 
@@ -366,7 +367,7 @@ auto DocumentRenderer::drop_compacted(const std::string& set, const ClosedParts&
 auto DocumentRenderer::compactable(rs::Timestamp cutoff) const -> Republisher::Compactable {
   const auto view = m_shelf.rendered();
   Republisher::Compactable out;
-  out.published = view->set_feeds;
+  out.published = *view->set_feeds;
   for (const auto& [name, closed] : view->closed) {
     const ClosedParts& parts = *closed;
     const ClosedParts::Part* last = nullptr;
@@ -382,13 +383,6 @@ auto DocumentRenderer::compactable(rs::Timestamp cutoff) const -> Republisher::C
     }
   }
   return out;
-}
-
-auto DocumentRenderer::framework(const std::string& set, const std::string& loc, const char* capability,
-    const char* change) -> void {
-  if (m_options.hub) {
-    m_options.hub->framework(set, loc, capability, change);
-  }
 }
 
 } // namespace tributary::pub

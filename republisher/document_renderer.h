@@ -80,8 +80,6 @@ private:
   // go; another process serving them from the same folder finds them gone
   // once it learns of the compaction too, by the change notification).
   void drop_compacted(const std::string& set, const ClosedParts& known);
-  // Framework Notification: one of our documents changed.
-  void framework(const std::string& set, const std::string& loc, const char* capability, const char* change);
 
   const PublishOptions& m_options;
   std::shared_ptr<store::StoreReader> m_reader;
@@ -100,10 +98,9 @@ private:
   // The refreshes' own (one thread at a time):
   int64_t m_rendered_seq = -1;
   std::vector<store::Compaction> m_rendered_compactions;
-  // Closed Change List parts per set as rendered (m_closed_parts, which a
-  // compaction met mid-refresh clears) and as published with the documents
-  // (m_closed); their documents by URL path.
-  std::map<std::string, ClosedParts> m_closed_parts;
+  // Closed Change List parts per set as last rendered (published with the
+  // documents; a compaction met mid-refresh forgets the sets it compacted),
+  // and their documents by URL path.
   std::map<std::string, std::shared_ptr<const ClosedParts>> m_closed;
   std::map<std::string, std::shared_ptr<const CachedDocument>> m_closed_docs;
   std::string m_last_error;

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 
 #include <cstdio>
-#include <fstream>
 #include <limits>
 
 namespace tributary::pub {
@@ -61,24 +60,7 @@ auto DumpBuilder::publish() -> void {
 
 auto DumpBuilder::share_file(const std::filesystem::path& file,
     const std::string& url_path) -> Result<store::SharedDumps::File> {
-  auto w = m_blobs->begin();
-  if (!w) {
-    return tl::unexpected(w.error());
-  }
-  std::ifstream in(file, std::ios::binary);
-  std::vector<char> buf(1 << 20);
-  while (in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() > 0) {
-      if (auto r = w->write(buf.data(), static_cast<size_t>(in.gcount())); !r) {
-        return tl::unexpected(r.error());
-      }
-    }
-  }
-  if (in.bad() || !std::filesystem::exists(file)) {
-    return make_error(ErrorKind::io, file.string() + ": cannot be read");
-  }
-  auto info = w->commit();
+  auto info = m_blobs->put_file(file);
   if (!info) {
     return tl::unexpected(info.error());
   }
@@ -249,7 +231,8 @@ auto DumpBuilder::build_local_resource_dumps(const std::vector<store::FeedInfo>&
     d.seq = seq;
     publish(); // before the older generations go
     remove_old_generations(o, set.name, keep);
-    framework(set.name, m_urls.resource_dump(set.name), "resourcedump", previous.empty() ? "created" : "updated");
+    notify_framework(m_options.hub, set.name, m_urls.resource_dump(set.name), "resourcedump",
+                     previous.empty() ? "created" : "updated");
     changed = true;
   }
   return changed;
@@ -353,9 +336,7 @@ auto DumpBuilder::serve_shared_document(http::Response& res, const Route& route,
   if (resource) {
     auto d = m_options.shared_dumps->resource_dump(set);
     if (!d) {
-      res.status = 503;
-      res.set_header("Retry-After", "5");
-      return http::Disposition::done;
+      return unavailable(res);
     }
     if (*d) {
       document = std::move((*d)->document);
@@ -363,9 +344,7 @@ auto DumpBuilder::serve_shared_document(http::Response& res, const Route& route,
   } else {
     auto named = m_options.shared_dumps->change_packages(set);
     if (!named) {
-      res.status = 503;
-      res.set_header("Retry-After", "5");
-      return http::Disposition::done;
+      return unavailable(res);
     }
     if (!named->empty()) {
       std::vector<ChangePackage> packages;
@@ -390,9 +369,7 @@ auto DumpBuilder::serve_shared_file(http::Response& res, const std::string& path
   }
   auto named = m_options.shared_dumps->file(path);
   if (!named) {
-    res.status = 503;
-    res.set_header("Retry-After", "5");
-    return http::Disposition::done;
+    return unavailable(res);
   }
   if (!*named) {
     res.status = 404;
@@ -421,13 +398,6 @@ auto DumpBuilder::serve_file(http::Response& res, const Route& route, bool can_b
   }
   res.status = 404;
   return http::Disposition::done;
-}
-
-void DumpBuilder::framework(const std::string& set, const std::string& loc, const char* capability,
-    const char* change) {
-  if (m_options.hub) {
-    m_options.hub->framework(set, loc, capability, change);
-  }
 }
 
 } // namespace tributary::pub

@@ -101,8 +101,6 @@ private:
   // bucket when this node lacks them).
   http::Disposition serve_shared_file(http::Response& res, const std::string& path, bool can_block) const;
 
-  // Framework Notification: one of our dumps changed.
-  void framework(const std::string& set, const std::string& loc, const char* capability, const char* change);
 
   const PublishOptions& m_options;
   std::shared_ptr<store::StoreReader> m_reader;

@@ -105,4 +105,11 @@ std::string Hub::advertised_hub() const { return hub_url(m_impl->urls, m_impl->o
 
 Result<std::vector<store::HubSubscription>> Hub::subscriptions() { return m_impl->store->hub_subscriptions(); }
 
+void notify_framework(const std::shared_ptr<Hub>& hub, const std::string& set, const std::string& loc,
+                      const std::string& capability, const std::string& change) {
+  if (hub) {
+    hub->framework(set, loc, capability, change);
+  }
+}
+
 } // namespace tributary::pub

@@ -150,4 +150,9 @@ private:
   std::unique_ptr<Impl> m_impl;
 };
 
+// Framework Notification through `hub`, when there is one (see
+// Hub::framework).
+void notify_framework(const std::shared_ptr<Hub>& hub, const std::string& set, const std::string& loc,
+                      const std::string& capability, const std::string& change);
+
 } // namespace tributary::pub

@@ -102,7 +102,7 @@ auto ListKeeper::pass() -> Pass {
   // The view is held while it is read: the renderer may put a new one
   // meanwhile, and the shelf then drops this one.
   const auto rendered = m_shelf.rendered();
-  for (const auto& [name, feeds] : rendered->set_feeds) {
+  for (const auto& [name, feeds] : *rendered->set_feeds) {
     sets.push_back(PublishedSet{name, feeds});
   }
   std::vector<std::string> failures;
@@ -134,7 +134,8 @@ auto ListKeeper::pass() -> Pass {
       pass.rendered = true;
       m_archive.snapshot_if_due(s.name, list.files->documents(), at);
       const bool first = publish_list(s.name, list.files->documents());
-      framework(s.name, m_urls.resource_list(s.name), first ? "created" : "updated");
+      notify_framework(m_options.hub, s.name, m_urls.resource_list(s.name), "resourcelist",
+                       first ? "created" : "updated");
       if (first && m_first_list) {
         m_first_list();
       }
@@ -192,12 +193,6 @@ auto ListKeeper::publish_list(const std::string& set,
   }
   m_shelf.put(std::shared_ptr<const ListsView>(std::move(view)));
   return first;
-}
-
-void ListKeeper::framework(const std::string& set, const std::string& loc, const char* change) {
-  if (m_options.hub) {
-    m_options.hub->framework(set, loc, "resourcelist", change);
-  }
 }
 
 } // namespace tributary::pub

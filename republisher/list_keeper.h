@@ -65,7 +65,6 @@ private:
   // when the set had none.
   bool publish_list(const std::string& set,
       std::vector<std::pair<std::string, std::shared_ptr<const CachedDocument>>> docs);
-  void framework(const std::string& set, const std::string& loc, const char* change);
 
   const PublishOptions& m_options;
   std::shared_ptr<store::StoreReader> m_lookups;

@@ -73,9 +73,7 @@ http::Disposition serve_blob(http::Response& res, const store::BlobStore& blobs,
   auto where = blobs.locate(sha256);
   if (!where) {
     log::warn("", path + ": blob " + sha256 + " not readable: " + where.error().message);
-    res.status = 503;
-    res.set_header("Retry-After", "5");
-    return http::Disposition::done;
+    return unavailable(res);
   }
   const int fd = ::open(where->file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -85,6 +83,12 @@ http::Disposition serve_blob(http::Response& res, const store::BlobStore& blobs,
   }
   const bool xml = path.size() > 4 && path.compare(path.size() - 4, 4, ".xml") == 0;
   return serve_file_bytes(res, fd, where->length, where->offset, xml);
+}
+
+http::Disposition unavailable(http::Response& res) {
+  res.status = 503;
+  res.set_header("Retry-After", "5");
+  return http::Disposition::done;
 }
 
 } // namespace tributary::pub

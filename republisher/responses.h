@@ -23,6 +23,10 @@ bool accepts_gzip(const http::Request& req);
 // comparison, RFC 9110 13.1.2).
 bool none_match(const http::Request& req, const std::string& etag);
 
+// 503 with Retry-After: 5: the database or the blob store cannot answer
+// now (the client asks again in a few seconds).
+http::Disposition unavailable(http::Response& res);
+
 // A rendered document: ETag, Cache-Control, 304, gzip when smaller; a
 // document on disk asks for a worker (blocking) unless it can wait.
 http::Disposition serve_document(const http::Request& req, http::Response& res,

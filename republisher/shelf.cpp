@@ -67,7 +67,7 @@ std::shared_ptr<const CachedDocument> Shelf::document(const std::string& path) c
     return it->second;
   }
   if (auto it = m_lists->documents.find(path);
-      it != m_lists->documents.end() && m_rendered->set_feeds.count(it->second.set)) {
+      it != m_lists->documents.end() && m_rendered->set_feeds->count(it->second.set)) {
     return it->second.document;
   }
   return nullptr;

@@ -23,11 +23,15 @@
 
 namespace tributary::pub {
 
+// Every set published -> its feeds.
+using SetFeeds = std::map<std::string, std::vector<int64_t>>;
+
 // The document renderer's: every document but the Resource Lists, the sets
 // it published, and their closed Change List parts.
 struct RenderedView {
-  DocumentMap documents;                                      // by URL path
-  std::map<std::string, std::vector<int64_t>> set_feeds;      // every set published -> its feeds
+  DocumentMap documents; // by URL path
+  // The same map the content server was handed with this view.
+  std::shared_ptr<const SetFeeds> set_feeds = std::make_shared<const SetFeeds>();
   std::map<std::string, std::shared_ptr<const ClosedParts>> closed; // per set, as last rendered
   int64_t seq = -1;                                           // the change-log seq shown
 };

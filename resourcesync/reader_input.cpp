@@ -1,5 +1,7 @@
 #include "resourcesync/reader_input.h"
 
+#include <zlib.h>
+
 #include <string_view>
 
 namespace tributary::rs::reading {
@@ -10,11 +12,19 @@ constexpr size_t k_chunk = 64 * 1024;
 
 } // namespace
 
-InputDecoder::~InputDecoder() {
-  if (m_zs_open) {
-    inflateEnd(&m_zs);
+struct InputDecoder::Inflater {
+  z_stream zs{};
+  bool open = false;
+  ~Inflater() {
+    if (open) {
+      inflateEnd(&zs);
+    }
   }
-}
+};
+
+InputDecoder::InputDecoder(Sink& sink, uint64_t max_bytes) : m_sink(sink), m_max_bytes(max_bytes) {}
+
+InputDecoder::~InputDecoder() = default;
 
 // Sitemap documents are UTF-8 (sitemaps.org), and so is every document
 // Tributary reads: an encoding declaration is ignored
@@ -104,22 +114,23 @@ void InputDecoder::parse(const char* data, size_t size, bool terminate) {
 }
 
 void InputDecoder::inflate_and_parse(const unsigned char* data, size_t size, bool terminate) {
-  m_zs.next_in = const_cast<unsigned char*>(data);
-  m_zs.avail_in = static_cast<uInt>(size);
+  z_stream& zs = m_inflater->zs;
+  zs.next_in = const_cast<unsigned char*>(data);
+  zs.avail_in = static_cast<uInt>(size);
   unsigned char out[k_chunk];
   while (!m_sink.halted()) {
     if (m_gzip_member_done) {
-      if (m_zs.avail_in == 0) {
+      if (zs.avail_in == 0) {
         break;
       }
       // Concatenated gzip members form one stream (RFC 1952).
-      inflateReset(&m_zs);
+      inflateReset(&zs);
       m_gzip_member_done = false;
     }
-    m_zs.next_out = out;
-    m_zs.avail_out = sizeof out;
-    int rc = inflate(&m_zs, Z_NO_FLUSH);
-    size_t produced = sizeof out - m_zs.avail_out;
+    zs.next_out = out;
+    zs.avail_out = sizeof out;
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    size_t produced = sizeof out - zs.avail_out;
     if (produced > 0) {
       parse(reinterpret_cast<const char*>(out), produced, false);
     }
@@ -127,11 +138,11 @@ void InputDecoder::inflate_and_parse(const unsigned char* data, size_t size, boo
       m_gzip_member_done = true;
       continue;
     }
-    if (rc == Z_BUF_ERROR || (rc == Z_OK && m_zs.avail_in == 0 && produced < sizeof out)) {
+    if (rc == Z_BUF_ERROR || (rc == Z_OK && zs.avail_in == 0 && produced < sizeof out)) {
       break; // needs more input
     }
     if (rc != Z_OK) {
-      m_sink.stop(std::string("gzip data is corrupt: ") + (m_zs.msg ? m_zs.msg : "inflate failed"));
+      m_sink.stop(std::string("gzip data is corrupt: ") + (zs.msg ? zs.msg : "inflate failed"));
       return;
     }
   }
@@ -154,11 +165,12 @@ void InputDecoder::push(const char* data, size_t size, bool terminate) {
     m_gzip = m_pending.size() >= 2 && static_cast<unsigned char>(m_pending[0]) == 0x1f &&
                    static_cast<unsigned char>(m_pending[1]) == 0x8b;
     if (m_gzip) {
-      if (inflateInit2(&m_zs, 15 + 16) != Z_OK) {
+      m_inflater = std::make_unique<Inflater>();
+      if (inflateInit2(&m_inflater->zs, 15 + 16) != Z_OK) {
         m_sink.stop("could not initialise gzip decompression");
         return;
       }
-      m_zs_open = true;
+      m_inflater->open = true;
     }
     std::string first;
     first.swap(m_pending);

@@ -7,10 +7,9 @@
 // counted), and handed to the sink in pieces. Owns the inflater and what a
 // piece's end cut; knows nothing of XML. Internal to the reader.
 
-#include <zlib.h>
-
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace tributary::rs::reading {
@@ -30,7 +29,7 @@ public:
   };
 
   // `sink` must outlive this. `max_bytes`: of uncompressed input.
-  InputDecoder(Sink& sink, uint64_t max_bytes) : m_sink(sink), m_max_bytes(max_bytes) {}
+  InputDecoder(Sink& sink, uint64_t max_bytes);
   ~InputDecoder();
   InputDecoder(const InputDecoder&) = delete;
   InputDecoder& operator=(const InputDecoder&) = delete;
@@ -60,8 +59,8 @@ private:
   bool m_gzip = false;
   uint64_t m_bytes = 0;
   uint64_t m_compressed_bytes = 0;
-  z_stream m_zs{};
-  bool m_zs_open = false;
+  struct Inflater; // zlib's stream, from the first gzip byte on
+  std::unique_ptr<Inflater> m_inflater;
   bool m_gzip_member_done = false;
   std::string m_utf8_carry; // a UTF-8 sequence cut by the end of the last piece
   uint64_t m_utf8_pos = 0;  // offset of m_utf8_carry (or of the next piece) in the document

@@ -1,6 +1,8 @@
 // Opening the blob store, and reading it: locate, read, retain.
 #include "store/blob/blob_internal.h"
 
+#include <fstream>
+
 namespace tributary::store {
 
 using namespace blob_detail;
@@ -118,6 +120,30 @@ Result<BlobInfo> BlobStore::put(std::string_view data, const std::vector<rs::Has
   }
   if (auto r = w->write(data.data(), data.size()); !r) {
     return tl::unexpected(r.error());
+  }
+  return w->commit();
+}
+
+Result<BlobInfo> BlobStore::put_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    return make_error(ErrorKind::io, file.string() + ": cannot be read");
+  }
+  auto w = begin();
+  if (!w) {
+    return tl::unexpected(w.error());
+  }
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    if (in.gcount() > 0) {
+      if (auto r = w->write(chunk.data(), static_cast<size_t>(in.gcount())); !r) {
+        return tl::unexpected(r.error());
+      }
+    }
+  }
+  if (in.bad()) {
+    return make_error(ErrorKind::io, file.string() + ": cannot be read");
   }
   return w->commit();
 }

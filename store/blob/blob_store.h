@@ -192,6 +192,9 @@ public:
   Result<Writer> begin(const std::vector<rs::HashAlgorithm>& extra = {});
   // Stores a whole buffer.
   Result<BlobInfo> put(std::string_view data, const std::vector<rs::HashAlgorithm>& extra = {});
+  // Stores a file's bytes, read in 1 MiB pieces (a dump package may be as
+  // large as a gigabyte); io when the file cannot be read.
+  Result<BlobInfo> put_file(const std::filesystem::path& file);
 
   bool contains(const std::string& sha256) const;
   // Where the blob's bytes are: not_found if it is not stored, usage for a

@@ -39,14 +39,16 @@ TEST_CASE("List keeper: a pass reads the sets from the renderer's view it holds,
   std::thread renderer([&] {
     for (int i = 0; !stop; ++i) {
       auto v = std::make_shared<RenderedView>();
+      auto feeds = std::make_shared<SetFeeds>();
       for (int s = 0; s < 200; ++s) {
-        v->set_feeds["set-" + std::to_string(s)] = {feed};
-        (void)i;
+        (*feeds)["set-" + std::to_string(s)] = {feed};
       }
+      v->set_feeds = feeds;
+      (void)i;
       shelf.put(std::shared_ptr<const RenderedView>(std::move(v)));
     }
   });
-  while (shelf.rendered()->set_feeds.empty()) {
+  while (shelf.rendered()->set_feeds->empty()) {
     std::this_thread::yield();
   }
   size_t listed = 0;

@@ -18,9 +18,11 @@ std::shared_ptr<const CachedDocument> doc(const std::string& body) { return pub:
 std::shared_ptr<const RenderedView> rendered(std::initializer_list<std::string> sets,
                                              std::initializer_list<std::pair<std::string, std::string>> docs) {
   auto v = std::make_shared<RenderedView>();
+  auto feeds = std::make_shared<pub::SetFeeds>();
   for (const auto& s : sets) {
-    v->set_feeds[s] = {1};
+    (*feeds)[s] = {1};
   }
+  v->set_feeds = feeds;
   for (const auto& [path, body] : docs) {
     v->documents[path] = doc(body);
   }
