@@ -2,36 +2,42 @@
 // and loose file checked against its name; the index rebuilt on request.
 #include "store/blob/blob_internal.h"
 
-namespace tributary::store {
+#include "resourcesync/hash.h"
 
-using namespace blob_detail;
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace tributary::store::blob_detail {
+
+namespace fs = std::filesystem;
 
 namespace {
 
 // Every index entry points at an intact record of its name.
-Result<void> check_index(MDB_env* env, MDB_dbi dbi, const fs::path& root, BlobCheck& out) {
+Result<void> check_index(const BlobIndex& index, const fs::path& root, BlobCheck& out) {
   // (The scan of the packs proved each intact record's bytes match its
   // header.)
   std::map<uint32_t, int> fds;
-  const int rc = scan(env, dbi, [&](const MDB_val& k, const MDB_val& v) {
-    if (k.mv_size != 32) {
-      return; // a named database ("condemned"), not an index entry
-    }
+  auto r = index.for_each_raw([&](const BlobName& key, const std::optional<IndexValue>& value) {
     ++out.index_entries;
-    const std::string name = hex_of(static_cast<const unsigned char*>(k.mv_data), k.mv_size);
-    IndexValue iv;
-    if (v.mv_size != sizeof iv) {
+    const std::string name = hex_of(key.data(), key.size());
+    if (!value) {
       out.problems.push_back("index entry " + name + ": malformed");
       return;
     }
-    std::memcpy(&iv, v.mv_data, sizeof iv);
+    const IndexValue& iv = *value;
     auto [it, opened] = fds.try_emplace(iv.pack, -1);
     if (opened) {
       it->second = ::open(pack_path(root, iv.pack).c_str(), O_RDONLY | O_CLOEXEC);
     }
     RecordHeader h;
     if (it->second < 0 || iv.offset < sizeof h || !pread_all(it->second, &h, sizeof h, iv.offset - sizeof h) ||
-        std::memcmp(h.magic, "TRB1", 4) != 0 || std::memcmp(h.sha256, k.mv_data, 32) != 0 ||
+        std::memcmp(h.magic, "TRB1", 4) != 0 || std::memcmp(h.sha256, key.data(), 32) != 0 ||
         h.length != iv.length) {
       out.problems.push_back("index entry " + name + ": no record of it at offset " + std::to_string(iv.offset) +
                              " of " + pack_path(root, iv.pack).string());
@@ -42,10 +48,7 @@ Result<void> check_index(MDB_env* env, MDB_dbi dbi, const fs::path& root, BlobCh
       ::close(fd);
     }
   }
-  if (rc != 0) {
-    return make_error(ErrorKind::io, "blob index under " + root.string() + ": " + lmdb_text(rc));
-  }
-  return {};
+  return r;
 }
 
 // Blob files hash to their names.
@@ -76,13 +79,13 @@ void check_files(const fs::path& root, BlobCheck& out) {
 
 } // namespace
 
-Result<BlobCheck> BlobStore::check(bool reindex) {
+Result<BlobCheck> check_store(BlobIndex& index, const fs::path& root, bool reindex) {
   BlobCheck out;
-  const std::vector<std::pair<uint32_t, fs::path>> packs = list_packs(m_root);
+  const std::vector<std::pair<uint32_t, fs::path>> packs = list_packs(root);
   std::vector<std::pair<std::string, IndexValue>> missing;
   auto flush_missing = [&]() -> Result<void> {
     if (!missing.empty()) {
-      if (auto r = m_state->index(missing); !r) {
+      if (auto r = index.add(missing); !r) {
         return r;
       }
       out.reindexed += missing.size();
@@ -104,10 +107,9 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
     out.pack_bytes += size;
     uint64_t at = 0;
     std::optional<uint64_t> lost_from; // looking for the next record from here
-    auto align = [](uint64_t n) { return (n + 7) & ~uint64_t{7}; };
     while (at + sizeof(RecordHeader) <= size) {
       RecordHeader h;
-      if (!pread_all(fd, &h, sizeof h, at) || std::memcmp(h.magic, "TRB1", 4) != 0 || h.length > k_pack_max ||
+      if (!pread_all(fd, &h, sizeof h, at) || std::memcmp(h.magic, "TRB1", 4) != 0 || h.length > BlobStore::k_pack_max ||
           h.length > size - at - sizeof h) {
         // Not a record: space reserved by a write a crash cut short, or
         // damage. The next record starts at a later multiple of 8.
@@ -123,7 +125,7 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
       }
       const std::string name = hex_of(h.sha256, sizeof h.sha256);
       const uint64_t data_at = at + sizeof h;
-      auto found = m_state->lookup(name);
+      auto found = index.lookup(name);
       if (!found) {
         ::close(fd);
         return tl::unexpected(found.error());
@@ -138,9 +140,9 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
           out.problems.push_back(path.string() + ": the record at offset " + std::to_string(at) +
                                  " does not hash to its name " + name + " (the index serves it)");
         } else {
-          out.unreadable_bytes += align(data_at + h.length) - at;
+          out.unreadable_bytes += aligned(data_at + h.length) - at;
         }
-        at = align(data_at + h.length);
+        at = aligned(data_at + h.length);
         continue;
       }
       if (lost_from) {
@@ -162,7 +164,7 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
           }
         }
       }
-      at = align(data_at + h.length);
+      at = aligned(data_at + h.length);
     }
     out.unreadable_bytes += size - std::min(size, lost_from.value_or(at));
     ::close(fd);
@@ -170,12 +172,12 @@ Result<BlobCheck> BlobStore::check(bool reindex) {
   if (auto r = flush_missing(); !r) {
     return tl::unexpected(r.error());
   }
-  if (auto r = check_index(m_state->env, m_state->dbi, m_root, out); !r) {
+  if (auto r = check_index(index, root, out); !r) {
     return tl::unexpected(r.error());
   }
-  check_files(m_root, out);
+  check_files(root, out);
   return out;
 }
 
 
-} // namespace tributary::store
+} // namespace tributary::store::blob_detail

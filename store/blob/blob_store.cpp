@@ -1,11 +1,27 @@
-// Opening the blob store, and reading it: locate, read, retain.
+// The blob store as its callers see it: opening a root, writing and
+// reading blobs, and the operations of its rooms (the index, the pack
+// appender, the directories of file blobs, the remote tier) put together.
 #include "store/blob/blob_internal.h"
 
+#include "common/temp_files.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <fstream>
+#include <map>
+#include <mutex>
 
 namespace tributary::store {
 
-using namespace blob_detail;
+namespace fs = std::filesystem;
+using blob_detail::errno_text;
+using blob_detail::pack_path;
+using blob_detail::valid_name;
 
 Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_t pack_bytes) {
   std::error_code ec;
@@ -46,57 +62,12 @@ Result<std::shared_ptr<BlobStore>> BlobStore::open(const fs::path& root, uint64_
   // live process, and every other kind of file (a daemon's spooled
   // documents and dump packages share this directory), are not ours.
   remove_orphaned_temp_files(root / "tmp", {"blob"});
-  auto state = std::make_shared<State>();
-  state->root = root;
-  state->pack_bytes = std::max<uint64_t>(pack_bytes, 1);
-  auto fail = [&](int rc) {
-    return make_error(ErrorKind::io, "cannot open the blob index " + (root / "index").string() + ": " + lmdb_text(rc));
-  };
-  if (int rc = mdb_env_create(&state->env); rc != 0) {
-    state->env = nullptr;
-    return fail(rc);
+  auto index = blob_detail::BlobIndex::open(root / "index");
+  if (!index) {
+    return tl::unexpected(index.error());
   }
-  // Read transactions are short and taken from any thread (MDB_NOTLS); the
-  // map is address space, not memory: the file grows as entries arrive.
-  mdb_env_set_maxreaders(state->env, 1024);
-  mdb_env_set_maxdbs(state->env, 4);
-  mdb_env_set_mapsize(state->env, size_t{256} << 30);
-  // MDB_NORDAHEAD: lookups are random (names are hashes); it also turns
-  // off fault-around, which mapped 16 pages a lookup.
-  if (int rc = mdb_env_open(state->env, (root / "index").c_str(), MDB_NOTLS | MDB_NORDAHEAD, 0644); rc != 0) {
-    return fail(rc);
-  }
-  state->map = State::find_map(root / "index" / "data.mdb");
-  if (state->map) {
-    state->start_releaser();
-  }
-  int stale = 0;
-  mdb_reader_check(state->env, &stale); // reader slots of processes that died
-  MDB_txn* txn = nullptr;
-  if (int rc = mdb_txn_begin(state->env, nullptr, 0, &txn); rc != 0) {
-    return fail(rc);
-  }
-  if (int rc = mdb_dbi_open(txn, nullptr, 0, &state->dbi); rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(rc);
-  }
-  // Garbage collection's marks, beside the index so that one transaction
-  // sees both (a named database is a key of the unnamed one: readers of the
-  // index skip keys that are not 32 bytes long).
-  if (int rc = mdb_dbi_open(txn, "condemned", MDB_CREATE, &state->condemned_dbi); rc != 0) {
-    mdb_txn_abort(txn);
-    return fail(rc);
-  }
-  if (int rc = mdb_txn_commit(txn); rc != 0) {
-    return fail(rc);
-  }
-  for (const auto& e : fs::directory_iterator(root / "packs", ec)) {
-    const std::string name = e.path().filename().string();
-    unsigned id = 0;
-    if (std::sscanf(name.c_str(), "%10u.pack", &id) == 1 && id >= state->next_pack) {
-      state->next_pack = id + 1;
-    }
-  }
+  auto state = std::shared_ptr<State>(new State{root, std::move(*index), blob_detail::PackAppender(root, pack_bytes),
+                                                blob_detail::BlobDirectories(root), {}});
   registry[key] = state;
   store->m_state = std::move(state);
   return store;
@@ -150,49 +121,19 @@ Result<BlobInfo> BlobStore::put_file(const fs::path& file) {
 
 bool BlobStore::contains(const std::string& sha256) const { return locate(sha256).has_value(); }
 
-fs::path BlobStore::file_path(const std::string& sha256) const {
-  return blob_dir(sha256.substr(0, 2)) / sha256;
-}
-
-// One level of 256 directories, each made the first time a blob needs it
-// (once a process: a flag per directory). Making all 256 when the store
-// opened cost 60 ms of a 10,000-resource baseline on a fresh ext4, whose
-// small blobs all go to packs; making one on the hot path for every blob
-// cost more than writing it.
-fs::path BlobStore::blob_dir(const std::string& sub) const {
-  fs::path dir = m_root / "blobs" / sub;
-  const auto digit = [](char c) { return c >= 'a' ? c - 'a' + 10 : c - '0'; };
-  if (sub.size() != 2 || !m_state) {
-    return dir;
-  }
-  std::atomic<bool>& made = m_state->made[static_cast<size_t>(digit(sub[0]) * 16 + digit(sub[1])) & 255];
-  if (!made.load(std::memory_order_acquire)) {
-    if (::mkdir(dir.c_str(), 0755) == 0) {
-      // Durable before a blob is named in it.
-      if (int fd = ::open((m_root / "blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
-        ::fsync(fd);
-        ::close(fd);
-      }
-    }
-    made.store(true, std::memory_order_release);
-  }
-  return dir;
-}
-
 Result<BlobLocation> BlobStore::locate(const std::string& sha256) const {
   auto here = locate_here(sha256);
   if (here || here.error().kind != ErrorKind::not_found) {
     return here;
   }
-  std::shared_ptr<RemoteTier> remote;
-  {
-    std::lock_guard lock(m_state->mutex);
-    remote = m_state->remote;
-  }
+  std::shared_ptr<RemoteTier> remote = m_state->remote.tier();
   if (!remote) {
     return here;
   }
-  if (auto r = fetch_remote(*remote, sha256); !r) {
+  // A const store fills its cache: the state is shared, the bytes are
+  // verified against their name before they are named.
+  auto stored = [this](const std::string& sha) { return locate_here(sha).has_value(); };
+  if (auto r = m_state->remote.fetch(const_cast<BlobStore&>(*this), *remote, sha256, stored); !r) {
     return tl::unexpected(r.error());
   }
   return locate_here(sha256);
@@ -202,7 +143,7 @@ Result<BlobLocation> BlobStore::locate_here(const std::string& sha256) const {
   if (!valid_name(sha256)) {
     return make_error(ErrorKind::usage, "'" + sha256 + "' is not a sha-256 blob name");
   }
-  auto found = m_state->lookup(sha256);
+  auto found = m_state->index->lookup(sha256);
   if (!found) {
     return tl::unexpected(found.error());
   }
@@ -210,7 +151,7 @@ Result<BlobLocation> BlobStore::locate_here(const std::string& sha256) const {
     return BlobLocation{pack_path(m_root, (*found)->pack), (*found)->offset, (*found)->length};
   }
   // Larger blobs (and every blob of a store written before packs) are files.
-  const fs::path p = file_path(sha256);
+  const fs::path p = m_state->files.file_path(sha256);
   struct stat st {};
   if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
     return BlobLocation{p, 0, static_cast<uint64_t>(st.st_size)};
@@ -251,7 +192,7 @@ Result<BlobLocation> BlobStore::retain(const std::string& sha256) {
   if (!where) {
     return where;
   }
-  auto kept = m_state->lift(sha256, file_path(sha256));
+  auto kept = m_state->index->lift(sha256, m_state->files.file_path(sha256));
   if (!kept) {
     return tl::unexpected(kept.error());
   }
@@ -260,5 +201,105 @@ Result<BlobLocation> BlobStore::retain(const std::string& sha256) {
   }
   return locate(sha256); // where it is now (repack() may have moved it)
 }
+
+std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers, std::vector<std::string>* deferred) {
+  auto out = Writer::publish_group(*m_state, writers);
+  upload_published(out, deferred);
+  return out;
+}
+
+Result<void> BlobStore::upload(const std::vector<std::string>& sha256s) const {
+  std::shared_ptr<RemoteTier> remote = m_state->remote.tier();
+  if (!remote || sha256s.empty()) {
+    return {};
+  }
+  std::vector<RemoteTier::Upload> uploads;
+  for (const auto& sha : sha256s) {
+    auto where = locate_here(sha);
+    if (!where) {
+      return tl::unexpected(where.error());
+    }
+    uploads.push_back(RemoteTier::Upload{BlobInfo{sha, where->length, {}}, *where});
+  }
+  return remote->upload(uploads);
+}
+
+void BlobStore::upload_published(std::vector<Result<BlobInfo>>& out, std::vector<std::string>* deferred) const {
+  std::shared_ptr<RemoteTier> remote = m_state->remote.tier();
+  if (!remote || blob_detail::BlobRemote::filling()) {
+    return;
+  }
+  if (deferred) {
+    for (const auto& r : out) {
+      if (r) {
+        deferred->push_back(r->sha256);
+      }
+    }
+    return;
+  }
+  std::vector<RemoteTier::Upload> uploads;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i]) {
+      continue;
+    }
+    auto where = locate_here(out[i]->sha256);
+    if (!where) {
+      out[i] = tl::unexpected(where.error());
+      continue;
+    }
+    uploads.push_back(RemoteTier::Upload{*out[i], *where});
+    which.push_back(i);
+  }
+  if (uploads.empty()) {
+    return;
+  }
+  if (auto r = remote->upload(uploads); !r) {
+    for (size_t i : which) {
+      out[i] = tl::unexpected(r.error());
+    }
+  }
+}
+
+void BlobStore::set_remote(std::shared_ptr<RemoteTier> tier) { m_state->remote.set(std::move(tier)); }
+
+bool BlobStore::has_remote() const { return m_state->remote.tier() != nullptr; }
+
+std::shared_ptr<RemoteTier> BlobStore::remote() const { return m_state->remote.tier(); }
+
+Result<void> BlobStore::sync_directories() { return m_state->files.sync(); }
+
+std::optional<BlobName> BlobStore::name_of(const std::string& sha256) {
+  if (!valid_name(sha256)) {
+    return std::nullopt;
+  }
+  return blob_detail::raw_name(sha256);
+}
+
+Result<void> BlobStore::for_each_blob(const std::function<void(const BlobName&, uint64_t)>& fn) const {
+  return blob_detail::for_each_blob(*m_state->index, m_root, fn);
+}
+
+Result<uint64_t> BlobStore::condemn(const std::vector<BlobName>& names, int64_t at) {
+  return m_state->index->condemn(names, at);
+}
+
+Result<std::vector<std::pair<BlobName, int64_t>>> BlobStore::condemned() const { return m_state->index->condemned(); }
+
+Result<uint64_t> BlobStore::pardon(const std::vector<BlobName>& names) { return m_state->index->pardon(names); }
+
+Result<RemoveReport> BlobStore::remove_condemned(const std::vector<BlobName>& names) {
+  return blob_detail::remove_blobs(*m_state->index, m_state->files, names, /*only_condemned=*/true);
+}
+
+Result<RemoveReport> BlobStore::evict(const std::vector<BlobName>& names) {
+  return blob_detail::remove_blobs(*m_state->index, m_state->files, names, /*only_condemned=*/false);
+}
+
+Result<RepackReport> BlobStore::repack(double live_below) {
+  return blob_detail::repack_packs(*m_state->index, m_state->packs, m_root, live_below);
+}
+
+Result<BlobCheck> BlobStore::check(bool reindex) { return blob_detail::check_store(*m_state->index, m_root, reindex); }
 
 } // namespace tributary::store

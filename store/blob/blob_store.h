@@ -46,6 +46,10 @@ struct BlobLocation {
 // A process writes only to pack files it created, so several processes may
 // share a store (LMDB serialises the index writers); one process opening the
 // same root twice shares one state.
+//
+// This class is a facade: the index (blob_index.h), the pack appender
+// (pack_appender.h), the directories of file blobs (blob_directories.h) and
+// the remote tier (blob_remote.h) each own their state and lock.
 // What BlobStore::check() found.
 struct BlobCheck {
   uint64_t packs = 0;
@@ -121,6 +125,8 @@ public:
 };
 
 class BlobStore {
+  struct State; // the open store's rooms, shared by every BlobStore of one root in this process
+
 public:
   static constexpr uint64_t k_pack_max = 1024 * 1024;  // larger blobs get a file
   static constexpr uint64_t k_pack_bytes = 1ull << 30;  // a pack file is closed past this
@@ -175,6 +181,10 @@ public:
     BlobInfo m_info;
     Result<void> spill();               // from memory to a temporary file
     Result<BlobInfo> link_into_place(); // after the bytes are durable
+    // Writes the pack records seal() left to publish (see Placed::pending).
+    static void write_pending(State& st, std::vector<Writer*>& writers);
+    // publish() but for the upload to the remote tier.
+    static std::vector<Result<BlobInfo>> publish_group(State& st, std::vector<Writer*>& writers);
   };
 
   // Publishes sealed writers: one syncfs() makes all their bytes durable,
@@ -266,20 +276,11 @@ public:
 
 private:
   explicit BlobStore(std::filesystem::path root) : m_root(std::move(root)) {}
-  std::filesystem::path file_path(const std::string& sha256) const; // a valid name
-  // blobs/<sub> (two hex digits), made if this process has not yet.
-  std::filesystem::path blob_dir(const std::string& sub) const;
   Result<BlobLocation> locate_here(const std::string& sha256) const;
-  // Copies a blob the tier has into this store (locate() on a miss).
-  Result<void> fetch_remote(RemoteTier& tier, const std::string& sha256) const;
-  Result<RemoveReport> remove(const std::vector<BlobName>& names, bool only_condemned);
   // Uploads what publish() named (results in `out`, in order); a failure
   // turns every one of them into that error.
   void upload_published(std::vector<Result<BlobInfo>>& out, std::vector<std::string>* deferred = nullptr) const;
-  // Writes the pack records seal() left to publish (see Placed::pending).
-  void write_pending(std::vector<Writer*>& writers);
   std::filesystem::path m_root;
-  struct State; // shared by every BlobStore of one root in this process
   std::shared_ptr<State> m_state;
 };
 

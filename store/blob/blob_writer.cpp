@@ -3,12 +3,27 @@
 // one transaction.
 #include "store/blob/blob_internal.h"
 
-#include <algorithm>
+#include "common/temp_files.h"
+
+#include <fcntl.h>
 #include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
 
 namespace tributary::store {
 
-using namespace blob_detail;
+namespace fs = std::filesystem;
+using blob_detail::BlobPack;
+using blob_detail::IndexValue;
+using blob_detail::PackAppender;
+using blob_detail::RecordHeader;
+using blob_detail::errno_text;
+using blob_detail::write_all;
 
 BlobStore::Writer::Writer(BlobStore& store, std::vector<rs::HashAlgorithm> algorithms)
     : m_store(&store), m_algorithms(algorithms), m_hasher(algorithms) {}
@@ -34,7 +49,7 @@ BlobStore::Writer::~Writer() {
   if (m_placed && m_placed->pending) {
     // Never published: its reservation stays a record never written, which
     // check() steps over.
-    m_store->m_state->deferred_bytes.fetch_sub(m_size);
+    m_store->m_state->packs.undefer(m_size);
   }
   if (m_fd >= 0) {
     ::close(m_fd);
@@ -54,7 +69,7 @@ Result<void> BlobStore::Writer::spill() {
   static constexpr char k_hex[] = "0123456789abcdef";
   const uint64_t spread = counter.fetch_add(1);
   const std::string sub{k_hex[(spread >> 4) & 15], k_hex[spread & 15]};
-  m_fd = ::open(m_store->blob_dir(sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+  m_fd = ::open(m_store->m_state->files.dir(sub).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
   if (m_fd < 0) {
     // File systems without O_TMPFILE: a named temporary file, renamed later.
     m_tmp = root / "tmp" / temp_file_name("blob", ".part");
@@ -120,31 +135,28 @@ BlobInfo BlobStore::Writer::seal() {
   // group, or now when it is larger or too much waits already.
   m_placed = std::make_shared<Placed>();
   State& st = *m_store->m_state;
-  auto found = st.lookup(m_info.sha256); // a lookup in a memory map: no system call
+  auto found = st.index->lookup(m_info.sha256); // a lookup in a memory map: no system call
   bool stored = found && found->has_value();
   if (stored) {
     // Reused: lift any condemnation (false: collected just now).
-    auto kept = st.lift(m_info.sha256, m_store->file_path(m_info.sha256));
+    auto kept = st.index->lift(m_info.sha256, st.files.file_path(m_info.sha256));
     stored = kept && *kept;
   }
   if (!stored) {
     RecordHeader header;
     header.length = m_size;
-    const auto raw = raw_name(m_info.sha256);
+    const auto raw = blob_detail::raw_name(m_info.sha256);
     std::memcpy(header.sha256, raw.data(), raw.size());
-    auto room = st.reserve(sizeof header + m_size);
+    auto room = st.packs.reserve(sizeof header + m_size);
     if (!room) {
       m_placed->error = room.error();
     } else {
       m_placed->pack = room->first;
       m_placed->offset = room->second + sizeof header;
-      if (m_size <= k_deferred_blob_max) {
-        if (st.deferred_bytes.fetch_add(m_size) + m_size <= k_deferred_bytes_max) {
-          m_placed->pending = true; // written by publish(), the buffer kept until then
-          m_placed->header = header;
-          return m_info;
-        }
-        st.deferred_bytes.fetch_sub(m_size);
+      if (m_size <= PackAppender::k_deferred_blob_max && st.packs.defer(m_size)) {
+        m_placed->pending = true; // written by publish(), the buffer kept until then
+        m_placed->header = header;
+        return m_info;
       }
       iovec parts[2] = {{&header, sizeof header}, {m_buffer.data(), m_buffer.size()}};
       const size_t total = sizeof header + m_buffer.size();
@@ -153,20 +165,20 @@ BlobInfo BlobStore::Writer::seal() {
         // One pwritev for the record; a short write finishes piece by piece.
         ssize_t n;
         if (done == 0) {
-          n = ::pwritev(room->first->fd, parts, 2, static_cast<off_t>(room->second));
+          n = ::pwritev(room->first->fd(), parts, 2, static_cast<off_t>(room->second));
         } else {
           const char* p = done < sizeof header ? reinterpret_cast<const char*>(&header) + done
                                                : m_buffer.data() + (done - sizeof header);
           const size_t left = done < sizeof header ? sizeof header - done : total - done;
-          n = ::pwrite(room->first->fd, p, left, static_cast<off_t>(room->second + done));
+          n = ::pwrite(room->first->fd(), p, left, static_cast<off_t>(room->second + done));
         }
         if (n < 0 && errno == EINTR) {
           continue;
         }
         if (n <= 0) {
-          m_placed->error = Error{ErrorKind::io, "write " + room->first->path.string() + ": " +
+          m_placed->error = Error{ErrorKind::io, "write " + room->first->path().string() + ": " +
                                                      (n < 0 ? errno_text() : std::string("no progress"))};
-          st.abandon(room->first, room->second, total);
+          st.packs.abandon(room->first, room->second, total);
           m_placed->pack.reset();
           break;
         }
@@ -195,7 +207,7 @@ Result<BlobInfo> BlobStore::Writer::commit() {
 
 Result<BlobInfo> BlobStore::Writer::link_into_place() {
   const BlobInfo info = seal();
-  const fs::path dest = m_store->file_path(info.sha256);
+  const fs::path dest = m_store->m_state->files.file_path(info.sha256);
   if (m_tmp.empty()) {
     // An O_TMPFILE file has no name until it is linked into place: no
     // rename across directories, no half-written file ever visible.
@@ -209,7 +221,7 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
       }
       // Stored already: reuse that copy, unless garbage collection removed
       // it just now (then link this one).
-      auto kept = m_store->m_state->lift(info.sha256, dest);
+      auto kept = m_store->m_state->index->lift(info.sha256, dest);
       if (!kept) {
         return tl::unexpected(kept.error());
       }
@@ -224,7 +236,7 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
     ::close(m_fd);
     m_fd = -1;
     std::error_code ec;
-    auto kept = fs::exists(dest, ec) ? m_store->m_state->lift(info.sha256, dest) : Result<bool>(false);
+    auto kept = fs::exists(dest, ec) ? m_store->m_state->index->lift(info.sha256, dest) : Result<bool>(false);
     if (kept && *kept) {
       // Same bytes already stored (content addressing): keep the old copy.
       fs::remove(m_tmp, ec);
@@ -236,12 +248,11 @@ Result<BlobInfo> BlobStore::Writer::link_into_place() {
     }
     m_finished = true;
   }
-  std::lock_guard lock(m_store->m_state->mutex);
-  m_store->m_state->dirs.insert(dest.parent_path());
+  m_store->m_state->files.named(dest.parent_path());
   return info;
 }
 
-void BlobStore::write_pending(std::vector<Writer*>& writers) {
+void BlobStore::Writer::write_pending(State& st, std::vector<Writer*>& writers) {
   std::vector<Writer*> pending;
   for (auto* w : writers) {
     if (w->m_placed && w->m_placed->pending) {
@@ -249,11 +260,10 @@ void BlobStore::write_pending(std::vector<Writer*>& writers) {
     }
   }
   std::sort(pending.begin(), pending.end(), [](const Writer* a, const Writer* b) {
-    return std::make_pair(a->m_placed->pack->id, a->m_placed->offset) <
-           std::make_pair(b->m_placed->pack->id, b->m_placed->offset);
+    return std::make_pair(a->m_placed->pack->id(), a->m_placed->offset) <
+           std::make_pair(b->m_placed->pack->id(), b->m_placed->offset);
   });
   static const char k_padding[8] = {};
-  State& st = *m_state;
   constexpr size_t k_iov_max = 1020; // IOV_MAX is 1,024 on Linux
   for (size_t i = 0; i < pending.size();) {
     // A run: records of one pack, each where the one before ended (records
@@ -286,13 +296,13 @@ void BlobStore::write_pending(std::vector<Writer*>& writers) {
     uint64_t done = 0;
     size_t at = 0;
     while (at < iov.size()) {
-      const ssize_t n = ::pwritev(first.pack->fd, iov.data() + at, static_cast<int>(iov.size() - at),
+      const ssize_t n = ::pwritev(first.pack->fd(), iov.data() + at, static_cast<int>(iov.size() - at),
                                   static_cast<off_t>(start + done));
       if (n < 0 && errno == EINTR) {
         continue;
       }
       if (n <= 0) {
-        failed = Error{ErrorKind::io, "write " + first.pack->path.string() + ": " +
+        failed = Error{ErrorKind::io, "write " + first.pack->path().string() + ": " +
                                           (n < 0 ? errno_text() : std::string("no progress"))};
         break;
       }
@@ -312,24 +322,24 @@ void BlobStore::write_pending(std::vector<Writer*>& writers) {
       Writer::Placed& p = *w.m_placed;
       if (failed) {
         p.error = failed;
-        st.abandon(p.pack, p.offset - sizeof(RecordHeader), sizeof(RecordHeader) + w.m_size);
+        st.packs.abandon(p.pack, p.offset - sizeof(RecordHeader), sizeof(RecordHeader) + w.m_size);
         p.pack.reset();
       }
       p.pending = false;
-      st.deferred_bytes.fetch_sub(w.m_size);
+      st.packs.undefer(w.m_size);
       std::string().swap(w.m_buffer);
     }
     i = j;
   }
 }
 
-std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers, std::vector<std::string>* deferred) {
+std::vector<Result<BlobInfo>> BlobStore::Writer::publish_group(State& st, std::vector<Writer*>& writers) {
   std::vector<Result<BlobInfo>> out;
   out.reserve(writers.size());
   for (auto* w : writers) {
     out.emplace_back(w->seal());
   }
-  write_pending(writers);
+  write_pending(st, writers);
   // Packed blobs: one fdatasync per pack written, then one index
   // transaction names them all.
   std::vector<BlobPack*> packs;
@@ -344,8 +354,8 @@ std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers, 
   }
   std::map<BlobPack*, std::string> unsynced;
   for (BlobPack* p : packs) {
-    if (::fdatasync(p->fd) != 0) {
-      unsynced[p] = "fdatasync " + p->path.string() + ": " + errno_text();
+    if (::fdatasync(p->fd()) != 0) {
+      unsynced[p] = "fdatasync " + p->path().string() + ": " + errno_text();
     }
   }
   std::vector<std::pair<std::string, IndexValue>> entries;
@@ -360,12 +370,12 @@ std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers, 
         out[i] = make_error(ErrorKind::io, u->second);
         continue;
       }
-      entries.emplace_back(out[i]->sha256, IndexValue{placed->pack->id, 0, placed->offset, out[i]->length});
+      entries.emplace_back(out[i]->sha256, IndexValue{placed->pack->id(), 0, placed->offset, out[i]->length});
     }
     indexed.push_back(i);
   }
   if (!entries.empty()) {
-    if (auto r = m_state->index(entries); !r) {
+    if (auto r = st.index->add(entries); !r) {
       for (size_t i : indexed) {
         out[i] = tl::unexpected(r.error());
       }
@@ -397,7 +407,6 @@ std::vector<Result<BlobInfo>> BlobStore::publish(std::vector<Writer*>& writers, 
       out[i] = w->link_into_place();
     }
   }
-  upload_published(out, deferred);
   return out;
 }
 

@@ -1,11 +1,20 @@
-// The blob store's file helpers: reading and writing whole ranges,
-// directory flushes (and their durability barrier, sync_directories),
-// names, and the LMDB scans the collection and check share.
-#include "store/blob/blob_internal.h"
+// The blob store's small helpers: names, whole reads and writes, directory
+// flushes (and the hook tests put in their place), pack file names.
+#include "store/blob/blob_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mutex>
 
 namespace tributary::store {
 
-using namespace blob_detail;
+namespace fs = std::filesystem;
 
 namespace blob_detail {
 
@@ -85,6 +94,11 @@ Result<void> fsync_dir_now(const fs::path& dir) {
 
 } // namespace
 
+bool fsync_dir_replaced() {
+  std::lock_guard lock(g_dir_sync_mutex);
+  return static_cast<bool>(g_dir_sync);
+}
+
 fs::path pack_path(const fs::path& root, uint32_t id) {
   char name[32];
   std::snprintf(name, sizeof name, "%010u.pack", id);
@@ -103,8 +117,6 @@ std::vector<std::pair<uint32_t, fs::path>> list_packs(const fs::path& root) {
   std::sort(packs.begin(), packs.end());
   return packs;
 }
-
-std::string lmdb_text(int rc) { return mdb_strerror(rc); }
 
 // Reads exactly `size` bytes at `offset`; false at the end of the file.
 bool pread_all(int fd, void* buf, size_t size, uint64_t offset) {
@@ -134,85 +146,13 @@ std::string hex_of(const unsigned char* raw, size_t n) {
   return out;
 }
 
-// Every entry of `db`, in one read transaction; 0 or LMDB's error.
-int scan(MDB_env* env, MDB_dbi db, const std::function<void(const MDB_val& key, const MDB_val& value)>& fn) {
-  Txn t;
-  MDB_cursor* cursor = nullptr;
-  int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &t.txn);
-  if (rc == 0) {
-    rc = mdb_cursor_open(t.txn, db, &cursor);
-  }
-  if (rc != 0) {
-    return rc;
-  }
-  MDB_val k{}, v{};
-  int c = mdb_cursor_get(cursor, &k, &v, MDB_FIRST);
-  for (; c == 0; c = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) {
-    fn(k, v);
-  }
-  mdb_cursor_close(cursor);
-  return c == MDB_NOTFOUND ? 0 : c;
-}
-
-// Every index entry (keys of 32 bytes: the unnamed database also holds the
-// names of the named ones).
-int scan_index(MDB_env* env, MDB_dbi db, const std::function<void(const BlobName&, const IndexValue&)>& fn) {
-  return scan(env, db, [&](const MDB_val& k, const MDB_val& v) {
-    if (k.mv_size == 32 && v.mv_size == sizeof(IndexValue)) {
-      BlobName name;
-      IndexValue iv;
-      std::memcpy(name.data(), k.mv_data, 32);
-      std::memcpy(&iv, v.mv_data, sizeof iv);
-      fn(name, iv);
-    }
-  });
-}
-
 } // namespace blob_detail
-
-Result<void> BlobStore::sync_directories() {
-  std::lock_guard flushing(m_state->sync_mutex);
-  std::set<fs::path> dirs;
-  {
-    std::lock_guard lock(m_state->mutex);
-    dirs.swap(m_state->dirs);
-  }
-  if (dirs.empty()) {
-    return {};
-  }
-  bool replaced = false;
-  {
-    std::lock_guard lock(g_dir_sync_mutex);
-    replaced = static_cast<bool>(g_dir_sync);
-  }
-  if (dirs.size() > 4 && !replaced) {
-    // Many directories: one file-system sync beats one flush per directory.
-    int fd = ::open((m_root / "blobs").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-      int rc = ::syncfs(fd);
-      ::close(fd);
-      if (rc == 0) {
-        return {};
-      }
-    }
-  }
-  for (auto it = dirs.begin(); it != dirs.end(); ++it) {
-    if (auto r = fsync_dir(*it); !r) {
-      // Not durable: the next call flushes them again (dropped, the rows
-      // committed after it would name files a power cut could lose).
-      std::lock_guard lock(m_state->mutex);
-      m_state->dirs.insert(it, dirs.end());
-      return r;
-    }
-  }
-  return {};
-}
 
 namespace testing {
 
 void set_directory_sync(std::function<Result<void>(const std::filesystem::path&)> fn) {
-  std::lock_guard lock(g_dir_sync_mutex);
-  g_dir_sync = std::move(fn);
+  std::lock_guard lock(blob_detail::g_dir_sync_mutex);
+  blob_detail::g_dir_sync = std::move(fn);
 }
 
 } // namespace testing

@@ -1,0 +1,99 @@
+#pragma once
+
+// The blob index: which blobs the packs hold, and where. One LMDB
+// environment under <root>/index maps a blob's 32-byte name to its pack,
+// offset and length; a named database beside it ("condemned") holds
+// garbage collection's marks, so that one transaction sees both. This
+// class owns the environment, its handles and the thread that keeps its
+// map out of the process's resident memory; nothing else touches LMDB.
+
+#include "common/result.h"
+#include "store/blob/blob_store.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tributary::store::blob_detail {
+
+// What the index holds for a blob.
+struct IndexValue {
+  uint32_t pack = 0;
+  uint32_t flags = 0;
+  uint64_t offset = 0; // of the bytes, past the record header
+  uint64_t length = 0;
+};
+static_assert(sizeof(IndexValue) == 24);
+
+class BlobIndex {
+public:
+  // Opens (creating) the index under `dir`; io when LMDB cannot.
+  static Result<std::unique_ptr<BlobIndex>> open(const std::filesystem::path& dir);
+  ~BlobIndex();
+  BlobIndex(const BlobIndex&) = delete;
+  BlobIndex& operator=(const BlobIndex&) = delete;
+
+  // Where a blob is, if the index names it.
+  Result<std::optional<IndexValue>> lookup(const std::string& sha256);
+  // A writer reuses the stored blob `sha256` (or the blob file `file`):
+  // lifts its condemnation, if any. Returns whether it is still stored
+  // (false: garbage collection removed it; the caller must store the bytes
+  // again). The common case (not condemned) is one read transaction; the
+  // write transaction that lifts a mark is serialised with remove()'s.
+  Result<bool> lift(const std::string& sha256, const std::filesystem::path& file);
+  // Names blobs whose bytes are durable: one transaction (and its sync) for
+  // the group. A name already there keeps its first place.
+  Result<void> add(const std::vector<std::pair<std::string, IndexValue>>& entries);
+  // Points the entries of records copied out of pack `from` at their new
+  // places, where they still name a record of that pack (a collection may
+  // have removed some since).
+  Result<void> move(uint32_t from, const std::vector<std::pair<BlobName, IndexValue>>& moved);
+  // Every entry, in one read transaction.
+  Result<void> for_each(const std::function<void(const BlobName&, const IndexValue&)>& fn) const;
+  // Every key of the index with its raw value, malformed ones included
+  // (for check()): entries whose value is not an IndexValue come with
+  // nullopt.
+  Result<void> for_each_raw(const std::function<void(const BlobName&, const std::optional<IndexValue>&)>& fn) const;
+
+  // Garbage collection's marks (see BlobStore).
+  Result<uint64_t> condemn(const std::vector<BlobName>& names, int64_t at);
+  Result<std::vector<std::pair<BlobName, int64_t>>> condemned() const;
+  Result<uint64_t> pardon(const std::vector<BlobName>& names);
+  // Drops the entries and marks of `names` (with `only_condemned`, of those
+  // still marked), 10,000 a transaction; `also` runs for each inside its
+  // transaction (the store unlinks a blob file there, so that a writer's
+  // lift() either ran before or finds the file gone). Returns what the
+  // index entries held.
+  Result<RemoveReport> remove(const std::vector<BlobName>& names, bool only_condemned,
+                              const std::function<void(const BlobName&, RemoveReport&)>& also);
+
+private:
+  explicit BlobIndex(std::filesystem::path dir);
+  Error error(int rc) const;
+  // The mapping is dropped every 64 lookups and 250 ms after any use (see
+  // blob_index.cpp).
+  void used();
+  void release_map();
+  void start_releaser();
+
+  std::filesystem::path m_dir;
+  struct Handles; // LMDB's environment and databases
+  std::unique_ptr<Handles> m_lmdb;
+  void* m_map = nullptr; // where LMDB mapped the index (it tells only of a fixed map)
+  std::atomic<uint64_t> m_touched{0};
+  std::mutex m_release_mutex;
+  std::condition_variable m_release_cv;
+  bool m_release_stop = false;
+  std::thread m_releaser;
+};
+
+} // namespace tributary::store::blob_detail
