@@ -679,4 +679,28 @@ void RunContext::stage_sealed(std::vector<Result<FetchedContent>>& results) {
   }
 }
 
+void RunContext::error(const std::string& url, const Error& e) {
+  m_report.database_unreachable = m_report.database_unreachable || e.kind == ErrorKind::database;
+  m_report.disk_full = m_report.disk_full || is_disk_full(e);
+  error(url, e.message);
+}
+
+bool RunContext::all_seen(int64_t feed) const {
+  auto it = m_fresh_feeds.find(feed);
+  return it != m_fresh_feeds.end() && it->second.has_value();
+}
+
+bool RunContext::never_logged(int64_t feed, const std::vector<ChangeRecord>& changes) const {
+  auto it = m_fresh_feeds.find(feed);
+  if (it == m_fresh_feeds.end() || !it->second) {
+    return false;
+  }
+  for (const auto& c : changes) {
+    if (it->second->maybe_contains(c.resource.uri)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 } // namespace tributary::sync

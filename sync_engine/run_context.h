@@ -143,11 +143,7 @@ public:
   void error(const std::string& url, const std::string& reason);
   // The same, for an Error: one of ErrorKind::database marks the run as
   // failed for the database (SourceReport::database_unreachable).
-  void error(const std::string& url, const Error& e) {
-    m_report.database_unreachable = m_report.database_unreachable || e.kind == ErrorKind::database;
-    m_report.disk_full = m_report.disk_full || is_disk_full(e);
-    error(url, e.message);
-  }
+  void error(const std::string& url, const Error& e);
   // While alive, what the run applies counts as a baseline's too
   // (SourceReport::baseline).
   struct BaselineScope {
@@ -235,25 +231,11 @@ public:
                                                                    const std::vector<std::string>& uris);
   // Whether this run found the feed empty (held_for) and so saw every
   // resource it now holds (Store::delete_unseen's all_seen).
-  bool all_seen(int64_t feed) const {
-    auto it = m_fresh_feeds.find(feed);
-    return it != m_fresh_feeds.end() && it->second.has_value();
-  }
+  bool all_seen(int64_t feed) const;
   // Whether the change log holds nothing for `changes`' URIs: this run
   // found the feed empty (no resource, no log entry) and has committed none
   // of them since (Batch::logs_new).
-  bool never_logged(int64_t feed, const std::vector<ChangeRecord>& changes) const {
-    auto it = m_fresh_feeds.find(feed);
-    if (it == m_fresh_feeds.end() || !it->second) {
-      return false;
-    }
-    for (const auto& c : changes) {
-      if (it->second->maybe_contains(c.resource.uri)) {
-        return false;
-      }
-    }
-    return true;
-  }
+  bool never_logged(int64_t feed, const std::vector<ChangeRecord>& changes) const;
   // The window a baseline's log entries are deferred to while a Change
   // List is followed (null: none; see log_window.h and sync.cpp).
   LogWindow* log_window() const { return m_log_window; }

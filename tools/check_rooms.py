@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Checks that each room of the product owns its state (issue 51, "Rooms").
 
-Four rules, each measured on the source text:
+Six rules, each measured on the source text:
   long-function   no function in product code is longer than 120 lines,
                   counted from its signature's first line to its closing brace
   using-namespace no header has a `using namespace` directive
+  header-class-body
+                  a class in a header that several .cpp files include has at
+                  most 20 lines of member function bodies longer than a line
+                  (interfaces and plain records; state and its code belong
+                  to one .cpp)
   shared-class    a class's member functions are defined in one .cpp file
                   (a class body split over several files is one class
                   pretending to be several; interfaces and plain records have
@@ -29,6 +34,10 @@ from collections import defaultdict
 
 PRODUCT_DIRS = ["common", "resourcesync", "store", "sync_engine", "republisher", "aggregator", "config", "tools"]
 MAX_FUNCTION_LINES = 120
+# Lines of in-class member function bodies (of more than one line each) a
+# class in a shared header may have: a RAII record's constructor and
+# destructor, say; one-line accessors are not counted.
+MAX_INLINE_BODY_LINES = 20
 BATCH_PATH = {"sync_engine/feed_writer.cpp", "sync_engine/change_batch.cpp"}
 
 _TOKEN = re.compile(r'R"([^(\s]*)\(|//|/\*|"|\'')
@@ -108,6 +117,7 @@ def scan(text):
     definitions are found by their qualified names."""
     s = strip(text)
     stack = []  # kinds: 'ns', 'class', 'func', 'other'
+    classes = []  # names of the classes open on the stack
     head_start = 0  # index where the text before the next '{' starts
     i = 0
     n = len(s)
@@ -157,8 +167,15 @@ def scan(text):
                     kind = "func"
                 if kind == "func":
                     first = head_start + (len(head) - len(head.lstrip()))
-                    func_info = (function_name(flat), line_of(first))
+                    name = function_name(flat)
+                    if "class" in stack:
+                        # A template's body must be in its header: not counted.
+                        name = classes[-1] + "::" + name + ("@template" if flat.startswith("template") else "@inline")
+                    func_info = (name, line_of(first))
                     func_depth = len(stack)
+                if kind == "class":
+                    m = re.search(r"\b(?:class|struct|union|enum)\s+(?:\w+\s+)?(\w+(?:::\w+)*)\s*(?:final\s*)?(?::|$)", flat)
+                    classes.append(m.group(1) if m else "?")
                 stack.append(kind)
                 if kind in ("ns", "class"):
                     head_start = i + 1
@@ -167,6 +184,8 @@ def scan(text):
         elif ch == "}":
             if stack:
                 kind = stack.pop()
+                if kind == "class" and classes:
+                    classes.pop()
                 if kind == "func" and func_depth == len(stack):
                     results.append((func_info[0], func_info[1], line_of(i)))
                     func_info = None
@@ -181,6 +200,34 @@ def scan(text):
     return results
 
 
+def count_includers(root):
+    """How many .cpp files of the product and its tests include each header,
+    directly or through other headers."""
+    direct = defaultdict(set)
+    files = list(product_files(root))
+    for d in ("tests", "bench"):
+        for dirpath, _, names in os.walk(os.path.join(root, d)):
+            files += [os.path.relpath(os.path.join(dirpath, f), root) for f in names if f.endswith((".cpp", ".h"))]
+    for rel in files:
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+            for m in re.finditer(r'^\s*#\s*include\s+"([^"]+)"', fh.read(), re.M):
+                direct[rel].add(m.group(1))
+    out = defaultdict(int)
+    for rel in files:
+        if not rel.endswith(".cpp"):
+            continue
+        seen = set()
+        todo = list(direct[rel])
+        while todo:
+            h = todo.pop()
+            if h not in seen:
+                seen.add(h)
+                todo += list(direct.get(h, ()))
+        for h in seen:
+            out[h] += 1
+    return out
+
+
 def product_files(root):
     for d in PRODUCT_DIRS:
         base = os.path.join(root, d)
@@ -193,6 +240,7 @@ def product_files(root):
 def findings(root):
     found = []
     owners = defaultdict(set)
+    inline_lines = defaultdict(int)
     for rel in product_files(root):
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
             text = fh.read()
@@ -208,14 +256,27 @@ def findings(root):
                                   f"{rel}:{k}: a store::Batch built outside the batch path (sync_engine/feed_writer.h)"))
         for name, first, last in scan(text):
             length = last - first + 1
+            inline = name.endswith("@inline")
+            template = name.endswith("@template")
+            name = name.rsplit("@", 1)[0] if inline or template else name
             if length > MAX_FUNCTION_LINES:
                 found.append(("long-function", rel, name,
                               f"{rel}:{first}: {name} is {length} lines (at most {MAX_FUNCTION_LINES})"))
-            if rel.endswith(".cpp") and "::" in name:
+            if inline and rel.endswith(".h") and length > 1:
+                # One-line accessors are a record's; bodies of more are code.
+                inline_lines[(rel, name.rsplit("::", 1)[0])] += length
+            if rel.endswith(".cpp") and "::" in name and not inline and not template:
                 cls = name.rsplit("::", 1)[0]
                 # Only member functions of our own classes: a qualifier that
                 # names a namespace is not a class.
                 owners[cls].add(rel)
+    includers = count_includers(root)
+    for (rel, cls), lines in sorted(inline_lines.items()):
+        users = includers.get(rel, 0)
+        if lines > MAX_INLINE_BODY_LINES and users > 1:
+            found.append(("header-class-body", rel, cls,
+                          f"{rel}: {cls} has {lines} lines of member function bodies in a header "
+                          f"{users} .cpp files include (at most {MAX_INLINE_BODY_LINES}: interfaces and plain records)"))
     for cls, files in sorted(owners.items()):
         if len(files) > 1 and not is_namespace(root, cls):
             found.append(("shared-class", ",".join(sorted(files)), cls,
@@ -277,7 +338,7 @@ def main():
     counts = defaultdict(int)
     for rule, *_ in found:
         counts[rule] += 1
-    summary = ", ".join(f"{r} {counts[r]}" for r in ("long-function", "using-namespace", "shared-class",
+    summary = ", ".join(f"{r} {counts[r]}" for r in ("long-function", "using-namespace", "shared-class", "header-class-body",
                                                       "flat-aggregator", "batch-by-hand"))
     print(f"check_rooms: {len(found)} findings ({summary}); {len(found) - bad if bad <= len(found) else 0} allowed; "
           f"{bad} failing")

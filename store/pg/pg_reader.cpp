@@ -241,4 +241,43 @@ Result<std::shared_ptr<PgReaderPool>> PgReaderPool::open(const std::string& conn
   return pool;
 }
 
+PgStore& PgReaderPool::next() { return *m_stores[m_next.fetch_add(1, std::memory_order_relaxed) % m_stores.size()]; }
+
+Result<std::vector<FeedInfo>> PgReaderPool::feeds() { return next().feeds(); }
+
+Result<std::vector<std::string>> PgReaderPool::removed_sources() { return next().removed_sources(); }
+
+Result<std::vector<ResourceRecord>> PgReaderPool::live_resources(int64_t feed_id, const std::string& after_uri,
+                                                                 size_t limit) {
+  return next().live_resources(feed_id, after_uri, limit);
+}
+
+Result<std::optional<ResourceRecord>> PgReaderPool::resource(int64_t feed_id, const std::string& uri) {
+  return next().resource(feed_id, uri);
+}
+
+Result<std::vector<LoggedChange>> PgReaderPool::changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                        size_t limit) {
+  return next().changes(feed_ids, after_seq, limit);
+}
+
+Result<std::vector<ChangedKey>> PgReaderPool::changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
+                                                           int64_t up_to_seq, size_t limit) {
+  return next().changed_keys(feed_ids, after_seq, up_to_seq, limit);
+}
+
+Result<int64_t> PgReaderPool::last_seq() { return next().last_seq(); }
+
+Result<std::vector<SourceStats>> PgReaderPool::source_stats() { return next().source_stats(); }
+
+Result<std::vector<RunInfo>> PgReaderPool::recent_runs(const std::string& name, size_t limit) {
+  return next().recent_runs(name, limit);
+}
+
+Result<std::vector<Compaction>> PgReaderPool::compactions() { return next().compactions(); }
+
+Result<std::vector<int64_t>> PgReaderPool::changed_feeds(int64_t after_seq, int64_t up_to_seq) {
+  return next().changed_feeds(after_seq, up_to_seq);
+}
+
 } // namespace tributary::store

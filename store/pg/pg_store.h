@@ -139,35 +139,24 @@ class PgReaderPool : public StoreReader {
 public:
   static Result<std::shared_ptr<PgReaderPool>> open(const std::string& conninfo, size_t connections);
 
-  Result<std::vector<FeedInfo>> feeds() override { return next().feeds(); }
-  Result<std::vector<std::string>> removed_sources() override { return next().removed_sources(); }
+  // Each call goes to the next connection's store in turn.
+  Result<std::vector<FeedInfo>> feeds() override;
+  Result<std::vector<std::string>> removed_sources() override;
   Result<std::vector<ResourceRecord>> live_resources(int64_t feed_id, const std::string& after_uri,
-                                                     size_t limit) override {
-    return next().live_resources(feed_id, after_uri, limit);
-  }
-  Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) override {
-    return next().resource(feed_id, uri);
-  }
+                                                     size_t limit) override;
+  Result<std::optional<ResourceRecord>> resource(int64_t feed_id, const std::string& uri) override;
   Result<std::vector<LoggedChange>> changes(const std::vector<int64_t>& feed_ids, int64_t after_seq,
-                                            size_t limit) override {
-    return next().changes(feed_ids, after_seq, limit);
-  }
+                                            size_t limit) override;
   Result<std::vector<ChangedKey>> changed_keys(const std::vector<int64_t>& feed_ids, int64_t after_seq,
-                                               int64_t up_to_seq, size_t limit) override {
-    return next().changed_keys(feed_ids, after_seq, up_to_seq, limit);
-  }
-  Result<int64_t> last_seq() override { return next().last_seq(); }
-  Result<std::vector<SourceStats>> source_stats() override { return next().source_stats(); }
-  Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override {
-    return next().recent_runs(name, limit);
-  }
-  Result<std::vector<Compaction>> compactions() override { return next().compactions(); }
-  Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override {
-    return next().changed_feeds(after_seq, up_to_seq);
-  }
+                                               int64_t up_to_seq, size_t limit) override;
+  Result<int64_t> last_seq() override;
+  Result<std::vector<SourceStats>> source_stats() override;
+  Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;
+  Result<std::vector<Compaction>> compactions() override;
+  Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
 
 private:
-  PgStore& next() { return *m_stores[m_next.fetch_add(1, std::memory_order_relaxed) % m_stores.size()]; }
+  PgStore& next();
   std::vector<std::unique_ptr<PgStore>> m_stores;
   std::atomic<size_t> m_next{0};
 };
