@@ -59,8 +59,12 @@ packages=(
   # used by the benchmarks (bench/run.sh serve; GNU time for peak RSS)
   wrk nginx-light curl time
   # an OAI-PMH provider and harvester this project did not write
-  # (bench/oai/catmandu/check.sh; the oai bench's Perl harvester)
+  # (bench/oai/catmandu/check.sh; the oai bench's Perl harvester), and the
+  # harvesters that follow our own OAI-PMH face in its tests (HTTP::OAI's
+  # oai_pmh, Catmandu's OAI importer); xmllint validates its answers
+  # against the vendored schemas (tests/data/oai-schemas)
   libdancer-plugin-catmandu-oai-perl libcatmandu-perl libhttp-oai-perl
+  libcatmandu-oai-perl libxml2-utils
 )
 
 missing=()

@@ -24,6 +24,7 @@ struct Republisher::Impl {
   DocumentRenderer renderer;
   ListKeeper lists;
   DumpBuilder dumps;
+  OaiProvider oai;
 
   Impl(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::BlobStore> blobs, PublishOptions o,
        std::shared_ptr<store::StoreReader> lookups)
@@ -31,7 +32,8 @@ struct Republisher::Impl {
         archives(options, blobs, urls, shelf),
         renderer(options, reader, urls, shelf, content, [this] { lists.wake(); }),
         lists(options, lookups ? lookups : reader, urls, shelf, archives, [this] { renderer.request(true); }),
-        dumps(options, reader, blobs, urls, shelf, [this] { renderer.request(true); }) {}
+        dumps(options, reader, blobs, urls, shelf, [this] { renderer.request(true); }),
+        oai(options.oai, lookups ? lookups : reader, urls, options.named_sets) {}
 
   // A request: its path routed once (UrlScheme::route), the hub's kinds to
   // the hub, the kinds that wait on the disk or the database to a worker at
@@ -71,7 +73,7 @@ bool is_dump_file(RouteKind kind) {
          kind == RouteKind::change_dump_manifest;
 }
 
-bool needs_worker(RouteKind kind) { return is_archive(kind) || is_dump_file(kind); }
+bool needs_worker(RouteKind kind) { return is_archive(kind) || is_dump_file(kind) || kind == RouteKind::oai; }
 
 http::Disposition not_found(http::Response& res) {
   res.status = 404;
@@ -92,6 +94,14 @@ auto Republisher::Impl::handle(const http::Request& req, http::Response& res, bo
   if ((route.kind == RouteKind::hub || route.kind == RouteKind::change_notification ||
        route.kind == RouteKind::framework_notification) &&
       options.hub && options.hub->handle(req, res)) {
+    return http::Disposition::done;
+  }
+  if (route.kind == RouteKind::oai && options.oai.enabled) {
+    // OAI-PMH takes a POST too; every answer reads the database.
+    if (!can_block) {
+      return http::Disposition::blocking;
+    }
+    oai.serve(req, res);
     return http::Disposition::done;
   }
   if (req.method != "GET" && req.method != "HEAD") {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "republisher/documents.h"
+#include "republisher/oai_provider.h"
 #include "republisher/hub.h"
 #include "common/http/server.h"
 #include "republisher/url_scheme.h"
@@ -57,6 +58,8 @@ struct PublishOptions {
   std::shared_ptr<Hub> hub;
   size_t dump_package_entries = 10000;
   uint64_t dump_package_bytes = 1ull << 30;
+  // Our OAI-PMH data provider at <public_url>/oai (republisher/oai_provider.h).
+  OaiOptions oai;
 };
 
 // Serves Tributary's own ResourceSync documents and the mirrored content,

@@ -113,6 +113,7 @@ std::string_view route_kind_name(RouteKind kind) {
   case RouteKind::source_description: return "source_description";
   case RouteKind::robots: return "robots";
   case RouteKind::hub: return "hub";
+  case RouteKind::oai: return "oai";
   case RouteKind::capability_list: return "capability_list";
   case RouteKind::resource_list: return "resource_list";
   case RouteKind::resource_list_part: return "resource_list_part";
@@ -170,6 +171,8 @@ Route UrlScheme::route(std::string_view raw_path) const {
     r.kind = RouteKind::source_description;
   } else if (under == "/hub") {
     r.kind = RouteKind::hub;
+  } else if (under == "/oai") {
+    r.kind = RouteKind::oai;
   } else if (under.substr(0, k_sets.size()) == k_sets) {
     const std::string_view rest = under.substr(k_sets.size());
     const size_t slash = rest.find('/');
@@ -189,6 +192,8 @@ UrlScheme::UrlScheme(std::string public_url) : m_base(std::move(public_url)) {
   m_prefix = path_of(m_base + "/");
   m_prefix.pop_back();
 }
+
+std::string UrlScheme::oai() const { return m_base + "/oai"; }
 
 std::string UrlScheme::source_description() const { return m_base + "/.well-known/resourcesync"; }
 

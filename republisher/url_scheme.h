@@ -35,6 +35,7 @@ namespace tributary::pub {
 //   /sets/<set>/notification/framework              WebSub topic of its Framework
 //                                                  Notification channel
 //   /hub                                           our WebSub hub
+//   /oai                                           our OAI-PMH data provider
 // What a path of ours names: one kind a document or file we publish.
 enum class RouteKind {
   unknown,            // not ours (a set's path is still named in Route::set)
@@ -42,6 +43,7 @@ enum class RouteKind {
   source_description,
   robots,             // /robots.txt, at the origin's root
   hub,
+  oai,                // our OAI-PMH data provider
   capability_list,
   resource_list,
   resource_list_part,     // part: n
@@ -108,6 +110,8 @@ public:
   std::string change_notification(std::string_view set) const;
   std::string framework_notification(std::string_view set) const;
   std::string hub() const;
+  // Our OAI-PMH data provider's base URL.
+  std::string oai() const;
   // The set whose Change or Framework Notification topic `url` is, if it
   // is one (`framework` says which).
   std::optional<std::string> notification_set(std::string_view url, bool* framework = nullptr) const;

@@ -57,6 +57,12 @@ void escape(std::string& out, std::string_view s, bool attribute) {
   out.append(s.data() + start, s.size() - start);
 }
 
+} // namespace
+
+void append_xml_escaped(std::string& out, std::string_view s, bool attribute) { escape(out, s, attribute); }
+
+namespace {
+
 void attr(std::string& out, std::string_view name, std::string_view value) {
   out.push_back(' ');
   out.append(name);

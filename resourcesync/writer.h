@@ -8,6 +8,11 @@
 
 namespace tributary::rs {
 
+// Appends `s` as XML text (or, with `attribute`, as a double-quoted
+// attribute value): markup characters escaped, control characters that
+// XML 1.0 cannot carry dropped. For the other XML we write (OAI-PMH).
+void append_xml_escaped(std::string& out, std::string_view s, bool attribute = false);
+
 // Streams one document into a string: begin(), entry() for each entry,
 // end(). The Sitemap namespace is the default namespace and `rs` is declared
 // once on the root, with any extension namespaces of the header; extension

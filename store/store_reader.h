@@ -80,6 +80,30 @@ struct SourceStats {
   std::vector<DeletionHold> deletion_holds; // feeds whose deletions wait for an operator
 };
 
+// A resource we hold, with the time its last change entered our change log
+// (its datestamp on our OAI-PMH face, #52).
+struct DatedResource {
+  int64_t feed_id = 0;
+  ResourceRecord resource; // live or deleted
+  Timestamp datestamp;     // the database's clock, microseconds
+};
+
+// Where a listing by datestamp goes on: after this (datestamp, feed, URI).
+struct DatedKey {
+  Timestamp datestamp;
+  int64_t feed_id = 0;
+  std::string uri;
+};
+
+// A page of the resources held, by (datestamp, feed, URI).
+struct DatedQuery {
+  std::vector<int64_t> feed_ids;         // of these feeds (empty: none)
+  std::optional<Timestamp> from;         // datestamp >= from
+  Timestamp before;                      // datestamp < before
+  std::optional<DatedKey> after;         // past this one
+  size_t limit = 100;
+};
+
 class StoreReader {
 public:
   virtual ~StoreReader() = default;
@@ -115,6 +139,27 @@ public:
   // The feeds with change-log entries after `after_seq` up to `up_to_seq`
   // (the refresher renders only their sets again).
   virtual Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) = 0;
+  // How far a listing by datestamp may go now: no change committed from now
+  // on carries a datestamp before this (the database's clock, read under
+  // the change log's lock). unsupported: a store without datestamps.
+  virtual Result<Timestamp> datestamp_horizon() {
+    return make_error(ErrorKind::permanent, "this store keeps no datestamps");
+  }
+  // The resources held, by datestamp (see DatedQuery).
+  virtual Result<std::vector<DatedResource>> dated_resources(const DatedQuery& q) {
+    (void)q;
+    return make_error(ErrorKind::permanent, "this store keeps no datestamps");
+  }
+  // One resource with its datestamp; nullopt when never held.
+  virtual Result<std::optional<DatedResource>> dated_resource(int64_t feed_id, const std::string& uri) {
+    (void)feed_id;
+    (void)uri;
+    return make_error(ErrorKind::permanent, "this store keeps no datestamps");
+  }
+  // The oldest datestamp held (nullopt: nothing held).
+  virtual Result<std::optional<Timestamp>> earliest_datestamp() {
+    return make_error(ErrorKind::permanent, "this store keeps no datestamps");
+  }
   // What retention compacted, one per published set it ever compacted,
   // ordered by set name (a store without retention: none).
   virtual Result<std::vector<Compaction>> compactions() { return std::vector<Compaction>{}; }

@@ -397,6 +397,24 @@ public:
     }
   }
 
+  // `oai`: our OAI-PMH data provider.
+  void oai(const json& v, const std::string& ptr, Config::Oai& o) {
+    object(v, ptr,
+           {{"enabled", {boolean(o.enabled)}},
+            {"repository_name", {string(o.repository_name)}},
+            {"admin_emails", {array<std::string>(o.admin_emails,
+                                                 [this](const json& n, const std::string& q, std::string& e) {
+                                                   string(e)(n, q);
+                                                   const size_t at = e.find('@');
+                                                   if (at == std::string::npos || at == 0 ||
+                                                       e.find('.', at) == std::string::npos ||
+                                                       e.find_first_of(" \t\r\n") != std::string::npos) {
+                                                     problem(q, "expected an email address");
+                                                   }
+                                                 })}},
+            {"page_size", {integer(o.page_size, 1, 10000)}}});
+  }
+
   // `push`: our hub, our subscriptions and their limits.
   void push(const json& v, const std::string& ptr, Config::Push& p) {
     object(v, ptr,
@@ -548,6 +566,7 @@ public:
             {"archive_retention", {duration(c.archive_retention, true)}},
             {"resource_list_archive_interval", {duration(c.resource_list_archive_interval, true)}},
             {"push", {[this, &c](const json& v, const std::string& ptr) { push(v, ptr, c.push); }}},
+            {"oai", {[this, &c](const json& v, const std::string& ptr) { oai(v, ptr, c.oai); }}},
             {"node_name", {string(c.node_name)}},
             {"log", {[this, &c](const json& v, const std::string& ptr) {
                object(v, ptr,

@@ -129,6 +129,13 @@ struct Config {
     std::string external_hub;
     std::optional<sync::SecretRef> external_hub_secret;
   } push;
+  // Our OAI-PMH data provider at <public_url>/oai (docs/oai-provider.md).
+  struct Oai {
+    bool enabled = true;
+    std::string repository_name;           // empty: "Tributary at <public_url>"
+    std::vector<std::string> admin_emails; // empty: admin@<public_url's host>
+    size_t page_size = 100;                // records a page (BASE asks at least 100)
+  } oai;
   // What this process calls itself in the runs it records and in the
   // status API (which node runs which source); default "<host> pid <pid>".
   std::string node_name;

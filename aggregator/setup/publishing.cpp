@@ -26,6 +26,8 @@ http::ServerOptions server_options(const Config& config) {
 pub::PublishOptions publish_options(const Config& config) {
   pub::PublishOptions options;
   options.public_url = config.public_url;
+  options.oai = pub::OaiOptions{config.oai.enabled, config.oai.repository_name, config.oai.admin_emails,
+                                config.oai.page_size};
   options.change_list_part = config.change_list_part_size;
   options.dump_dir = config.serving_dir("dumps");
   options.document_dir = config.serving_dir("documents");

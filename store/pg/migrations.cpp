@@ -14,7 +14,7 @@ namespace tributary::store {
 namespace {
 
 // Bump together with a new schema/NNNN_*.sql (a test checks they agree).
-constexpr int k_schema_version = 24;
+constexpr int k_schema_version = 25;
 
 // Arbitrary constant for pg_advisory_xact_lock: serialises migrations.
 constexpr long long k_migration_lock = 0x7472696275746172LL; // "tributar"

@@ -280,4 +280,16 @@ Result<std::vector<int64_t>> PgReaderPool::changed_feeds(int64_t after_seq, int6
   return next().changed_feeds(after_seq, up_to_seq);
 }
 
+Result<Timestamp> PgReaderPool::datestamp_horizon() { return next().datestamp_horizon(); }
+
+Result<std::vector<DatedResource>> PgReaderPool::dated_resources(const DatedQuery& q) {
+  return next().dated_resources(q);
+}
+
+Result<std::optional<DatedResource>> PgReaderPool::dated_resource(int64_t feed_id, const std::string& uri) {
+  return next().dated_resource(feed_id, uri);
+}
+
+Result<std::optional<Timestamp>> PgReaderPool::earliest_datestamp() { return next().earliest_datestamp(); }
+
 } // namespace tributary::store

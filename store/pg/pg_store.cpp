@@ -3,6 +3,7 @@
 #include "store/pg/pg_store_internal.h"
 #include "store/pg/pg_blob_refs.h"
 #include "store/pg/pg_change_log.h"
+#include "store/pg/pg_harvest.h"
 #include "store/pg/pg_history.h"
 #include "store/pg/pg_reader.h"
 #include "store/pg/pg_runs.h"
@@ -19,9 +20,10 @@ using namespace pg_detail;
 
 struct PgStore::Parts {
   explicit Parts(PgStoreConnection& db)
-      : runs(db), read(db), change_log(db), history(db), dumps(db), blob_refs(db) {}
+      : runs(db), read(db), harvest(db), change_log(db), history(db), dumps(db), blob_refs(db) {}
   PgRuns runs;
   PgReadSide read;
+  PgHarvest harvest;
   PgChangeLog change_log;
   PgHistory history;
   PgSharedDumps dumps;
@@ -670,6 +672,16 @@ Result<void> PgStore::for_each_unplaced_blob(const std::function<void(const std:
 Result<void> PgStore::for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn) {
   return m_parts->blob_refs.for_each_placed_blob(fn);
 }
+
+Result<Timestamp> PgStore::datestamp_horizon() { return m_parts->harvest.horizon(); }
+
+Result<std::vector<DatedResource>> PgStore::dated_resources(const DatedQuery& q) { return m_parts->harvest.page(q); }
+
+Result<std::optional<DatedResource>> PgStore::dated_resource(int64_t feed_id, const std::string& uri) {
+  return m_parts->harvest.one(feed_id, uri);
+}
+
+Result<std::optional<Timestamp>> PgStore::earliest_datestamp() { return m_parts->harvest.earliest(); }
 
 Result<std::vector<Compaction>> PgStore::compactions() {
   return m_parts->change_log.compactions();

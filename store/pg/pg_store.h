@@ -105,6 +105,10 @@ public:
   static const char* referenced_blobs_sql();
   // Every blob the shared bucket holds (content_object).
   Result<void> for_each_placed_blob(const std::function<void(const std::string& sha256)>& fn) override;
+  Result<Timestamp> datestamp_horizon() override;
+  Result<std::vector<DatedResource>> dated_resources(const DatedQuery& q) override;
+  Result<std::optional<DatedResource>> dated_resource(int64_t feed_id, const std::string& uri) override;
+  Result<std::optional<Timestamp>> earliest_datestamp() override;
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`
@@ -152,6 +156,10 @@ public:
   Result<int64_t> last_seq() override;
   Result<std::vector<SourceStats>> source_stats() override;
   Result<std::vector<RunInfo>> recent_runs(const std::string& name, size_t limit) override;
+  Result<Timestamp> datestamp_horizon() override;
+  Result<std::vector<DatedResource>> dated_resources(const DatedQuery& q) override;
+  Result<std::optional<DatedResource>> dated_resource(int64_t feed_id, const std::string& uri) override;
+  Result<std::optional<Timestamp>> earliest_datestamp() override;
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
 

@@ -58,7 +58,7 @@ struct Published {
   explicit Published(bool dumps = false, size_t package_entries = 10000, size_t change_list_part = 10000,
                      const std::map<std::string, std::string>& extra = {}, uint64_t package_bytes = 1ull << 30,
                      std::chrono::milliseconds resource_list_min_interval = std::chrono::milliseconds(0),
-                     bool archives = false) {
+                     bool archives = false, size_t oai_page_size = 100) {
     for (const auto& [path, bytes] : extra) {
       site.put(path, bytes);
     }
@@ -77,6 +77,7 @@ struct Published {
     o.change_list_part = change_list_part;
     o.document_dir = env.data / "documents";
     o.resource_list_min_interval = resource_list_min_interval;
+    o.oai.page_size = oai_page_size;
     if (dumps) {
       o.dump_dir = env.data / "dumps";
       o.dump_package_entries = package_entries;
