@@ -68,9 +68,11 @@ struct OaiProvider::Sets {
   std::vector<std::pair<std::string, std::string>> listed; // (setSpec, setName), as ListSets shows them
 };
 
-OaiProvider::OaiProvider(OaiOptions options, std::shared_ptr<store::StoreReader> reader, const UrlScheme& urls,
+OaiProvider::OaiProvider(OaiOptions options, std::shared_ptr<store::StoreReader> reader,
+                         std::shared_ptr<store::BlobStore> blobs, const UrlScheme& urls,
                          std::vector<NamedSet> named_sets)
-    : m_options(std::move(options)), m_reader(std::move(reader)), m_urls(urls), m_named_sets(std::move(named_sets)) {
+    : m_options(std::move(options)), m_reader(std::move(reader)), m_blobs(std::move(blobs)), m_urls(urls),
+      m_named_sets(std::move(named_sets)) {
   if (m_options.repository_name.empty()) {
     m_options.repository_name = "Tributary at " + m_urls.base();
   }
@@ -454,6 +456,10 @@ void OaiProvider::append_record(std::string& out, const store::DatedResource& d,
   }
   out += "</header>";
   if (metadata && !deleted) {
+    if (const std::string harvested = harvested_oai_dc(r); !harvested.empty()) {
+      out += "<metadata>" + harvested + "</metadata></record>\n";
+      return;
+    }
     out += "<metadata><oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" "
            "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
            "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
@@ -481,6 +487,39 @@ void OaiProvider::append_record(std::string& out, const store::DatedResource& d,
     out += "</record>";
   }
   out += '\n';
+}
+
+std::string OaiProvider::harvested_oai_dc(const store::ResourceRecord& r) const {
+  // A record of an OAI-PMH source is held as its <metadata> child, with the
+  // namespaces it uses declared on it, fetched "from" its GetRecord URL.
+  if (!m_blobs || !r.blob_sha256 || !r.fetched_from || r.fetched_from->rfind(store::k_inline_prefix, 0) != 0 ||
+      r.fetched_from->find("metadataPrefix=oai_dc") == std::string::npos) {
+    return {};
+  }
+  auto bytes = m_blobs->read(*r.blob_sha256);
+  if (!bytes) {
+    return {};
+  }
+  std::string_view xml = *bytes;
+  if (xml.rfind("<?xml", 0) == 0) {
+    const size_t end = xml.find("?>");
+    xml = end == std::string_view::npos ? std::string_view() : xml.substr(end + 2);
+  }
+  while (!xml.empty() && (xml.front() == '\n' || xml.front() == '\r' || xml.front() == ' ' || xml.front() == '\t')) {
+    xml.remove_prefix(1);
+  }
+  // Only an oai_dc record: its root is "dc" in the oai_dc namespace.
+  const size_t tag_end = xml.find('>');
+  const std::string_view start_tag = xml.substr(0, tag_end);
+  const size_t name_end = start_tag.find_first_of(" \t\r\n/");
+  const std::string_view name = start_tag.substr(1, name_end == std::string_view::npos ? std::string_view::npos
+                                                                                      : name_end - 1);
+  const bool dc = name == "dc" || (name.size() > 3 && name.substr(name.size() - 3) == ":dc");
+  if (xml.empty() || xml.front() != '<' || !dc ||
+      start_tag.find("http://www.openarchives.org/OAI/2.0/oai_dc/") == std::string_view::npos) {
+    return {};
+  }
+  return std::string(xml);
 }
 
 } // namespace tributary::pub

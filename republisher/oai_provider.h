@@ -5,7 +5,8 @@
 // the time their last change entered our change log (store/store_reader.h,
 // DatedQuery), not on a second copy of the data. A record per resource we
 // hold, deleted ones with status="deleted"; its identifier is the URL of
-// our copy; oai_dc derived from what we know of it; a set per published
+// our copy; oai_dc as an OAI-PMH source gave it, else derived from what we
+// know of the resource; a set per published
 // source set ("source:<name>", all of them "source") and per named set
 // ("set:<name>"); stateless resumption tokens; keyset pages, so that a
 // page deep in a million costs what the first does.
@@ -15,6 +16,7 @@
 #include "republisher/documents.h"
 #include "republisher/oai_protocol.h"
 #include "republisher/url_scheme.h"
+#include "store/blob/blob_store.h"
 #include "store/store_reader.h"
 
 #include <memory>
@@ -32,8 +34,8 @@ struct OaiOptions {
 
 class OaiProvider {
 public:
-  OaiProvider(OaiOptions options, std::shared_ptr<store::StoreReader> reader, const UrlScheme& urls,
-              std::vector<NamedSet> named_sets);
+  OaiProvider(OaiOptions options, std::shared_ptr<store::StoreReader> reader,
+              std::shared_ptr<store::BlobStore> blobs, const UrlScheme& urls, std::vector<NamedSet> named_sets);
 
   // Answers a GET (arguments in the query) or a POST (in a form body).
   // Reads the database: call on a worker.
@@ -52,11 +54,15 @@ private:
   static Answer fail(std::string code, std::string message);
   // A record (or its header alone) of `d`.
   void append_record(std::string& out, const store::DatedResource& d, const Sets& sets, bool metadata) const;
+  // The oai_dc record an OAI-PMH source gave us for `r`, as harvested
+  // (without its XML declaration); empty when we hold none.
+  std::string harvested_oai_dc(const store::ResourceRecord& r) const;
   // The feed and URI our identifier names; nullopt when it names none.
   Result<std::optional<store::DatedResource>> find(const std::string& identifier, const Sets& sets);
 
   OaiOptions m_options;
   std::shared_ptr<store::StoreReader> m_reader;
+  std::shared_ptr<store::BlobStore> m_blobs;
   const UrlScheme& m_urls;
   std::vector<NamedSet> m_named_sets;
 };

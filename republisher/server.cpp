@@ -33,7 +33,7 @@ struct Republisher::Impl {
         renderer(options, reader, urls, shelf, content, [this] { lists.wake(); }),
         lists(options, lookups ? lookups : reader, urls, shelf, archives, [this] { renderer.request(true); }),
         dumps(options, reader, blobs, urls, shelf, [this] { renderer.request(true); }),
-        oai(options.oai, lookups ? lookups : reader, urls, options.named_sets) {}
+        oai(options.oai, lookups ? lookups : reader, blobs, urls, options.named_sets) {}
 
   // A request: its path routed once (UrlScheme::route), the hub's kinds to
   // the hub, the kinds that wait on the disk or the database to a worker at

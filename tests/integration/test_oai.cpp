@@ -9,6 +9,7 @@
 #include "common/percent.h"
 
 #include <csignal>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -87,6 +88,21 @@ TEST_CASE("OAI-PMH source: a DSpace-shaped repository is harvested page by page,
     const std::string content = http_get(a.base + "/sets/oai/resources/" + percent_encode(first)).body;
     CHECK(content.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<oai_dc:dc", 0) == 0);
     CHECK(content.find("<dc:title>Item 1</dc:title>") != std::string::npos);
+  }
+  {
+    // Our own OAI-PMH face serves the record as harvested, valid against
+    // OAI-PMH 2.0 and oai_dc.
+    const std::string record = http_get(a.base + "/oai?verb=GetRecord&metadataPrefix=oai_dc&identifier=" +
+                                        percent_encode(a.base + "/sets/oai/resources/" + percent_encode(first)))
+                                   .body;
+    CHECK(record.find("<metadata><oai_dc:dc") != std::string::npos);
+    CHECK(record.find("<dc:title>Item 1</dc:title>") != std::string::npos);
+    const std::string file = "/tmp/tributary-oai-through-" + std::to_string(::getpid()) + ".xml";
+    std::ofstream(file) << record;
+    CHECK(std::system(("xmllint --noout --schema " + std::string(TRIBUTARY_SOURCE_DIR) +
+                       "/tests/data/oai-schemas/all.xsd " + file + " 2>/dev/null")
+                          .c_str()) == 0);
+    std::remove(file.c_str());
   }
   CHECK(scalar(a, "SELECT kind FROM source WHERE name = 'oai'") == "oai-pmh");
 
