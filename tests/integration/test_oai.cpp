@@ -137,6 +137,25 @@ TEST_CASE("OAI-PMH source: a DSpace-shaped repository is harvested page by page,
   CHECK(eventually([&] {
     return locs_of(b.base + "/sets/a/resourcelist.xml") == locs_of(a.base + "/sets/oai/resourcelist.xml");
   }, 15));
+
+  // C follows A's OAI-PMH face as an OAI-PMH source and ends equal: A's
+  // live records, with A's bytes, through a change made meanwhile.
+  TestDaemon c({});
+  edit_config(c, [&](json& j) {
+    j["sources"] = json::array({{{"name", "aoai"}, {"url", a.base + "/oai"}, {"kind", "oai-pmh"}, {"interval", "1s"}}});
+  });
+  c.start();
+  REQUIRE(wait_for(c.base, [](const json& st) { return in_sync(st, "aoai", 8); }, 30));
+  auto digests = [](const TestDaemon& d) {
+    return scalar(d, "SELECT string_agg(sha256, ',' ORDER BY sha256) FROM resource WHERE state = 'live'");
+  };
+  CHECK(eventually([&] { return digests(c) == digests(a); }, 15));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ep.put("oai:repo.example.edu:123456789/11", "Item 11");
+  ep.remove("oai:repo.example.edu:123456789/4");
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "oai", 8); }, 30));
+  CHECK(eventually([&] { return digests(c) == digests(a) && scalar(c, "SELECT count(*) FROM resource WHERE "
+                                                                      "state = 'live'") == "8"; }, 30));
 }
 
 TEST_CASE("OAI-PMH source: a harvest killed mid-list resumes at the page after the last one applied, and a token "
