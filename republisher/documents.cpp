@@ -150,6 +150,19 @@ rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const st
   return e;
 }
 
+std::string render_api_catalog(const UrlScheme& urls, bool oai) {
+  // Our own URLs only: JSON strings that need no escaping but '"' and '\\',
+  // which a URL built by UrlScheme percent-encodes.
+  std::string out = "{\"linkset\":[{\"anchor\":\"" + urls.api_catalog() + "\",\"item\":[";
+  out += "{\"href\":\"" + urls.source_description() +
+         "\",\"type\":\"application/xml\",\"title\":\"ResourceSync Source Description\"}";
+  if (oai) {
+    out += ",{\"href\":\"" + urls.oai() + "\",\"type\":\"text/xml\",\"title\":\"OAI-PMH 2.0 data provider\"}";
+  }
+  out += "]}]}\n";
+  return out;
+}
+
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets) {
   rs::Document d = capability_document("description");
   for (const auto& s : sets) {

@@ -137,6 +137,7 @@ auto Republisher::Impl::serve_route(const http::Request& req, http::Response& re
     return content.serve(req, res, route.set, route.part, can_block);
   case RouteKind::source_description:
   case RouteKind::robots:
+  case RouteKind::api_catalog:
   case RouteKind::capability_list:
   case RouteKind::resource_list:
   case RouteKind::resource_list_part:

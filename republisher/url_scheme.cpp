@@ -114,6 +114,7 @@ std::string_view route_kind_name(RouteKind kind) {
   case RouteKind::robots: return "robots";
   case RouteKind::hub: return "hub";
   case RouteKind::oai: return "oai";
+  case RouteKind::api_catalog: return "api_catalog";
   case RouteKind::capability_list: return "capability_list";
   case RouteKind::resource_list: return "resource_list";
   case RouteKind::resource_list_part: return "resource_list_part";
@@ -173,6 +174,8 @@ Route UrlScheme::route(std::string_view raw_path) const {
     r.kind = RouteKind::hub;
   } else if (under == "/oai") {
     r.kind = RouteKind::oai;
+  } else if (under == "/.well-known/api-catalog") {
+    r.kind = RouteKind::api_catalog;
   } else if (under.substr(0, k_sets.size()) == k_sets) {
     const std::string_view rest = under.substr(k_sets.size());
     const size_t slash = rest.find('/');
@@ -194,6 +197,8 @@ UrlScheme::UrlScheme(std::string public_url) : m_base(std::move(public_url)) {
 }
 
 std::string UrlScheme::oai() const { return m_base + "/oai"; }
+
+std::string UrlScheme::api_catalog() const { return m_base + "/.well-known/api-catalog"; }
 
 std::string UrlScheme::source_description() const { return m_base + "/.well-known/resourcesync"; }
 

@@ -36,6 +36,7 @@ namespace tributary::pub {
 //                                                  Notification channel
 //   /hub                                           our WebSub hub
 //   /oai                                           our OAI-PMH data provider
+//   /.well-known/api-catalog                       what we serve (RFC 9727)
 // What a path of ours names: one kind a document or file we publish.
 enum class RouteKind {
   unknown,            // not ours (a set's path is still named in Route::set)
@@ -44,6 +45,7 @@ enum class RouteKind {
   robots,             // /robots.txt, at the origin's root
   hub,
   oai,                // our OAI-PMH data provider
+  api_catalog,        // /.well-known/api-catalog (RFC 9727)
   capability_list,
   resource_list,
   resource_list_part,     // part: n
@@ -112,6 +114,8 @@ public:
   std::string hub() const;
   // Our OAI-PMH data provider's base URL.
   std::string oai() const;
+  // Our API catalog (RFC 9727): the Source Description and /oai.
+  std::string api_catalog() const;
   // The set whose Change or Framework Notification topic `url` is, if it
   // is one (`framework` says which).
   std::optional<std::string> notification_set(std::string_view url, bool* framework = nullptr) const;

@@ -22,6 +22,7 @@ std::vector<Case> every_kind(const pub::UrlScheme& u) {
       {u.source_description(), RouteKind::source_description, "", ""},
       {u.hub(), RouteKind::hub, "", ""},
       {u.oai(), RouteKind::oai, "", ""},
+      {u.api_catalog(), RouteKind::api_catalog, "", ""},
       {u.capability_list("arxiv"), RouteKind::capability_list, "arxiv", ""},
       {u.resource_list("arxiv"), RouteKind::resource_list, "arxiv", ""},
       {u.resource_list_part("arxiv", 3), RouteKind::resource_list_part, "arxiv", "3"},
