@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, iiif, crash, history, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, oai-serve, iiif, crash, history, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   FUZZ_TARGETS="reader oai_page" bench/run.sh fuzz   # only these targets
@@ -259,6 +259,12 @@ if [ "$which" = all ] || [ "$which" = push ]; then
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   bash "$root/bench/push.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
+fi
+if [ "$which" = all ] || [ "$which" = oai-serve ]; then
+  echo "== bench/oai-serve (tributary serve, default config: our OAI-PMH face over ${BENCH_OAI_SERVE_RECORDS:-1000000} resources, one harvester)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/oai/serve.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = oai ]; then
   echo "== bench/oai (tributary run, default config, harvesting ${BENCH_OAI_RECORDS:-100000} OAI-PMH records; Debian's HTTP::OAI beside it; a SIGKILL half way)"

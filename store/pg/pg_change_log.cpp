@@ -103,6 +103,14 @@ Result<uint64_t> PgChangeLog::compact_change_log(const std::vector<Compaction>& 
     uint64_t removed = 0;
     for (const auto& [feed, upto] : bound) {
       if (upto > 0) {
+        // A resource whose last entry goes keeps that entry's time: our
+        // OAI-PMH face still lists it by when its last change entered the
+        // log (schema/0025).
+        tx.exec_params("UPDATE resource r SET logged_at = h.recorded_at FROM (SELECT DISTINCT ON (uri) uri, recorded_at "
+                       "FROM change_log WHERE feed_id = $1 AND seq <= $2 ORDER BY uri, seq DESC) h "
+                       "WHERE r.feed_id = $1 AND r.uri = h.uri AND NOT EXISTS (SELECT 1 FROM change_log c "
+                       "WHERE c.feed_id = $1 AND c.uri = h.uri AND c.seq > $2)",
+                       feed, static_cast<long long>(upto));
         removed += static_cast<uint64_t>(
             tx.exec_params("DELETE FROM change_log WHERE feed_id = $1 AND seq <= $2", feed, static_cast<long long>(upto))
                 .affected_rows());

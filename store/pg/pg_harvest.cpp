@@ -1,4 +1,6 @@
-// The resources held by datestamp, for our OAI-PMH face (#52).
+// The resources held by datestamp, for our OAI-PMH face (#52): a
+// resource's datestamp is the time its last change entered the change log
+// (schema/0025).
 #include "store/pg/pg_harvest.h"
 
 #include "store/pg/pg_store_internal.h"
@@ -17,12 +19,12 @@ long long micros(Timestamp t) {
 // to_timestamp's double might not be).
 std::string at(int n) { return "('epoch'::timestamptz + $" + std::to_string(n) + "::bigint * interval '1 microsecond')"; }
 
-// resource_select() with the feed and the datestamp after its columns.
-std::string dated_select() {
-  std::string sql = resource_select();
-  const std::string tail = ", fetched_from FROM resource ";
-  sql.replace(sql.rfind(tail), tail.size(), ", fetched_from, feed_id, " + us("logged_at") + " FROM resource ");
-  return sql;
+// A resource's columns (as read_resource reads them), its feed and its
+// datestamp, from the resource row `r` and the datestamp `h.d`.
+std::string dated_columns() {
+  return "SELECT r.uri, r.state, " + us("r.lastmod") + ", " + us("r.change_datetime") +
+         ", r.length, r.md5, r.sha1, r.sha256, r.type, r.encoding, r.links::text, r.blob_sha256, " +
+         us("r.fetched_at") + ", r.fetched_from, r.feed_id, " + us("h.d") + " ";
 }
 
 DatedResource read_dated(const pqxx::row& row) {
@@ -55,13 +57,29 @@ Result<std::vector<DatedResource>> PgHarvest::page(const DatedQuery& q) {
     pqxx::read_transaction tx(m_db.conn);
     // From `from` (feed 0 and the empty URI sort before every row of that
     // time), or past the last row of the page before.
-    const DatedKey key = q.after ? *q.after
-                                 : DatedKey{q.from.value_or(Timestamp(std::chrono::seconds(-62135596800))), 0, ""};
-    auto r = tx.exec_params(dated_select() + "WHERE feed_id = ANY($1::bigint[]) AND logged_at < " + at(2) +
-                                " AND (logged_at, feed_id, uri) > (" + at(3) +
-                                ", $4::bigint, $5::text) ORDER BY logged_at, feed_id, uri LIMIT $6",
-                            bigint_array(q.feed_ids), micros(q.before), micros(key.datestamp),
-                            static_cast<long long>(key.feed_id), key.uri, static_cast<long long>(q.limit));
+    const DatedKey key_of = q.after ? *q.after
+                                    : DatedKey{q.from.value_or(Timestamp(std::chrono::seconds(-62135596800))), 0, ""};
+    // A resource's datestamp is its last change-log entry's time (the
+    // head: no later entry of its URI), or, once retention compacted its
+    // entries, the time kept on its row. Each side read by its index from
+    // the key on, the two merged.
+    const std::string key = "(" + at(3) + ", $4::bigint, $5::text)";
+    auto r = tx.exec_params(
+        dated_columns() +
+            "FROM (SELECT feed_id, uri, d FROM ("
+            "(SELECT c.feed_id, c.uri, c.recorded_at AS d FROM change_log c WHERE c.feed_id = ANY($1::bigint[]) "
+            "AND c.recorded_at < " + at(2) + " AND (c.recorded_at, c.feed_id, c.uri) > " + key +
+            " AND NOT EXISTS (SELECT 1 FROM change_log n WHERE n.feed_id = c.feed_id AND n.uri = c.uri AND "
+            "n.seq > c.seq) ORDER BY c.recorded_at, c.feed_id, c.uri LIMIT $6) "
+            "UNION ALL "
+            "(SELECT k.feed_id, k.uri, k.logged_at AS d FROM resource k WHERE k.logged_at IS NOT NULL AND "
+            "k.feed_id = ANY($1::bigint[]) AND k.logged_at < " + at(2) + " AND (k.logged_at, k.feed_id, k.uri) > " +
+            key + " AND NOT EXISTS (SELECT 1 FROM change_log c WHERE c.feed_id = k.feed_id AND c.uri = k.uri) "
+            "ORDER BY k.logged_at, k.feed_id, k.uri LIMIT $6)"
+            ") u ORDER BY d, feed_id, uri LIMIT $6) h "
+            "JOIN resource r ON r.feed_id = h.feed_id AND r.uri = h.uri ORDER BY h.d, h.feed_id, h.uri",
+        bigint_array(q.feed_ids), micros(q.before), micros(key_of.datestamp), static_cast<long long>(key_of.feed_id),
+        key_of.uri, static_cast<long long>(q.limit));
     std::vector<DatedResource> out;
     out.reserve(r.size());
     for (const auto& row : r) {
@@ -75,7 +93,11 @@ Result<std::optional<DatedResource>> PgHarvest::one(int64_t feed_id, const std::
   std::lock_guard lock(m_db.mutex);
   return m_db.conn.run("read a resource's datestamp", [&]() -> Result<std::optional<DatedResource>> {
     pqxx::read_transaction tx(m_db.conn);
-    auto r = tx.exec_params(dated_select() + "WHERE feed_id = $1 AND uri = $2", feed_id, uri);
+    auto r = tx.exec_params(dated_columns() +
+                                "FROM resource r CROSS JOIN LATERAL (SELECT coalesce((SELECT max(recorded_at) FROM "
+                                "change_log c WHERE c.feed_id = r.feed_id AND c.uri = r.uri), r.logged_at, "
+                                "r.updated_at) AS d) h WHERE r.feed_id = $1 AND r.uri = $2",
+                            feed_id, uri);
     if (r.empty()) {
       return std::optional<DatedResource>();
     }
@@ -87,7 +109,8 @@ Result<std::optional<Timestamp>> PgHarvest::earliest() {
   std::lock_guard lock(m_db.mutex);
   return m_db.conn.run("read the earliest datestamp", [&]() -> Result<std::optional<Timestamp>> {
     pqxx::read_transaction tx(m_db.conn);
-    return read_opt_time(tx.exec1("SELECT " + us("min(logged_at)") + " FROM resource")[0]);
+    return read_opt_time(tx.exec1("SELECT " + us("least((SELECT min(recorded_at) FROM change_log), "
+                                                 "(SELECT min(logged_at) FROM resource))"))[0]);
   });
 }
 

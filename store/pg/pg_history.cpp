@@ -101,16 +101,6 @@ RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std:
         hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
   }
   s.complete();
-  // The resources' datestamp as our OAI-PMH face lists them: taken now,
-  // under the lock, so that no commit after a reader's horizon carries an
-  // earlier one (schema/0025, PgHarvest::horizon).
-  std::vector<std::string> uris;
-  uris.reserve(admitted.size());
-  for (const auto& c : admitted) {
-    uris.push_back(c.resource.uri);
-  }
-  tx.exec_params("UPDATE resource SET logged_at = clock_timestamp() WHERE feed_id = $1 AND uri = ANY($2::text[])",
-                 feed_id, text_array(uris));
   return logged;
 }
 

@@ -58,6 +58,7 @@ std::string first(const std::string& text, const std::string& pattern) {
 // the responseDate of its first page, and the pages it took.
 struct Harvest {
   std::map<std::string, bool> records;
+  std::map<std::string, std::string> datestamps;
   std::string response_date;
   int pages = 0;
 };
@@ -76,9 +77,11 @@ Harvest harvest(const std::string& base, const std::string& args, const ScratchD
     if (g.body.find("noRecordsMatch") != std::string::npos) {
       break;
     }
-    const std::regex header("<header( status=\"deleted\")?><identifier>([^<]+)</identifier>");
+    const std::regex header(
+        "<header( status=\"deleted\")?><identifier>([^<]+)</identifier><datestamp>([^<]+)</datestamp>");
     for (auto it = std::sregex_iterator(g.body.begin(), g.body.end(), header); it != std::sregex_iterator(); ++it) {
       h.records[(*it)[2].str()] = (*it)[1].matched;
+      h.datestamps[(*it)[2].str()] = (*it)[3].str();
     }
     const std::string token = first(g.body, "<resumptionToken[^>]*>([^<]*)</resumptionToken>");
     if (token.empty()) {
@@ -138,6 +141,13 @@ TEST_CASE("OAI-PMH provider: every verb answers, valid against the OAI-PMH 2.0 a
   Got gone = get(p.base + "/oai?verb=GetRecord&metadataPrefix=oai_dc&identifier=" + percent_encode(c));
   CHECK(gone.body.find("<header status=\"deleted\">") != std::string::npos);
   CHECK(gone.body.find("<metadata>") == std::string::npos);
+  // The API catalog (RFC 9727) names the Source Description and this face.
+  Got catalog = get(p.base + "/.well-known/api-catalog");
+  CHECK(catalog.status == 200);
+  CHECK(header(catalog, "Content-Type") == "application/linkset+json");
+  CHECK(catalog.body.find("\"anchor\":\"" + p.base + "/.well-known/api-catalog\"") != std::string::npos);
+  CHECK(catalog.body.find("\"href\":\"" + p.base + "/.well-known/resourcesync\"") != std::string::npos);
+  CHECK(catalog.body.find("\"href\":\"" + p.base + "/oai\"") != std::string::npos);
   // A POST is a GET with its arguments in the body.
   auto post = httplib::Client("127.0.0.1", std::stoi(p.base.substr(p.base.rfind(':') + 1)))
                   .Post("/oai", "verb=Identify", "application/x-www-form-urlencoded");
@@ -221,6 +231,25 @@ TEST_CASE("OAI-PMH provider: a harvest through tokens, then from its responseDat
   // By set, and with an until before anything: nothing.
   CHECK(harvest(p.base, "metadataPrefix=oai_dc&set=source:up", dir).records == held(p));
   CHECK(harvest(p.base, "metadataPrefix=oai_dc&until=2000-01-01", dir).records.empty());
+}
+
+TEST_CASE("OAI-PMH provider: retention compacting the change log leaves every record listed, with its datestamp") {
+  // A Change List part a change: every part but the open one can be compacted.
+  Published p(false, 10000, 1, {}, 1ull << 30, std::chrono::milliseconds(0), true, 100);
+  ScratchDir dir("oai-provider");
+  p.change_upstream();
+  const Harvest before = harvest(p.base, "metadataPrefix=oai_dc", dir);
+  REQUIRE(before.records == held(p));
+  const auto now = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
+  const auto plan = p.server->compactable(now);
+  REQUIRE(plan.compact.size() == 1);
+  REQUIRE(p.server->archive(plan.compact));
+  auto removed = p.env.store->compact_change_log(plan.compact, plan.published);
+  REQUIRE(removed);
+  CHECK(*removed > 0);
+  const Harvest after = harvest(p.base, "metadataPrefix=oai_dc", dir);
+  CHECK(after.records == before.records);
+  CHECK(after.datestamps == before.datestamps);
 }
 
 TEST_CASE("OAI-PMH provider: harvesters we did not write read it whole (HTTP::OAI, Catmandu)") {
