@@ -28,15 +28,15 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
   auto first = run_tributary("migrate --config " + cfg.string());
   INFO(first.out);
   CHECK(first.status == 0);
-  CHECK(first.out == "schema migrated from version 0 to 24: 0001_initial.sql 0002_retry.sql 0003_feed_stats.sql "
+  CHECK(first.out == "schema migrated from version 0 to 25: 0001_initial.sql 0002_retry.sql 0003_feed_stats.sql "
                    "0004_feed_stats_recount.sql 0005_deletion_hold.sql 0006_uri_byte_order.sql "
                    "0007_change_log_retention.sql 0008_content_object.sql 0009_run_node.sql 0010_shared_dumps.sql "
                      "0011_content_object_gc.sql 0012_websub.sql 0013_archives.sql 0014_framework_events.sql "
                      "0015_change_dump_archive.sql 0016_source_history.sql 0017_source_kind.sql "
-                     "0018_retry_entry_record.sql 0019_retry_entry_drop_xml.sql 0020_watermark_resume.sql 0021_operator.sql 0022_source_lease.sql 0023_feed_check_per_batch.sql 0024_change_log_heads.sql\n");
+                     "0018_retry_entry_record.sql 0019_retry_entry_drop_xml.sql 0020_watermark_resume.sql 0021_operator.sql 0022_source_lease.sql 0023_feed_check_per_batch.sql 0024_change_log_heads.sql 0025_resource_logged_at.sql\n");
   auto second = run_tributary("migrate --config " + cfg.string());
   CHECK(second.status == 0);
-  CHECK(second.out == "schema is current (version 24)\n");
+  CHECK(second.out == "schema is current (version 25)\n");
   // A database of the first release (version 1, holding resources) takes
   // only the new steps, and its counts are taken from what it holds.
   {
@@ -63,6 +63,8 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
     tx.exec0("DROP TABLE source_pause, operator_action, source_removed");
     tx.exec0("DROP TABLE source_lease");
     tx.exec0("DROP INDEX change_log_feed_uri");
+    tx.exec0("DROP INDEX change_log_recorded, resource_logged_at");
+    tx.exec0("ALTER TABLE resource DROP COLUMN logged_at");
     tx.exec0("DROP TRIGGER feed_delete_rows ON feed");
     tx.exec0("DROP FUNCTION feed_delete_rows");
     tx.exec0("ALTER TABLE resource ADD FOREIGN KEY (feed_id) REFERENCES feed (id) ON DELETE CASCADE");
@@ -76,12 +78,12 @@ TEST_CASE("tributary migrate: applies the schema once, then reports it current")
   }
   auto upgrade = run_tributary("migrate --config " + cfg.string());
   CHECK(upgrade.status == 0);
-  CHECK(upgrade.out == "schema migrated from version 1 to 24: 0002_retry.sql 0003_feed_stats.sql "
+  CHECK(upgrade.out == "schema migrated from version 1 to 25: 0002_retry.sql 0003_feed_stats.sql "
                      "0004_feed_stats_recount.sql 0005_deletion_hold.sql 0006_uri_byte_order.sql "
                      "0007_change_log_retention.sql 0008_content_object.sql 0009_run_node.sql 0010_shared_dumps.sql "
                      "0011_content_object_gc.sql 0012_websub.sql 0013_archives.sql 0014_framework_events.sql "
                      "0015_change_dump_archive.sql 0016_source_history.sql 0017_source_kind.sql "
-                     "0018_retry_entry_record.sql 0019_retry_entry_drop_xml.sql 0020_watermark_resume.sql 0021_operator.sql 0022_source_lease.sql 0023_feed_check_per_batch.sql 0024_change_log_heads.sql\n");
+                     "0018_retry_entry_record.sql 0019_retry_entry_drop_xml.sql 0020_watermark_resume.sql 0021_operator.sql 0022_source_lease.sql 0023_feed_check_per_batch.sql 0024_change_log_heads.sql 0025_resource_logged_at.sql\n");
   {
     pqxx::connection c(db.conninfo());
     pqxx::read_transaction tx(c);
