@@ -10,8 +10,43 @@
 
 #include <cerrno>
 #include <mutex>
+#include <set>
 
 namespace tributary::pub {
+
+namespace {
+
+// Whether an upstream's value may go into a Link header as it is: printable
+// ASCII with nothing that would end the URI reference or the parameter.
+bool header_safe(std::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x21 || c > 0x7e || c == '<' || c == '>' || c == '"' || c == '\\' || c == ',' || c == ';') {
+      return false;
+    }
+  }
+  return !s.empty();
+}
+
+// The Signposting links (signposting.org) an upstream gave a resource, as
+// Link header values, each after ", ". A link with a value we could not
+// send intact is left out: untrusted bytes never shape our headers.
+std::string signposts_of(const std::vector<rs::Link>& links) {
+  static const std::set<std::string_view> k_rels = {"author", "cite-as", "collection", "describedby",
+                                                   "item", "license", "linkset", "type"};
+  std::string out;
+  for (const auto& l : links) {
+    if (!k_rels.count(l.rel) || !header_safe(l.href) || (l.type && !header_safe(*l.type))) {
+      continue;
+    }
+    out += ", <" + l.href + ">; rel=\"" + l.rel + "\"";
+    if (l.type) {
+      out += "; type=\"" + *l.type + "\"";
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 ContentServer::ContentServer(std::shared_ptr<store::StoreReader> lookups, std::shared_ptr<store::BlobStore> blobs,
                              const UrlScheme& urls)
@@ -77,6 +112,7 @@ auto ContentServer::view(const std::string& set, const std::string& uri, bool ca
     v->path = where->file.string();
     v->offset = static_cast<size_t>(where->offset);
     v->size = static_cast<size_t>(where->length);
+    v->signposts = signposts_of(found->links);
     if (v->size <= k_inline_max) {
       auto bytes = m_blobs->read(*found->blob_sha256);
       if (bytes) {
@@ -111,7 +147,7 @@ auto ContentServer::serve(const http::Request& req, http::Response& res, const s
     return unavailable(res);
   }
   if (v->status != 404) {
-    res.set_header("Link", "<" + m_urls.capability_list(set) + ">; rel=\"resourcesync\"");
+    res.set_header("Link", "<" + m_urls.capability_list(set) + ">; rel=\"resourcesync\"" + v->signposts);
   }
   if (v->status != 200) {
     res.status = v->status;

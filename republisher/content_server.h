@@ -56,6 +56,9 @@ private:
     size_t offset = 0;            // where they start in it
     std::shared_ptr<const std::string> bytes; // small blobs, held in memory
     size_t size = 0;
+    // The upstream's Signposting links of the resource, as Link header
+    // values ("<href>; rel=\"cite-as\"", ...), those safe to send.
+    std::string signposts;
   };
   // The view of (set, uri); a miss queries the store only where blocking
   // is allowed (can_block), else `miss` is set and nullptr returned;

@@ -425,3 +425,36 @@ TEST_CASE("Republisher: a serve replica shows another process's changes at once,
     CHECK(shown);
   }
 }
+
+TEST_CASE("Signposting through: an upstream entry's cite-as and describedby come out on our entry and as Link "
+          "headers on our copy, and a link we could not send intact is left out") {
+  Published p;
+  p.site.put("/res/e.txt", "echo");
+  rs::Entry e = change_entry(p.up.url("/res/e.txt"), rs::Change::created, ts("2026-01-04T00:00:00Z"), "echo");
+  rs::Link cite;
+  cite.rel = "cite-as";
+  cite.href = "https://doi.org/10.1234/e";
+  rs::Link described;
+  described.rel = "describedby";
+  described.href = "https://repo.example.org/e.json";
+  described.type = "application/ld+json";
+  rs::Link hostile;
+  hostile.rel = "license";
+  hostile.href = "https://x.example/\">; rel=\"canonical"; // would forge a header parameter
+  e.links = {cite, described, hostile};
+  p.site.publish_change_list("/cl.xml", ts("2026-01-01T00:00:00Z"), std::nullopt,
+                             {change_entry(p.up.url("/res/c.txt"), rs::Change::deleted, ts("2026-01-02T00:00:00Z")), e});
+  REQUIRE(p.env.run(SyncEnv::source(p.up.url("/")), RunMode::incremental).status == RunStatus::succeeded);
+  const pub::UrlScheme urls(p.base);
+  Got copy = get(urls.resource("up", p.up.url("/res/e.txt")));
+  REQUIRE(copy.status == 200);
+  const std::string link = header(copy, "Link");
+  CHECK(link.find("<" + urls.capability_list("up") + ">; rel=\"resourcesync\"") != std::string::npos);
+  CHECK(link.find("<https://doi.org/10.1234/e>; rel=\"cite-as\"") != std::string::npos);
+  CHECK(link.find("<https://repo.example.org/e.json>; rel=\"describedby\"; type=\"application/ld+json\"") !=
+        std::string::npos);
+  CHECK(link.find("canonical") == std::string::npos);
+  CHECK(link.find("license") == std::string::npos);
+  // Our entry carries them too (Signmap: rs:ln in the sitemap).
+  CHECK(eventually_says(urls.resource_list("up"), "rel=\"cite-as\" href=\"https://doi.org/10.1234/e\"", 10));
+}
