@@ -246,18 +246,33 @@ auto OaiProvider::identify(rs::Timestamp& response_date) -> Result<Answer> {
   return a;
 }
 
+struct OaiProvider::Found {
+  Sets sets;
+  std::optional<store::DatedResource> record;
+  std::optional<Answer> missing;
+};
+
+auto OaiProvider::lookup(const std::string& identifier) -> Result<Found> {
+  auto s = sets();
+  if (!s) {
+    return tl::unexpected(s.error());
+  }
+  auto record = find(identifier, *s);
+  if (!record) {
+    return tl::unexpected(record.error());
+  }
+  Found out{std::move(*s), std::move(*record), std::nullopt};
+  if (!out.record) {
+    out.missing = fail("idDoesNotExist", "no record has the identifier " + identifier);
+  }
+  return out;
+}
+
 auto OaiProvider::list_metadata_formats(const oai::Arguments& a) -> Result<Answer> {
   if (a.identifier) {
-    auto s = sets();
-    if (!s) {
-      return tl::unexpected(s.error());
-    }
-    auto found = find(*a.identifier, *s);
-    if (!found) {
-      return tl::unexpected(found.error());
-    }
-    if (!*found) {
-      return fail("idDoesNotExist", "no record has the identifier " + *a.identifier);
+    auto found = lookup(*a.identifier);
+    if (!found || found->missing) {
+      return found ? Result<Answer>(std::move(*found->missing)) : tl::unexpected(found.error());
     }
   }
   Answer out;
@@ -314,23 +329,16 @@ auto OaiProvider::find(const std::string& identifier, const Sets& s) -> Result<s
 }
 
 auto OaiProvider::get_record(const oai::Arguments& a) -> Result<Answer> {
-  auto s = sets();
-  if (!s) {
-    return tl::unexpected(s.error());
-  }
-  auto found = find(*a.identifier, *s);
-  if (!found) {
-    return tl::unexpected(found.error());
-  }
-  if (!*found) {
-    return fail("idDoesNotExist", "no record has the identifier " + *a.identifier);
+  auto found = lookup(*a.identifier);
+  if (!found || found->missing) {
+    return found ? Result<Answer>(std::move(*found->missing)) : tl::unexpected(found.error());
   }
   if (*a.metadata_prefix != k_oai_dc) {
     return fail("cannotDisseminateFormat", "records are disseminated in oai_dc only");
   }
   Answer out;
   out.body = "<GetRecord>\n";
-  append_record(out.body, **found, *s, true);
+  append_record(out.body, *found->record, found->sets, true);
   out.body += "</GetRecord>\n";
   return out;
 }

@@ -59,6 +59,10 @@ private:
   std::string harvested_oai_dc(const store::ResourceRecord& r) const;
   // The feed and URI our identifier names; nullopt when it names none.
   Result<std::optional<store::DatedResource>> find(const std::string& identifier, const Sets& sets);
+  // The sets as of now and the record `identifier` names: an
+  // idDoesNotExist answer in `missing` when it names none.
+  struct Found;
+  Result<Found> lookup(const std::string& identifier);
 
   OaiOptions m_options;
   std::shared_ptr<store::StoreReader> m_reader;
