@@ -44,7 +44,9 @@ Result<Timestamp> PgHarvest::horizon() {
   std::lock_guard lock(m_db.mutex);
   return m_db.conn.run("read the datestamp horizon", [&]() -> Result<Timestamp> {
     pqxx::work tx(m_db.conn);
-    tx.exec("SELECT pg_advisory_xact_lock(" + std::to_string(k_change_log_lock) + ")");
+    // Shared: readers do not wait for one another, only for a writer
+    // between its log insert and its commit (writers take it exclusive).
+    tx.exec("SELECT pg_advisory_xact_lock_shared(" + std::to_string(k_change_log_lock) + ")");
     const Timestamp t = read_time(tx.exec1("SELECT " + us("clock_timestamp()"))[0]);
     tx.commit();
     return t;
