@@ -63,4 +63,33 @@ std::optional<std::string> percent_decode(std::string_view s) {
   return out;
 }
 
+std::optional<std::vector<std::pair<std::string, std::string>>> form_pairs(std::string_view form) {
+  auto decode = [](std::string_view part) {
+    std::string plus(part);
+    for (char& c : plus) {
+      if (c == '+') {
+        c = ' ';
+      }
+    }
+    return percent_decode(plus);
+  };
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!form.empty()) {
+    const size_t amp = form.find('&');
+    const std::string_view pair = form.substr(0, amp);
+    form = amp == std::string_view::npos ? std::string_view() : form.substr(amp + 1);
+    if (pair.empty()) {
+      continue;
+    }
+    const size_t eq = pair.find('=');
+    auto name = decode(pair.substr(0, eq));
+    auto value = decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    if (!name || !value) {
+      return std::nullopt;
+    }
+    out.emplace_back(std::move(*name), std::move(*value));
+  }
+  return out;
+}
+
 } // namespace tributary

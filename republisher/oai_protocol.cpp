@@ -32,16 +32,6 @@ const std::array<VerbRule, 6>& verb_rules() {
   return rules;
 }
 
-std::optional<std::string> form_decode(std::string_view s) {
-  std::string plus(s);
-  for (char& c : plus) {
-    if (c == '+') {
-      c = ' ';
-    }
-  }
-  return percent_decode(plus);
-}
-
 bool contains(const std::vector<std::string_view>& v, std::string_view s) {
   for (auto x : v) {
     if (x == s) {
@@ -78,26 +68,11 @@ ProtocolError bad_argument(std::string message) { return ProtocolError{"badArgum
 } // namespace
 
 std::variant<Arguments, ProtocolError> parse_arguments(std::string_view form) {
-  std::vector<std::pair<std::string, std::string>> pairs;
-  size_t start = 0;
-  while (start <= form.size()) {
-    size_t amp = form.find('&', start);
-    if (amp == std::string_view::npos) {
-      amp = form.size();
-    }
-    const std::string_view piece = form.substr(start, amp - start);
-    start = amp + 1;
-    if (piece.empty()) {
-      continue;
-    }
-    const size_t eq = piece.find('=');
-    auto name = form_decode(piece.substr(0, eq));
-    auto value = form_decode(eq == std::string_view::npos ? std::string_view() : piece.substr(eq + 1));
-    if (!name || !value) {
-      return bad_argument("an argument is not percent-encoded correctly");
-    }
-    pairs.emplace_back(std::move(*name), std::move(*value));
+  auto parsed = form_pairs(form);
+  if (!parsed) {
+    return bad_argument("an argument is not percent-encoded correctly");
   }
+  const auto& pairs = *parsed;
   const std::string* verb = nullptr;
   for (const auto& [n, v] : pairs) {
     if (n == "verb") {

@@ -377,9 +377,6 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
     t.set = a.set.value_or("");
     if (from) {
       t.from = from->at;
-      t.key_datestamp = from->at;
-    } else {
-      t.key_datestamp = rs::Timestamp(std::chrono::seconds(-62135596800));
     }
     if (until) {
       t.until_end = until->end();
@@ -403,10 +400,10 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
     q.feed_ids = it->second;
   }
   q.before = t.until_end ? std::min(*t.until_end, *horizon) : *horizon;
-  if (resumed || t.key_feed != 0) {
+  if (resumed) {
     q.after = store::DatedKey{t.key_datestamp, t.key_feed, t.key_uri};
   } else {
-    q.from = t.key_datestamp;
+    q.from = t.from;
   }
   q.limit = m_options.page_size + 1;
   std::vector<store::DatedResource> page;

@@ -15,16 +15,6 @@ namespace tributary::rs::websub {
 
 namespace {
 
-std::optional<std::string> decode_component(std::string_view s) {
-  std::string plus(s);
-  for (char& c : plus) {
-    if (c == '+') {
-      c = ' ';
-    }
-  }
-  return percent_decode(plus);
-}
-
 std::string hmac_hex(const EVP_MD* md, std::string_view key, std::string_view body) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> out{};
   unsigned int len = 0;
@@ -45,21 +35,13 @@ std::string hmac_hex(const EVP_MD* md, std::string_view key, std::string_view bo
 } // namespace
 
 std::optional<std::map<std::string, std::string>> parse_form(std::string_view body) {
+  auto pairs = form_pairs(body);
+  if (!pairs) {
+    return std::nullopt;
+  }
   std::map<std::string, std::string> out;
-  while (!body.empty()) {
-    const size_t amp = body.find('&');
-    const std::string_view pair = body.substr(0, amp);
-    body = amp == std::string_view::npos ? std::string_view() : body.substr(amp + 1);
-    if (pair.empty()) {
-      continue;
-    }
-    const size_t eq = pair.find('=');
-    auto name = decode_component(pair.substr(0, eq));
-    auto value = decode_component(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
-    if (!name || !value) {
-      return std::nullopt;
-    }
-    out.emplace(std::move(*name), std::move(*value));
+  for (auto& [name, value] : *pairs) {
+    out.emplace(std::move(name), std::move(value)); // the first of a repeated name
   }
   return out;
 }

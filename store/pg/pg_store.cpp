@@ -349,47 +349,6 @@ Result<RunCounters> finish_apply(pqxx::work& tx, const Batch& b, std::unordered_
 
 } // namespace
 
-namespace {
-
-// Logs the deletions delete_unseen staged, through the change log's rule,
-// in slices (a confirmed mass deletion may hold a million).
-uint64_t log_deletions(pqxx::work& tx, int64_t feed_id, std::optional<Timestamp> at, const DeferLog& defer) {
-  uint64_t logged = 0;
-  std::string after;
-  for (;;) {
-    std::vector<ChangeRecord> slice;
-    std::vector<ResourceRecord> stored;
-    for (const auto& row : tx.exec_params("SELECT uri, " + us("lastmod") + ", length, md5, sha1, sha256, type, "
-                                          "encoding, links::text FROM stage_deleted WHERE uri > $1 ORDER BY uri "
-                                          "LIMIT 10000",
-                                          after)) {
-      ResourceRecord r;
-      r.uri = row[0].as<std::string>();
-      r.state = ResourceState::deleted;
-      r.lastmod = read_opt_time(row[1]);
-      r.length = read_length(row[2]);
-      r.hashes = read_hashes(row, 3);
-      r.type = read_str(row[6]);
-      r.encoding = read_str(row[7]);
-      r.links = links_from_json(row[8].as<std::string>());
-      r.change_datetime = at;
-      stored.push_back(r);
-      after = r.uri;
-      ChangeRecord c{rs::Change::deleted, at, std::move(r)};
-      if (!defer || !defer(c)) {
-        slice.push_back(std::move(c));
-      }
-    }
-    if (stored.empty()) {
-      return logged;
-    }
-    // Their rows say deleted already: only the log's own entries count.
-    auto heads = read_heads(tx, feed_id, uris_of(slice), /*held_fallback=*/false);
-    logged += log_changes(tx, feed_id, heads, slice, stored).deleted;
-  }
-}
-
-} // namespace
 
 Result<DeletionOutcome> PgStore::delete_unseen(int64_t feed_id, int64_t run_id, const std::optional<Watermark>& w,
                                                double max_share, bool all_seen, const DeferLog& defer) {

@@ -272,6 +272,9 @@ std::vector<std::string> uris_of(const std::vector<ChangeRecord>& changes);
 // Returns how many it logged, by kind.
 RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std::string, LogHead>& heads,
                         const std::vector<ChangeRecord>& proposed, const std::vector<ResourceRecord>& stored);
+// Logs the deletions delete_unseen staged (its stage_deleted table), through
+// the change log's rule, in slices; `defer` may take any (a log window).
+uint64_t log_deletions(pqxx::work& tx, int64_t feed_id, std::optional<Timestamp> at, const DeferLog& defer);
 
 // The columns read_hold() reads, in its order, of `feed`.
 inline const std::string k_hold_columns = "id, capability_list_url, deletion_hold_unseen, deletion_hold_live, " +

@@ -1,0 +1,78 @@
+// Room sync_engine/committer: a run's batches committed in the background
+// while the next is fetched: their blobs made durable and named, uploaded
+// to the remote tier, then the batch applied to the store (Committer,
+// declared in run_context.h).
+#include "sync_engine/run_context.h"
+
+#include <exception>
+
+namespace tributary::sync {
+
+Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
+                               std::vector<store::BlobStore::Writer> sealed,
+                               std::function<void(const store::RunCounters&)> on_committed) {
+  if (auto prev = wait(); !prev) {
+    return prev;
+  }
+  m_future = std::async(std::launch::async, [this, batch = std::move(batch), blobs = std::move(sealed),
+                                             done = std::move(on_committed)]() mutable {
+    const store::Batch& b = *batch;
+    // The batch's blobs are made durable and named here, while the next
+    // batch is fetched: the pack's sync and the index's cost 3.5-4 ms a
+    // batch of 1,000, which in the fetch path left both cores idle.
+    std::vector<std::string> uploads = b.new_blobs;
+    if (auto r = publish(blobs, uploads); !r) {
+      return r;
+    }
+    // The remote tier receives the batch's blobs before the database names
+    // them, here too (one PUT of about a megabyte per batch, which in the
+    // fetch path cost a quarter of the rate against RGW).
+    if (auto r = m_blobs.upload(uploads); !r) {
+      return r;
+    }
+    if (auto r = m_blobs.sync_directories(); !r) {
+      return r;
+    }
+    auto r = m_session->apply(b);
+    if (!r) {
+      return Result<void>(tl::unexpected(r.error()));
+    }
+    if (done) {
+      done(*r);
+    }
+    return Result<void>();
+  });
+  return {};
+}
+
+Result<void> Committer::publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred) {
+  if (sealed.empty()) {
+    return {};
+  }
+  std::vector<store::BlobStore::Writer*> writers;
+  writers.reserve(sealed.size());
+  for (auto& w : sealed) {
+    writers.push_back(&w);
+  }
+  // A blob that cannot be made durable fails the batch: its records name
+  // it (our own disk, not the Source's fault; the run stops and is retried).
+  for (auto& r : m_blobs.publish(writers, &deferred)) {
+    if (!r) {
+      return tl::unexpected(r.error().with_context("storing the batch's content"));
+    }
+  }
+  return {};
+}
+
+Result<void> Committer::wait() {
+  if (m_future.valid()) {
+    try {
+      m_last = m_future.get();
+    } catch (const std::exception& e) {
+      m_last = make_error(ErrorKind::io, std::string("commit failed: ") + e.what());
+    }
+  }
+  return m_last;
+}
+
+} // namespace tributary::sync
