@@ -212,8 +212,8 @@ Command add_migrate_blobs(CLI::App& app) {
 Command add_serve(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto* serve_cmd = app.add_subcommand(
-      "serve", "Serve our own ResourceSync documents and content, and our OAI-PMH data provider at /oai "
-               "(read-only over the store), on the configured `listen` address until SIGINT/SIGTERM.");
+      "serve", "Serve our own ResourceSync documents and content, our OAI-PMH data provider at /oai and "
+               "our IIIF Change Discovery streams under /activity/ (read-only over the store), on the configured `listen` address until SIGINT/SIGTERM.");
   serve_cmd->add_option("--config", *path, "Configuration file (JSON)")->required();
 
   return {serve_cmd, [path] { return agg::run_serve(*path, std::cout, std::cerr); }};

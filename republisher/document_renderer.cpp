@@ -191,7 +191,7 @@ auto DocumentRenderer::refresh(bool force) -> Result<void> {
   }
   docs["/robots.txt"] = cached(robots, "text/plain");
   docs[m_urls.path_of(m_urls.api_catalog())] =
-      cached(render_api_catalog(m_urls, m_options.oai.enabled), "application/linkset+json");
+      cached(render_api_catalog(m_urls, m_options.oai.enabled, sets), "application/linkset+json");
   // The content cache forgets first: a resource is never answered from a
   // state older than the documents that name it.
   view->set_feeds = std::make_shared<const SetFeeds>(std::move(feeds_of));

@@ -1,5 +1,7 @@
 #include "republisher/documents.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -150,7 +152,7 @@ rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const st
   return e;
 }
 
-std::string render_api_catalog(const UrlScheme& urls, bool oai) {
+std::string render_api_catalog(const UrlScheme& urls, bool oai, const std::vector<PublishedSet>& sets) {
   // Our own URLs only: JSON strings that need no escaping but '"' and '\\',
   // which a URL built by UrlScheme percent-encodes.
   std::string out = "{\"linkset\":[{\"anchor\":\"" + urls.api_catalog() + "\",\"item\":[";
@@ -158,6 +160,13 @@ std::string render_api_catalog(const UrlScheme& urls, bool oai) {
          "\",\"type\":\"application/xml\",\"title\":\"ResourceSync Source Description\"}";
   if (oai) {
     out += ",{\"href\":\"" + urls.oai() + "\",\"type\":\"text/xml\",\"title\":\"OAI-PMH 2.0 data provider\"}";
+  }
+  const std::string stream = "\",\"type\":\"application/ld+json\",\"profile\":\"http://iiif.io/api/discovery/1/\"";
+  out += ",{\"href\":\"" + urls.activity_collection("") + stream +
+         ",\"title\":\"IIIF Change Discovery 1.0: everything\"}";
+  for (const auto& s : sets) {
+    out += ",{\"href\":" + nlohmann::json(urls.activity_collection(s.name)).dump() + stream.substr(1) +
+           ",\"title\":" + nlohmann::json("IIIF Change Discovery 1.0: set " + s.name).dump() + "}";
   }
   out += "]}]}\n";
   return out;

@@ -67,8 +67,9 @@ rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const stor
 
 std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
 // Our API catalog (RFC 9727, a linkset in JSON, RFC 9264): an `item` for
-// the ResourceSync Source Description and, when served, the OAI-PMH base URL.
-std::string render_api_catalog(const UrlScheme& urls, bool oai);
+// the ResourceSync Source Description, when served the OAI-PMH base URL,
+// and the IIIF Change Discovery streams: of everything, then of each set.
+std::string render_api_catalog(const UrlScheme& urls, bool oai, const std::vector<PublishedSet>& sets = {});
 // `resource_dump`, `change_dump`: the set has them to offer;
 // `hub`: the WebSub hub of the set's Change Notification channel (spec:
 // Change Notification 1.0.1, section 5: the topic as an entry of capability

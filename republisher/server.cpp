@@ -7,6 +7,7 @@
 
 #include "republisher/archive_keeper.h"
 #include "republisher/content_server.h"
+#include "republisher/discovery.h"
 #include "republisher/document_renderer.h"
 #include "republisher/dump_builder.h"
 #include "republisher/list_keeper.h"
@@ -25,6 +26,7 @@ struct Republisher::Impl {
   ListKeeper lists;
   DumpBuilder dumps;
   OaiProvider oai;
+  ChangeDiscovery discovery;
 
   Impl(std::shared_ptr<store::StoreReader> reader, std::shared_ptr<store::BlobStore> blobs, PublishOptions o,
        std::shared_ptr<store::StoreReader> lookups)
@@ -33,7 +35,8 @@ struct Republisher::Impl {
         renderer(options, reader, urls, shelf, content, [this] { lists.wake(); }),
         lists(options, lookups ? lookups : reader, urls, shelf, archives, [this] { renderer.request(true); }),
         dumps(options, reader, blobs, urls, shelf, [this] { renderer.request(true); }),
-        oai(options.oai, lookups ? lookups : reader, blobs, urls, options.named_sets) {}
+        oai(options.oai, lookups ? lookups : reader, blobs, urls, options.named_sets),
+        discovery(lookups ? lookups : reader, urls, shelf, options.change_list_part) {}
 
   // A request: its path routed once (UrlScheme::route), the hub's kinds to
   // the hub, the kinds that wait on the disk or the database to a worker at
@@ -73,7 +76,10 @@ bool is_dump_file(RouteKind kind) {
          kind == RouteKind::change_dump_manifest;
 }
 
-bool needs_worker(RouteKind kind) { return is_archive(kind) || is_dump_file(kind) || kind == RouteKind::oai; }
+bool needs_worker(RouteKind kind) {
+  return is_archive(kind) || is_dump_file(kind) || kind == RouteKind::oai || kind == RouteKind::activity_collection ||
+         kind == RouteKind::activity_page;
+}
 
 http::Disposition not_found(http::Response& res) {
   res.status = 404;
@@ -168,6 +174,9 @@ auto Republisher::Impl::serve_route(const http::Request& req, http::Response& re
     return dumps.serve_file(res, route, can_block);
   case RouteKind::resource_dump_package:
     return dumps.serve_file(res, route, can_block);
+  case RouteKind::activity_collection:
+  case RouteKind::activity_page:
+    return discovery.serve(req, res, route);
   default: // the archives (above), the hub's kinds (answered by the hub), not ours
     break;
   }

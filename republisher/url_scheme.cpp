@@ -8,6 +8,7 @@ namespace {
 
 constexpr std::string_view k_sets = "/sets/";
 constexpr std::string_view k_resources = "/resources/";
+constexpr std::string_view k_activity = "/activity/";
 
 // "<digits><suffix>" → the digits; nullopt when `name` is not that.
 std::optional<std::string> numbered(std::string_view name, std::string_view head, std::string_view suffix) {
@@ -39,6 +40,16 @@ constexpr Leaf k_leaves[] = {
     {"changedump-archive.xml", RouteKind::change_dump_archive},
 };
 
+// What `name` (after .../activity/) names.
+void route_activity(std::string_view name, Route& r) {
+  if (name == "collection.json") {
+    r.kind = RouteKind::activity_collection;
+  } else if (auto n = numbered(name, "page-", ".json")) {
+    r.kind = RouteKind::activity_page;
+    r.part = *n;
+  }
+}
+
 // What `rest` (decoded, after /sets/<set>/) names.
 void route_in_set(std::string_view rest, Route& r) {
   for (const auto& leaf : k_leaves) {
@@ -60,7 +71,9 @@ void route_in_set(std::string_view rest, Route& r) {
   }
   const std::string_view folder = rest.substr(0, slash);
   const std::string_view tail = rest.substr(slash + 1);
-  if (folder == "notification") {
+  if (folder == "activity") {
+    route_activity(tail, r);
+  } else if (folder == "notification") {
     if (tail == "changelist") {
       r.kind = RouteKind::change_notification;
     } else if (tail == "framework") {
@@ -115,6 +128,8 @@ std::string_view route_kind_name(RouteKind kind) {
   case RouteKind::hub: return "hub";
   case RouteKind::oai: return "oai";
   case RouteKind::api_catalog: return "api_catalog";
+  case RouteKind::activity_collection: return "activity_collection";
+  case RouteKind::activity_page: return "activity_page";
   case RouteKind::capability_list: return "capability_list";
   case RouteKind::resource_list: return "resource_list";
   case RouteKind::resource_list_part: return "resource_list_part";
@@ -176,6 +191,8 @@ Route UrlScheme::route(std::string_view raw_path) const {
     r.kind = RouteKind::oai;
   } else if (under == "/.well-known/api-catalog") {
     r.kind = RouteKind::api_catalog;
+  } else if (under.substr(0, k_activity.size()) == k_activity) {
+    route_activity(under.substr(k_activity.size()), r);
   } else if (under.substr(0, k_sets.size()) == k_sets) {
     const std::string_view rest = under.substr(k_sets.size());
     const size_t slash = rest.find('/');
@@ -197,6 +214,24 @@ UrlScheme::UrlScheme(std::string public_url) : m_base(std::move(public_url)) {
 }
 
 std::string UrlScheme::oai() const { return m_base + "/oai"; }
+
+std::string UrlScheme::activity_collection(std::string_view set) const {
+  return activity_folder(set) + "collection.json";
+}
+
+std::string UrlScheme::activity_page(std::string_view set, size_t n) const {
+  return activity_folder(set) + "page-" + std::to_string(n) + ".json";
+}
+
+std::string UrlScheme::activity_folder(std::string_view set) const {
+  // "/sets/<set>" + "/activity/"; the stream of everything at the root.
+  std::string out = m_base;
+  if (!set.empty()) {
+    out += k_sets;
+    out += set;
+  }
+  return out + std::string(k_activity);
+}
 
 std::string UrlScheme::api_catalog() const { return m_base + "/.well-known/api-catalog"; }
 

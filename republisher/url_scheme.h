@@ -30,6 +30,10 @@ namespace tributary::pub {
 //                                                  per compacted part, then the live one
 //   /sets/<set>/archive/changedump-<n>.xml         archived Change Dump of part n's
 //                                                  package (which keeps its URL)
+//   /sets/<set>/activity/collection.json            IIIF Change Discovery stream of the
+//   /sets/<set>/activity/page-<n>.json                set: page n holds Change List part n
+//   /activity/collection.json, page-<n>.json         the stream of everything (pages of
+//                                                  change-log seqs), republisher/discovery.h
 //   /sets/<set>/notification/changelist             WebSub topic of the set's Change
 //                                                  Notification channel
 //   /sets/<set>/notification/framework              WebSub topic of its Framework
@@ -46,6 +50,8 @@ enum class RouteKind {
   hub,
   oai,                // our OAI-PMH data provider
   api_catalog,        // /.well-known/api-catalog (RFC 9727)
+  activity_collection, // an IIIF Change Discovery stream (set empty: everything)
+  activity_page,       // part: n
   capability_list,
   resource_list,
   resource_list_part,     // part: n
@@ -114,8 +120,13 @@ public:
   std::string hub() const;
   // Our OAI-PMH data provider's base URL.
   std::string oai() const;
-  // Our API catalog (RFC 9727): the Source Description and /oai.
+  // Our API catalog (RFC 9727): the Source Description, /oai and the
+  // Change Discovery streams.
   std::string api_catalog() const;
+  // The IIIF Change Discovery stream of a set, or of everything (`set`
+  // empty), and its pages.
+  std::string activity_collection(std::string_view set) const;
+  std::string activity_page(std::string_view set, size_t n) const;
   // The set whose Change or Framework Notification topic `url` is, if it
   // is one (`framework` says which).
   std::optional<std::string> notification_set(std::string_view url, bool* framework = nullptr) const;
@@ -132,6 +143,8 @@ public:
   static std::optional<std::pair<std::string, std::string>> parse_resource_path(std::string_view path);
 
 private:
+  std::string activity_folder(std::string_view set) const;
+
   std::string m_base;
   std::string m_prefix; // the base's path ("/mirror"; empty at the root)
 };

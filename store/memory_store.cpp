@@ -34,6 +34,7 @@ namespace {
 void append_global(MemoryStore::Data& d, int64_t feed, const ChangeRecord& c) {
   LoggedChange l;
   l.seq = static_cast<int64_t>(d.global_log.size()) + 1;
+  l.feed_id = feed;
   l.change = c.change;
   l.recorded_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   l.upstream_datetime = c.upstream_datetime;

@@ -21,6 +21,7 @@ struct FeedInfo {
 // One entry of the append-only change log.
 struct LoggedChange {
   int64_t seq = 0;
+  int64_t feed_id = 0;
   rs::Change change = rs::Change::updated;
   Timestamp recorded_at;
   std::optional<Timestamp> upstream_datetime;

@@ -93,7 +93,7 @@ Result<std::vector<LoggedChange>> PgReadSide::changes(const std::vector<int64_t>
     pqxx::read_transaction tx(m_db.conn);
     auto r = tx.exec_params("SELECT seq, change, " + us("recorded_at") + ", " + us("upstream_datetime") + ", uri, " +
                                 us("lastmod") +
-                                ", length, md5, sha1, sha256, type, encoding, links::text, blob_sha256 "
+                                ", length, md5, sha1, sha256, type, encoding, links::text, blob_sha256, feed_id "
                                 "FROM change_log WHERE feed_id = ANY($1::bigint[]) AND seq > $2 ORDER BY seq LIMIT $3",
                             ids, static_cast<long long>(after_seq), static_cast<long long>(limit));
     std::vector<LoggedChange> out;
@@ -101,6 +101,7 @@ Result<std::vector<LoggedChange>> PgReadSide::changes(const std::vector<int64_t>
     for (const auto& row : r) {
       LoggedChange c;
       c.seq = row[0].as<int64_t>();
+      c.feed_id = row[14].as<int64_t>();
       c.change = *rs::change_from_string(row[1].as<std::string>());
       c.recorded_at = *read_opt_time(row[2]);
       c.upstream_datetime = read_opt_time(row[3]);

@@ -36,6 +36,7 @@ struct Taken {
   std::optional<rs::Timestamp> end_time; // the deciding activity's
   bool deletion = false;
   std::string uri; // the object's (a Move: the origin's, for its deletion; the target's, for its creation)
+  std::string type; // the object's IIIF type as the stream gave it ("Manifest"; may be empty)
 };
 
 // What a walk keeps of the stream: a decision per object, made as each page
@@ -66,10 +67,10 @@ public:
       }
       if (a.type == "Move") {
         if (decide(a.target) && !refreshed) {
-          m_out.push_back({a.end_time, false, a.target});
+          m_out.push_back({a.end_time, false, a.target, a.object_type});
         }
         if (decide(a.object)) {
-          m_out.push_back({a.end_time, true, a.object});
+          m_out.push_back({a.end_time, true, a.object, a.object_type});
         }
         continue;
       }
@@ -77,9 +78,9 @@ public:
         continue; // a newer activity decided it
       }
       if (gone) {
-        m_out.push_back({a.end_time, true, a.object});
+        m_out.push_back({a.end_time, true, a.object, a.object_type});
       } else if (!refreshed) {
-        m_out.push_back({a.end_time, false, a.object});
+        m_out.push_back({a.end_time, false, a.object, a.object_type});
       }
     }
   }
@@ -221,6 +222,14 @@ private:
       md.change = h != held.end() && h->second.state == store::ResourceState::live ? rs::Change::updated
                                                                                    : rs::Change::created;
       md.type = "application/ld+json";
+      if (t.type == "Manifest" || t.type == "Collection") {
+        // Kept as a Signposting `type` link, so that our own Change
+        // Discovery stream can say what it is (republisher/discovery.h).
+        rs::Link l;
+        l.rel = "type";
+        l.href = "http://iiif.io/api/presentation/3#" + t.type;
+        e.links.push_back(std::move(l));
+      }
     }
     e.lastmod = t.end_time;
     e.md = std::move(md);

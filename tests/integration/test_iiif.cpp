@@ -188,6 +188,14 @@ TEST_CASE("IIIF Change Discovery source: activities of every type, a stream grow
   REQUIRE(wait_for(b.base, [](const json& st) { return in_sync(st, "a", 2); }, 30));
   // B's own Resource List is written after its run: eventually.
   CHECK(eventually([&] { return vias(b.base + "/sets/a/resourcelist.xml") == vias(list); }, 15));
+
+  // The stream's types go through: kept as a Signposting type link, and
+  // our own Change Discovery stream says Manifest again.
+  CHECK(scalar(a, "SELECT links::text FROM resource WHERE uri = '" + s.url("m1") + "'")
+            .find("http://iiif.io/api/presentation/3#Manifest") != std::string::npos);
+  const std::string ours = http_get(a.base + "/sets/iiif/activity/page-1.json").body;
+  CHECK(ours.find("\"type\":\"Manifest\"") != std::string::npos);
+  CHECK(ours.find("\"type\":\"Document\"") == std::string::npos);
 }
 
 TEST_CASE("IIIF Change Discovery source: a Level 0 stream (no endTime) is read as a full listing") {
