@@ -65,6 +65,9 @@ packages=(
   # against the vendored schemas (tests/data/oai-schemas)
   libdancer-plugin-catmandu-oai-perl libcatmandu-perl libhttp-oai-perl
   libcatmandu-oai-perl libxml2-utils
+  # npm, for the third harvester of those tests (npm's oai-pmh, installed
+  # pinned by deploy/install-npm-tools.sh)
+  nodejs npm
 )
 
 missing=()

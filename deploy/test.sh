@@ -16,6 +16,9 @@ log() { printf 'test.sh: %s\n' "$*"; }
 
 # 1. Dependencies (fast no-op when everything is installed).
 bash "$here/install-deps.sh"
+# npm's OAI-PMH harvester, pinned, for the OAI-PMH provider's tests.
+npm_tools="$(bash "$here/install-npm-tools.sh")"
+export TRIBUTARY_NPM_OAI_PMH="$npm_tools/node_modules/.bin/oai-pmh"
 
 # 2. Configure and build.
 if [ "${TRIBUTARY_SANITIZE:-0}" = "1" ]; then
