@@ -2,17 +2,44 @@
 #include "republisher/oai_provider.h"
 
 #include "common/log.h"
+#include "common/percent.h"
+#include "republisher/oai_records.h"
 #include "republisher/responses.h"
 #include "resourcesync/writer.h"
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace tributary::pub {
 
 namespace {
 
+using oai_records::valid_spec_part;
+
 constexpr std::string_view k_oai_dc = "oai_dc";
+
+// The repository and the metadataPrefix an OAI-PMH source's feed harvests
+// (read from its list URL; identifier empty); nullopt for a feed of
+// another kind.
+std::optional<oai_records::Origin> native_origin(const std::string& feed_url) {
+  const size_t verb = feed_url.find("verb=ListRecords");
+  if (verb == std::string::npos || verb == 0 || (feed_url[verb - 1] != '?' && feed_url[verb - 1] != '&')) {
+    return std::nullopt;
+  }
+  auto pairs = form_pairs(std::string_view(feed_url).substr(verb));
+  if (pairs) {
+    for (const auto& [name, value] : *pairs) {
+      if (name == "metadataPrefix" && !value.empty()) {
+        return oai_records::Origin{feed_url.substr(0, verb - 1), {}, value};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+const oai_records::Format k_oai_dc_format{"oai_dc", "http://www.openarchives.org/OAI/2.0/oai_dc.xsd",
+                                          "http://www.openarchives.org/OAI/2.0/oai_dc/"};
 
 void text(std::string& out, std::string_view s) { rs::append_xml_escaped(out, s, false); }
 
@@ -24,22 +51,6 @@ void element(std::string& out, std::string_view name, std::string_view value) {
   out += "</";
   out += name;
   out += '>';
-}
-
-// setSpec's characters (OAI-PMH 2.0, setSpecType): a set whose name has
-// others is not offered.
-bool valid_spec_part(std::string_view s) {
-  if (s.empty()) {
-    return false;
-  }
-  for (char c : s) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    std::string_view("-_.!~*'()").find(c) != std::string_view::npos;
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
 }
 
 std::string host_of(const std::string& base) {
@@ -65,6 +76,7 @@ struct OaiProvider::Sets {
   std::map<int64_t, std::string> capability_list;       // where we read it
   std::map<std::string, std::vector<int64_t>> by_spec;  // setSpec -> feeds
   std::map<int64_t, std::vector<std::string>> specs_of; // feed -> its setSpecs
+  std::map<int64_t, oai_records::Origin> native;        // an OAI-PMH source's feed -> its repository and prefix
   std::vector<std::pair<std::string, std::string>> listed; // (setSpec, setName), as ListSets shows them
 };
 
@@ -111,6 +123,9 @@ auto OaiProvider::sets() -> Result<Sets> {
   }
   for (const auto& f : *feeds) {
     out.capability_list[f.feed_id] = f.capability_list_url;
+    if (auto origin = native_origin(f.capability_list_url)) {
+      out.native[f.feed_id] = std::move(*origin);
+    }
   }
   bool named = false;
   for (const auto& s : published_sets(*feeds, m_named_sets)) {
@@ -269,18 +284,76 @@ auto OaiProvider::lookup(const std::string& identifier) -> Result<Found> {
 }
 
 auto OaiProvider::list_metadata_formats(const oai::Arguments& a) -> Result<Answer> {
+  std::vector<oai_records::Format> formats{k_oai_dc_format};
   if (a.identifier) {
     auto found = lookup(*a.identifier);
     if (!found || found->missing) {
       return found ? Result<Answer>(std::move(*found->missing)) : tl::unexpected(found.error());
     }
+    // oai_dc, and the format it was harvested in.
+    const auto& r = found->record->resource;
+    if (auto o = oai_records::origin_of(r); o && o->prefix != k_oai_dc && m_blobs) {
+      if (auto f = oai_records::format_of(o->prefix, oai_records::harvested(*m_blobs, r, o->prefix))) {
+        formats.push_back(std::move(*f));
+      }
+    }
+  } else {
+    auto s = sets();
+    if (!s) {
+      return tl::unexpected(s.error());
+    }
+    std::set<std::string> prefixes;
+    for (const auto& [feed, origin] : s->native) {
+      if (origin.prefix != k_oai_dc) {
+        prefixes.insert(origin.prefix);
+      }
+    }
+    for (const auto& prefix : prefixes) {
+      auto f = native_format(*s, prefix);
+      if (!f) {
+        return tl::unexpected(f.error());
+      }
+      if (*f) {
+        formats.push_back(std::move(**f));
+      }
+    }
   }
   Answer out;
-  out.body = "<ListMetadataFormats>\n<metadataFormat>\n<metadataPrefix>oai_dc</metadataPrefix>\n"
-             "<schema>http://www.openarchives.org/OAI/2.0/oai_dc.xsd</schema>\n"
-             "<metadataNamespace>http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace>\n"
-             "</metadataFormat>\n</ListMetadataFormats>\n";
+  out.body = "<ListMetadataFormats>\n";
+  for (const auto& f : formats) {
+    out.body += "<metadataFormat>";
+    element(out.body, "metadataPrefix", f.prefix);
+    element(out.body, "schema", f.schema);
+    element(out.body, "metadataNamespace", f.ns);
+    out.body += "</metadataFormat>\n";
+  }
+  out.body += "</ListMetadataFormats>\n";
   return out;
+}
+
+auto OaiProvider::native_format(const Sets& s, const std::string& prefix)
+    -> Result<std::optional<oai_records::Format>> {
+  // What the first records held in it declare.
+  store::DatedQuery q;
+  for (const auto& [feed, origin] : s.native) {
+    if (origin.prefix == prefix) {
+      q.feed_ids.push_back(feed);
+    }
+  }
+  q.before = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now()) +
+             std::chrono::hours(24);
+  q.limit = 10;
+  auto sample = m_reader->dated_resources(q);
+  if (!sample) {
+    return tl::unexpected(sample.error());
+  }
+  for (const auto& d : *sample) {
+    if (auto f = m_blobs ? oai_records::format_of(prefix, oai_records::harvested(*m_blobs, d.resource, prefix))
+                         : std::nullopt) {
+      return f;
+    }
+  }
+  return std::optional<oai_records::Format>();
 }
 
 auto OaiProvider::list_sets(const oai::Arguments& a) -> Result<Answer> {
@@ -294,9 +367,36 @@ auto OaiProvider::list_sets(const oai::Arguments& a) -> Result<Answer> {
   if (s->all.empty()) {
     return fail("noSetHierarchy", "this aggregate publishes no source yet");
   }
+  // The upstream sets of each OAI-PMH source's records.
+  std::vector<std::pair<std::string, std::string>> listed = s->listed;
+  std::map<std::string, std::vector<int64_t>> oai_feeds_of;
+  for (const auto& [feed, origin] : s->native) {
+    if (auto own = s->source_set.find(feed); own != s->source_set.end() && valid_spec_part(own->second)) {
+      oai_feeds_of[own->second].push_back(feed);
+    }
+  }
+  for (const auto& [set, feeds] : oai_feeds_of) {
+    auto hrefs = m_reader->link_targets(feeds, "collection", 10000);
+    if (!hrefs) {
+      return tl::unexpected(hrefs.error());
+    }
+    std::set<std::string> specs;
+    for (int64_t feed : feeds) {
+      store::ResourceRecord carrier;
+      for (const auto& href : *hrefs) {
+        carrier.links.push_back(rs::Link{"collection", href, {}, {}, {}, {}, {}, {}, {}, {}});
+      }
+      for (auto& spec : oai_records::upstream_set_specs(carrier, s->native.at(feed), set)) {
+        specs.insert(std::move(spec));
+      }
+    }
+    for (const auto& spec : specs) {
+      listed.emplace_back(spec, "Set " + spec.substr(("source:" + set + ":").size()) + " of source " + set);
+    }
+  }
   Answer out;
   out.body = "<ListSets>\n";
-  for (const auto& [spec, name] : s->listed) {
+  for (const auto& [spec, name] : listed) {
     out.body += "<set>";
     element(out.body, "setSpec", spec);
     element(out.body, "setName", name);
@@ -333,12 +433,17 @@ auto OaiProvider::get_record(const oai::Arguments& a) -> Result<Answer> {
   if (!found || found->missing) {
     return found ? Result<Answer>(std::move(*found->missing)) : tl::unexpected(found.error());
   }
-  if (*a.metadata_prefix != k_oai_dc) {
-    return fail("cannotDisseminateFormat", "records are disseminated in oai_dc only");
+  const std::string& prefix = *a.metadata_prefix;
+  if (prefix != k_oai_dc) {
+    auto o = oai_records::origin_of(found->record->resource);
+    if (!o || o->prefix != prefix) {
+      return fail("cannotDisseminateFormat", "this record is held in oai_dc" + (o ? " and " + o->prefix : "") +
+                                                 ", not in " + prefix);
+    }
   }
   Answer out;
   out.body = "<GetRecord>\n";
-  append_record(out.body, *found->record, found->sets, true);
+  append_record(out.body, *found->record, found->sets, &prefix);
   out.body += "</GetRecord>\n";
   return out;
 }
@@ -355,9 +460,6 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
     t = std::move(*decoded);
     resumed = true;
   } else {
-    if (*a.metadata_prefix != k_oai_dc) {
-      return fail("cannotDisseminateFormat", "records are disseminated in oai_dc only");
-    }
     std::optional<oai::Datestamp> from;
     std::optional<oai::Datestamp> until;
     if (a.from && !(from = oai::parse_datestamp(*a.from))) {
@@ -373,7 +475,7 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
       return fail("badArgument", "from is later than until");
     }
     t.records = records;
-    t.metadata_prefix = std::string(k_oai_dc);
+    t.metadata_prefix = *a.metadata_prefix;
     t.set = a.set.value_or("");
     if (from) {
       t.from = from->at;
@@ -393,12 +495,24 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
   // What a harvester takes as its next `from`: nothing committed after this
   // answer carries an earlier datestamp.
   response_date = *horizon;
+  // oai_dc for every record; another format for those harvested in it.
+  const auto in_format = [&](int64_t feed) {
+    auto n = s->native.find(feed);
+    return t.metadata_prefix == k_oai_dc || (n != s->native.end() && n->second.prefix == t.metadata_prefix);
+  };
+  if (!resumed && std::none_of(s->all.begin(), s->all.end(), in_format)) {
+    return fail("cannotDisseminateFormat", "no record is held in " + t.metadata_prefix);
+  }
   store::DatedQuery q;
   if (t.set.empty()) {
     q.feed_ids = s->all;
   } else if (auto it = s->by_spec.find(t.set); it != s->by_spec.end()) {
     q.feed_ids = it->second;
+  } else if (auto up = upstream_set(*s, t.set, t.metadata_prefix)) {
+    q.feed_ids = {up->first};
+    q.collection_link = std::move(up->second);
   }
+  std::erase_if(q.feed_ids, [&](int64_t f) { return !in_format(f); });
   q.before = t.until_end ? std::min(*t.until_end, *horizon) : *horizon;
   if (resumed) {
     q.after = store::DatedKey{t.key_datestamp, t.key_feed, t.key_uri};
@@ -423,7 +537,7 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
   const std::string name = records ? "ListRecords" : "ListIdentifiers";
   out.body = "<" + name + ">\n";
   for (const auto& d : page) {
-    append_record(out.body, d, *s, records);
+    append_record(out.body, d, *s, records ? &t.metadata_prefix : nullptr);
   }
   if (more || resumed) {
     const uint64_t cursor = t.cursor;
@@ -442,13 +556,42 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
   return out;
 }
 
+auto OaiProvider::upstream_set(const Sets& s, const std::string& spec, const std::string& prefix) const
+    -> std::optional<std::pair<int64_t, std::string>> {
+  // "source:<set>:<upstream spec>": the source's OAI-PMH feed harvesting
+  // `prefix` (or its first), and the link its records in that set carry.
+  constexpr std::string_view head = "source:";
+  const size_t colon = spec.find(':', head.size());
+  if (spec.rfind(head, 0) != 0 || colon == std::string::npos || colon + 1 >= spec.size()) {
+    return std::nullopt;
+  }
+  auto feeds = s.by_spec.find(spec.substr(0, colon));
+  if (feeds == s.by_spec.end()) {
+    return std::nullopt;
+  }
+  std::optional<std::pair<int64_t, std::string>> out;
+  for (int64_t f : feeds->second) {
+    auto n = s.native.find(f);
+    if (n == s.native.end() || (out && n->second.prefix != prefix)) {
+      continue;
+    }
+    out.emplace(f, oai_records::upstream_set_link(n->second, spec.substr(colon + 1)));
+    if (n->second.prefix == prefix) {
+      break;
+    }
+  }
+  return out;
+}
+
 void OaiProvider::append_record(std::string& out, const store::DatedResource& d, const Sets& s,
-                                bool metadata) const {
+                                const std::string* prefix) const {
   const store::ResourceRecord& r = d.resource;
   const bool deleted = r.state == store::ResourceState::deleted;
   auto own = s.source_set.find(d.feed_id);
-  const std::string identifier = m_urls.resource(own != s.source_set.end() ? own->second : "", r.uri);
-  if (metadata) {
+  const std::string set = own != s.source_set.end() ? own->second : "";
+  const std::string identifier = m_urls.resource(set, r.uri);
+  const auto origin = oai_records::origin_of(r);
+  if (prefix) {
     out += "<record>";
   }
   out += deleted ? "<header status=\"deleted\">" : "<header>";
@@ -459,72 +602,40 @@ void OaiProvider::append_record(std::string& out, const store::DatedResource& d,
       element(out, "setSpec", spec);
     }
   }
+  if (origin && valid_spec_part(set)) {
+    for (const auto& spec : oai_records::upstream_set_specs(r, *origin, set)) {
+      element(out, "setSpec", spec);
+    }
+  }
   out += "</header>";
-  if (metadata && !deleted) {
-    if (const std::string harvested = harvested_oai_dc(r); !harvested.empty()) {
-      out += "<metadata>" + harvested + "</metadata></record>\n";
-      return;
-    }
-    out += "<metadata><oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" "
-           "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" "
-           "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-           "xsi:schemaLocation=\"http://www.openarchives.org/OAI/2.0/oai_dc/ "
-           "http://www.openarchives.org/OAI/2.0/oai_dc.xsd\">";
-    element(out, "dc:identifier", r.uri);
-    element(out, "dc:identifier", identifier);
-    if (auto when = r.lastmod ? r.lastmod : r.change_datetime) {
-      element(out, "dc:date", oai::format_datestamp(*when));
-    }
-    if (r.type) {
-      element(out, "dc:format", *r.type);
-    }
-    if (auto cap = s.capability_list.find(d.feed_id); cap != s.capability_list.end()) {
-      element(out, "dc:source", cap->second);
-    }
-    for (const auto& l : r.links) {
-      if (!l.href.empty()) {
-        element(out, "dc:relation", l.href);
+  if (!prefix) {
+    out += '\n';
+    return;
+  }
+  if (!deleted) {
+    // As harvested where we hold it in this format; oai_dc derived else.
+    const std::string as_harvested = m_blobs ? oai_records::harvested(*m_blobs, r, *prefix) : std::string();
+    std::string ns = as_harvested.empty() ? std::string() : oai_records::format_of(*prefix, as_harvested)
+                                                                 .value_or(oai_records::Format{}).ns;
+    out += "<metadata>";
+    if (!as_harvested.empty()) {
+      out += as_harvested;
+    } else {
+      auto cap = s.capability_list.find(d.feed_id);
+      oai_records::append_derived_dc(out, r, identifier, cap != s.capability_list.end() ? cap->second : "");
+      if (origin && m_blobs) {
+        // What it was made from: the record as harvested.
+        ns = oai_records::format_of(origin->prefix, oai_records::harvested(*m_blobs, r, origin->prefix))
+                 .value_or(oai_records::Format{})
+                 .ns;
       }
     }
-    out += "</oai_dc:dc></metadata>";
+    out += "</metadata>";
+    if (origin && !ns.empty()) {
+      oai_records::append_provenance(out, r, *origin, ns, as_harvested.empty());
+    }
   }
-  if (metadata) {
-    out += "</record>";
-  }
-  out += '\n';
-}
-
-std::string OaiProvider::harvested_oai_dc(const store::ResourceRecord& r) const {
-  // A record of an OAI-PMH source is held as its <metadata> child, with the
-  // namespaces it uses declared on it, fetched "from" its GetRecord URL.
-  if (!m_blobs || !r.blob_sha256 || !r.fetched_from || r.fetched_from->rfind(store::k_inline_prefix, 0) != 0 ||
-      r.fetched_from->find("metadataPrefix=oai_dc") == std::string::npos) {
-    return {};
-  }
-  auto bytes = m_blobs->read(*r.blob_sha256);
-  if (!bytes) {
-    return {};
-  }
-  std::string_view xml = *bytes;
-  if (xml.rfind("<?xml", 0) == 0) {
-    const size_t end = xml.find("?>");
-    xml = end == std::string_view::npos ? std::string_view() : xml.substr(end + 2);
-  }
-  while (!xml.empty() && (xml.front() == '\n' || xml.front() == '\r' || xml.front() == ' ' || xml.front() == '\t')) {
-    xml.remove_prefix(1);
-  }
-  // Only an oai_dc record: its root is "dc" in the oai_dc namespace.
-  const size_t tag_end = xml.find('>');
-  const std::string_view start_tag = xml.substr(0, tag_end);
-  const size_t name_end = start_tag.find_first_of(" \t\r\n/");
-  const std::string_view name = start_tag.substr(1, name_end == std::string_view::npos ? std::string_view::npos
-                                                                                      : name_end - 1);
-  const bool dc = name == "dc" || (name.size() > 3 && name.substr(name.size() - 3) == ":dc");
-  if (xml.empty() || xml.front() != '<' || !dc ||
-      start_tag.find("http://www.openarchives.org/OAI/2.0/oai_dc/") == std::string_view::npos) {
-    return {};
-  }
-  return std::string(xml);
+  out += "</record>\n";
 }
 
 } // namespace tributary::pub

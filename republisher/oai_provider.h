@@ -15,6 +15,7 @@
 #include "common/result.h"
 #include "republisher/documents.h"
 #include "republisher/oai_protocol.h"
+#include "republisher/oai_records.h"
 #include "republisher/url_scheme.h"
 #include "store/blob/blob_store.h"
 #include "store/store_reader.h"
@@ -52,11 +53,16 @@ private:
   Result<Answer> list(const oai::Arguments& a, rs::Timestamp& response_date);
   Result<Sets> sets();
   static Answer fail(std::string code, std::string message);
-  // A record (or its header alone) of `d`.
-  void append_record(std::string& out, const store::DatedResource& d, const Sets& sets, bool metadata) const;
-  // The oai_dc record an OAI-PMH source gave us for `r`, as harvested
-  // (without its XML declaration); empty when we hold none.
-  std::string harvested_oai_dc(const store::ResourceRecord& r) const;
+  // A record of `d` in `prefix` (nullptr: its header alone).
+  void append_record(std::string& out, const store::DatedResource& d, const Sets& sets,
+                     const std::string* prefix) const;
+  // The namespace and schema of the records held in `prefix` (harvested in
+  // it), read from the first of them; nullopt when none says.
+  Result<std::optional<oai_records::Format>> native_format(const Sets& sets, const std::string& prefix);
+  // The feed and collection link an upstream set's spec
+  // ("source:<set>:<spec>") names, for records in `prefix`.
+  std::optional<std::pair<int64_t, std::string>> upstream_set(const Sets& sets, const std::string& spec,
+                                                              const std::string& prefix) const;
   // The feed and URI our identifier names; nullopt when it names none.
   Result<std::optional<store::DatedResource>> find(const std::string& identifier, const Sets& sets);
   // The sets as of now and the record `identifier` names: an

@@ -102,6 +102,9 @@ struct DatedQuery {
   std::optional<Timestamp> from;         // datestamp >= from
   Timestamp before;                      // datestamp < before
   std::optional<DatedKey> after;         // past this one
+  // Only resources carrying a rel="collection" link with this href (an
+  // upstream OAI-PMH set, as our harvester names it); empty: any.
+  std::string collection_link;
   size_t limit = 100;
 };
 
@@ -156,6 +159,13 @@ public:
     (void)feed_id;
     (void)uri;
     return make_error(ErrorKind::permanent, "this store keeps no datestamps");
+  }
+  // The distinct hrefs of the rel=`rel` links of these feeds' resources, in
+  // order, at most `limit` (the upstream sets of our OAI-PMH face's
+  // ListSets). Reads every resource of the feeds.
+  virtual Result<std::vector<std::string>> link_targets(const std::vector<int64_t>& /*feed_ids*/,
+                                                        const std::string& /*rel*/, size_t /*limit*/) {
+    return std::vector<std::string>{};
   }
   // The oldest datestamp held (nullopt: nothing held).
   virtual Result<std::optional<Timestamp>> earliest_datestamp() {

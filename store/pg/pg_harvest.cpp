@@ -66,22 +66,36 @@ Result<std::vector<DatedResource>> PgHarvest::page(const DatedQuery& q) {
     // entries, the time kept on its row. Each side read by its index from
     // the key on, the two merged.
     const std::string key = "(" + at(3) + ", $4::bigint, $5::text)";
+    // In an upstream set: the resource carries its collection link (read
+    // on each side before the limit, so that a page is never cut short).
+    const std::string in_set =
+        q.collection_link.empty()
+            ? std::string(" AND $7::text = ''") // no set: $7 is '' (every parameter must be typed)
+            : " AND EXISTS (SELECT 1 FROM resource s WHERE s.feed_id = {t}.feed_id AND s.uri = {t}.uri AND s.links @> "
+              "jsonb_build_array(jsonb_build_object('rel', 'collection', 'href', $7::text)))";
+    const auto filter = [&](const std::string& t) {
+      std::string f = in_set;
+      for (size_t p = f.find("{t}"); p != std::string::npos; p = f.find("{t}")) {
+        f.replace(p, 3, t);
+      }
+      return f;
+    };
     auto r = tx.exec_params(
         dated_columns() +
             "FROM (SELECT feed_id, uri, d FROM ("
             "(SELECT c.feed_id, c.uri, c.recorded_at AS d FROM change_log c WHERE c.feed_id = ANY($1::bigint[]) "
             "AND c.recorded_at < " + at(2) + " AND (c.recorded_at, c.feed_id, c.uri) > " + key +
             " AND NOT EXISTS (SELECT 1 FROM change_log n WHERE n.feed_id = c.feed_id AND n.uri = c.uri AND "
-            "n.seq > c.seq) ORDER BY c.recorded_at, c.feed_id, c.uri LIMIT $6) "
+            "n.seq > c.seq)" + filter("c") + " ORDER BY c.recorded_at, c.feed_id, c.uri LIMIT $6) "
             "UNION ALL "
             "(SELECT k.feed_id, k.uri, k.logged_at AS d FROM resource k WHERE k.logged_at IS NOT NULL AND "
             "k.feed_id = ANY($1::bigint[]) AND k.logged_at < " + at(2) + " AND (k.logged_at, k.feed_id, k.uri) > " +
-            key + " AND NOT EXISTS (SELECT 1 FROM change_log c WHERE c.feed_id = k.feed_id AND c.uri = k.uri) "
-            "ORDER BY k.logged_at, k.feed_id, k.uri LIMIT $6)"
+            key + " AND NOT EXISTS (SELECT 1 FROM change_log c WHERE c.feed_id = k.feed_id AND c.uri = k.uri)" +
+            filter("k") + " ORDER BY k.logged_at, k.feed_id, k.uri LIMIT $6)"
             ") u ORDER BY d, feed_id, uri LIMIT $6) h "
             "JOIN resource r ON r.feed_id = h.feed_id AND r.uri = h.uri ORDER BY h.d, h.feed_id, h.uri",
         bigint_array(q.feed_ids), micros(q.before), micros(key_of.datestamp), static_cast<long long>(key_of.feed_id),
-        key_of.uri, static_cast<long long>(q.limit));
+        key_of.uri, static_cast<long long>(q.limit), q.collection_link);
     std::vector<DatedResource> out;
     out.reserve(r.size());
     for (const auto& row : r) {
@@ -113,6 +127,24 @@ Result<std::optional<Timestamp>> PgHarvest::earliest() {
     pqxx::read_transaction tx(m_db.conn);
     return read_opt_time(tx.exec1("SELECT " + us("least((SELECT min(recorded_at) FROM change_log), "
                                                  "(SELECT min(logged_at) FROM resource))"))[0]);
+  });
+}
+
+Result<std::vector<std::string>> PgHarvest::link_targets(const std::vector<int64_t>& feed_ids, const std::string& rel,
+                                                         size_t limit) {
+  std::lock_guard lock(m_db.mutex);
+  return m_db.conn.run("read link targets", [&]() -> Result<std::vector<std::string>> {
+    pqxx::read_transaction tx(m_db.conn);
+    auto r = tx.exec_params("SELECT DISTINCT l->>'href' AS href FROM resource r, jsonb_array_elements(r.links) l "
+                            "WHERE r.feed_id = ANY($1::bigint[]) AND l->>'rel' = $2 AND l->>'href' IS NOT NULL "
+                            "ORDER BY href LIMIT $3",
+                            bigint_array(feed_ids), rel, static_cast<long long>(limit));
+    std::vector<std::string> out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
   });
 }
 

@@ -24,6 +24,8 @@ public:
   Result<std::vector<DatedResource>> page(const DatedQuery& q);
   Result<std::optional<DatedResource>> one(int64_t feed_id, const std::string& uri);
   Result<std::optional<Timestamp>> earliest();
+  Result<std::vector<std::string>> link_targets(const std::vector<int64_t>& feed_ids, const std::string& rel,
+                                                size_t limit);
 
 private:
   PgStoreConnection& m_db;

@@ -293,4 +293,9 @@ Result<std::optional<DatedResource>> PgReaderPool::dated_resource(int64_t feed_i
 
 Result<std::optional<Timestamp>> PgReaderPool::earliest_datestamp() { return next().earliest_datestamp(); }
 
+Result<std::vector<std::string>> PgReaderPool::link_targets(const std::vector<int64_t>& feed_ids,
+                                                            const std::string& rel, size_t limit) {
+  return next().link_targets(feed_ids, rel, limit);
+}
+
 } // namespace tributary::store

@@ -642,6 +642,11 @@ Result<std::optional<DatedResource>> PgStore::dated_resource(int64_t feed_id, co
 
 Result<std::optional<Timestamp>> PgStore::earliest_datestamp() { return m_parts->harvest.earliest(); }
 
+Result<std::vector<std::string>> PgStore::link_targets(const std::vector<int64_t>& feed_ids, const std::string& rel,
+                                                       size_t limit) {
+  return m_parts->harvest.link_targets(feed_ids, rel, limit);
+}
+
 Result<std::vector<Compaction>> PgStore::compactions() {
   return m_parts->change_log.compactions();
 }

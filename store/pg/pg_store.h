@@ -109,6 +109,8 @@ public:
   Result<std::vector<DatedResource>> dated_resources(const DatedQuery& q) override;
   Result<std::optional<DatedResource>> dated_resource(int64_t feed_id, const std::string& uri) override;
   Result<std::optional<Timestamp>> earliest_datestamp() override;
+  Result<std::vector<std::string>> link_targets(const std::vector<int64_t>& feed_ids, const std::string& rel,
+                                                size_t limit) override;
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
   // Change-log retention (schema/0007): records what each of `done`
@@ -160,6 +162,8 @@ public:
   Result<std::vector<DatedResource>> dated_resources(const DatedQuery& q) override;
   Result<std::optional<DatedResource>> dated_resource(int64_t feed_id, const std::string& uri) override;
   Result<std::optional<Timestamp>> earliest_datestamp() override;
+  Result<std::vector<std::string>> link_targets(const std::vector<int64_t>& feed_ids, const std::string& rel,
+                                                size_t limit) override;
   Result<std::vector<Compaction>> compactions() override;
   Result<std::vector<int64_t>> changed_feeds(int64_t after_seq, int64_t up_to_seq) override;
 

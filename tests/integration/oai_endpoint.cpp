@@ -73,9 +73,9 @@ std::string OaiEndpoint::list(const httplib::Request& req) {
   std::string prefix = req.get_param_value("metadataPrefix");
   size_t offset = 0;
   if (req.has_param("resumptionToken")) {
-    // g<generation>|<offset>|<from>|<until>|<set>
+    // g<generation>|<offset>|<from>|<until>|<set>|<prefix>
     auto parts = split(req.get_param_value("resumptionToken"), '|');
-    if (parts.size() != 5 || parts[0] != "g" + std::to_string(m_generation.load()) ||
+    if (parts.size() != 6 || parts[0] != "g" + std::to_string(m_generation.load()) ||
         req.has_param("metadataPrefix") || req.has_param("from")) {
       ++bad_tokens;
       return envelope(verb, "<error code=\"badResumptionToken\">The value of the resumptionToken argument is "
@@ -85,9 +85,9 @@ std::string OaiEndpoint::list(const httplib::Request& req) {
     from = parts[2];
     until = parts[3];
     set = parts[4];
-    prefix = "oai_dc";
+    prefix = parts[5];
   }
-  if (prefix != "oai_dc") {
+  if (prefix != "oai_dc" && prefix != "marc") {
     return envelope(verb, "<error code=\"cannotDisseminateFormat\">" + xml_escape(prefix) + "</error>\n");
   }
   const size_t stamp_len = second_granularity ? 20 : 10;
@@ -133,7 +133,15 @@ std::string OaiEndpoint::list(const httplib::Request& req) {
       continue;
     }
     out << "<record>\n" << header.str();
-    if (!r.deleted) {
+    if (!r.deleted && prefix == "marc") {
+      // MARC21 slim, as DSpace serves it under "marc".
+      out << "<metadata>\n<record xmlns=\"http://www.loc.gov/MARC21/slim\" "
+             "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+             "xsi:schemaLocation=\"http://www.loc.gov/MARC21/slim "
+             "http://www.loc.gov/standards/marcxml/schema/MARC21slim.xsd\">\n<leader>00925njm  22002777a 4500</leader>"
+             "\n<datafield tag=\"245\" ind1=\"0\" ind2=\"0\"><subfield code=\"a\">"
+          << xml_escape(r.title) << "</subfield></datafield>\n</record>\n</metadata>\n";
+    } else if (!r.deleted) {
       out << "<metadata>\n<oai_dc:dc xmlns:oai_dc=\"http://www.openarchives.org/OAI/2.0/oai_dc/\" "
              "xmlns:dc=\"http://purl.org/dc/elements/1.1/\" xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
              "xsi:schemaLocation=\"http://www.openarchives.org/OAI/2.0/oai_dc/ "
@@ -149,7 +157,7 @@ std::string OaiEndpoint::list(const httplib::Request& req) {
     out << "<resumptionToken completeListSize=\"" << match.size() << "\" cursor=\"" << offset
         << "\" expirationDate=\""
         << rs::format_w3c_datetime(std::chrono::time_point_cast<std::chrono::microseconds>(expires)) << "\">g"
-        << m_generation.load() << "|" << next << "|" << from << "|" << until << "|" << set << "</resumptionToken>\n";
+        << m_generation.load() << "|" << next << "|" << from << "|" << until << "|" << set << "|" << prefix << "</resumptionToken>\n";
   } else if (offset > 0) {
     out << "<resumptionToken completeListSize=\"" << match.size() << "\" cursor=\"" << offset << "\"/>\n";
   }
@@ -194,7 +202,10 @@ httplib::Server& OaiEndpoint::setup() {
                             "http://www.openarchives.org/OAI/2.0/oai_dc/</metadataNamespace></metadataFormat>\n"
                             "<metadataFormat><metadataPrefix>dim</metadataPrefix><schema>http://www.dspace.org/"
                             "schema/dim.xsd</schema><metadataNamespace>http://www.dspace.org/xmlns/dspace/dim"
-                            "</metadataNamespace></metadataFormat>\n</ListMetadataFormats>\n");
+                            "</metadataNamespace></metadataFormat>\n"
+                            "<metadataFormat><metadataPrefix>marc</metadataPrefix><schema>http://www.loc.gov/"
+                            "standards/marcxml/schema/MARC21slim.xsd</schema><metadataNamespace>http://www.loc.gov/"
+                            "MARC21/slim</metadataNamespace></metadataFormat>\n</ListMetadataFormats>\n");
     } else if (verb == "ListSets") {
       std::set<std::string> specs;
       {

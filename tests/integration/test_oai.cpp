@@ -308,7 +308,7 @@ TEST_CASE("OAI-PMH source: a metadataPrefix or a set the repository does not off
     follow_oai(a, ep, [](json& s) { s["oai"] = {{"metadata_prefixes", {"marc21"}}}; });
     a.start();
     CHECK(eventually([&] {
-      return a.log_text().find("the repository offers no metadataPrefix 'marc21' (it offers oai_dc, dim)") !=
+      return a.log_text().find("the repository offers no metadataPrefix 'marc21' (it offers oai_dc, dim, marc)") !=
              std::string::npos;
     }, 20));
     // The configured prefix replaced the default: nothing was harvested as oai_dc.
@@ -325,4 +325,83 @@ TEST_CASE("OAI-PMH source: a metadataPrefix or a set the repository does not off
   follow_oai(a, ep, [](json& s) { s["oai"] = {{"sets", {"col_b"}}}; });
   a.start();
   CHECK(lists_equal(a, "oai", {ep.record_url("oai:r:2")}));
+}
+
+TEST_CASE("OAI-PMH provider over harvested records: a format held natively (MARC21 as DSpace's marc) is offered and "
+          "served as harvested, upstream sets are sets of ours, and each record says where it came from") {
+  OaiEndpoint ep;
+  ep.put("oai:repo.example.edu:1", "Item 1", {"col_1"});
+  ep.put("oai:repo.example.edu:2", "Item 2", {"col_1", "col_2"});
+  ep.put("oai:repo.example.edu:3", "Item 3", {"col_2"});
+  TestDaemon a({});
+  follow_oai(a, ep, [](json& s) { s["oai"] = {{"metadata_prefixes", {"oai_dc", "marc"}}}; });
+  a.start();
+  REQUIRE(wait_for(a.base, [](const json& st) { return in_sync(st, "oai", 6); }, 30));
+  const std::string oai = a.base + "/oai";
+  const std::string schema = std::string(TRIBUTARY_SOURCE_DIR) + "/tests/data/oai-schemas/all.xsd";
+  auto valid = [&](const std::string& xml) {
+    const std::string file = "/tmp/tributary-oai-native-" + std::to_string(::getpid()) + ".xml";
+    std::ofstream(file) << xml;
+    const int st = std::system(("xmllint --noout --schema " + schema + " " + file + " 2>/dev/null").c_str());
+    std::remove(file.c_str());
+    return st == 0;
+  };
+  auto count = [](const std::string& text, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) {
+      ++n;
+    }
+    return n;
+  };
+
+  // The formats: oai_dc for every record, marc as the repository gave it.
+  const std::string formats = http_get(oai + "?verb=ListMetadataFormats").body;
+  CHECK(valid(formats));
+  CHECK(formats.find("<metadataPrefix>marc</metadataPrefix><schema>http://www.loc.gov/standards/marcxml/schema/"
+                     "MARC21slim.xsd</schema><metadataNamespace>http://www.loc.gov/MARC21/slim</metadataNamespace>") !=
+        std::string::npos);
+
+  // marc: the three records as harvested, each with its provenance.
+  const std::string marc = http_get(oai + "?verb=ListRecords&metadataPrefix=marc").body;
+  CHECK(count(marc, "<record xmlns=\"http://www.loc.gov/MARC21/slim\"") == 3);
+  CHECK(count(marc, "<originDescription ") == 3);
+  CHECK(marc.find("altered=\"false\"><baseURL>" + ep.base() + "</baseURL><identifier>oai:repo.example.edu:2"
+                  "</identifier>") != std::string::npos);
+  CHECK(count(marc, "<metadataNamespace>http://www.loc.gov/MARC21/slim</metadataNamespace>") == 3);
+
+  // oai_dc: six records (each upstream record in two formats is two
+  // resources): three as harvested (not altered), three derived from the
+  // MARC records (altered, their namespace named); valid with provenance.
+  const std::string dc = http_get(oai + "?verb=ListRecords&metadataPrefix=oai_dc").body;
+  CHECK(valid(dc));
+  CHECK(count(dc, "<record>") == 6);
+  CHECK(count(dc, "altered=\"false\"") == 3);
+  CHECK(count(dc, "altered=\"true\"") == 3);
+  CHECK(count(dc, "<dc:title>Item 2</dc:title>") == 1);
+
+  // Upstream sets: listed, in every header, and harvestable by.
+  const std::string sets = http_get(oai + "?verb=ListSets").body;
+  CHECK(valid(sets));
+  CHECK(sets.find("<setSpec>source:oai:col_1</setSpec>") != std::string::npos);
+  CHECK(sets.find("<setSpec>source:oai:col_2</setSpec>") != std::string::npos);
+  // The marc feed is a set of its own ("oai-2": a source followed through
+  // two lists gets a set per list), its upstream sets under it.
+  CHECK(sets.find("<setSpec>source:oai-2:col_2</setSpec>") != std::string::npos);
+  const std::string col2 = http_get(oai + "?verb=ListIdentifiers&metadataPrefix=marc&set=source:oai-2:col_2").body;
+  CHECK(valid(col2));
+  CHECK(count(col2, "<header>") == 2);
+  CHECK(col2.find(percent_encode(percent_encode("oai:repo.example.edu:2"))) != std::string::npos);
+  CHECK(col2.find(percent_encode(percent_encode("oai:repo.example.edu:1"))) == std::string::npos);
+  CHECK(count(col2, "<setSpec>source:oai-2:col_2</setSpec>") == 2);
+  const std::string col1 = http_get(oai + "?verb=ListIdentifiers&metadataPrefix=oai_dc&set=source:oai:col_1").body;
+  CHECK(count(col1, "<header>") == 2);
+  CHECK(http_get(oai + "?verb=ListIdentifiers&metadataPrefix=oai_dc&set=source:oai:col_9").body.find(
+            "noRecordsMatch") != std::string::npos);
+
+  // A format a record is not held in; a format nothing is held in.
+  const std::string one_dc = a.base + "/sets/oai/resources/" + percent_encode(ep.record_url("oai:repo.example.edu:1"));
+  CHECK(http_get(oai + "?verb=GetRecord&metadataPrefix=marc&identifier=" + percent_encode(one_dc))
+            .body.find("cannotDisseminateFormat") != std::string::npos);
+  CHECK(http_get(oai + "?verb=ListRecords&metadataPrefix=mods").body.find("cannotDisseminateFormat") !=
+        std::string::npos);
 }
