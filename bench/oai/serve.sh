@@ -48,34 +48,38 @@ for _ in $(seq 1 600); do
   curl -sf "http://127.0.0.1:$port/oai?verb=Identify" >/dev/null 2>&1 && break
   sleep 0.5
 done
-python3 - "http://127.0.0.1:$port/oai" "$n" "$pid" <<'PY'
-import re, sys, time, urllib.request
-base, n, pid = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-url = base + "?verb=ListRecords&metadataPrefix=oai_dc"
-lat, records, deleted = [], 0, 0
-start = time.monotonic()
-while True:
-    t = time.monotonic()
-    body = urllib.request.urlopen(url, timeout=60).read().decode()
-    lat.append(time.monotonic() - t)
-    records += body.count("<record>")
-    deleted += body.count('status="deleted"')
-    m = re.search(r"<resumptionToken[^>]*>([^<]+)</resumptionToken>", body)
-    if not m:
-        break
-    url = base + "?verb=ListRecords&resumptionToken=" + m.group(1)
-wall = time.monotonic() - start
-rss = 0
-for line in open(f"/proc/{pid}/status"):
-    if line.startswith("VmHWM:"):
-        rss = int(line.split()[1]) // 1024
-def ms(xs):
-    xs = sorted(xs)
-    return f"median {xs[len(xs)//2]*1000:.1f} ms, max {xs[-1]*1000:.1f} ms"
-print(f"harvested {records} records ({deleted} deleted) in {len(lat)} pages, {wall:.1f} s: {records/wall:,.0f} records/s")
-print(f"pages 1-10 (depth to 1,000): {ms(lat[:10])}; last 10 (depth {max(0, records-1000):,}): {ms(lat[-10:])}; all: {ms(lat)}")
-print(f"peak RSS of tributary serve: {rss} MB")
-if records != n:
-    print(f"MISMATCH: {records} records harvested, {n} held")
-    sys.exit(1)
+python3 "$root/bench/oai/walk.py" "http://127.0.0.1:$port/oai" "$n" "$pid" "tributary serve"
+
+# Side by side: Debian's Catmandu OAI provider (Dancer::Plugin::Catmandu::OAI,
+# bench/oai/catmandu) on the same number of records, 100 a page as ours,
+# harvested by the same walker for BENCH_OAI_SERVE_CATMANDU_SECONDS (default
+# 120): as far as it gets. Its store is ours (a JSON file, read at every
+# search: Debian ships neither Elasticsearch nor MongoDB), which is what
+# slows it most, so say so with its figure. BENCH_OAI_SERVE_CATMANDU=0 skips it.
+if [ "${BENCH_OAI_SERVE_CATMANDU:-1}" = 1 ]; then
+  cport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  python3 - "$work/records.json" "$n" <<'PY'
+import json, sys
+out, n = sys.argv[1], int(sys.argv[2])
+with open(out, "w") as f:
+    f.write("[")
+    for i in range(1, n + 1):
+        r = {"_id": str(i), "datestamp": "2026-01-01T00:00:00Z", "title": ["Item %d" % i],
+             "identifier": ["https://repo.example.org/record/%d" % i]}
+        if i % 50 == 0:
+            r["deleted"] = True
+        f.write(("," if i > 1 else "") + json.dumps(r))
+    f.write("]")
 PY
+  OAI_RECORDS="$work/records.json" OAI_PORT=$cport OAI_LIMIT=100 perl "$root/bench/oai/catmandu/app.pl" \
+    > "$work/catmandu.log" 2>&1 &
+  cpid=$!
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$cport/oai?verb=Identify" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  python3 "$root/bench/oai/walk.py" "http://127.0.0.1:$cport/oai" "$n" "$cpid" \
+    "Catmandu OAI provider (Debian; a JSON-file store of ours)" "${BENCH_OAI_SERVE_CATMANDU_SECONDS:-120}" || true
+  kill $cpid 2>/dev/null || true
+  wait $cpid 2>/dev/null || true
+fi
