@@ -337,7 +337,7 @@ int run_retire(const std::string& config_path, const std::string& source, std::o
     err << "tributary retire: " << status.error().message << '\n';
     return 1;
   }
-  auto purged = (*status)->purge_source(source);
+  auto purged = (*status)->purge_source(source, /*keep_mark=*/true);
   if (!purged) {
     err << "tributary retire: " << purged.error().message << '\n';
     return 1;
@@ -348,7 +348,8 @@ int run_retire(const std::string& config_path, const std::string& source, std::o
   }
   (void)(*status)->record_action(source, "retire", "tributary retire (command line)", "purged");
   out << "retired " << source << ": its feeds, resources, change log, runs and history are purged; its content "
-      << "blobs are removed by `tributary gc` once no other source names them\n";
+      << "blobs are removed by `tributary gc` once no other source names them; its URLs answer 410 Gone until "
+      << "removed_source_retention has passed since its removal\n";
   return 0;
 }
 
@@ -383,8 +384,10 @@ int run_gc(const GcCommand& cmd, std::ostream& out, std::ostream& err) {
       } else if (auto purged = (*status)->purge_source(name); !purged) {
         err << "tributary gc: purging " << name << ": " << purged.error().message << '\n';
         return 1;
-      } else {
+      } else if (*purged) {
         out << "purged removed source " << name << " (removed from the config longer than removed_source_retention)\n";
+      } else {
+        out << "removed source " << name << " (retired) is past removed_source_retention: its URLs answer 404 now\n";
       }
     }
   }

@@ -134,7 +134,7 @@ Result<std::vector<std::string>> PgOperatorStore::mark_removed(const std::vector
   });
 }
 
-Result<bool> PgOperatorStore::purge_source(const std::string& source) {
+Result<bool> PgOperatorStore::purge_source(const std::string& source, bool keep_mark) {
   std::lock_guard lock(m_impl->mutex);
   return m_impl->conn.run("purge a source", [&]() -> Result<bool> {
     pqxx::work tx(m_impl->conn);
@@ -143,7 +143,12 @@ Result<bool> PgOperatorStore::purge_source(const std::string& source) {
     // status history.
     const bool had = tx.exec_params("DELETE FROM source WHERE name = $1", source).affected_rows() > 0;
     tx.exec_params("DELETE FROM source_pause WHERE source = $1", source);
-    tx.exec_params("DELETE FROM source_removed WHERE source = $1", source);
+    if (!keep_mark) {
+      tx.exec_params("DELETE FROM source_removed WHERE source = $1", source);
+    } else if (had) {
+      // Its URLs answer 410 Gone until the mark's retention passes (gc).
+      tx.exec_params("INSERT INTO source_removed (source) VALUES ($1) ON CONFLICT DO NOTHING", source);
+    }
     tx.commit();
     return had;
   });

@@ -62,8 +62,11 @@ public:
   // Purges every trace of a source that is not configured: its feeds,
   // resources, change log, runs and history (content blobs become
   // garbage for `tributary gc`), its pause and removal mark. Its operator
-  // actions are kept. False when there was nothing of it.
-  Result<bool> purge_source(const std::string& source);
+  // actions are kept. False when there was nothing of it. With
+  // `keep_mark` (tributary retire) its removal mark stays, so that its URLs
+  // answer 410 Gone until removed_source_retention has passed since its
+  // removal (gc then purges the mark: 404 from then on).
+  Result<bool> purge_source(const std::string& source, bool keep_mark = false);
   // The removed sources marked longer ago than `older_than`.
   Result<std::vector<std::string>> removed_before(std::chrono::seconds older_than);
   // The operator refuses the source's held deletions: the holds are

@@ -3,6 +3,7 @@
 // actions that hold across nodes and restarts, and reloads that say what
 // they did.
 #include "daemon_client.h"
+#include "common/percent.h"
 #include "process.h"
 #include "push_fixture.h"
 #include "sync_fixture.h"
@@ -432,6 +433,12 @@ TEST_CASE("Operator: a source removed from the config leaves our Source Descript
   }
   CHECK(call(d.base, "GET", "/sets/a/capabilitylist.xml").status == 200);
   CHECK(call(d.base, "GET", "/sets/nope/capabilitylist.xml").status == 404); // never ours: not gone, missing
+  // Its resources too (held, and never held), and its Change Discovery stream.
+  const std::string held = "/sets/b/resources/" + tributary::percent_encode(source.up.url("/res/0.txt"));
+  CHECK(call(d.base, "GET", "/sets/a/resources/" + tributary::percent_encode(source.up.url("/res/0.txt"))).status == 200);
+  CHECK(call(d.base, "GET", held).status == 410);
+  CHECK(call(d.base, "GET", "/sets/b/resources/" + tributary::percent_encode(source.up.url("/never"))).status == 410);
+  CHECK(call(d.base, "GET", "/sets/b/activity/collection.json").status == 410);
   CHECK(call(d.base, "GET", "/api/v1/sources/b").status == 404);
   const std::string m = metrics_of(d.base);
   CHECK(m.find("source=\"b\"") == std::string::npos);
@@ -446,12 +453,17 @@ TEST_CASE("Operator: a source removed from the config leaves our Source Descript
   CHECK(retired.status == 0);
   CHECK(scalar(d, "SELECT count(*) FROM source WHERE name = 'c'") == "0");
   CHECK(run_tributary("retire --config " + d.cfg + " c").status == 1); // nothing left of it
+  // Retired within its retention: still 410, not 404 (the daemon reads the
+  // marks at its next refresh).
+  CHECK(eventually([&] { return call(d.base, "GET", "/sets/c/capabilitylist.xml").status == 410; }, 10));
+  CHECK(call(d.base, "GET", "/sets/c/resources/" + tributary::percent_encode(source.up.url("/res/0.txt"))).status == 410);
   // gc: b's retention (1 s) has passed.
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   const Run gc = run_tributary("gc --config " + d.cfg + " --grace 0s");
   INFO(gc.out);
   CHECK(gc.status == 0);
   CHECK(gc.out.find("purged removed source b") != std::string::npos);
+  CHECK(gc.out.find("removed source c (retired) is past removed_source_retention") != std::string::npos);
   CHECK(scalar(d, "SELECT count(*) FROM source WHERE name = 'b'") == "0");
   CHECK(scalar(d, "SELECT count(*) FROM source_removed") == "0");
   // Their resources and change log went with their feeds (a trigger since
