@@ -38,6 +38,15 @@ bool same_secret(const std::string& a, const std::string& b) {
 
 // An operator's words (a name, a reason) as we keep them: control
 // characters dropped, at most `max` bytes, cut at a character boundary.
+// Characters (code points) of UTF-8 text.
+size_t characters(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) {
+    n += (c & 0xc0) != 0x80;
+  }
+  return n;
+}
+
 std::string words(const std::string& s, size_t max) {
   std::string out;
   for (unsigned char c : s) {
@@ -213,6 +222,14 @@ void source_action(DaemonState& state, const std::string& name, const std::strin
       fail(res, 400, "bad_request",
            "expected a JSON object such as {\"mode\": \"incremental\"}, {\"reason\": \"…\"} or {\"by\": \"…\"}");
       return;
+    }
+    // The documented limits hold: a value past one is refused, not cut.
+    for (const auto& [field, max] : {std::pair<const char*, size_t>{"by", 64}, {"reason", 200}}) {
+      if (body.contains(field) && characters(body[field].get<std::string>()) > max) {
+        fail(res, 400, "too_long",
+             std::string(field) + " is longer than " + std::to_string(max) + " characters (docs/openapi.json)");
+        return;
+      }
     }
   }
   const std::string actor = actor_of(req, body.value("by", ""));

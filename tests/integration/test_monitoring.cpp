@@ -185,6 +185,12 @@ TEST_CASE("OpenAPI: every answer of the status API, success and error, matches d
       {"POST", "/api/v1/sources/z/pause", admin, R"({"reason": "upstream maintenance", "by": "ops"})", 200},
       {"POST", "/api/v1/sources/z/sync", admin, "", 409}, // paused
       {"POST", "/api/v1/sources/z/pause", admin, "[1]", 400},
+      // The documented limits are enforced, not cut silently.
+      {"POST", "/api/v1/sources/z/pause", admin, R"({"reason": ")" + std::string(201, 'x') + R"("})", 400},
+      {"POST", "/api/v1/sources/z/audit", admin, R"({"by": ")" + std::string(65, 'o') + R"("})", 400},
+      {"POST", "/api/v1/sources/z/pause", admin, R"({"reason": ")" + std::string(200, 'x') + R"("})", 200},
+      {"GET", "/api/v1/sources/z/pause", admin, "", 405},
+      {"GET", "/api/v1/sources/z/sync", admin, "", 405},
       {"POST", "/api/v1/sources/z/resume", admin, "", 200},
       {"GET", "/api/v1/sources/z/runs?limit=1&status=succeeded", {}, "", 200},
       {"GET", "/api/v1/sources/z/runs?trigger=sideways", {}, "", 400},
