@@ -3,10 +3,15 @@
 # Installs the dependencies, builds, starts a private PostgreSQL cluster
 # under ./var (created once, reused later), a simulated upstream Source
 # (`tributary simulate`) and `tributary run` with config/quickstart.json, and
-# prints the URLs. Ctrl-C stops all of it.
+# prints the URLs. Ctrl-C (or SIGTERM) stops all of it, PostgreSQL too.
+# PostgreSQL listens on a Unix socket under ./var only (no TCP port, so
+# nothing else on the machine can be in its way).
 #
 #   deploy/quickstart.sh
 #   QUICKSTART_RESOURCES=50000 QUICKSTART_CHANGE_RATE=5 deploy/quickstart.sh
+# For tests: QUICKSTART_BIN (a built binary: no install, no build),
+# QUICKSTART_VAR (instead of ./var), QUICKSTART_PORT and
+# QUICKSTART_SIMULATE_PORT (instead of 8080 and 8090).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,19 +19,25 @@ root=$(cd "$here/.." && pwd)
 cd "$root"
 log() { printf 'quickstart: %s\n' "$*"; }
 
-bash "$here/install-deps.sh"
+if [ -n "${QUICKSTART_BIN:-}" ]; then
+  bin=$QUICKSTART_BIN
+else
+  bash "$here/install-deps.sh"
+  build="$root/build/release"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIBUTARY_BUILD_TESTS=OFF \
+    -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
+  log "building in $build"
+  cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
+  bin="$build/aggregator/tributary"
+fi
+port=${QUICKSTART_PORT:-8080}
+sim_port=${QUICKSTART_SIMULATE_PORT:-8090}
 
-build="$root/build/release"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRIBUTARY_BUILD_TESTS=OFF \
-  -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
-log "building in $build"
-cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)"
-bin="$build/aggregator/tributary"
-
-# A private PostgreSQL 15 cluster under ./var/pg, reachable on 127.0.0.1:55432
-# only. initdb refuses to run as root, so as root it belongs to postgres.
+# A private PostgreSQL 15 cluster under ./var/pg, reachable through a Unix
+# socket in ./var/run only. initdb refuses to run as root, so as root it
+# belongs to postgres.
 pgbin=/usr/lib/postgresql/15/bin
-var="$root/var"
+var="${QUICKSTART_VAR:-$root/var}"
 mkdir -p "$var/data"
 as=()
 if [ "$(id -u)" -eq 0 ]; then
@@ -43,23 +54,46 @@ if [ ! -f "$var/pg/PG_VERSION" ]; then
   chmod 700 "$var/pg"
   "${as[@]}" "$pgbin/initdb" -D "$var/pg" -U postgres -A trust -E UTF8 --locale=C.UTF-8 >"$var/initdb.log"
 fi
+# The socket's folder: ./var/run, or one under /tmp when that path is too
+# long for a socket's name (about 100 bytes).
+sock="$var/run"
+if [ ${#sock} -gt 90 ]; then
+  sock="/tmp/tributary-quickstart-$(id -u)-$(printf '%s' "$var" | md5sum | cut -c1-12)"
+fi
+mkdir -p "$sock"
+[ "$(id -u)" -eq 0 ] && chown postgres: "$sock"
+export PGHOST="$sock" PGPORT=5432
 pg_running() { "${as[@]}" "$pgbin/pg_ctl" -D "$var/pg" status >/dev/null 2>&1; }
 if ! pg_running; then
-  "${as[@]}" "$pgbin/pg_ctl" -D "$var/pg" -l "$var/pg/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p 55432 -k /tmp" start >/dev/null
+  if ! "${as[@]}" "$pgbin/pg_ctl" -D "$var/pg" -l "$var/pg/server.log" -w -t 60 \
+      -o "-c listen_addresses='' -k $sock -p 5432" start >/dev/null; then
+    log "PostgreSQL did not start; the last lines of its log ($var/pg/server.log):"
+    tail -n 15 "$var/pg/server.log" | sed 's/^/    /' >&2
+    log "fix what it says (another server on this data directory? a full disk?), or remove $var/pg to start afresh"
+    exit 1
+  fi
 fi
-conn="host=127.0.0.1 port=55432 user=postgres"
+conn="user=postgres"
 if [ "$(psql "$conn dbname=postgres" -Atc "SELECT 1 FROM pg_database WHERE datname = 'tributary'")" != 1 ]; then
   psql "$conn dbname=postgres" -qc "CREATE DATABASE tributary"
 fi
 [ -f "$var/admin-token" ] || (umask 077 && openssl rand -hex 24 >"$var/admin-token")
 
-"$bin" check-config config/quickstart.json
-"$bin" migrate --config config/quickstart.json
+# The shipped config, with this run's folder and ports.
+config="$var/quickstart.json"
+sed -e "s|\"var/|\"$var/|g" -e "s|127.0.0.1:8080|127.0.0.1:$port|g" -e "s|127.0.0.1:8090|127.0.0.1:$sim_port|g" \
+  "$root/config/quickstart.json" >"$config"
+"$bin" check-config "$config"
+"$bin" migrate --config "$config"
 
 pids=()
+stopping=0
 stop() {
-  trap - INT TERM EXIT
+  # Once, whichever signal came first; the traps stay set (resetting the
+  # trap of the signal being handled broke bash: "run_pending_traps: bad
+  # value in trap_list[15]", and PostgreSQL kept running).
+  [ "$stopping" = 1 ] && return
+  stopping=1
   log "stopping"
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -69,26 +103,27 @@ stop() {
 }
 trap stop INT TERM EXIT
 
-"$bin" simulate --listen 127.0.0.1:8090 --resources "${QUICKSTART_RESOURCES:-10000}" \
+"$bin" simulate --listen "127.0.0.1:$sim_port" --resources "${QUICKSTART_RESOURCES:-10000}" \
   --change-rate "${QUICKSTART_CHANGE_RATE:-2}" --seed 1 --mirror >"$var/simulate.log" 2>&1 &
 pids+=($!)
-"$bin" run --config config/quickstart.json > >(tee -a "$var/tributary.log") 2>&1 &
+"$bin" run --config "$config" > >(tee -a "$var/tributary.log") 2>&1 &
 pids+=($!)
 
 for _ in $(seq 100); do
-  curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1 && break
+  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
   sleep 0.1
 done
 cat <<MSG
 
   Tributary is running (Ctrl-C stops everything):
-    status page:         http://127.0.0.1:8080/status
-    status API:          http://127.0.0.1:8080/api/v1/status
-    our Source:          http://127.0.0.1:8080/.well-known/resourcesync
-    simulated upstream:  http://127.0.0.1:8090/.well-known/resourcesync
+    status page:         http://127.0.0.1:$port/status
+    status API:          http://127.0.0.1:$port/api/v1/status
+    our Source:          http://127.0.0.1:$port/.well-known/resourcesync
+    simulated upstream:  http://127.0.0.1:$sim_port/.well-known/resourcesync
     admin token:         $var/admin-token
-      curl -X POST -H "Authorization: Bearer \$(cat var/admin-token)" \\
-           -d '{"mode":"audit"}' http://127.0.0.1:8080/api/v1/sources/simulated/sync
+      curl -X POST -H "Authorization: Bearer \$(cat $var/admin-token)" \\
+           -d '{"mode":"audit"}' http://127.0.0.1:$port/api/v1/sources/simulated/sync
+    PostgreSQL:          PGHOST=$sock psql -U postgres tributary
 
 MSG
 wait
