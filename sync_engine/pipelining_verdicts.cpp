@@ -50,6 +50,15 @@ Verdict record(const std::string& origin, Verdict v, const std::string& why) {
   return k.verdict;
 }
 
+bool first_telling(const std::string& origin) {
+  std::lock_guard lock(g_known_mutex);
+  auto it = g_known.find(origin);
+  if (it == g_known.end() || it->second.verdict != Verdict::broken || it->second.told) {
+    return false;
+  }
+  it->second.told = true;
+  return true;
+}
 
 void count_answered(uint64_t n) { g_answered.fetch_add(n, std::memory_order_relaxed); }
 

@@ -1,5 +1,7 @@
 #include "sync_engine/run_context.h"
 
+#include "sync_engine/pipelining_verdicts.h"
+
 #include "sync_engine/fetch_error_text.h"
 
 #include "common/log.h"
@@ -572,9 +574,12 @@ PipelinedOrigin* RunContext::pipeline_for(const rs::Entry& e, std::string& targe
   }
   PipelinedOrigin* p = it->second.get();
   if (!p->usable()) {
-    if (m_pipeline_warned.insert(origin).second) {
-      log::warn(m_src.name, "pipelining turned off for " + origin + ": " + p->broken_reason() +
-                              "; its requests go one at a time",
+    // A verdict for a day is told once a day, whichever run meets it; one
+    // for this run only, once in the run.
+    const std::string why = p->broken_reason();
+    if (why.ends_with("(for this run)") ? m_pipeline_warned.insert(origin).second
+                                        : pipelining::first_telling(origin)) {
+      log::warn(m_src.name, "pipelining turned off for " + origin + ": " + why + "; its requests go one at a time",
                 {});
     }
     return nullptr;

@@ -3,6 +3,7 @@
 // after some, chunked, refusing, or (a broken server) answering only the
 // first request of each read and dropping the rest.
 #include "sync_engine/pipelined_http.h"
+#include "sync_engine/pipelining_verdicts.h"
 
 #include "../../common/pipelining_server.h"
 
@@ -295,4 +296,15 @@ TEST_CASE("pipelined GETs: a server slower than the stall is left to the ordinar
   CHECK(server.connections() == 1); // not one stall a request
   CHECK(origin_for(server, throttle, 300ms).usable()); // the next run tries again
   CHECK(throttle->snapshot()[0].in_flight == 0);
+}
+
+TEST_CASE("Pipelining verdicts: a broken origin is told once, however many runs meet it, and again after its day") {
+  const std::string origin = "http://told-once.example:80";
+  CHECK(!pipelining::first_telling(origin)); // nothing known: nothing to tell
+  pipelining::record(origin, pipelining::Verdict::broken, "answered one request of each burst");
+  CHECK(pipelining::first_telling(origin));
+  CHECK(!pipelining::first_telling(origin)); // the next run, the next source
+  CHECK(!pipelining::first_telling(origin));
+  pipelining::record("http://works.example:80", pipelining::Verdict::works);
+  CHECK(!pipelining::first_telling("http://works.example:80"));
 }
