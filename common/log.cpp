@@ -199,4 +199,22 @@ void failures_once(const std::vector<std::string>& failures, std::string& last, 
   last = std::move(all);
 }
 
+void Limiter::warn(std::string_view source, const std::string& message) {
+  const std::string condition = std::string(source) + "\n" + message.substr(0, message.find(": "));
+  const auto now = std::chrono::steady_clock::now();
+  uint64_t held = 0;
+  {
+    std::lock_guard lock(m_mutex);
+    auto [it, first] = m_last.try_emplace(condition, now, 0);
+    if (!first && now - it->second.first < m_every) {
+      ++it->second.second;
+      return;
+    }
+    held = it->second.second;
+    it->second = {now, 0};
+  }
+  write(Level::warn, source, held ? message + " (" + std::to_string(held) + " more like it in the last minute)"
+                                  : message);
+}
+
 } // namespace tributary::log

@@ -1,5 +1,9 @@
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +50,21 @@ inline void error(std::string_view source, std::string_view message, const Field
 // every pass says so once, not every second.
 void failures_once(const std::vector<std::string>& failures, std::string& last, std::string_view error,
                    std::string_view recovered);
+
+// A warning that repeats (a pass every few seconds meeting the same
+// failure: a full disk) goes out once a minute per condition, with how many
+// were held back since. The condition is the message up to its first ": "
+// (what failed, before why). Thread-safe.
+class Limiter {
+public:
+  explicit Limiter(std::chrono::seconds every = std::chrono::seconds(60)) : m_every(every) {}
+  void warn(std::string_view source, const std::string& message);
+
+private:
+  std::chrono::seconds m_every;
+  std::mutex m_mutex;
+  std::map<std::string, std::pair<std::chrono::steady_clock::time_point, uint64_t>> m_last; // when, held back
+};
 
 // A JSON string literal for `s` (quotes included), escaping what RFC 8259 requires.
 std::string json_quote(std::string_view s);

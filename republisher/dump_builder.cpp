@@ -72,7 +72,7 @@ auto DumpBuilder::adopt_shared_resource_dumps(const std::vector<store::FeedInfo>
   auto& shared = *m_options.shared_dumps;
   auto listed = shared.resource_dumps();
   if (!listed) {
-    log::warn("", "shared Resource Dumps not read: " + listed.error().message);
+    m_warnings.warn("", "shared Resource Dumps not read: " + listed.error().message);
     return false;
   }
   std::map<std::string, store::SharedDumps::ResourceDump> current(listed->begin(), listed->end());
@@ -130,7 +130,7 @@ auto DumpBuilder::build_shared_resource_dump(const PublishedSet& set, int64_t se
   }
   auto built = build_resource_dump(*m_reader, *m_blobs, m_urls, set, o, pub::now());
   if (!built) {
-    log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+    m_warnings.warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
     return false;
   }
   if (built->files.empty()) {
@@ -141,7 +141,7 @@ auto DumpBuilder::build_shared_resource_dump(const PublishedSet& set, int64_t se
   for (const auto& [path, file] : built->files) {
     auto f = share_file(file, path);
     if (!f) {
-      log::warn("", "Resource Dump of set '" + set.name + "' not stored: " + f.error().message);
+      m_warnings.warn("", "Resource Dump of set '" + set.name + "' not stored: " + f.error().message);
       break;
     }
     files.push_back(std::move(*f));
@@ -152,7 +152,7 @@ auto DumpBuilder::build_shared_resource_dump(const PublishedSet& set, int64_t se
   }
   store::SharedDumps::ResourceDump d{built->generation, built->document, seq, now};
   if (auto put = shared.put_resource_dump(set.name, d, files); !put) {
-    log::warn("", "Resource Dump of set '" + set.name + "' not recorded: " + put.error().message);
+    m_warnings.warn("", "Resource Dump of set '" + set.name + "' not recorded: " + put.error().message);
     return false;
   }
   return true;
@@ -207,7 +207,7 @@ auto DumpBuilder::build_local_resource_dumps(const std::vector<store::FeedInfo>&
     const rs::Timestamp at = pub::now();
     auto built = build_resource_dump(*m_reader, *m_blobs, m_urls, set, o, at);
     if (!built) {
-      log::warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
+      m_warnings.warn("", "Resource Dump of set '" + set.name + "' not built: " + built.error().message);
       continue;
     }
     if (built->files.empty()) {
@@ -266,7 +266,7 @@ auto DumpBuilder::build_due() -> void {
       // content of changes behind the horizon is no longer offered.
       if (m_options.shared_dumps && !built.empty() && built.front().n <= parts.compacted) {
         if (auto r = m_options.shared_dumps->drop_change_packages(set.name, parts.compacted); !r) {
-          log::warn("", "Change Dump packages of set '" + set.name + "' not dropped: " + r.error().message);
+          m_warnings.warn("", "Change Dump packages of set '" + set.name + "' not dropped: " + r.error().message);
         }
       }
       while (!built.empty() && built.front().n <= parts.compacted) {
@@ -308,7 +308,7 @@ auto DumpBuilder::build_due() -> void {
                      : build_change_package(*m_reader, *m_blobs, m_urls, set, o, n, parts.parts[i], after,
                                             parts.part_size);
       if (!pkg) {
-        log::warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
+        m_warnings.warn("", "Change Dump package " + std::to_string(n) + " of set '" + set.name +
                           "' not built: " + pkg.error().message);
         break;
       }

@@ -9,6 +9,7 @@
 // dumps' state.
 
 #include "common/http/server.h"
+#include "common/log.h"
 #include "republisher/dumps.h"
 #include "republisher/server.h"
 #include "republisher/shelf.h"
@@ -104,6 +105,7 @@ private:
 
   const PublishOptions& m_options;
   std::shared_ptr<store::StoreReader> m_reader;
+  log::Limiter m_warnings; // a pass every few seconds: each failure once a minute
   std::shared_ptr<store::BlobStore> m_blobs;
   const UrlScheme& m_urls;
   Shelf& m_shelf;

@@ -21,7 +21,7 @@ Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
     // batch is fetched: the pack's sync and the index's cost 3.5-4 ms a
     // batch of 1,000, which in the fetch path left both cores idle.
     std::vector<std::string> uploads = b.new_blobs;
-    if (auto r = publish(blobs, uploads); !r) {
+    if (auto r = publish(blobs, uploads, b); !r) {
       return r;
     }
     // The remote tier receives the batch's blobs before the database names
@@ -45,7 +45,8 @@ Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
   return {};
 }
 
-Result<void> Committer::publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred) {
+Result<void> Committer::publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred,
+                                const store::Batch& batch) {
   if (sealed.empty()) {
     return {};
   }
@@ -56,10 +57,21 @@ Result<void> Committer::publish(std::vector<store::BlobStore::Writer>& sealed, s
   }
   // A blob that cannot be made durable fails the batch: its records name
   // it (our own disk, not the Source's fault; the run stops and is retried).
-  for (auto& r : m_blobs.publish(writers, &deferred)) {
-    if (!r) {
-      return tl::unexpected(r.error().with_context("storing the batch's content"));
+  auto published = m_blobs.publish(writers, &deferred);
+  for (size_t i = 0; i < published.size(); ++i) {
+    if (published[i]) {
+      continue;
     }
+    // Named by a resource of the batch that holds it (the disk that was
+    // full is ours, the content one the Source served).
+    std::string whose = "the batch's content";
+    for (const auto& u : batch.upserts) {
+      if (i < sealed.size() && u.blob_sha256 && *u.blob_sha256 == sealed[i].sealed_sha256()) {
+        whose = "the content of " + u.uri;
+        break;
+      }
+    }
+    return tl::unexpected(published[i].error().with_context("storing " + whose));
   }
   return {};
 }

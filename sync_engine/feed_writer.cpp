@@ -324,9 +324,16 @@ std::optional<std::vector<Result<FetchedContent>>> fetch_for_batch(RunContext& c
     ended = ctx.commit(batch); // refused: nothing of this batch is applied
     return std::nullopt;
   }
-  if (auto full = RunContext::disk_full(results)) {
-    ended = tl::unexpected(*full); // nothing of this batch is applied; the run waits for space
-    return std::nullopt;
+  for (size_t i = 0; i < results.size() && i < to_fetch.size(); ++i) {
+    if (!results[i] && is_disk_full(results[i].error())) {
+      // Nothing of this batch is applied; the run waits for space. The
+      // error names the content that did not fit, not the document the
+      // run was reading.
+      Error full = results[i].error();
+      full.message = "content of " + to_fetch[i]->loc + ": " + full.message;
+      ended = tl::unexpected(std::move(full));
+      return std::nullopt;
+    }
   }
   return results;
 }

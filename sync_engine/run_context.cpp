@@ -598,15 +598,6 @@ std::vector<Result<FetchedContent>> RunContext::fetch_all(const std::vector<cons
   return results;
 }
 
-std::optional<Error> RunContext::disk_full(const std::vector<Result<FetchedContent>>& results) {
-  for (const auto& r : results) {
-    if (!r && is_disk_full(r.error())) {
-      return r.error();
-    }
-  }
-  return std::nullopt;
-}
-
 void RunContext::stage_sealed(std::vector<Result<FetchedContent>>& results) {
   std::lock_guard lock(m_uploads_mutex);
   for (auto& r : results) {

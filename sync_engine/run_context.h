@@ -111,7 +111,8 @@ public:
 private:
   // Makes `sealed` durable and names them; what a remote tier is still to
   // receive is appended to `deferred`.
-  Result<void> publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred);
+  Result<void> publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred,
+                       const store::Batch& batch);
   std::unique_ptr<store::Store> m_session;
   store::BlobStore& m_blobs;
   std::future<Result<void>> m_future;
@@ -206,10 +207,6 @@ public:
   // concurrency), each from its mirrors in `pri` order then its loc, within
   // the host policy; every blob is published (durable) before this returns.
   std::vector<Result<FetchedContent>> fetch_all(const std::vector<const rs::Entry*>& entries);
-  // The first result that failed because the disk is full: the batch is
-  // then not applied at all, rather than each of its resources charged a
-  // failure and a retry back-off for what is no fault of theirs.
-  static std::optional<Error> disk_full(const std::vector<Result<FetchedContent>>& results);
   // Takes the sealed blobs of `results` for the next commit(), whose
   // committer makes them durable with one sync and names them before it
   // applies the batch (off this thread: the syncs overlap the next fetch).

@@ -163,6 +163,8 @@ public:
     // Digests of what was written, without committing (for verification
     // before deciding to keep the bytes).
     std::vector<rs::HashValue> digests();
+    // The sha-256 seal() or commit() found (empty before).
+    const std::string& sealed_sha256() const { return m_info.sha256; }
 
   private:
     friend class BlobStore;

@@ -100,6 +100,9 @@ TEST_CASE("Disk full: the daemon pauses as a node mid-baseline, charges no resou
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const std::string later_log = d.log_text();
   CHECK(count_of(later_log, "the data directory's disk is full") == 1);
+  // What did not fit is named: a resource's content, not the document the
+  // run was reading.
+  CHECK(later_log.find("storing the content of " + up.url("/res/")) != std::string::npos);
   CHECK(count_of(later_log, "run started") == count_of(paused_log, "run started"));
   CHECK(count_of(later_log, "\n") - count_of(paused_log, "\n") <= 2);
   CHECK(scalar(d, "SELECT count(*) FROM retry") == "0");

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <thread>
 #include <sstream>
 #include <string>
 
@@ -75,4 +76,29 @@ TEST_CASE("log: bytes that are not UTF-8, C1 controls, DEL and bidirectional ove
       CHECK(nlohmann::json::accept(out));
     }
   }
+}
+
+TEST_CASE("log: a Limiter lets a repeated warning out once a minute per condition, saying how many it held back") {
+  log::configure(log::Level::info, log::Format::text);
+  log::Limiter limiter(std::chrono::seconds(1));
+  const std::string out = captured([&] {
+    for (int i = 0; i < 30; ++i) {
+      limiter.warn("", "Resource Dump of set 'a' not built: No space left on device (pass " + std::to_string(i) + ")");
+      limiter.warn("", "Resource Dump of set 'b' not built: No space left on device");
+    }
+  });
+  auto lines = [](const std::string& text, const std::string& needle) {
+    size_t n = 0;
+    for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  CHECK(lines(out, "set 'a' not built") == 1); // one condition, whatever its detail
+  CHECK(lines(out, "set 'b' not built") == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const std::string later = captured([&] {
+    limiter.warn("", "Resource Dump of set 'a' not built: No space left on device (pass 31)");
+  });
+  CHECK(later.find("(29 more like it in the last minute)") != std::string::npos);
 }
