@@ -65,10 +65,14 @@ packages=(
   # against the vendored schemas (tests/data/oai-schemas)
   libdancer-plugin-catmandu-oai-perl libcatmandu-perl libhttp-oai-perl
   libcatmandu-oai-perl libxml2-utils
-  # npm, for the third harvester of those tests (npm's oai-pmh, installed
-  # pinned by deploy/install-npm-tools.sh)
-  nodejs npm
 )
+# npm, for the third harvester of those tests (npm's oai-pmh, installed
+# pinned by deploy/install-npm-tools.sh): Debian's, unless an npm is there
+# already (a Node.js from NodeSource carries its own, and conflicts with
+# Debian's npm package).
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
