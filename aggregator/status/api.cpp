@@ -119,6 +119,22 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
   return {"in_sync", ""};
 }
 
+std::optional<double> lag_of(const Scheduler::View& v, const store::SourceStats* st, Time configured, Time now) {
+  if (v.state == SourceState::disabled || v.paused) {
+    return std::nullopt;
+  }
+  const Time since = st && st->last_success ? Time(st->last_success->started_at) : configured;
+  return std::max(0.0, std::chrono::duration<double>(now - since).count());
+}
+
+Time configured_at(const DaemonState& state, const std::string& name, const store::SourceStats* st) {
+  if (st && st->created_at != rs::Timestamp{}) {
+    return Time(st->created_at);
+  }
+  auto it = state.configured_at.find(name);
+  return it == state.configured_at.end() ? state.started_at : it->second;
+}
+
 Result<json> sources_json(DaemonState& state, const std::string& only) {
   auto stats = read_stats(state);
   if (!stats) {
@@ -200,11 +216,8 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     }
     j["job"] = job;
     json lag{{"unapplied_changes", unapplied}};
-    if (st && st->newest_change) {
-      lag["seconds"] = std::max(0.0, std::chrono::duration<double>(now - *st->newest_change).count());
-    } else {
-      lag["seconds"] = nullptr;
-    }
+    const auto seconds = lag_of(v, st, configured_at(state, v.name, st), now);
+    lag["seconds"] = seconds ? json(*seconds) : json(nullptr);
     j["lag"] = lag;
     auto [sync, why] = sync_state_of(v, *cfg, st, unapplied, now);
     j["state"] = sync;

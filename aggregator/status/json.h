@@ -55,6 +55,19 @@ inline constexpr const char* k_sync_states[] = {"in_sync", "lagging", "failing",
 std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
                                                   const store::SourceStats* st, uint64_t unapplied, Time now);
 
+// How far behind the source is, in seconds: since the start of its last
+// successful run (at its end we held everything the Source offered when it
+// began; changes since are what we may not have), or, before any, since it
+// was configured (`configured`). A quiet source polled a minute ago lags
+// about a minute; one that fails lags more at every run. None for a paused
+// or disabled source (not behind: stopped on purpose), so no alert on lag
+// fires for it. The one rule for the page, the API, the history and
+// /metrics.
+std::optional<double> lag_of(const Scheduler::View& v, const store::SourceStats* st, Time configured, Time now);
+// When a source was configured: its first run's record, or this process's
+// first sight of it.
+Time configured_at(const DaemonState& state, const std::string& name, const store::SourceStats* st);
+
 // The kind of a run's error, from its reason, for grouping: "HTTP 404",
 // "hash mismatch", "timeout", "TLS", "connection", "too large", "refused",
 // "rejected entry", "invalid document", "busy" or "other".

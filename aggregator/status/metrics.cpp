@@ -110,21 +110,16 @@ public:
   // sight of it): so the Lagging and NoSuccess alerts fire for a source
   // that never once worked, instead of finding no series.
   auto configured = [this](const std::string& name, const store::SourceStats* s) {
-    if (s && s->created_at != rs::Timestamp{}) {
-      return epoch_seconds(s->created_at);
-    }
-    auto it = state.configured_at.find(name);
-    const Time t = it == state.configured_at.end() ? state.started_at : it->second;
-    return std::chrono::duration<double>(t.time_since_epoch()).count();
+    return std::chrono::duration<double>(configured_at(state, name, s).time_since_epoch()).count();
   };
-  const double now_s = std::chrono::duration<double>(now.time_since_epoch()).count();
   family("tributary_source_lag_seconds", "gauge",
-         "Now minus the newest upstream change applied (before any: minus when the source was configured).");
+         "How far behind the source is: since the start of its last successful run (before any: since it was "
+         "configured). No series for a paused or disabled source.");
   for (const auto& v : views) {
-    const auto* s = stat_of(v.name);
-    const double from = s && s->newest_change ? epoch_seconds(*s->newest_change) : configured(v.name, s);
-    m << "tributary_source_lag_seconds{source=\"" << v.name << "\"} " << std::fixed << std::setprecision(3)
-      << std::max(0.0, now_s - from) << std::defaultfloat << std::setprecision(6) << '\n';
+    if (auto lag = lag_of(v, stat_of(v.name), configured_at(state, v.name, stat_of(v.name)), now)) {
+      m << "tributary_source_lag_seconds{source=\"" << v.name << "\"} " << std::fixed << std::setprecision(3)
+        << *lag << std::defaultfloat << std::setprecision(6) << '\n';
+    }
   }
   family("tributary_source_last_success_timestamp_seconds", "gauge",
          "When the last successful run ended (before any: when the source was configured).");

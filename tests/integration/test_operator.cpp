@@ -529,3 +529,42 @@ TEST_CASE("Operator: notifications that arrive during a run are coalesced into o
   CHECK(std::stoi(scalar(d, "SELECT count(*) FROM change_log")) >= 400);
   sim.stop();
 }
+
+TEST_CASE("Operator: lag means behind: a quiet source polled on time lags about one interval, however old its "
+          "newest change; paused and disabled ones have no lag, in the API and /metrics; a failing one's grows") {
+  TwoResources source; // changes dated 2026-01-01, never again: a quiet Source
+  const std::string url = source.up.url("/");
+  const int dead = free_port();
+  TestDaemon d({{"quiet", url}, {"paused", url}, {"off", url}, {"down", "http://127.0.0.1:" + std::to_string(dead) + "/"}});
+  edit_config(d, [](json& j) {
+    for (auto& s : j["sources"]) {
+      s["interval"] = "2s";
+    }
+    j["sources"][2]["enabled"] = false;
+  });
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "quiet", 2) && in_sync(st, "paused", 2); }));
+  REQUIRE(call(d.base, "POST", "/api/v1/sources/paused/pause", k_admin, R"({"reason": "maintenance"})").status == 200);
+  // Long enough that a lag counted from the newest change (or from the
+  // first sync) would be plainly more than an interval.
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  const json st = status_of(d.base);
+  auto lag = [&](const std::string& name) { return find_source(st, name)->at("lag").at("seconds"); };
+  INFO(st.dump());
+  REQUIRE(lag("quiet").is_number());
+  CHECK(lag("quiet").get<double>() < 2 + 3); // its interval, and the run's own time
+  CHECK(find_source(st, "quiet")->at("state") == "in_sync");
+  CHECK(lag("paused").is_null());
+  CHECK(lag("off").is_null());
+  REQUIRE(lag("down").is_number());
+  CHECK(lag("down").get<double>() >= 8); // never succeeded: since it was configured
+  CHECK(find_source(st, "down")->at("state") != "in_sync");
+  const std::string m = metrics_of(d.base);
+  CHECK(metric(m, "tributary_source_lag_seconds{source=\"quiet\"}") >= 0);
+  CHECK(metric(m, "tributary_source_lag_seconds{source=\"quiet\"}") < 5);
+  CHECK(m.find("tributary_source_lag_seconds{source=\"paused\"}") == std::string::npos);
+  CHECK(m.find("tributary_source_lag_seconds{source=\"off\"}") == std::string::npos);
+  CHECK(metric(m, "tributary_source_lag_seconds{source=\"down\"}") >= 8);
+  CHECK(metric(m, "tributary_source_state{source=\"paused\",state=\"paused\"}") == 1);
+  CHECK(metric(m, "tributary_source_state{source=\"off\",state=\"disabled\"}") == 1);
+}
