@@ -247,8 +247,10 @@ Result<void> sync_feed(RunContext& ctx, int64_t feed, const std::string& caplist
 // followed by polling it.
 Result<void> sync_list_feed(RunContext& ctx, int64_t feed, const std::string& list_url) {
   switch (ctx.opt().mode) {
-  case store::RunMode::baseline:
+  case store::RunMode::baseline: {
+    RunContext::BaselineScope counted(ctx); // counted as a baseline's, not as changes
     return baseline_from_list(ctx, feed, list_url);
+  }
   case store::RunMode::audit:
     return audit(ctx, feed, list_url);
   case store::RunMode::incremental: {
@@ -257,7 +259,11 @@ Result<void> sync_list_feed(RunContext& ctx, int64_t feed, const std::string& li
       return tl::unexpected(wm.error());
     }
     if (!wm->baseline_at && !wm->last_time) {
+      // A first sync is a baseline, whatever kind of list: its creations
+      // are what the Source holds, not changes it made (a plain sitemap
+      // read once showed as 6-24 changes/min).
       ctx.note("never synced: baseline first");
+      RunContext::BaselineScope counted(ctx);
       if (auto r = baseline_from_list(ctx, feed, list_url); !r) {
         return r;
       }

@@ -294,7 +294,7 @@ nlohmann::json node_json(const DaemonState& state) {
   if (auto c = state.disk.condition()) {
     disk = {{"full", true}, {"since", iso(c->since)}, {"free_bytes", c->free_bytes}};
   }
-  return {{"disk", disk}};
+  return {{"disk", disk}, {"started_at", iso(state.started_at)}};
 }
 
 void api_route(DaemonState& state, const http::Request& req, http::Response& res) {

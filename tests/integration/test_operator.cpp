@@ -568,3 +568,22 @@ TEST_CASE("Operator: lag means behind: a quiet source polled on time lags about 
   CHECK(metric(m, "tributary_source_state{source=\"paused\",state=\"paused\"}") == 1);
   CHECK(metric(m, "tributary_source_state{source=\"off\",state=\"disabled\"}") == 1);
 }
+
+TEST_CASE("Operator: a plain sitemap's first sync is a baseline, counted as one, not as changes") {
+  Upstream up;
+  std::string urls;
+  for (int i = 0; i < 12; ++i) {
+    up.set("/page/" + std::to_string(i), "page " + std::to_string(i), "text/html");
+    urls += "<url><loc>" + up.url("/page/" + std::to_string(i)) + "</loc></url>";
+  }
+  up.set("/sitemap.xml",
+         "<?xml version=\"1.0\"?><urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">" + urls + "</urlset>",
+         "application/xml");
+  TestDaemon d({{"site", up.url("/")}});
+  d.start();
+  REQUIRE(wait_for(d.base, [](const json& st) { return in_sync(st, "site", 12); }));
+  const std::string m = metrics_of(d.base);
+  CHECK(metric(m, "tributary_changes_applied_total{source=\"site\",mode=\"baseline\",change=\"created\"}") == 12);
+  CHECK(metric(m, "tributary_changes_applied_total{source=\"site\",mode=\"incremental\",change=\"created\"}") == 0);
+  CHECK(find_source(status_of(d.base), "site")->at("kind") == "plain-sitemap");
+}
