@@ -96,13 +96,25 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
   if (v.consecutive_failures > 0) {
     return {"failing", std::to_string(v.consecutive_failures) + " failed run(s) in a row"};
   }
-  if (st && st->retrying > 0) {
-    return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
+  // What needs a human: deletions held for a confirmation, a Source whose
+  // clock is ahead. Green would hide them.
+  if (st) {
+    uint64_t held = 0;
+    for (const auto& h : st->deletion_holds) {
+      held += h.confirmed ? 0 : h.unseen;
+    }
+    if (held > 0) {
+      return {"attention", std::to_string(held) + " deletion(s) held by the mass-deletion guard: confirm or refuse "
+                                                  "them (the source's page, or the API)"};
+    }
   }
   if (st && st->clock_ahead_seconds) {
-    return {"lagging", "the Source's clock is ahead: it dates changes up to " +
-                           std::to_string(static_cast<long long>(*st->clock_ahead_seconds)) +
-                           " s in the future (applied; the watermark waits at the time they were read)"};
+    return {"attention", "the Source's clock is ahead: it dates changes up to " +
+                             std::to_string(static_cast<long long>(*st->clock_ahead_seconds)) +
+                             " s in the future (applied; the watermark waits at the time they were read)"};
+  }
+  if (st && st->retrying > 0) {
+    return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
   }
   if (!st || !st->last_success) {
     return {"lagging", "no successful run yet"};

@@ -48,10 +48,10 @@ constexpr size_t k_subscribers_shown = 100;
 bool fresh(const DaemonState::Cached& c);
 
 // A source's state, one vocabulary for the page, the API and /metrics:
-// "in_sync", "lagging", "failing", "paused" or "disabled", and why when not
-// in sync. `st` may be null (no run yet); `unapplied`: changes left in its
+// "in_sync", "lagging", "attention" (needs a human: deletions held, its
+// clock ahead), "failing", "paused" or "disabled", and why when not in sync. `st` may be null (no run yet); `unapplied`: changes left in its
 // running job.
-inline constexpr const char* k_sync_states[] = {"in_sync", "lagging", "failing", "paused", "disabled"};
+inline constexpr const char* k_sync_states[] = {"in_sync", "lagging", "attention", "failing", "paused", "disabled"};
 std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, const sync::SourceConfig& cfg,
                                                   const store::SourceStats* st, uint64_t unapplied, Time now);
 

@@ -93,6 +93,16 @@ public:
     o << (s ? s->deleted : 0);
     return true;
   });
+  per_source("tributary_source_deletions_held",
+             "Deletions the mass-deletion guard holds for an operator's confirmation (not yet confirmed).",
+             [](const auto* s, std::ostream& o) {
+               uint64_t held = 0;
+               for (const auto& h : s ? s->deletion_holds : std::vector<store::DeletionHold>{}) {
+                 held += h.confirmed ? 0 : h.unseen;
+               }
+               o << held;
+               return true;
+             });
   per_source("tributary_source_retrying_resources",
              "Resources whose content failed and is fetched again by later runs.", [](const auto* s, std::ostream& o) {
                o << (s ? s->retrying : 0);
@@ -146,7 +156,8 @@ public:
   // The status page's and the API's states, one series per state (1 for
   // the current one), so that "sources by state" counts each.
   family("tributary_source_state", "gauge",
-         "1 for the source's state (in_sync, lagging, failing, paused, disabled: as the status page and API say).");
+         "1 for the source's state (in_sync, lagging, attention, failing, paused, disabled: as the status page and "
+         "API say).");
   for (const auto& v : views) {
     const sync::SourceConfig* cfg = state.scheduler.source(v.name);
     uint64_t unapplied = 0;

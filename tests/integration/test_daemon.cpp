@@ -247,6 +247,13 @@ TEST_CASE("Daemon: a Resource List that suddenly lists nothing deletes nothing u
     CHECK(h["capability_list"] == up.url("/caps.xml"));
     CHECK(h["reason"].get<std::string>().find("lacks 4 of the 4 resources held") != std::string::npos);
     CHECK(h["confirm"] == "POST /api/v1/sources/up/confirm-deletions");
+    // It needs a human: a state of its own, not a green "in sync", and a
+    // series for alerts.
+    CHECK(s["state"] == "attention");
+    CHECK(s["state_reason"].get<std::string>().find("4 deletion(s) held") != std::string::npos);
+    const std::string m = call(d.base, "GET", "/metrics").body;
+    CHECK(m.find("tributary_source_state{source=\"up\",state=\"attention\"} 1") != std::string::npos);
+    CHECK(m.find("tributary_source_deletions_held{source=\"up\"} 4") != std::string::npos);
   }
   // The baseline's run says so (later incremental runs, every second, are
   // the last success by now).

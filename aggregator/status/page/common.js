@@ -4,8 +4,9 @@ const path = location.pathname;
 const detailMatch = path.match(/\/status\/sources\/([^/]+)$/);
 const root = path.replace(/status(\/sources\/[^/]*)?$/, "");
 const api = p => root + "api/v1/" + p;
-const RANKS = {failing: 0, lagging: 1, paused: 2, in_sync: 3, disabled: 4};
-const LABELS = {in_sync: "in sync", lagging: "lagging", failing: "failing", paused: "paused", disabled: "disabled"};
+const RANKS = {failing: 0, attention: 1, lagging: 2, paused: 3, in_sync: 4, disabled: 5};
+const LABELS = {in_sync: "in sync", lagging: "lagging", attention: "needs attention", failing: "failing", paused: "paused",
+                disabled: "disabled"};
 
 const KINDS = {
   "resourcesync": "ResourceSync with Change Lists",

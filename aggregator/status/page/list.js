@@ -152,7 +152,7 @@ function sourceRow(s, now, pushed, nodes) {
   return tr;
 }
 function renderSummary(d) {
-  const counts = {in_sync: 0, lagging: 0, failing: 0, paused: 0, disabled: 0};
+  const counts = {in_sync: 0, lagging: 0, attention: 0, failing: 0, paused: 0, disabled: 0};
   for (const s of d.sources) counts[s.state] = (counts[s.state] || 0) + 1;
   let total = null, stored = null, minutes = null;
   for (const s of d.sources) {
@@ -166,7 +166,7 @@ function renderSummary(d) {
   const box = document.getElementById("summary");
   box.replaceChildren();
   box.appendChild(el("b", d.sources.length)); box.append(" sources: ");
-  ["in_sync", "lagging", "failing", "paused", "disabled"].forEach((k, i) => {
+  ["in_sync", "lagging", "attention", "failing", "paused", "disabled"].forEach((k, i) => {
     if (i) box.append(" · ");
     const b = document.createElement("button");
     b.dataset.count = k;
