@@ -7,7 +7,8 @@ DevTools Protocol (Debian's chromium and python3-websocket).
     page_actions.py URL TOKEN BY STEP...
 
 STEP is "click:ACTION" (a button's data-action, e.g. pause), "reason:TEXT"
-(typed into the reason field), "wait:MS", "reload" (the page again: the
+(typed into the reason field), "wait:MS", "width:PX" (the window that
+wide, 900 px high, and the page laid out again), "reload" (the page again: the
 token is asked for anew), "buttons" (the buttons shown) or "eval:EXPR" (a
 script expression's value, e.g. a row's height). The page is a source's
 page or the list. Prints one JSON
@@ -112,6 +113,11 @@ def main():
             elif kind == "reason":
                 page.js("document.getElementById('action-reason').value = %s; true" % json.dumps(arg))
                 print(json.dumps({"step": step, "result": "typed"}), flush=True)
+            elif kind == "width":
+                page.call("Emulation.setDeviceMetricsOverride", width=int(arg), height=900, deviceScaleFactor=1,
+                          mobile=False)
+                time.sleep(0.3)
+                print(json.dumps({"step": step, "result": page.js("innerWidth")}), flush=True)
             elif kind == "wait":
                 time.sleep(int(arg) / 1000.0)
                 print(json.dumps({"step": step, "result": "waited"}), flush=True)

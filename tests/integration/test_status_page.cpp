@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <sstream>
 
 using namespace tributary;
 using namespace tributary::test;
@@ -252,6 +253,39 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
     CHECK(tallest.get<double>() <= 30);
     CHECK(text.find("\"result\": 200") != std::string::npos);
   }
+  // The list fits 1,400 and 1,280 px: no column past the window's edge
+  // (the Last error column truncates, its full text on hover).
+  {
+    const std::string out = (dir.path / "widths.jsonl").string();
+    const std::string fits = "'eval:[document.documentElement.scrollWidth, innerWidth, "
+                             "Math.round(Math.max(...[...document.querySelectorAll(\"#source-table th\")]"
+                             ".map(c => c.getBoundingClientRect().right)))].join(\" \")'";
+    const std::string cmd =
+        python3() + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/page_actions.py").string() +
+        " '" + d.base + "/status' - - width:1400 " + fits + " width:1280 " + fits + " > " + out + " 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const std::string text = slurp(out);
+    INFO(text);
+    std::istringstream lines(text);
+    int checked = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const json j = json::parse(line);
+      if (j["step"].get<std::string>().rfind("eval:", 0) != 0) {
+        continue;
+      }
+      std::istringstream v(j["result"].get<std::string>());
+      double scroll = 0, inner = 0, right = 0;
+      v >> scroll >> inner >> right;
+      MESSAGE("window " << inner << " px: page " << scroll << " px wide, last column ends at " << right << " px");
+      CHECK(scroll <= inner);
+      CHECK(right <= inner);
+      ++checked;
+    }
+    CHECK(checked == 2);
+    // The error's full text is on hover.
+    const std::string dom = dom_of(d.base + "/status", dir.path, "hover");
+    CHECK(dom.find("<td class=\"error\" title=\"") != std::string::npos);
+  }
   lap("list pages rendered");
   // ---- one source: a broken one ----
   {
@@ -289,6 +323,7 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
   using Shot = std::tuple<std::string, std::string, int, int>;
   for (const auto& [url, name, height, width] :
        {Shot{d.base + "/status", "status-200-sources", 1400, 1400},
+        Shot{d.base + "/status", "status-200-sources-1280", 1400, 1280},
         Shot{d.base + "/status", "status-200-sources-phone", 2400, 390},
         Shot{d.base + "/status/sources/broken-0", "status-source-broken", 1600, 1400},
         Shot{d.base + "/status/sources/sim-0-000", "status-source-pushed", 1600, 1400}}) {
