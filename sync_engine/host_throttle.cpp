@@ -109,6 +109,15 @@ void HostThrottle::set_reason_locked(Host& h, std::string why) {
   h.changed_at = std::chrono::system_clock::now();
 }
 
+void HostThrottle::count_second_locked(Host& h, steady::time_point now) {
+  // Moves the ring to `now`'s second, emptying the seconds passed since.
+  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  for (int64_t s = std::max(h.newest_second + 1, second - 59); s <= second; ++s) {
+    h.per_second[static_cast<size_t>(s % 60)] = 0;
+  }
+  h.newest_second = std::max(h.newest_second, second);
+}
+
 void HostThrottle::tick_locked(Host& h, steady::time_point now) {
   const auto elapsed = now - h.bucket_start;
   if (elapsed < k_bucket) {
@@ -326,6 +335,8 @@ void HostThrottle::finish(const Ticket& ticket, const Outcome& o) {
     const auto now = m_clock();
     h.in_flight = h.in_flight ? h.in_flight - 1 : 0;
     ++h.bucket_count;
+    count_second_locked(h, now);
+    ++h.per_second[static_cast<size_t>(h.newest_second % 60)];
     const auto code = o.status;
     if (code == 429 || code == 502 || code == 503 || code == 504) {
       std::string why = "HTTP " + std::to_string(code);
@@ -397,6 +408,15 @@ std::vector<HostThrottle::HostView> HostThrottle::snapshot() const {
     }
     v.crawl_delay = h.crawl_delay;
     v.measured_rate = now - h.bucket_start < 2 * k_bucket ? h.measured_rate : 0;
+    {
+      // The ring's seconds within the last minute (those before are stale).
+      const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+      uint64_t sum = 0;
+      for (int64_t s = std::max(h.newest_second - 59, second - 59); s <= h.newest_second; ++s) {
+        sum += h.per_second[static_cast<size_t>(s % 60)];
+      }
+      v.minute_rate = static_cast<double>(sum) / 60.0;
+    }
     v.latency_ms = std::max(0.0, h.latency_ms);
     v.usual_latency_ms = std::max(0.0, h.floor_ms);
     v.requests = h.requests;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -69,6 +70,7 @@ public:
     std::optional<double> configured_rate; // max_requests_per_second, when set
     std::optional<double> crawl_delay;     // seconds, from robots.txt
     double measured_rate = 0;     // requests/s completed over the last second
+    double minute_rate = 0;       // requests/s completed over the last minute (what a person reads)
     double latency_ms = 0;        // moving average of the time to first byte
     double usual_latency_ms = 0;  // the host's usual (lowest recent) latency
     uint64_t requests = 0;
@@ -128,6 +130,10 @@ private:
     std::chrono::steady_clock::time_point bucket_start{};
     unsigned bucket_count = 0;
     double measured_rate = 0;
+    // Requests completed in each of the last 60 seconds (slot = second % 60),
+    // and the second the newest slot counts.
+    std::array<uint32_t, 60> per_second{};
+    int64_t newest_second = 0;
     double latency_ms = -1; // moving average; < 0 until the first sample
     double floor_ms = -1;   // lowest recent latency, drifting up slowly
     bool signalled = false; // a signal in the current period
@@ -147,6 +153,8 @@ private:
 
   Host& host_locked(const std::string& host);
   void tick_locked(Host& h, std::chrono::steady_clock::time_point now);
+  // Moves `h`'s ring of per-second counts to `now`'s second.
+  static void count_second_locked(Host& h, std::chrono::steady_clock::time_point now);
   void back_off_locked(Host& h, std::chrono::steady_clock::time_point now,
                        std::chrono::steady_clock::time_point started, const std::string& why,
                        std::optional<std::chrono::milliseconds> pause);

@@ -266,6 +266,7 @@ nlohmann::json hosts_json(const DaemonState& state) {
                    {"configured_rate", opt(h.configured_rate)},
                    {"crawl_delay", opt(h.crawl_delay)},
                    {"measured_rate", h.measured_rate},
+                   {"minute_rate", h.minute_rate},
                    {"latency_ms", h.latency_ms},
                    {"usual_latency_ms", h.usual_latency_ms},
                    {"requests", h.requests},

@@ -69,7 +69,8 @@ function sortValue(s, key) {
 }
 // A host's throttle in a few words: "12.5 req/s, window 8[, limited to 2.0/s]".
 function hostRate(h) {
-  return h.measured_rate.toFixed(1) + " req/s, window " + h.window +
+  // Over the last minute: the last second's rate is 0 between a source's runs.
+  return h.minute_rate.toFixed(1) + " req/s, window " + h.window +
       (h.rate_limit !== null ? ", limited to " + h.rate_limit.toFixed(1) + "/s" : "");
 }
 function hostCell(s) {

@@ -284,3 +284,20 @@ TEST_CASE("RetryingFetcher: reads robots.txt once per http host and feeds 503s t
   REQUIRE(f.fetch("file:///tmp/x", {}, [](const char*, size_t) { return true; }));
   CHECK(inner->urls.size() == 5); // no robots.txt for file:
 }
+
+TEST_CASE("HostThrottle: the rate a person reads is over the last minute, not 0 between a source's runs") {
+  FakeTime t;
+  auto th = t.make();
+  // A run of 120 requests every 10 s, for a minute: 12 requests/s on
+  // average, none in the last few seconds.
+  for (int run_no = 0; run_no < 6; ++run_no) {
+    run(t, th, "http://quiet", 120, 200, 1ms);
+    t.now += std::chrono::milliseconds(10000 - 120);
+  }
+  t.now += 5s;
+  const auto& v = view_of(th.snapshot(), "http://quiet");
+  CHECK(v.measured_rate == 0); // the last second: nothing
+  CHECK(v.minute_rate == doctest::Approx(12).epsilon(0.2));
+  t.now += 120s; // two quiet minutes: 0 again
+  CHECK(view_of(th.snapshot(), "http://quiet").minute_rate == 0);
+}
