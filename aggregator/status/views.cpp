@@ -199,7 +199,9 @@ void detail_route(DaemonState& state, const std::string& name, http::Response& r
   Result<std::vector<store::RunInfo>> runs = make_error(ErrorKind::permanent, "unread");
   {
     std::lock_guard lock(state.status_mutex);
-    runs = state.status_store->recent_runs(name, 20);
+    // Enough that a failed run is not pushed off by a morning of runs that
+    // changed nothing (the page folds those into one line each).
+    runs = state.status_store->recent_runs(name, 100);
   }
   for (const Error* e : {feeds ? nullptr : &feeds.error(), errors ? nullptr : &errors.error(),
                          retrying ? nullptr : &retrying.error(), runs ? nullptr : &runs.error()}) {

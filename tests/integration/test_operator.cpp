@@ -567,6 +567,29 @@ TEST_CASE("Operator: lag means behind: a quiet source polled on time lags about 
   CHECK(metric(m, "tributary_source_lag_seconds{source=\"down\"}") >= 8);
   CHECK(metric(m, "tributary_source_state{source=\"paused\",state=\"paused\"}") == 1);
   CHECK(metric(m, "tributary_source_state{source=\"off\",state=\"disabled\"}") == 1);
+  // The quiet source's page folds its runs that changed nothing into one
+  // line: the first run (its baseline) stays a line of its own.
+  ScratchDir dir("operator-runs");
+  const std::string out = (dir / "runs.jsonl").string();
+  const std::string cmd =
+      python3() + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/page_actions.py").string() +
+      " '" + d.base + "/status/sources/quiet' - - wait:1500 "
+      "'eval:[...document.querySelectorAll(\"#runs tr[data-runs]\")].map(r => r.dataset.runs).join(\",\")' "
+      "'eval:document.querySelectorAll(\"#runs tr[data-run]\").length' > " + out + " 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string text = slurp(out);
+  INFO(text);
+  std::vector<json> steps;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    steps.push_back(json::parse(line));
+  }
+  REQUIRE(steps.size() == 3);
+  const std::string folded = steps[1]["result"];
+  CHECK(!folded.empty());
+  CHECK(folded.find(',') == std::string::npos); // one line for all of them
+  CHECK(std::stoi(folded) >= 3);
+  CHECK(steps[2]["result"] == 1); // the baseline
 }
 
 TEST_CASE("Operator: a plain sitemap's first sync is a baseline, counted as one, not as changes") {

@@ -74,13 +74,37 @@ function renderDetail(d, now) {
     tr.className = "wrap";
     return tr;
   }, "no feed yet: the source has not been discovered");
-  rows("runs", d.runs, r => {
+  // Runs in a row that succeeded and changed nothing fold into one line
+  // ("not modified" every minute would push the one failed run off).
+  const runItems = [];
+  for (const r of d.runs) {
+    const c = r.counters;
+    const nothing = r.status === "succeeded" && !c.created && !c.updated && !c.deleted && !c.failed;
+    const last = runItems[runItems.length - 1];
+    if (nothing && last && last.quiet) last.quiet.push(r);
+    else runItems.push(nothing ? {quiet: [r]} : {run: r});
+  }
+  const runRow = r => {
     const tr = cells([r.id, r.mode + (r.trigger ? " · " + r.trigger : ""), "", "", r.duration_seconds !== undefined ? r.duration_seconds.toFixed(2) : "running",
                       r.counters.created, r.counters.updated, r.counters.deleted, r.counters.unchanged, r.counters.failed,
                       r.node || "–", r.message]);
     tr.children[2].appendChild(el("span", r.status, "state " + ({succeeded: "idle", partial: "lagging", failed: "failing", interrupted: "disabled"}[r.status] || "syncing")));
     tr.children[3].appendChild(when(r.started_at, now));
     tr.dataset.run = r.id;
+    return tr;
+  };
+  rows("runs", runItems.slice(0, 30), item => {
+    if (item.run || item.quiet.length === 1) return runRow(item.run || item.quiet[0]);
+    const q = item.quiet, newest = q[0], oldest = q[q.length - 1];
+    const modes = [...new Set(q.map(r => r.mode))].join(", ");
+    const unchanged = q.reduce((n, r) => n + r.counters.unchanged, 0);
+    const tr = cells([oldest.id + "–" + newest.id, modes, "", "", "", 0, 0, 0, unchanged, 0,
+                      [...new Set(q.map(r => r.node || "–"))].join(", "), q.length + " runs that changed nothing"]);
+    tr.children[2].appendChild(el("span", "succeeded", "state idle"));
+    tr.children[3].appendChild(when(oldest.started_at, now));
+    tr.children[3].append(" to ");
+    tr.children[3].appendChild(when(newest.started_at, now));
+    tr.dataset.runs = q.length;
     return tr;
   }, "no run yet");
   document.getElementById("errors-title").textContent = "Errors by kind (the newest " + num(d.errors.window) + " of the last runs)";
