@@ -15,6 +15,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <mutex>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -31,6 +35,66 @@ struct Answer {
   std::string content_type;
 };
 
+// Every answer of the status API a test reads (through call() below) is
+// checked against docs/openapi.json when the test's process ends
+// (check_openapi.py --partial): the document is the contract. An answer
+// that does not match fails the process, naming it. A few of each
+// (method, path, status) are kept: wait_for() asks hundreds of times.
+class ApiAnswers {
+public:
+  void add(const std::string& method, const std::string& path, int status, const std::string& body) {
+    if (status == 0) {
+      return;
+    }
+    std::lock_guard lock(m_mutex);
+    const std::string key = method + " " + path.substr(0, path.find('?')) + " " + std::to_string(status);
+    auto& kept = m_kept[key];
+    json a{{"method", method}, {"path", path}, {"status", status}, {"body", body}};
+    if (kept.size() < 3) {
+      kept.push_back(std::move(a));
+    } else {
+      kept.back() = std::move(a); // the newest stays
+    }
+  }
+  ~ApiAnswers() {
+    if (m_kept.empty()) {
+      return;
+    }
+    const auto file = std::filesystem::temp_directory_path() / ("tributary-api-answers-" + std::to_string(::getpid()));
+    {
+      std::ofstream out(file.string() + ".jsonl");
+      for (const auto& [key, kept] : m_kept) {
+        for (const auto& a : kept) {
+          out << a.dump() << '\n';
+        }
+      }
+    }
+    const std::string cmd = "python3 " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/check_openapi.py")
+                                              .string() +
+                            " --partial " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "docs/openapi.json").string() +
+                            " " + file.string() + ".jsonl > " + file.string() + ".out 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(file.string() + ".out");
+    const std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(file.string() + ".jsonl");
+    std::filesystem::remove(file.string() + ".out");
+    if (rc != 0) {
+      std::fprintf(stderr, "status API answers that do not match docs/openapi.json:\n%s\n", said.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+  }
+
+private:
+  std::mutex m_mutex;
+  std::map<std::string, std::vector<json>> m_kept;
+};
+
+inline ApiAnswers& api_answers() {
+  static ApiAnswers answers;
+  return answers;
+}
+
 inline Answer call(const std::string& base, const std::string& method, const std::string& path,
             const httplib::Headers& headers = {}, const std::string& body = "") {
   auto u = sync::parse_url(base);
@@ -40,6 +104,9 @@ inline Answer call(const std::string& base, const std::string& method, const std
   auto r = method == "POST" ? c.Post(path.c_str(), headers, body, "application/json") : c.Get(path.c_str(), headers);
   if (!r) {
     return {};
+  }
+  if (path.rfind("/api/", 0) == 0) {
+    api_answers().add(method, path, r->status, r->body);
   }
   return {r->status, r->body, r->get_header_value("Content-Type")};
 }

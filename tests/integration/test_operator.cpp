@@ -530,8 +530,8 @@ TEST_CASE("Operator: notifications that arrive during a run are coalesced into o
   sim.stop();
 }
 
-TEST_CASE("Operator: lag means behind: a quiet source polled on time lags about one interval, however old its "
-          "newest change; paused and disabled ones have no lag, in the API and /metrics; a failing one's grows") {
+TEST_CASE("Operator: lag means behind: a quiet source polled on time lags about one interval (however old its "
+          "newest change), paused and disabled ones have no lag in the API or /metrics, and a failing one's grows") {
   TwoResources source; // changes dated 2026-01-01, never again: a quiet Source
   const std::string url = source.up.url("/");
   const int dead = free_port();
