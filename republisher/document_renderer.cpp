@@ -159,7 +159,7 @@ auto DocumentRenderer::refresh(bool force) -> Result<void> {
   std::set<std::string> failed;
   auto view = std::make_shared<RenderedView>();
   DocumentMap& docs = view->documents;
-  put_xml(docs, m_urls.source_description(), render_source_description(m_urls, sets));
+  put_xml(docs, m_urls.source_description(), render_source_description(m_urls, sets, m_options.oai.enabled));
   std::string robots = "User-agent: *\nAllow: /\n";
   for (const auto& s : sets) {
     const std::string cap_path = m_urls.path_of(m_urls.capability_list(s.name));

@@ -172,8 +172,21 @@ std::string render_api_catalog(const UrlScheme& urls, bool oai, const std::vecto
   return out;
 }
 
-std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets) {
+std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets, bool oai) {
   rs::Document d = capability_document("description");
+  // The same aggregate in the other protocols we serve, and the catalog of
+  // them all (RFC 9727).
+  rs::Link catalog = link("api-catalog", urls.api_catalog());
+  catalog.type = "application/linkset+json";
+  d.header.links.push_back(std::move(catalog));
+  if (oai) {
+    rs::Link l = link("alternate", urls.oai());
+    l.type = "text/xml";
+    d.header.links.push_back(std::move(l));
+  }
+  rs::Link stream = link("alternate", urls.activity_collection(""));
+  stream.type = "application/ld+json";
+  d.header.links.push_back(std::move(stream));
   for (const auto& s : sets) {
     d.entries.push_back(capability_entry(urls.capability_list(s.name), "capabilitylist"));
   }

@@ -65,7 +65,11 @@ rs::Entry resource_entry(const UrlScheme& urls, const std::string& set, const st
 rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const store::LoggedChange& c,
                        std::optional<rs::Timestamp> previous, const std::function<bool(const std::string& uri)>& held);
 
-std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets);
+// Its header links our other faces: the API catalog (rel="api-catalog"),
+// and as rel="alternate" the OAI-PMH base URL (when served) and the IIIF
+// Change Discovery stream of everything.
+std::string render_source_description(const UrlScheme& urls, const std::vector<PublishedSet>& sets,
+                                      bool oai = true);
 // Our API catalog (RFC 9727, a linkset in JSON, RFC 9264): an `item` for
 // the ResourceSync Source Description, when served the OAI-PMH base URL,
 // and the IIIF Change Discovery streams: of everything, then of each set.

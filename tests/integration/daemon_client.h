@@ -105,7 +105,9 @@ inline Answer call(const std::string& base, const std::string& method, const std
   if (!r) {
     return {};
   }
-  if (path.rfind("/api/", 0) == 0) {
+  // The status API answers JSON, errors too; another answer under /api/ is
+  // not the API's (the public listener when operator_listen moved it).
+  if (path.rfind("/api/", 0) == 0 && r->get_header_value("Content-Type").rfind("application/json", 0) == 0) {
     api_answers().add(method, path, r->status, r->body);
   }
   return {r->status, r->body, r->get_header_value("Content-Type")};

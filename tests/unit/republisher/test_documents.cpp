@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+
 using namespace tributary;
 using namespace tributary::pub;
 using store::ChangeRecord;
@@ -89,6 +91,15 @@ TEST_CASE("Republished documents: Source Description and Capability List validat
   CHECK(sd.document.header.capability() == rs::Capability::description);
   REQUIRE(sd.document.entries.size() == 1);
   CHECK(sd.document.entries[0].loc == f.urls.capability_list("up"));
+  // Our other faces, linked from it.
+  CHECK(sd.document.header.find_link("api-catalog")->href == f.urls.api_catalog());
+  std::set<std::string> alternates;
+  for (const auto& l : sd.document.header.links) {
+    if (l.rel == "alternate") {
+      alternates.insert(l.href);
+    }
+  }
+  CHECK(alternates == std::set<std::string>{f.urls.oai(), f.urls.activity_collection("")});
   auto caps = parse_valid(render_capability_list(f.urls, f.set));
   CHECK(caps.document.header.find_link("up")->href == f.urls.source_description());
   CHECK(caps.document.entries.size() == 2);
