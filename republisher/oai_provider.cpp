@@ -500,7 +500,9 @@ auto OaiProvider::list(const oai::Arguments& a, rs::Timestamp& response_date) ->
     auto n = s->native.find(feed);
     return t.metadata_prefix == k_oai_dc || (n != s->native.end() && n->second.prefix == t.metadata_prefix);
   };
-  if (!resumed && std::none_of(s->all.begin(), s->all.end(), in_format)) {
+  // oai_dc is always offered (an aggregate with nothing yet has no record
+  // in it: noRecordsMatch below); another format only where held.
+  if (!resumed && t.metadata_prefix != k_oai_dc && std::none_of(s->all.begin(), s->all.end(), in_format)) {
     return fail("cannotDisseminateFormat", "no record is held in " + t.metadata_prefix);
   }
   store::DatedQuery q;

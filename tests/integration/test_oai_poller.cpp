@@ -185,3 +185,15 @@ TEST_CASE("OAI-PMH provider: a poller asking from the last responseDate misses n
           "database, each request to the next node") {
   poll_while_committing(3);
 }
+
+TEST_CASE("OAI-PMH provider: an aggregate with nothing in it yet answers noRecordsMatch for oai_dc, not "
+          "cannotDisseminateFormat") {
+  TestDaemon d({});
+  d.start();
+  REQUIRE(eventually([&] { return http_get(d.base + "/oai?verb=Identify").status == 200; }, 30));
+  const std::string body = http_get(d.base + "/oai?verb=ListIdentifiers&metadataPrefix=oai_dc").body;
+  INFO(body);
+  CHECK(body.find("<error code=\"noRecordsMatch\">") != std::string::npos);
+  CHECK(http_get(d.base + "/oai?verb=ListIdentifiers&metadataPrefix=marc").body.find("cannotDisseminateFormat") !=
+        std::string::npos);
+}
