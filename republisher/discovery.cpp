@@ -208,7 +208,7 @@ auto ChangeDiscovery::set_page(const std::string& set, size_t n) -> Result<std::
   return std::optional<Page>(std::move(p));
 }
 
-auto ChangeDiscovery::everything_collection() -> Result<std::optional<std::string>> {
+auto ChangeDiscovery::everything() -> Result<Everything> {
   auto last = m_reader->last_seq();
   if (!last) {
     return tl::unexpected(last.error());
@@ -217,68 +217,63 @@ auto ChangeDiscovery::everything_collection() -> Result<std::optional<std::strin
   if (!feeds) {
     return tl::unexpected(feeds.error());
   }
-  std::vector<int64_t> all;
-  for (const auto& f : *feeds) {
-    all.push_back(f.feed_id);
+  Everything e;
+  for (const auto& s : default_sets(*feeds)) {
+    for (int64_t f : s.feeds) {
+      e.feeds.push_back(f);
+      e.source_set[f] = s.name;
+    }
   }
-  auto oldest = m_reader->changes(all, 0, 1);
+  auto oldest = m_reader->changes(e.feeds, 0, 1);
   if (!oldest) {
     return tl::unexpected(oldest.error());
   }
-  const auto page_of = [](int64_t seq) { return std::max<size_t>(1, (static_cast<size_t>(seq) + k_everything_page - 1) / k_everything_page); };
-  const size_t last_page = page_of(*last);
-  const size_t first_page = oldest->empty() ? last_page : std::min(last_page, page_of(oldest->front().seq));
+  const auto page_of = [](int64_t seq) {
+    return std::max<size_t>(1, (static_cast<size_t>(seq) + k_everything_page - 1) / k_everything_page);
+  };
+  e.last_seq = *last;
+  e.last_page = page_of(*last);
+  e.first_page = oldest->empty() ? e.last_page : std::min(e.last_page, page_of(oldest->front().seq));
+  return e;
+}
+
+auto ChangeDiscovery::everything_collection() -> Result<std::optional<std::string>> {
+  auto e = everything();
+  if (!e) {
+    return tl::unexpected(e.error());
+  }
   return std::optional<std::string>(collection_json(m_urls.activity_collection(""),
-                                                    m_urls.activity_page("", first_page),
-                                                    m_urls.activity_page("", last_page)));
+                                                    m_urls.activity_page("", e->first_page),
+                                                    m_urls.activity_page("", e->last_page)));
 }
 
 auto ChangeDiscovery::everything_page(size_t n) -> Result<std::optional<Page>> {
-  auto last = m_reader->last_seq();
-  if (!last) {
-    return tl::unexpected(last.error());
+  auto e = everything();
+  if (!e) {
+    return tl::unexpected(e.error());
   }
-  const size_t last_page = std::max<size_t>(1, (static_cast<size_t>(*last) + k_everything_page - 1) / k_everything_page);
-  if (n > last_page) {
+  if (n > e->last_page) {
     return std::optional<Page>();
   }
-  auto feeds = m_reader->feeds();
-  if (!feeds) {
-    return tl::unexpected(feeds.error());
-  }
-  std::vector<int64_t> all;
-  std::map<int64_t, std::string> source_set; // a feed's own set: where our copy is
-  for (const auto& s : default_sets(*feeds)) {
-    for (int64_t f : s.feeds) {
-      all.push_back(f);
-      source_set[f] = s.name;
-    }
+  if (n < e->first_page) {
+    Page p;
+    p.gone = true; // below the first page kept
+    return std::optional<Page>(std::move(p));
   }
   const auto start = static_cast<int64_t>((n - 1) * k_everything_page);
   const auto end = static_cast<int64_t>(n * k_everything_page);
-  if (n > 1) {
-    auto oldest = m_reader->changes(all, 0, 1);
-    if (!oldest) {
-      return tl::unexpected(oldest.error());
-    }
-    if (!oldest->empty() && oldest->front().seq > end) {
-      Page p;
-      p.gone = true; // below the first page kept
-      return std::optional<Page>(std::move(p));
-    }
-  }
-  auto changes = m_reader->changes(all, start, k_everything_page);
+  auto changes = m_reader->changes(e->feeds, start, k_everything_page);
   if (!changes) {
     return tl::unexpected(changes.error());
   }
   Page p;
-  p.closed = *last >= end; // seq order is commit order: nothing more lands here
+  p.closed = e->last_seq >= end; // seq order is commit order: nothing more lands here
   json items = json::array();
   for (const auto& c : *changes) {
     if (c.seq > end) {
       break;
     }
-    items.push_back(activity(m_urls, source_set[c.feed_id], c, c.recorded_at));
+    items.push_back(activity(m_urls, e->source_set[c.feed_id], c, c.recorded_at));
   }
   json page{{"@context", k_context},
             {"id", m_urls.activity_page("", n)},

@@ -27,7 +27,10 @@
 #include "republisher/url_scheme.h"
 #include "store/store_reader.h"
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace tributary::pub {
 
@@ -51,6 +54,16 @@ private:
   // has `gone`.
   Result<std::optional<Page>> set_page(const std::string& set, size_t n);
   Result<std::optional<Page>> everything_page(size_t n);
+  // The stream of everything as of now: its feeds (each with its own set:
+  // where our copy is), the log's last seq, its first and last pages.
+  struct Everything {
+    std::vector<int64_t> feeds;
+    std::map<int64_t, std::string> source_set;
+    int64_t last_seq = 0;
+    size_t first_page = 1;
+    size_t last_page = 1;
+  };
+  Result<Everything> everything();
 
   std::shared_ptr<store::StoreReader> m_reader;
   const UrlScheme& m_urls;

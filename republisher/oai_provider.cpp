@@ -382,12 +382,10 @@ auto OaiProvider::list_sets(const oai::Arguments& a) -> Result<Answer> {
     }
     std::set<std::string> specs;
     for (int64_t feed : feeds) {
-      store::ResourceRecord carrier;
       for (const auto& href : *hrefs) {
-        carrier.links.push_back(rs::Link{"collection", href, {}, {}, {}, {}, {}, {}, {}, {}});
-      }
-      for (auto& spec : oai_records::upstream_set_specs(carrier, s->native.at(feed), set)) {
-        specs.insert(std::move(spec));
+        if (auto spec = oai_records::upstream_set_spec(href, s->native.at(feed), set)) {
+          specs.insert(std::move(*spec));
+        }
       }
     }
     for (const auto& spec : specs) {

@@ -211,30 +211,40 @@ std::string upstream_set_link(const Origin& o, const std::string& spec) {
   return list_records_head(o) + "metadataPrefix=" + percent_encode(o.prefix) + "&set=" + percent_encode(spec);
 }
 
+std::optional<std::string> upstream_set_spec(const std::string& href, const Origin& o, const std::string& set) {
+  const std::string head = list_records_head(o);
+  if (href.rfind(head, 0) != 0) {
+    return std::nullopt;
+  }
+  auto pairs = form_pairs(std::string_view(href).substr(o.base_url.size() + 1));
+  if (!pairs) {
+    return std::nullopt;
+  }
+  for (const auto& [name, spec] : *pairs) {
+    if (name != "set") {
+      continue;
+    }
+    bool valid = !spec.empty();
+    for (size_t start = 0; valid && start <= spec.size();) {
+      const size_t end = std::min(spec.find(':', start), spec.size());
+      valid = valid_spec_part(std::string_view(spec).substr(start, end - start));
+      start = end + 1;
+    }
+    if (valid) {
+      return "source:" + set + ":" + spec;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> upstream_set_specs(const store::ResourceRecord& r, const Origin& o, const std::string& set) {
   std::vector<std::string> out;
-  const std::string head = list_records_head(o);
   for (const auto& l : r.links) {
-    if (l.rel != "collection" || l.href.rfind(head, 0) != 0) {
+    if (l.rel != "collection") {
       continue;
     }
-    auto pairs = form_pairs(std::string_view(l.href).substr(o.base_url.size() + 1));
-    if (!pairs) {
-      continue;
-    }
-    for (const auto& [name, spec] : *pairs) {
-      if (name != "set") {
-        continue;
-      }
-      bool valid = !spec.empty();
-      for (size_t start = 0; valid && start <= spec.size();) {
-        const size_t end = std::min(spec.find(':', start), spec.size());
-        valid = valid_spec_part(std::string_view(spec).substr(start, end - start));
-        start = end + 1;
-      }
-      if (valid) {
-        out.push_back("source:" + set + ":" + spec);
-      }
+    if (auto spec = upstream_set_spec(l.href, o, set)) {
+      out.push_back(std::move(*spec));
     }
   }
   return out;

@@ -48,6 +48,9 @@ std::optional<Format> format_of(std::string_view prefix, std::string_view metada
 // ListRecords of its origin's set), as setSpecs "source:<set>:<spec>" of our
 // set `set`; specs that are not valid setSpecs are left out.
 std::vector<std::string> upstream_set_specs(const store::ResourceRecord& r, const Origin& o, const std::string& set);
+// The same for one collection link's href; nullopt when it names no valid
+// upstream set of `o`.
+std::optional<std::string> upstream_set_spec(const std::string& href, const Origin& o, const std::string& set);
 // The collection link a record in upstream set `spec` of origin `o` carries
 // (what upstream_set_specs reads back).
 std::string upstream_set_link(const Origin& o, const std::string& spec);
