@@ -30,6 +30,20 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
+std::string human_duration(int64_t seconds) {
+  const int64_t s = seconds < 0 ? 0 : seconds;
+  if (s < 60) {
+    return std::to_string(s) + " s";
+  }
+  if (s < 3600) {
+    return std::to_string(s / 60) + " min";
+  }
+  if (s < 86400) {
+    return std::to_string(s / 3600) + " h" + (s % 3600 >= 60 ? " " + std::to_string(s % 3600 / 60) + " min" : "");
+  }
+  return std::to_string(s / 86400) + " d" + (s % 86400 >= 3600 ? " " + std::to_string(s % 86400 / 3600) + " h" : "");
+}
+
 std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
     s.remove_prefix(1);

@@ -11,6 +11,8 @@ std::string to_lower(std::string_view s);
 
 // "12.0 KiB", "3.4 MiB": sizes for people.
 std::string human_bytes(uint64_t n);
+// "45 s", "12 min", "3 h 20 min", "2 d 4 h": a duration for people.
+std::string human_duration(int64_t seconds);
 
 // Header text (RFC 9110), for our server (common/http) and the pipelined
 // client (sync_engine/http1_response): without leading and trailing spaces

@@ -422,16 +422,17 @@ Result<void> MemoryStore::record_error(int64_t run_id, const std::string& url, c
 Result<int64_t> MemoryStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
                                                const std::string& message, RunTrigger trigger) {
   auto id = begin_run(source_id, mode, trigger);
-  (void)finish_run(*id, RunStatus::failed, message);
+  (void)finish_run(*id, RunStatus::failed, message, mode);
   std::lock_guard lock(m_data->mutex);
   m_data->runs[*id].started_at = started;
   return id;
 }
 
-Result<void> MemoryStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
+Result<void> MemoryStore::finish_run(int64_t run_id, RunStatus status, const std::string& message, RunMode mode) {
   std::lock_guard lock(m_data->mutex);
   auto& run = m_data->runs[run_id];
   run.status = status;
+  run.mode = mode;
   run.message = message;
   run.finished_at = std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   return {};

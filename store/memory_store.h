@@ -36,7 +36,7 @@ public:
   Result<LockAttempt> try_lock_source(int64_t source_id, const std::string& who) override;
   Result<int64_t> begin_run(int64_t source_id, RunMode mode, RunTrigger trigger = RunTrigger::cli) override;
   Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) override;
-  Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) override;
+  Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message, RunMode mode) override;
   Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started,
                                     const std::string& message,
                                     RunTrigger trigger = RunTrigger::schedule) override;

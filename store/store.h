@@ -294,7 +294,9 @@ public:
 
   virtual Result<int64_t> begin_run(int64_t source_id, RunMode mode, RunTrigger trigger = RunTrigger::cli) = 0;
   virtual Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason) = 0;
-  virtual Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message) = 0;
+  // `mode` is what the run turned out to be (an incremental run of a source
+  // never synced baselines first, and is recorded as a baseline).
+  virtual Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message, RunMode mode) = 0;
   // A run that failed before begin_run() could record it (the database
   // could not be reached), recorded failed: started then, finished now.
   virtual Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started,

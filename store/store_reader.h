@@ -73,6 +73,9 @@ struct SourceStats {
   uint64_t deleted = 0; // resources held as deleted
   uint64_t bytes = 0;   // sum of the live resources' lengths
   uint64_t retrying = 0; // resources whose content failed and is retried
+  // When the oldest of them first failed (none without retries, or where
+  // the store does not keep it).
+  std::optional<Timestamp> retrying_since;
   std::optional<Timestamp> newest_change; // newest upstream change applied (watermarks' last time)
   std::optional<Timestamp> baseline_at;   // newest `at` a baseline came from
   std::optional<RunInfo> last_success;    // newest succeeded run

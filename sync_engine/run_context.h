@@ -148,7 +148,14 @@ public:
   // While alive, what the run applies counts as a baseline's too
   // (SourceReport::baseline).
   struct BaselineScope {
-    explicit BaselineScope(RunContext& c) : ctx(c), at(c.report().counters) {}
+    // An incremental run that baselines (a source never synced, a Change
+    // List gone) is recorded as a baseline: what it stored is what the
+    // Source holds, not changes it made.
+    explicit BaselineScope(RunContext& c) : ctx(c), at(c.report().counters) {
+      if (ctx.report().mode == store::RunMode::incremental) {
+        ctx.report().mode = store::RunMode::baseline;
+      }
+    }
     ~BaselineScope() {
       const store::RunCounters& now = ctx.report().counters;
       store::RunCounters d;

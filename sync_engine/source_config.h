@@ -123,6 +123,10 @@ struct SourceConfig {
   // is taken to be ahead: such changes are applied, flagged, and the
   // watermark stays at the time they were read.
   std::chrono::seconds clock_tolerance{300};
+  // A resource whose content has failed for longer than this (its retries
+  // failing since) puts the source in state "attention": it needs a human
+  // (a location gone for good, bytes that never verify). 0 = never.
+  std::chrono::seconds retry_attention_after{86400};
 
   // Whether a resource passes the include/exclude/media type filters.
   bool selects(const std::string& uri, const std::optional<std::string>& type) const;

@@ -499,7 +499,7 @@ void execute(RunContext& ctx) {
   for (const auto& n : ctx.report().notes) {
     message += (message.empty() ? "" : "; ") + n;
   }
-  (void)ctx.store().finish_run(ctx.run_id(), ctx.report().status, message);
+  (void)ctx.store().finish_run(ctx.run_id(), ctx.report().status, message, ctx.report().mode);
 }
 
 } // namespace

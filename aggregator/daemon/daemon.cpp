@@ -293,6 +293,7 @@ struct Daemon : DaemonState {
   // one when no session could be had or the engine threw.
   sync::SourceReport execute(const Job& job, const sync::SourceConfig& src, std::atomic<bool>* cancel) {
     sync::SourceReport report;
+    report.mode = job.mode; // what the engine found it to be, once it ran
     std::optional<sync::RunOptions::Unrecorded> earlier; // runs that failed unrecorded
     {
       std::lock_guard lock(mutex);
@@ -332,6 +333,7 @@ struct Daemon : DaemonState {
         report = engine.run(src, options);
       } catch (const std::exception& e) {
         report.source = src.name;
+        report.mode = job.mode;
         report.status = store::RunStatus::failed;
         report.errors.push_back(std::string("internal error: ") + e.what());
         report.error_count = 1;
@@ -346,7 +348,7 @@ struct Daemon : DaemonState {
   }
 
   void log_outcome(const Job& job, const sync::SourceConfig& src, const sync::SourceReport& report, bool ok) {
-    log::Fields fields{{"mode", std::string(store::to_string(job.mode))},
+    log::Fields fields{{"mode", std::string(store::to_string(report.mode))},
                        {"trigger", std::string(store::to_string(job.trigger))},
                        {"status", std::string(store::to_string(report.status))},
                        {"run", std::to_string(report.run_id)},
@@ -424,7 +426,7 @@ struct Daemon : DaemonState {
     if (reached_again) {
       scheduler.node_back(Clock::now());
     }
-    run_metrics.record(src.name, job.mode, job.trigger, report.status, report.counters, report.baseline,
+    run_metrics.record(src.name, job.mode, report.mode, job.trigger, report.status, report.counters, report.baseline,
                        report.duration);
     if (history_store && report.run_id != 0) {
       const auto& b = report.baseline;

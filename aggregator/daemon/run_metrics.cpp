@@ -4,9 +4,9 @@
 
 namespace tributary::agg {
 
-void RunMetrics::record(const std::string& source, store::RunMode mode, store::RunTrigger trigger,
-                        store::RunStatus status, const store::RunCounters& c, const store::RunCounters& b,
-                        std::chrono::milliseconds duration) {
+void RunMetrics::record(const std::string& source, store::RunMode mode, store::RunMode recorded,
+                        store::RunTrigger trigger, store::RunStatus status, const store::RunCounters& c,
+                        const store::RunCounters& b, std::chrono::milliseconds duration) {
   const std::string m(store::to_string(mode));
   const double seconds = static_cast<double>(duration.count()) / 1000.0;
   std::lock_guard lock(m_mutex);
@@ -20,7 +20,7 @@ void RunMetrics::record(const std::string& source, store::RunMode mode, store::R
   s.bytes += c.bytes;
   ++s.runs[{std::string(store::to_string(trigger)), std::string(store::to_string(status))}];
   s.last_duration = seconds;
-  Histogram& h = m_durations[m];
+  Histogram& h = m_durations[std::string(store::to_string(recorded))];
   for (size_t i = 0; i < std::size(k_buckets); ++i) {
     if (seconds <= k_buckets[i]) {
       ++h.counts[i];

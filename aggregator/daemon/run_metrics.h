@@ -21,9 +21,12 @@ namespace tributary::agg {
 class RunMetrics {
 public:
   // `counters`: all the run applied; `baseline`: the part of them a
-  // baseline applied (counted under mode "baseline" whatever the run's).
-  void record(const std::string& source, store::RunMode mode, store::RunTrigger trigger, store::RunStatus status,
-              const store::RunCounters& counters, const store::RunCounters& baseline,
+  // baseline applied (counted under mode "baseline" whatever the run's),
+  // the rest under `mode`, the mode it was asked for. Its duration counts
+  // under `recorded`, what it turned out to be (an incremental run of a
+  // source never synced is a baseline).
+  void record(const std::string& source, store::RunMode mode, store::RunMode recorded, store::RunTrigger trigger,
+              store::RunStatus status, const store::RunCounters& counters, const store::RunCounters& baseline,
               std::chrono::milliseconds duration);
   // Drops every series of sources not in `configured`.
   void keep_only(const std::set<std::string>& configured);

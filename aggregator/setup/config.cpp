@@ -331,6 +331,7 @@ public:
             {"strategy", {one_of(s.strategy, {"auto", "lists", "dumps"})}},
             {"max_deletion_share", {number(s.max_deletion_share, 0, 1)}},
             {"clock_tolerance", {duration(s.clock_tolerance, false)}},
+            {"retry_attention_after", {duration(s.retry_attention_after, true)}},
             {"kind", {one_of(s.kind, {"resourcesync", "oai-pmh", "iiif-discovery"})}},
             {"oai", {[this, &s](const json& o, const std::string& p) { oai(o, p, s.oai); }}}});
     s.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_seconds * 1000));

@@ -6,6 +6,7 @@
 #include "resourcesync/websub.h"
 #include "aggregator/status/page.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/version.h"
 #include "resourcesync/datetime.h"
 #include "store/pg/migrations.h"
@@ -113,6 +114,15 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
                              std::to_string(static_cast<long long>(*st->clock_ahead_seconds)) +
                              " s in the future (applied; the watermark waits at the time they were read)"};
   }
+  if (st && st->retrying > 0 && st->retrying_since && cfg.retry_attention_after.count() > 0 &&
+      now - Time(*st->retrying_since) > cfg.retry_attention_after) {
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - Time(*st->retrying_since)).count();
+    return {"attention", std::to_string(st->retrying) +
+                             " resource(s) wait for a retry of their content, the oldest failing for " +
+                             human_duration(secs) +
+                             ", longer than retry_attention_after: see them on the source's page (retry now, "
+                             "or fix the Source)"};
+  }
   if (st && st->retrying > 0) {
     return {"lagging", std::to_string(st->retrying) + " resource(s) wait for a retry of their content"};
   }
@@ -176,7 +186,9 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     auto found = stats->find(v.name);
     const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
     j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
-                      {"retrying", st ? st->retrying : 0}};
+                      {"retrying", st ? st->retrying : 0},
+                      {"retrying_since", st && st->retrying > 0 && st->retrying_since ? json(iso(*st->retrying_since))
+                                                                                     : json(nullptr)}};
     j["bytes"] = st ? st->bytes : 0;
     // What the Source publishes, as its last run found it.
     j["kind"] = st && !st->kind.empty() ? json(st->kind) : json(nullptr);

@@ -158,10 +158,11 @@ Result<std::vector<SourceStats>> PgReadSide::source_stats() {
         out[it->second].bytes = row[3].as<unsigned long long>();
       }
     }
-    for (const auto& row : tx.exec("SELECT f.source_id, count(*) FROM retry r JOIN feed f ON f.id = r.feed_id "
-                                   "GROUP BY f.source_id")) {
+    for (const auto& row : tx.exec("SELECT f.source_id, count(*), " + us("min(r.first_failed_at)") +
+                                   " FROM retry r JOIN feed f ON f.id = r.feed_id GROUP BY f.source_id")) {
       if (auto it = index.find(row[0].as<int64_t>()); it != index.end()) {
         out[it->second].retrying = row[1].as<unsigned long long>();
+        out[it->second].retrying_since = read_opt_time(row[2]);
       }
     }
     for (const auto& row : tx.exec("SELECT f.source_id, " + us("max(greatest(w.last_time, w.baseline_at))") + ", " + us("max(w.baseline_at)") +

@@ -99,12 +99,12 @@ Result<void> PgRuns::record_error(int64_t run_id, const std::string& url, const 
   });
 }
 
-Result<void> PgRuns::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
+Result<void> PgRuns::finish_run(int64_t run_id, RunStatus status, const std::string& message, RunMode mode) {
   std::lock_guard lock(m_db.mutex);
   return m_db.conn.run("finish run", [&]() -> Result<void> {
     pqxx::work tx(m_db.conn);
-    tx.exec_params("UPDATE sync_run SET status = $2, message = $3, finished_at = now() WHERE id = $1", run_id,
-                   std::string(to_string(status)), message);
+    tx.exec_params("UPDATE sync_run SET status = $2, message = $3, finished_at = now(), mode = $4 WHERE id = $1",
+                   run_id, std::string(to_string(status)), message, std::string(to_string(mode)));
     tx.commit();
     return {};
   });

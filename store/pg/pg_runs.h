@@ -30,7 +30,7 @@ public:
   Result<LockAttempt> try_lock_source(int64_t source_id, const std::string& who);
   Result<int64_t> begin_run(int64_t source_id, RunMode mode, RunTrigger trigger);
   Result<void> record_error(int64_t run_id, const std::string& url, const std::string& reason);
-  Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message);
+  Result<void> finish_run(int64_t run_id, RunStatus status, const std::string& message, RunMode mode);
   Result<int64_t> record_failed_run(int64_t source_id, RunMode mode, Timestamp started, const std::string& message,
                                     RunTrigger trigger);
   Result<RunInfo> run(int64_t run_id);

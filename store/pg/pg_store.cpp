@@ -528,8 +528,8 @@ Result<void> PgStore::record_error(int64_t run_id, const std::string& url, const
   return m_parts->runs.record_error(run_id, url, reason);
 }
 
-Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::string& message) {
-  return m_parts->runs.finish_run(run_id, status, message);
+Result<void> PgStore::finish_run(int64_t run_id, RunStatus status, const std::string& message, RunMode mode) {
+  return m_parts->runs.finish_run(run_id, status, message, mode);
 }
 
 Result<int64_t> PgStore::record_failed_run(int64_t source_id, RunMode mode, Timestamp started, const std::string& message, RunTrigger trigger) {

@@ -320,13 +320,20 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
   SUBCASE("a run goes from running to its final status") {
     CHECK(s->run(run)->status == RunStatus::running);
     REQUIRE(s->record_error(run, "http://e.org/x", "HTTP 404"));
-    REQUIRE(s->finish_run(run, RunStatus::partial, "1 failed"));
+    REQUIRE(s->finish_run(run, RunStatus::partial, "1 failed", RunMode::baseline));
     auto info = s->run(run);
     REQUIRE(info);
     CHECK(info->status == RunStatus::partial);
     CHECK(info->message == "1 failed");
     CHECK(info->finished_at.has_value());
     CHECK_FALSE(s->run(run + 1000));
+  }
+
+  SUBCASE("a run is recorded as what it turned out to be (a first incremental run baselines)") {
+    const int64_t first = *s->begin_run(source, RunMode::incremental);
+    CHECK(s->run(first)->mode == RunMode::incremental);
+    REQUIRE(s->finish_run(first, RunStatus::succeeded, "never synced: baseline first", RunMode::baseline));
+    CHECK(s->run(first)->mode == RunMode::baseline);
   }
 
   SUBCASE("source statistics count live and deleted resources, bytes, the newest change and runs by status") {
@@ -342,9 +349,9 @@ inline void store_contract(const std::function<std::unique_ptr<store::Store>()>&
     w.last_time = *rs::parse_w3c_datetime("2026-03-04T05:06:07Z");
     b.watermark = w;
     REQUIRE(s->apply(b));
-    REQUIRE(s->finish_run(run, RunStatus::succeeded, "ok"));
+    REQUIRE(s->finish_run(run, RunStatus::succeeded, "ok", RunMode::baseline));
     const int64_t failed = *s->begin_run(source, RunMode::incremental);
-    REQUIRE(s->finish_run(failed, RunStatus::failed, "HTTP 503"));
+    REQUIRE(s->finish_run(failed, RunStatus::failed, "HTTP 503", RunMode::incremental));
     const int64_t running = *s->begin_run(source, RunMode::audit);
     const int64_t other = *s->ensure_source("another", "http://f.org/");
     auto stats = reader->source_stats();

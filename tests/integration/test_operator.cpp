@@ -609,4 +609,8 @@ TEST_CASE("Operator: a plain sitemap's first sync is a baseline, counted as one,
   CHECK(metric(m, "tributary_changes_applied_total{source=\"site\",mode=\"baseline\",change=\"created\"}") == 12);
   CHECK(metric(m, "tributary_changes_applied_total{source=\"site\",mode=\"incremental\",change=\"created\"}") == 0);
   CHECK(find_source(status_of(d.base), "site")->at("kind") == "plain-sitemap");
+  // Recorded as the baseline it was (it was queued as an incremental run).
+  const json runs = json::parse(call(d.base, "GET", "/api/v1/sources/site/runs?limit=500").body);
+  CHECK(runs["data"]["runs"].back()["mode"] == "baseline");
+  CHECK(runs["data"]["runs"].back()["trigger"] == "startup");
 }

@@ -137,7 +137,7 @@ TEST_CASE("Connection budget: a run whose session connection (its lease) was los
   // next transaction fails rather than carry on unleased...
   CHECK(terminate(db.conninfo(), "%") >= 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  auto finished = (*session)->finish_run(*run, RunStatus::succeeded, "");
+  auto finished = (*session)->finish_run(*run, RunStatus::succeeded, "", RunMode::baseline);
   REQUIRE_FALSE(finished);
   CHECK(finished.error().kind == ErrorKind::database);
   // ...and another run takes the source, on a new session connection.

@@ -262,7 +262,7 @@ TEST_CASE("PgStore: a batch commits resources, change log, watermark and counter
     CHECK(after->at(b.upserts[0].uri).state == ResourceState::live);
     CHECK(after->at(b.upserts[1].uri).state == ResourceState::deleted);
     CHECK(s.run(*run2)->counters.deleted == 1);
-    REQUIRE(s.finish_run(*run2, RunStatus::succeeded, "ok"));
+    REQUIRE(s.finish_run(*run2, RunStatus::succeeded, "ok", RunMode::baseline));
     CHECK(s.run(*run2)->status == RunStatus::succeeded);
     pqxx::read_transaction tx(c);
     auto r = tx.exec("SELECT uri, change FROM change_log ORDER BY seq DESC LIMIT 1");
@@ -411,7 +411,7 @@ TEST_CASE("PgStore: run retention removes old runs and their errors, keeping eac
     for (int i = 0; i < 6; ++i) {
       const int64_t run = *s.begin_run(source, RunMode::incremental);
       REQUIRE(s.record_error(run, "http://x/", "boom"));
-      REQUIRE(s.finish_run(run, i % 3 == 0 ? RunStatus::failed : RunStatus::succeeded, "m"));
+      REQUIRE(s.finish_run(run, i % 3 == 0 ? RunStatus::failed : RunStatus::succeeded, "m", RunMode::incremental));
       runs.push_back(run);
     }
   }

@@ -39,7 +39,7 @@ function windowStart(h) {
   const started = view.status && view.status.node && view.status.node.started_at
     ? Date.parse(view.status.node.started_at) : NaN;
   if (isFinite(first) && started > first && started < first + per) first = started;
-  return {per, from, now, start: Math.max(now - 3600e3, first)};
+  return {per, from, now, first, start: Math.max(now - 3600e3, first)};
 }
 function rateOf(name, key) {
   const h = historyOf(name);
@@ -47,9 +47,14 @@ function rateOf(name, key) {
   const w = windowStart(h);
   if (!isFinite(w.start) || w.now - w.start < 60e3) return null;
   let sum = 0;
+  // A bucket's counts fall between its start (or the data's, when the data
+  // began within it) and its end (or now): the window's start cuts that
+  // span, not the whole bucket's (a daemon up 80 s counted 83/900 of its
+  // first bucket: 22/min shown for 239/min logged).
   (h[key || "changes"] || []).forEach((c, i) => {
-    const t0 = w.from + i * w.per, t1 = t0 + w.per;
-    if (t1 > w.start) sum += c * Math.min(1, (t1 - Math.max(t0, w.start)) / w.per);
+    const t0 = Math.max(w.from + i * w.per, w.first), t1 = Math.min(w.from + (i + 1) * w.per, w.now);
+    if (!c || t1 <= w.start) return;
+    sum += t1 > t0 ? c * Math.min(1, (t1 - Math.max(t0, w.start)) / (t1 - t0)) : c;
   });
   return sum / ((w.now - w.start) / 60000);
 }
