@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, listonly, dump, serve, daemon, publish, chain, push, flood, oai, oai-serve, iiif, crash, history, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, wan, listonly, dump, serve, daemon, publish, chain, push, flood, oai, oai-serve, iiif, crash, history, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   FUZZ_TARGETS="reader oai_page" bench/run.sh fuzz   # only these targets
@@ -36,6 +36,12 @@ if [ "$which" = all ] || [ "$which" = sync ]; then
   if [ -n "${PY_RESYNC:-}" ]; then
     bash "$root/bench/vs_pyresync.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
   fi
+fi
+if [ "$which" = all ] || [ "$which" = wan ]; then
+  echo "== bench/wan (a Source 50 ms away through tools/delay_proxy.py; default config; PY_RESYNC adds the reference client)"
+  source "$root/deploy/lib/pg-temp.sh"
+  [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
+  bash "$root/bench/wan.sh" "$root" "$PG_TEMP_CONNINFO" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = listonly ]; then
   echo "== bench/listonly (tributary run, default config but interval 10 s, following a Resource-List-only Source of ${BENCH_LISTONLY_RESOURCES:-1000000} resources behind nginx)"

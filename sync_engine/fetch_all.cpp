@@ -50,7 +50,7 @@ public:
       }
       bool all_fast = true;
       for (const auto& ch : m_chunks) {
-        all_fast = all_fast && ch.origin->fast();
+        all_fast = all_fast && ch.origin->fast() && !ch.origin->far();
       }
       if (!m_plain.empty() || !all_fast) {
         start_rest();
@@ -154,19 +154,21 @@ private:
     std::lock_guard lock(m_plain_mutex);
     m_plain.insert(m_plain.end(), again.begin(), again.end());
     --m_running;
-    if (!again.empty() || !ch.origin->fast()) {
+    if (!again.empty() || !ch.origin->fast() || ch.origin->far()) {
       start_rest();
       return true;
     }
     return m_running == 0 && m_next_chunk.load() >= m_chunks.size();
   }
 
-  // Each worker pipelines on a connection of its own. To an origin that
-  // answers fast, two connections carry bursts (more only split the
-  // window's tickets into smaller ones); to one that does not, every
-  // worker does, one request at a time each (PipelinedOrigin::fast()).
+  // Each worker pipelines on a connection of its own. To a near origin
+  // that answers fast, two connections carry bursts (on 2 cores more only
+  // cost thread switches); to one that does not, every worker does, one
+  // request at a time each (PipelinedOrigin::fast()); to a far one, every
+  // worker does, with bursts: a burst's round trip is the path's, and
+  // two connections filled a 50 ms path with 32 requests at most.
   bool may_pipeline(size_t worker, const Chunk& ch) const {
-    return worker < k_fast_connections || !ch.origin->fast();
+    return worker < k_fast_connections || !ch.origin->fast() || ch.origin->far();
   }
 
   void work(size_t worker) {

@@ -296,7 +296,7 @@ HostThrottle::Ticket HostThrottle::start(const std::string& host, unsigned max_c
 }
 
 std::optional<HostThrottle::Ticket> HostThrottle::try_start(const std::string& host, unsigned max_connections,
-                                                            double configured_rate) {
+                                                            double configured_rate, bool behind) {
   std::lock_guard lock(m_mutex);
   Host& h = host_locked(host);
   h.max_window = max_connections ? max_connections : k_default_connections;
@@ -305,7 +305,7 @@ std::optional<HostThrottle::Ticket> HostThrottle::try_start(const std::string& h
   const auto now = m_clock();
   tick_locked(h, now);
   if (h.robots == Host::Robots::fetching || h.paused_until > now ||
-      h.in_flight >= std::max(1u, static_cast<unsigned>(h.window))) {
+      (!behind && h.in_flight >= std::max(1u, static_cast<unsigned>(h.window)))) {
     return std::nullopt;
   }
   if (auto r = effective_rate_locked(h)) {
@@ -317,9 +317,11 @@ std::optional<HostThrottle::Ticket> HostThrottle::try_start(const std::string& h
       h.limit_used = now;
     }
   }
-  ++h.in_flight;
+  if (!behind) {
+    ++h.in_flight;
+  }
   ++h.requests;
-  return Ticket{host, now};
+  return Ticket{host, now, behind};
 }
 
 bool HostThrottle::robots_known(const std::string& host) const {
@@ -333,7 +335,9 @@ void HostThrottle::finish(const Ticket& ticket, const Outcome& o) {
     std::lock_guard lock(m_mutex);
     Host& h = host_locked(ticket.host);
     const auto now = m_clock();
-    h.in_flight = h.in_flight ? h.in_flight - 1 : 0;
+    if (!ticket.behind) {
+      h.in_flight = h.in_flight ? h.in_flight - 1 : 0;
+    }
     ++h.bucket_count;
     count_second_locked(h, now);
     ++h.per_second[static_cast<size_t>(h.newest_second % 60)];

@@ -84,6 +84,10 @@ public:
   struct Ticket {
     std::string host;
     std::chrono::steady_clock::time_point started;
+    // Pipelined behind another request on its connection: the server
+    // answers it after that one, never beside it, so it holds no place in
+    // the window (which caps what the host works on at once).
+    bool behind = false;
   };
 
   static constexpr unsigned k_default_connections = 8;
@@ -100,8 +104,11 @@ public:
   void finish(const Ticket& ticket, const Outcome& outcome);
   // start() without waiting: a ticket when a request may start now (no
   // robots.txt being read, no pause, room in the window, no wait for the
-  // rate), else none. For requests pipelined behind one that waited.
-  std::optional<Ticket> try_start(const std::string& host, unsigned max_connections, double configured_rate);
+  // rate), else none. For requests pipelined behind one that waited:
+  // `behind` ones need no room in the window (see Ticket::behind), only
+  // the rest.
+  std::optional<Ticket> try_start(const std::string& host, unsigned max_connections, double configured_rate,
+                                  bool behind = false);
   // Whether robots.txt for `host` has been read (and is fresh): until it
   // is, requests should go through RetryingFetcher, which reads it.
   bool robots_known(const std::string& host) const;

@@ -32,7 +32,7 @@ struct PipelineSettings {
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds read_timeout{60000}; // for the next response to begin, or bytes to keep coming
   uint64_t max_body_bytes = 256 * 1024;           // a larger answer ends the batch; its GET goes back
-  unsigned depth = 8;                             // requests in flight on one connection at most
+  unsigned depth = 16;                            // requests in flight on one connection at most
   // How long a pipelined request's answer may take to begin after the one
   // before it ended before the origin is taken not to answer pipelined
   // requests (some servers read one request and drop the rest of what came
@@ -88,6 +88,13 @@ public:
   // Whether the origin answers fast enough for bursts (its last burst's
   // time an answer at most 1 ms); true until a burst says otherwise.
   bool fast() const { return m_fast.load(); }
+  // Whether the path to it is long: its last burst's first answer came
+  // 2 ms or more after the burst was sent (a Source across a network, not
+  // on the same host or LAN). Bursts on two connections are one or two
+  // round trips' worth of answers: a far origin is asked on as many
+  // connections as the window allows, each with its bursts.
+  bool far() const { return m_far.load(); }
+  void note_round_trip(std::chrono::steady_clock::duration d);
   std::string broken_reason() const;
 
   struct Conn; // one connection and what it received
@@ -106,6 +113,8 @@ private:
   std::string m_request_head; // the header lines after the request line
   std::atomic<bool> m_broken{false};
   std::atomic<bool> m_fast{true};
+  std::atomic<bool> m_far{false};
+  std::atomic<unsigned> m_burst_limit{2}; // the bursts the last batch ended with
   mutable std::mutex m_mutex;
   std::string m_broken_reason;
   std::vector<std::unique_ptr<Conn>> m_idle;

@@ -57,6 +57,9 @@ public:
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(m_port) + path; }
   size_t connections() const { return m_connections.load(); }
   size_t most_in_one_read() const { return m_most.load(); } // requests
+  size_t most_open_at_once() const { return m_most_open.load(); } // connections
+  // Connections on which one read brought several requests (pipelined).
+  size_t connections_pipelined() const { return m_pipelined.load(); }
 
 private:
   void accept_loop() {
@@ -71,6 +74,10 @@ private:
     }
   }
   void serve(int fd) {
+    const size_t now_open = ++m_open;
+    for (size_t seen = m_most_open.load(); now_open > seen && !m_most_open.compare_exchange_weak(seen, now_open);) {
+    }
+    bool counted = false;
     std::string in;
     char buf[65536];
     bool open = true;
@@ -96,11 +103,16 @@ private:
       if (requests.size() > m_most.load()) {
         m_most = requests.size();
       }
+      if (requests.size() > 1 && !counted) {
+        counted = true;
+        ++m_pipelined;
+      }
       std::string out;
       open = m_answer(requests, out);
       (void)::send(fd, out.data(), out.size(), MSG_NOSIGNAL);
     }
     ::close(fd);
+    --m_open;
   }
 
   Answer m_answer;
@@ -112,6 +124,9 @@ private:
   std::atomic<bool> m_stop{false};
   std::atomic<size_t> m_connections{0};
   std::atomic<size_t> m_most{0};
+  std::atomic<size_t> m_open{0};
+  std::atomic<size_t> m_most_open{0};
+  std::atomic<size_t> m_pipelined{0};
 };
 
 } // namespace tributary::test

@@ -164,6 +164,7 @@ struct SyncEnv {
   }
 
   std::chrono::seconds refetch_backoff{60}; // before a failed resource is tried again
+  size_t batch_size = 50;                   // small: batches' edges are where bugs hide
 
   // Runs with a short retry policy, so that tests of failures are quick;
   // `default_retries` keeps the product's.
@@ -173,7 +174,7 @@ struct SyncEnv {
     o.mode = mode;
     o.refetch_backoff = refetch_backoff;
     o.repair = repair;
-    o.batch_size = 50;
+    o.batch_size = batch_size;
     if (!default_retries) {
       o.retry.max_attempts = 2;
       o.retry.initial_backoff = std::chrono::milliseconds(5);

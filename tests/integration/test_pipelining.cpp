@@ -4,7 +4,9 @@
 // clean 2xx among them. The test upstreams of the other integration tests
 // (cpp-httplib) drop pipelined requests, so there the probe turns
 // pipelining off and only the ordinary path runs.
+#include "process.h"
 #include "sync_fixture.h"
+#include "../common/files.h"
 #include "../common/pipelining_server.h"
 
 
@@ -42,6 +44,8 @@ public:
   }
   size_t heads() const { return m_heads.load(); }
   size_t most_in_one_read() const { return m_server.most_in_one_read(); }
+  size_t connections_pipelined() const { return m_server.connections_pipelined(); }
+  size_t most_open_at_once() const { return m_server.most_open_at_once(); }
   // Answers to paths under `prefix` take `delay` each; the most of them
   // being answered at once is counted.
   void slow_down(const std::string& prefix, std::chrono::milliseconds delay) {
@@ -95,6 +99,44 @@ private:
   std::atomic<int> m_slow_now{0};
   std::atomic<int> m_most_slow{0};
   PipeliningServer m_server{[this](const std::vector<PipelinedRequest>& rs, std::string& out) { return answer(rs, out); }};
+};
+
+// `up` seen through tools/delay_proxy.py: 25 ms each way, a Source 50 ms
+// away (the documents name the proxy's URLs).
+struct FarUpstream {
+  PipeliningUpstream& up;
+  int port = free_port();
+  pid_t pid = 0;
+  explicit FarUpstream(PipeliningUpstream& u) : up(u) {
+    const std::string script = (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tools/delay_proxy.py").string();
+    std::vector<std::string> args{python3(), script, std::to_string(port),
+                                  std::to_string(std::stoi(up.url("").substr(up.url("").rfind(':') + 1))), "25"};
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    REQUIRE(posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    for (int i = 0; i < 100 && !connectable(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~FarUpstream() {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+  }
+  bool connectable() const {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port) + path; }
+  void set_document(const std::string& path, const rs::Document& d) { up.set_document(path, d); }
 };
 
 // A baseline of the Source `up` publishes (its host allowed: 127.0.0.1).
@@ -195,4 +237,47 @@ TEST_CASE("Pipelining: what a fast server answers with redirects is fetched agai
   // The workers beyond the two that pipeline start once fallbacks come.
   CHECK(up.most_slow_at_once() > 2);
   CHECK(up.most_slow_at_once() <= static_cast<int>(concurrency));
+}
+
+TEST_CASE("Pipelining: a fast Source 50 ms away is asked in bursts on every connection of the window, never more than "
+          "the window answered at once") {
+  PipeliningUpstream up;
+  FarUpstream far(up);
+  REQUIRE(far.connectable());
+  publish_list_only_caps(far);
+  rs::Document rl = make_doc("resourcelist");
+  rl.header.md->at = ts("2026-01-01T00:00:00Z");
+  std::map<std::string, std::string> expected;
+  for (int i = 0; i < 600; ++i) {
+    const std::string path = "/res/" + std::to_string(i) + ".txt";
+    const std::string body = "resource " + std::to_string(i) + "\n";
+    up.set(path, {200, body, "Content-Type: text/plain\r\n"});
+    rl.entries.push_back(resource_entry(far.url(path), body));
+    expected[far.url(path)] = body;
+  }
+  far.set_document("/rl.xml", rl);
+  // Each read's answers take 1 ms: counts what the server answers at once.
+  up.slow_down("/res/", std::chrono::milliseconds(1));
+  SyncEnv env;
+  env.batch_size = 1000; // the product's: a batch of 50 is two chunks, for two connections
+  auto src = SyncEnv::source(far.url("/"));
+  src.allow_hosts = {"127.0.0.1"};
+  auto r = env.run(src, RunMode::baseline);
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(env.live() == expected);
+  for (int i = 0; i < 600; i += 37) {
+    CHECK(up.gets("/res/" + std::to_string(i) + ".txt") == 1);
+  }
+  MESSAGE("most requests in one read " << up.most_in_one_read() << ", connections pipelined "
+                                       << up.connections_pipelined() << ", most answered at once "
+                                       << up.most_slow_at_once() << ", most connections open "
+                                       << up.most_open_at_once());
+  // Bursts, not one request at a time: the round trip is the path's, not
+  // the server's time an answer.
+  CHECK(up.most_in_one_read() >= 8);
+  // On more connections than the two a near origin gets.
+  CHECK(up.connections_pipelined() > 2);
+  // The window caps what the server works on at once, pipelined or not.
+  CHECK(up.most_slow_at_once() <= static_cast<int>(src.concurrency));
+  CHECK(up.most_open_at_once() <= src.concurrency + 1); // the window's, and the documents' own
 }
