@@ -301,3 +301,38 @@ TEST_CASE("HostThrottle: the rate a person reads is over the last minute, not 0 
   t.now += 120s; // two quiet minutes: 0 again
   CHECK(view_of(th.snapshot(), "http://quiet").minute_rate == 0);
 }
+
+TEST_CASE("HostThrottle: a request pipelined behind another holds no place in the window, but keeps the pauses and "
+          "the rate") {
+  FakeTime t;
+  auto th = t.make();
+  const std::string h = "http://far";
+  th.set_crawl_delay(h, std::nullopt);
+  // Two connections' heads fill a window of two.
+  auto a = th.start(h, 2, 0);
+  auto b = th.start(h, 2, 0);
+  CHECK_FALSE(th.try_start(h, 2, 0)); // no room for a third head
+  // Behind them on their connections: as many as the bursts need.
+  std::vector<HostThrottle::Ticket> behind;
+  for (int i = 0; i < 30; ++i) {
+    auto x = th.try_start(h, 2, 0, /*behind=*/true);
+    REQUIRE(x);
+    CHECK(x->behind);
+    behind.push_back(*x);
+  }
+  CHECK(view_of(th.snapshot(), h).in_flight == 2); // what the host works on at once
+  for (const auto& x : behind) {
+    th.finish(x, HostThrottle::Outcome{200, false, 1ms, std::nullopt});
+  }
+  CHECK(view_of(th.snapshot(), h).in_flight == 2); // the heads' places were not given back by them
+  th.finish(a, HostThrottle::Outcome{200, false, 1ms, std::nullopt});
+  CHECK(th.try_start(h, 2, 0)); // a head's place is free again
+  // A 503 with Retry-After pauses the behind ones too.
+  th.finish(b, HostThrottle::Outcome{503, false, 1ms, 2000ms});
+  CHECK_FALSE(th.try_start(h, 2, 0, /*behind=*/true));
+  t.now += 2100ms;
+  // And the rate limit the 503 set spaces them.
+  auto first = th.try_start(h, 2, 0, /*behind=*/true);
+  REQUIRE(first);
+  CHECK_FALSE(th.try_start(h, 2, 0, /*behind=*/true));
+}
