@@ -1,5 +1,8 @@
 #include "resourcesync/reader_input.h"
 
+#include <cstdint>
+#include <cstring>
+
 #include <zlib.h>
 
 #include <string_view>
@@ -59,6 +62,19 @@ void InputDecoder::parse(const char* data, size_t size, bool terminate) {
   size_t from = 0;
   size_t end = in.size(); // what goes to the parser now
   for (size_t i = 0; i < in.size();) {
+    // ASCII eight bytes at a time (a byte-wise loop was a tenth of
+    // reading a Change List).
+    while (i + 8 <= in.size()) {
+      uint64_t w;
+      std::memcpy(&w, in.data() + i, 8);
+      if (w & 0x8080808080808080ull) {
+        break;
+      }
+      i += 8;
+    }
+    if (i >= in.size()) {
+      break;
+    }
     const auto c = static_cast<unsigned char>(in[i]);
     if (c < 0x80) {
       ++i;

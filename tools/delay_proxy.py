@@ -7,10 +7,11 @@ netem (`tc qdisc ... netem delay` needs the sch_netem module).
 
 Each chunk read from one side is written to the other DELAY_MS after it was
 read, in order; bandwidth is not limited (a path's latency, not its
-capacity). Connections are accepted at once; the target is connected to
-when a client connects (the SYN itself is not delayed: the first request
-on a new connection pays one round trip, not the two of a real
-handshake, a small flattery to clients that open many connections).
+capacity). A new connection's handshake costs its round trip too: what the
+client sends is held for 2 x DELAY_MS after it connected (the kernel
+completes the handshake at once on loopback), so the first request on a new
+connection takes two round trips, as across a real network, and a client
+that opens a connection a request pays for each.
 Prints nothing; stops on SIGTERM. Used by bench/wan.sh and the pipelining
 tests (a fast Source 50 ms away).
 """
@@ -58,6 +59,7 @@ async def pump(reader, writer, delay):
 
 
 async def handle(client_reader, client_writer, target_port, delay):
+    await asyncio.sleep(2 * delay)  # SYN, SYN-ACK: the handshake's round trip
     try:
         server_reader, server_writer = await asyncio.open_connection("127.0.0.1", target_port)
     except OSError:
