@@ -88,9 +88,9 @@ public:
   // Whether the origin answers fast enough for bursts (its last burst's
   // time an answer at most 1 ms); true until a burst says otherwise.
   bool fast() const { return m_fast.load(); }
-  // Whether the path to it is long: its last burst's first answer came
-  // 2 ms or more after the burst was sent (a Source across a network, not
-  // on the same host or LAN). Bursts on two connections are one or two
+  // Whether the path to it is long: every burst's first answer came 10 ms
+  // or more after the burst was sent (a Source across a network, not on
+  // the same host or LAN). Bursts on two connections are one or two
   // round trips' worth of answers: a far origin is asked on as many
   // connections as the window allows, each with its bursts.
   bool far() const { return m_far.load(); }
@@ -114,6 +114,7 @@ private:
   std::atomic<bool> m_broken{false};
   std::atomic<bool> m_fast{true};
   std::atomic<bool> m_far{false};
+  std::atomic<int64_t> m_min_round_trip_us{INT64_MAX}; // the shortest burst round trip seen
   std::atomic<unsigned> m_burst_limit{2}; // the bursts the last batch ended with
   mutable std::mutex m_mutex;
   std::string m_broken_reason;
