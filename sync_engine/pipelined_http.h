@@ -116,6 +116,7 @@ private:
   std::atomic<bool> m_far{false};
   std::atomic<int64_t> m_min_round_trip_us{INT64_MAX}; // the shortest burst round trip seen
   std::atomic<unsigned> m_burst_limit{2}; // the bursts the last batch ended with
+  std::atomic<unsigned> m_burst_ceiling{~0u}; // half the smallest burst (of 2 or more) that came slow
   mutable std::mutex m_mutex;
   std::string m_broken_reason;
   std::vector<std::unique_ptr<Conn>> m_idle;
