@@ -41,17 +41,6 @@ using steady = std::chrono::steady_clock;
 // Idle connections kept per origin between batches.
 constexpr size_t k_max_idle = 8;
 
-// An answer the server takes longer than this over is not worth queueing
-// others behind (see run()).
-constexpr auto k_fast_answer = std::chrono::milliseconds(1);
-// An origin slow to answer is asked one request at a time; every this
-// many bursts, two again, to see whether it still is.
-constexpr unsigned k_slow_bursts = 16;
-// Every burst's round trip past this: the origin is far (see
-// PipelinedOrigin::far()). Below it, two connections with bursts of 16
-// carry 3,200 requests/s or more; a host under load (or strace) delays
-// loopback bursts past 2 ms.
-constexpr auto k_far_round_trip = std::chrono::milliseconds(10);
 
 } // namespace
 
@@ -203,7 +192,7 @@ PipelineStats pipeline_stats() { return pipelining::stats(); }
 
 PipelinedOrigin::PipelinedOrigin(Url origin, PipelineSettings settings, std::shared_ptr<HostThrottle> throttle)
     : m_origin(std::move(origin)), m_key(m_origin.origin()), m_settings(std::move(settings)),
-      m_throttle(std::move(throttle)) {
+      m_throttle(std::move(throttle)), m_bursts(m_settings.depth) {
   const bool default_port = m_origin.port == 80;
   m_request_head = "Host: " + m_origin.host + (default_port ? "" : ":" + std::to_string(m_origin.port)) +
                    "\r\nUser-Agent: tributary/" + std::string(version()) + "\r\nAccept-Encoding: identity\r\n";
@@ -611,41 +600,10 @@ private:
     }
     if (q.empty()) {
       pipelining::count_answered(burst_answers);
-      // The burst is answered whole: its answers stand. The next is
-      // larger while answers come fast, one request when they do not.
-      // Fast is the server's time an answer: between the first answer and
-      // the last, never the round trip, which is the path's (a static
-      // file 50 ms away is answered as fast as one on loopback, and was
-      // asked one request at a time: 100 resources/s). A burst of one
-      // tells the round trip alone: the next has two again (at once while
-      // the origin is fast; after k_slow_bursts when it was not, to see
-      // whether it still is not).
-      org.note_round_trip(first_answer - burst_sent);
-      // Bursts grow no larger than half the one that came slow: nginx
-      // with tcp_nopush (Debian's default) held the end of a burst of 16
-      // for up to 200 ms, where bursts of 8 went through (10,000 x 1 KB
-      // on loopback in 6.6 s, not 1 s).
-      const unsigned most = std::min(org.m_settings.depth, org.m_burst_ceiling.load());
-      if (burst_answers >= 2) {
-        const steady::duration per_answer = (last_done - first_answer) / static_cast<long>(burst_answers - 1);
-        const bool fast = per_answer <= k_fast_answer;
-        if (!fast) {
-          const unsigned half = std::max(1u, static_cast<unsigned>(burst_answers / 2));
-          for (unsigned c = org.m_burst_ceiling.load(); half < c && !org.m_burst_ceiling.compare_exchange_weak(c, half);) {
-          }
-        }
-        burst_limit = fast ? std::min(most, burst_limit * 2) : 1u;
-        org.m_fast.store(fast);
-        single_bursts = 0;
-      } else if (first_answer - burst_sent <= 2 * k_fast_answer) {
-        // Answered within 2 ms, round trip and all: fast, near or far.
-        burst_limit = std::max(1u, std::min(most, std::max(2u, burst_limit * 2)));
-        org.m_fast.store(true);
-        single_bursts = 0;
-      } else if (org.fast() || ++single_bursts >= k_slow_bursts) {
-        burst_limit = std::max(1u, std::min(most, std::max(2u, burst_limit)));
-        single_bursts = 0;
-      }
+      // The burst is answered whole: its answers stand. How large the
+      // next is: the origin's BurstSizer says.
+      burst_limit = org.m_bursts.after(burst_limit, burst_answers, first_answer - burst_sent,
+                                       last_done - first_answer, single_bursts);
       fill();
     }
     return true;
@@ -670,17 +628,6 @@ private:
   steady::time_point last_done = steady::now();
 };
 
-void PipelinedOrigin::note_round_trip(std::chrono::steady_clock::duration d) {
-  // The shortest seen: a loaded host (a build beside it) delays some bursts
-  // past 2 ms on loopback, never all of them; a path 50 ms long delays
-  // every one.
-  const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
-  int64_t seen = m_min_round_trip_us.load();
-  while (us < seen && !m_min_round_trip_us.compare_exchange_weak(seen, us)) {
-  }
-  m_far.store(std::min(us, seen) >= std::chrono::duration_cast<std::chrono::microseconds>(k_far_round_trip).count());
-}
-
 void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
   const std::atomic<bool>* cancel = m_settings.cancel;
   auto cancelled = [&] { return cancel && cancel->load(); };
@@ -704,7 +651,7 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
   // A batch starts with the bursts the last one ended with (slow start once
   // an origin, not once a batch: a batch of 32 took bursts of 2, 4, 8, 16
   // and 2, five round trips where two do, 930 resources/s 50 ms away).
-  unsigned burst_limit = std::clamp(m_burst_limit.load(), 1u, m_settings.depth);
+  unsigned burst_limit = m_bursts.start();
   while (next < batch.size() && usable() && !cancelled()) {
     auto conn = take();
     if (!conn) {
@@ -712,7 +659,7 @@ void PipelinedOrigin::run(std::vector<PipelinedGet>& batch) {
     }
     ConnectionRun(*this, batch, handed_back, next, burst_limit, std::move(conn)).run();
   }
-  m_burst_limit.store(burst_limit);
+  m_bursts.end(burst_limit);
 }
 
 } // namespace tributary::sync

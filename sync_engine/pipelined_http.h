@@ -2,6 +2,7 @@
 
 #include "sync_engine/fetcher.h"
 #include "sync_engine/host_throttle.h"
+#include "sync_engine/pipeline_bursts.h"
 
 #include <atomic>
 #include <chrono>
@@ -85,16 +86,14 @@ public:
   // False once the origin mishandled pipelining (or refused a connection):
   // callers stop offering it work.
   bool usable() const { return !m_broken.load(); }
-  // Whether the origin answers fast enough for bursts (its last burst's
-  // time an answer at most 1 ms); true until a burst says otherwise.
-  bool fast() const { return m_fast.load(); }
-  // Whether the path to it is long: every burst's first answer came 10 ms
-  // or more after the burst was sent (a Source across a network, not on
-  // the same host or LAN). Bursts on two connections are one or two
-  // round trips' worth of answers: a far origin is asked on as many
-  // connections as the window allows, each with its bursts.
-  bool far() const { return m_far.load(); }
-  void note_round_trip(std::chrono::steady_clock::duration d);
+  // Whether the origin answers fast enough for bursts (see BurstSizer);
+  // true until a burst says otherwise.
+  bool fast() const { return m_bursts.fast(); }
+  // Whether the path to it is long (every burst's round trip 10 ms or
+  // more): bursts on two connections are one or two round trips' worth of
+  // answers, so a far origin is asked on as many connections as the
+  // window allows, each with its bursts.
+  bool far() const { return m_bursts.far(); }
   std::string broken_reason() const;
 
   struct Conn; // one connection and what it received
@@ -112,11 +111,7 @@ private:
   std::shared_ptr<HostThrottle> m_throttle;
   std::string m_request_head; // the header lines after the request line
   std::atomic<bool> m_broken{false};
-  std::atomic<bool> m_fast{true};
-  std::atomic<bool> m_far{false};
-  std::atomic<int64_t> m_min_round_trip_us{INT64_MAX}; // the shortest burst round trip seen
-  std::atomic<unsigned> m_burst_limit{2}; // the bursts the last batch ended with
-  std::atomic<unsigned> m_burst_ceiling{~0u}; // half the smallest burst (of 2 or more) that came slow
+  BurstSizer m_bursts; // how large its bursts are (after m_settings: sized from its depth)
   mutable std::mutex m_mutex;
   std::string m_broken_reason;
   std::vector<std::unique_ptr<Conn>> m_idle;
