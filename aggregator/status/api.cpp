@@ -114,12 +114,11 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
                              std::to_string(static_cast<long long>(*st->clock_ahead_seconds)) +
                              " s in the future (applied; the watermark waits at the time they were read)"};
   }
-  if (st && st->retrying > 0 && st->retrying_since && cfg.retry_attention_after.count() > 0 &&
-      now - Time(*st->retrying_since) > cfg.retry_attention_after) {
-    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - Time(*st->retrying_since)).count();
+  if (const auto age = retry_age_of(st, now);
+      age && cfg.retry_attention_after.count() > 0 && *age > static_cast<double>(cfg.retry_attention_after.count())) {
     return {"attention", std::to_string(st->retrying) +
                              " resource(s) wait for a retry of their content, the oldest failing for " +
-                             human_duration(secs) +
+                             human_duration(static_cast<int64_t>(*age)) +
                              ", longer than retry_attention_after: see them on the source's page (retry now, "
                              "or fix the Source)"};
   }
@@ -147,6 +146,13 @@ std::optional<double> lag_of(const Scheduler::View& v, const store::SourceStats*
   }
   const Time since = st && st->last_success ? Time(st->last_success->started_at) : configured;
   return std::max(0.0, std::chrono::duration<double>(now - since).count());
+}
+
+std::optional<double> retry_age_of(const store::SourceStats* st, Time now) {
+  if (!st || st->retrying == 0 || !st->retrying_since) {
+    return std::nullopt;
+  }
+  return std::max(0.0, std::chrono::duration<double>(now - Time(*st->retrying_since)).count());
 }
 
 Time configured_at(const DaemonState& state, const std::string& name, const store::SourceStats* st) {
@@ -187,8 +193,7 @@ Result<json> sources_json(DaemonState& state, const std::string& only) {
     const store::SourceStats* st = found == stats->end() ? nullptr : &found->second;
     j["resources"] = {{"live", st ? st->live : 0}, {"deleted", st ? st->deleted : 0},
                       {"retrying", st ? st->retrying : 0},
-                      {"retrying_since", st && st->retrying > 0 && st->retrying_since ? json(iso(*st->retrying_since))
-                                                                                     : json(nullptr)}};
+                      {"retrying_since", retry_age_of(st, now) ? json(iso(*st->retrying_since)) : json(nullptr)}};
     j["bytes"] = st ? st->bytes : 0;
     // What the Source publishes, as its last run found it.
     j["kind"] = st && !st->kind.empty() ? json(st->kind) : json(nullptr);

@@ -64,6 +64,9 @@ std::pair<std::string, std::string> sync_state_of(const Scheduler::View& v, cons
 // fires for it. The one rule for the page, the API, the history and
 // /metrics.
 std::optional<double> lag_of(const Scheduler::View& v, const store::SourceStats* st, Time configured, Time now);
+// How long the oldest resource waiting for a retry has failed, in seconds:
+// one rule for the state, the API and /metrics. None when none waits.
+std::optional<double> retry_age_of(const store::SourceStats* st, Time now);
 // When a source was configured: its first run's record, or this process's
 // first sight of it.
 Time configured_at(const DaemonState& state, const std::string& name, const store::SourceStats* st);

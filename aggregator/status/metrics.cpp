@@ -112,9 +112,7 @@ public:
              "How long the oldest resource waiting for a retry has been failing (0: none waits); past the source's "
              "retry_attention_after the source is in state attention.",
              [this](const auto* s, std::ostream& o) {
-               o << (s && s->retrying > 0 && s->retrying_since
-                         ? std::max(0.0, std::chrono::duration<double>(now - Time(*s->retrying_since)).count())
-                         : 0.0);
+               o << retry_age_of(s, now).value_or(0.0);
                return true;
              });
   per_source("tributary_source_bytes", "Bytes of the resources held live.", [](const auto* s, std::ostream& o) {
