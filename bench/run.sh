@@ -379,10 +379,10 @@ if [ "$which" = all ] || [ "$which" = fuzz ]; then
   fz="$root/build/fuzz"
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$fz" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTRIBUTARY_FUZZ=ON -DTRIBUTARY_BUILD_BENCH=OFF >/dev/null
-  cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_datetime fuzz_package fuzz_config fuzz_http_request \
+  cmake --build "$fz" -j "$(nproc)" --target fuzz_reader fuzz_xml_scanner fuzz_datetime fuzz_package fuzz_config fuzz_http_request \
     fuzz_websub_request fuzz_notification fuzz_verification_query fuzz_oai_page fuzz_http_response fuzz_iiif \
     fuzz_robots >/dev/null
-  for t in ${FUZZ_TARGETS:-reader datetime package config http_request websub_request notification verification_query oai_page http_response iiif robots}; do
+  for t in ${FUZZ_TARGETS:-reader xml_scanner datetime package config http_request websub_request notification verification_query oai_page http_response iiif robots}; do
     corpus="$fz/corpus/$t"
     findings="$fz/findings/$t"
     mkdir -p "$corpus" "$findings"

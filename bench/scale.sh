@@ -36,6 +36,19 @@ cleanup() {
 trap cleanup EXIT
 status=0
 mb() { awk -v k="$1" 'BEGIN { printf "%.0f MB", k / 1024 }'; }
+# CPU seconds (user + system) a process has used, with its reaped children.
+cpu_of() {
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13 + $14 + $15) / hz }' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+# PostgreSQL's: the postmaster's (with the backends that have exited) and
+# every live backend's.
+pg_cpu() {
+  local pm=$1 total pid
+  total=$(cpu_of "$pm")
+  for pid in $(pgrep -P "$pm"); do total=$(awk -v a="$total" -v b="$(cpu_of "$pid")" 'BEGIN { print a + b }'); done
+  echo "$total"
+}
+postmaster=$(head -1 "$(psql "$pg" -Atc "SHOW data_directory")/postmaster.pid")
 
 for strategy in $strategies; do
   db="bench_scale_$strategy"
@@ -50,6 +63,8 @@ for strategy in $strategies; do
  "sources": [{"name": "big", "url": "http://127.0.0.1:$sim_port/", "interval": "5s", "strategy": "$strategy"}]}
 CFG
   "$bin" migrate --config "$work/config.json" >/dev/null
+  pg_cpu_start=$(pg_cpu "$postmaster")
+  sim_cpu_start=$(cpu_of "$sim")
   "$bin" run --config "$work/config.json" >"$work/run.log" 2>&1 &
   daemon=$!
   (while kill -0 "$daemon" 2>/dev/null; do
@@ -70,6 +85,11 @@ CFG
     sleep 1
   done
   baseline_done=$(date +%s.%N)
+  # Who spent the CPU of the baseline: our daemon, the simulated Source,
+  # PostgreSQL (the sampler and poller's share is the rest of the host's).
+  split_ours=$(cpu_of "$daemon")
+  split_sim=$(awk -v a="$(cpu_of "$sim")" -v b="$sim_cpu_start" 'BEGIN { print a - b }')
+  split_pg=$(awk -v a="$(pg_cpu "$postmaster")" -v b="$pg_cpu_start" 'BEGIN { print a - b }')
   read -r b_status b_secs < <(q "SELECT status, round(extract(epoch FROM finished_at - started_at)::numeric, 1)
                                  FROM sync_run ORDER BY id LIMIT 1" | tr '|' ' ')
   # Every change in: the change log has not moved for 20 s (4 intervals)
@@ -99,6 +119,7 @@ CFG
   rl_lag=$(awk -v t="$last_change" '$2 != "-" && $2 >= t - 0.000002 { printf "%.2f", $1 - t; exit }' "$work/poll.log")
   echo "-- strategy $strategy: $n resources of 256 B, then $changes changes at 20/s"
   echo "baseline ($b_status): ${b_secs} s, $(awk -v n="$n" -v s="$b_secs" 'BEGIN { printf "%.0f", n / s }') resources/s"
+  echo "CPU through the baseline: tributary $(printf '%.1f' "$split_ours") s, the simulated Source $(printf '%.1f' "$split_sim") s, PostgreSQL $(printf '%.1f' "$split_pg") s (of $(awk -v s="$b_secs" -v c="$(nproc)" 'BEGIN { printf "%.0f", s * c }') s on $(nproc) cores)"
   echo "daemon RSS: peak $(mb "$rss_peak") through the baseline, peak $(mb "$rss_after_peak") after it, $(mb "$rss_steady") at the end  [target <= 256 MB: $(awk -v a="$rss_peak" -v b="$rss_after_peak" 'BEGIN { print (a <= 262144 && b <= 262144 ? "PASS" : "FAIL") }')]; of which anonymous (not file pages such as the LMDB index and packs mapped in): peak $(mb "$anon_peak")"
   echo "freshness after the last change: Change List ${cl_lag:-never} s [target 1 s], Resource List ${rl_lag:-never} s [target 30 s]; Resource List parts list ${listed} of ${live} live"
   echo "PostgreSQL database $(mb $((pg_size / 1024))), data_dir $(mb "$data_size")"

@@ -16,31 +16,8 @@ namespace tributary::rs {
 
 using namespace reading;
 
-namespace {
-
-// libxml2 reports some errors (an input that does not decode in its
-// declared encoding) through its generic handler, which prints to stderr:
-// upstream bytes must not write to our log. Every error that matters is
-// seen through the parser's state (see Impl::check_parser).
-void silent(void*, const char*, ...) {}
-
-void init_libxml_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    xmlInitParser();
-    xmlThrDefSetGenericErrorFunc(nullptr, silent); // threads started from now on
-  });
-  thread_local bool quiet = false; // and this one (the setting is per thread)
-  if (!quiet) {
-    xmlSetGenericErrorFunc(nullptr, silent);
-    quiet = true;
-  }
-}
-
-} // namespace
-
-// The document's structure as libxml2's SAX2 interface reports it: the
-// root, the header, each entry and its fields.
+// The document's structure as the XML scanner reports it: the root, the
+// header, each entry and its fields.
 
 void Reader::Impl::deliver_header() {
   if (header_delivered) {
@@ -66,93 +43,9 @@ void Reader::Impl::deliver_header() {
   handler.on_header(header);
 }
 
-// ---- SAX callbacks ------------------------------------------------------
-void Reader::Impl::on_start(void* ctx, const xmlChar* localname, const xmlChar* prefix, const xmlChar* uri,
-                     int nb_namespaces, const xmlChar** namespaces, int nb_attributes, int,
-                     const xmlChar** attributes) {
-  Impl* r = self(ctx);
-  if (r->exception) {
-    return;
-  }
-  try {
-    std::vector<Attr> attrs;
-    attrs.reserve(static_cast<size_t>(nb_attributes));
-    for (int i = 0; i < nb_attributes; ++i) {
-      const xmlChar** a = attributes + 5 * i;
-      attrs.push_back(Attr{sv(a[0]), sv(a[1]), sv(a[2]),
-                           std::string_view(reinterpret_cast<const char*>(a[3]),
-                                            static_cast<size_t>(a[4] - a[3]))});
-    }
-    r->start(sv(localname), sv(prefix), sv(uri), nb_namespaces, namespaces, attrs);
-  } catch (...) {
-    r->exception = std::current_exception();
-    xmlStopParser(r->ctxt);
-  }
-}
-
-void Reader::Impl::on_end(void* ctx, const xmlChar*, const xmlChar*, const xmlChar*) {
-  Impl* r = self(ctx);
-  if (r->exception) {
-    return;
-  }
-  try {
-    r->end();
-  } catch (...) {
-    r->exception = std::current_exception();
-    xmlStopParser(r->ctxt);
-  }
-}
-
-void Reader::Impl::on_chars(void* ctx, const xmlChar* ch, int len) {
-  Impl* r = self(ctx);
-  if (r->stack.empty()) {
-    return;
-  }
-  Ctx c = r->stack.back();
-  if (c != Ctx::text && c != Ctx::extension) {
-    return;
-  }
-  std::string& target = c == Ctx::text ? r->text : r->ext_stack.back().text;
-  if (target.size() + static_cast<size_t>(len) > r->options.max_value_bytes) {
-    r->stop("element text is over the limit of " + std::to_string(r->options.max_value_bytes) +
-            " bytes");
-    return;
-  }
-  target.append(reinterpret_cast<const char*>(ch), static_cast<size_t>(len));
-}
-
-void Reader::Impl::on_doctype(void* ctx, const xmlChar* name, const xmlChar*, const xmlChar*) {
-  self(ctx)->stop("DOCTYPE declaration <!DOCTYPE " + std::string(sv(name)) +
-                  "> is not allowed (entities are never expanded)");
-}
-
-void Reader::Impl::on_entity_decl(void* ctx, const xmlChar* name, int, const xmlChar*, const xmlChar*,
-                           xmlChar*) {
-  self(ctx)->stop("entity declaration '" + std::string(sv(name)) + "' is not allowed");
-}
-
-void Reader::Impl::on_error(void* ctx, xmlErrorPtr err) {
-  Impl* r = self(ctx);
-  if (!err || r->summary.stopped) {
-    return;
-  }
-  std::string msg(err->message ? err->message : "XML error");
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
-    msg.pop_back();
-  }
-  uint64_t l = err->line > 0 ? static_cast<uint64_t>(err->line) : r->line();
-  if (err->level == XML_ERR_WARNING) {
-    r->diag(Severity::warning, l, "XML: " + msg);
-    return;
-  }
-  r->error_at(l, "not well-formed XML: " + msg);
-  if (err->level == XML_ERR_FATAL) {
-    r->summary.stopped = true;
-  }
-}
-
-void Reader::Impl::start(std::string_view name, std::string_view prefix, std::string_view ns, int nb_namespaces,
-           const xmlChar** namespaces, const std::vector<Attr>& attrs) {
+// ---- the scanner's events -------------------------------------------------
+void Reader::Impl::start_element(std::string_view name, std::string_view prefix, std::string_view ns,
+                                 std::span<const xml::Namespace> declared, std::span<const Attr> attrs) {
   if (stack.size() >= options.max_depth) {
     stop("elements nested deeper than " + std::to_string(options.max_depth));
     return;
@@ -160,7 +53,7 @@ void Reader::Impl::start(std::string_view name, std::string_view prefix, std::st
   const Ctx parent = stack.empty() ? Ctx::none : stack.back();
   switch (parent) {
   case Ctx::none:
-    start_root(name, ns, nb_namespaces, namespaces);
+    start_root(name, ns, declared);
     return;
   case Ctx::root:
     start_in_root(name, prefix, ns, attrs);
@@ -182,8 +75,39 @@ void Reader::Impl::start(std::string_view name, std::string_view prefix, std::st
   }
 }
 
-void Reader::Impl::start_root(std::string_view name, std::string_view ns, int nb_namespaces,
-                const xmlChar** namespaces) {
+void Reader::Impl::characters(std::string_view chars) {
+  if (stack.empty()) {
+    return;
+  }
+  Ctx c = stack.back();
+  if (c != Ctx::text && c != Ctx::extension) {
+    return;
+  }
+  std::string& target = c == Ctx::text ? text : ext_stack.back().text;
+  if (target.size() + chars.size() > options.max_value_bytes) {
+    stop("element text is over the limit of " + std::to_string(options.max_value_bytes) + " bytes");
+    return;
+  }
+  target.append(chars);
+}
+
+void Reader::Impl::doctype(std::string_view name) {
+  stop("DOCTYPE declaration <!DOCTYPE " + std::string(name) +
+       "> is not allowed (entities are never expanded)");
+}
+
+void Reader::Impl::xml_error(uint64_t line_no, std::string message, bool fatal) {
+  if (summary.stopped) {
+    return;
+  }
+  error_at(line_no, "not well-formed XML: " + message);
+  if (fatal) {
+    summary.stopped = true;
+  }
+}
+
+void Reader::Impl::start_root(std::string_view name, std::string_view ns,
+                              std::span<const xml::Namespace> declared) {
   root_seen = true;
   root_line = line();
   if (ns != k_sitemap_ns || (name != "urlset" && name != "sitemapindex")) {
@@ -192,18 +116,16 @@ void Reader::Impl::start_root(std::string_view name, std::string_view ns, int nb
     return;
   }
   header.root = name == "urlset" ? RootElement::urlset : RootElement::sitemapindex;
-  for (int i = 0; i < nb_namespaces; ++i) {
-    std::string_view p = sv(namespaces[2 * i]);
-    std::string_view u = sv(namespaces[2 * i + 1]);
-    if (u != k_sitemap_ns && u != k_rs_ns) {
-      header.namespaces.emplace_back(std::string(p), std::string(u));
+  for (const auto& d : declared) {
+    if (d.uri != k_sitemap_ns && d.uri != k_rs_ns) {
+      header.namespaces.emplace_back(std::string(d.prefix), std::string(d.uri));
     }
   }
   stack.push_back(Ctx::root);
 }
 
 void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix, std::string_view ns,
-                   const std::vector<Attr>& attrs) {
+                                 std::span<const Attr> attrs) {
   const bool late = header_delivered;
   if (ns == k_rs_ns && (name == "md" || name == "ln")) {
     if (late) {
@@ -246,7 +168,7 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
 }
 
 void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix, std::string_view ns,
-                    const std::vector<Attr>& attrs) {
+                                  std::span<const Attr> attrs) {
   if (ns == k_sitemap_ns) {
     if (name == "loc" || name == "lastmod" || name == "changefreq" || name == "priority") {
       text_field = name == "loc"       ? TextField::loc
@@ -280,7 +202,7 @@ void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix
   stack.push_back(Ctx::extension);
 }
 
-void Reader::Impl::end() {
+void Reader::Impl::end_element() {
   if (stack.empty()) {
     return;
   }
@@ -437,52 +359,19 @@ void Reader::Impl::end_entry() {
 
 
 void Reader::Impl::feed_parser(const char* data, size_t size, bool terminate) {
-  if (!ctxt) {
-    ctxt = xmlCreatePushParserCtxt(&sax, this, data, static_cast<int>(size), nullptr);
-    if (!ctxt) {
-      stop("could not create the XML parser");
-      return;
-    }
-    // NOENT: predefined entities and character references in attribute
-    // values are decoded (without it libxml2 hands `&` back as `&#38;`).
-    // No other entity can exist: a DOCTYPE stops the parser on sight.
-    xmlCtxtUseOptions(ctxt, XML_PARSE_NOENT | XML_PARSE_NONET | XML_PARSE_NOCDATA | XML_PARSE_IGNORE_ENC);
+  try {
+    scanner.feed(std::string_view(data, size));
     if (terminate) {
-      check_parser(xmlParseChunk(ctxt, nullptr, 0, 1));
+      scanner.finish();
     }
-    return;
+  } catch (...) {
+    exception = std::current_exception();
+    scanner.stop();
   }
-  check_parser(xmlParseChunk(ctxt, data, static_cast<int>(size), terminate ? 1 : 0));
-}
-
-// The parser's own verdict after a chunk. An error it reports only
-// through its generic handler (bytes that do not decode in the declared
-// encoding, found when the input came in pieces) never reaches on_error:
-// without this the document read as well-formed and empty (found by
-// fuzzing: the same bytes read whole failed).
-void Reader::Impl::check_parser(int rc) {
-  if (summary.stopped || exception || (rc == 0 && ctxt->wellFormed)) {
-    return;
-  }
-  const xmlError* e = xmlCtxtGetLastError(ctxt);
-  // Without an error of its own, the parser halted on input it could not
-  // take: in libxml2 2.9 xmlParseChunk answers XML_PARSER_EOF (-1) when
-  // the bytes do not convert from the declared encoding, and
-  // XML_ERR_INVALID_ENCODING when a converted buffer fails.
-  std::string msg = e && e->message ? e->message
-                    : rc == XML_PARSER_EOF || rc == XML_ERR_INVALID_ENCODING
-                        ? "the bytes do not decode in the document's declared encoding"
-                        : "the XML parser stopped (libxml2 code " + std::to_string(rc) + ")";
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) {
-    msg.pop_back();
-  }
-  stop("not well-formed XML: " + msg);
 }
 
 Reader::Reader(DocumentHandler& handler, ReaderOptions options)
-    : m_impl(std::make_unique<Impl>(handler, options)) {
-  init_libxml_once();
-}
+    : m_impl(std::make_unique<Impl>(handler, options)) {}
 
 Reader::~Reader() = default;
 
@@ -492,7 +381,7 @@ bool Reader::feed(const void* data, size_t size) {
     return false;
   }
   const char* p = static_cast<const char*>(data);
-  // libxml2 takes int sizes: hand large buffers over in chunks.
+  // Large buffers in pieces (the input decoder's UTF-8 repairs are copies).
   while (size > 0 && !r.summary.stopped && !r.exception) {
     size_t n = std::min(size, k_chunk * 16);
     r.input.push(p, n, false);

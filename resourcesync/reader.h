@@ -107,7 +107,7 @@ struct ReadSummary {
   bool usable() const { return !stopped && errors == entry_errors + dropped_values; }
 };
 
-// Push parser over libxml2's SAX2 interface. Feed raw bytes as they arrive
+// Push parser over our XML scanner (xml_scanner.h). Feed raw bytes as they arrive
 // (plain or gzip-compressed, detected by the magic bytes; a UTF-8 BOM is
 // fine); entries reach the handler as soon as they are complete.
 // DOCTYPE declarations are refused, so no entity is ever expanded.

@@ -8,14 +8,12 @@
 #include "resourcesync/reader_input.h"
 #include "resourcesync/reader_values.h"
 #include "resourcesync/validator.h"
-
-#include <libxml/parser.h>
-#include <libxml/parserInternals.h>
-#include <libxml/SAX2.h>
+#include "resourcesync/xml_scanner.h"
 
 #include <algorithm>
 #include <exception>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,10 +23,6 @@ namespace tributary::rs {
 namespace reading {
 
 inline constexpr size_t k_chunk = 64 * 1024;
-
-inline std::string_view sv(const xmlChar* s) {
-  return s ? std::string_view(reinterpret_cast<const char*>(s)) : std::string_view();
-}
 
 enum class Ctx {
   none,      // before the root
@@ -48,11 +42,12 @@ using reading::Attr;
 using reading::Ctx;
 using reading::TextField;
 
-// The state of one document being read: its structure as libxml2's SAX2
-// interface reports it. Values are read by a ValueReader
+// The state of one document being read: its structure as the XML scanner
+// (xml_scanner.h) reports it. Values are read by a ValueReader
 // (reader_values.h), bytes come in through an InputDecoder
-// (reader_input.h); both report back through the sinks this implements.
-struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink {
+// (reader_input.h); all three report back through the interfaces this
+// implements.
+struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink, xml::ScannerHandler {
   DocumentHandler& handler;
   ReaderOptions options;
   ReadSummary summary;
@@ -61,8 +56,8 @@ struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink {
   reading::ValueReader values{*this, options};
 
   reading::InputDecoder input{*this, options.max_bytes};
-  xmlSAXHandler sax{};
-  xmlParserCtxtPtr ctxt = nullptr;
+  // A start tag may hold several values, each up to the value limit.
+  xml::Scanner scanner{*this, 4 * options.max_value_bytes + 64 * 1024};
 
   std::vector<Ctx> stack;
   DocumentHeader header;
@@ -86,25 +81,9 @@ struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink {
       : handler(h), options(o),
         validator([this](Severity s, uint64_t line, std::string msg) {
           diag(s, line, std::move(msg));
-        }) {
-    sax.initialized = XML_SAX2_MAGIC;
-    sax.startElementNs = &Impl::on_start;
-    sax.endElementNs = &Impl::on_end;
-    sax.characters = &Impl::on_chars;
-    sax.cdataBlock = &Impl::on_chars;
-    sax.internalSubset = &Impl::on_doctype;
-    sax.externalSubset = &Impl::on_doctype;
-    sax.entityDecl = &Impl::on_entity_decl;
-    sax.serror = &Impl::on_error;
-  }
+        }) {}
 
-  ~Impl() override {
-    if (ctxt) {
-      xmlFreeParserCtxt(ctxt);
-    }
-  }
-
-  uint64_t line() const { return ctxt ? static_cast<uint64_t>(xmlSAX2GetLineNumber(ctxt)) : 0; }
+  uint64_t line() const { return scanner.line(); }
 
   void diag(Severity s, uint64_t line_no, std::string msg) {
     if (s == Severity::error) {
@@ -143,41 +122,28 @@ struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink {
       error(std::move(msg));
       summary.stopped = true;
     }
-    if (ctxt) {
-      xmlStopParser(ctxt);
-    }
+    scanner.stop();
   }
-
-  static Impl* self(void* ctx) { return static_cast<Impl*>(ctx); }
 
   // ---- bytes in (InputDecoder::Sink) -------------------------------------
   void on_text(const char* data, size_t size, bool terminate) override { feed_parser(data, size, terminate); }
   bool halted() const override { return summary.stopped || exception; }
-  // The text to libxml2's push parser, which it creates with the first.
+  // The text to the XML scanner (an exception from a handler stops it).
   void feed_parser(const char* data, size_t size, bool terminate);
-  // The parser's own verdict after a chunk.
-  void check_parser(int rc);
 
-  // ---- the document's structure, as SAX reports it (reader.cpp) -----------
+  // ---- the document's structure, as the scanner reports it (reader.cpp) ---
   void deliver_header();
-  static void on_start(void* ctx, const xmlChar* localname, const xmlChar* prefix, const xmlChar* uri,
-                       int nb_namespaces, const xmlChar** namespaces, int nb_attributes, int,
-                       const xmlChar** attributes);
-  static void on_end(void* ctx, const xmlChar*, const xmlChar*, const xmlChar*);
-  static void on_chars(void* ctx, const xmlChar* ch, int len);
-  static void on_doctype(void* ctx, const xmlChar* name, const xmlChar*, const xmlChar*);
-  static void on_entity_decl(void* ctx, const xmlChar* name, int, const xmlChar*, const xmlChar*,
-                             xmlChar*);
-  static void on_error(void* ctx, xmlErrorPtr err);
-  void start(std::string_view name, std::string_view prefix, std::string_view ns, int nb_namespaces,
-             const xmlChar** namespaces, const std::vector<Attr>& attrs);
-  void start_root(std::string_view name, std::string_view ns, int nb_namespaces,
-                  const xmlChar** namespaces);
+  void start_element(std::string_view name, std::string_view prefix, std::string_view ns,
+                     std::span<const xml::Namespace> declared, std::span<const Attr> attrs) override;
+  void end_element() override;
+  void characters(std::string_view text) override;
+  void doctype(std::string_view name) override;
+  void xml_error(uint64_t line, std::string message, bool fatal) override;
+  void start_root(std::string_view name, std::string_view ns, std::span<const xml::Namespace> declared);
   void start_in_root(std::string_view name, std::string_view prefix, std::string_view ns,
-                     const std::vector<Attr>& attrs);
+                     std::span<const Attr> attrs);
   void start_in_entry(std::string_view name, std::string_view prefix, std::string_view ns,
-                      const std::vector<Attr>& attrs);
-  void end();
+                      std::span<const Attr> attrs);
   static std::string_view trim(std::string_view s);
   void end_text();
   void resolve(std::string& ref, std::string_view what, uint64_t line_no);

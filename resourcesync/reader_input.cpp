@@ -30,15 +30,14 @@ InputDecoder::InputDecoder(Sink& sink, uint64_t max_bytes) : m_sink(sink), m_max
 InputDecoder::~InputDecoder() = default;
 
 // Sitemap documents are UTF-8 (sitemaps.org), and so is every document
-// Tributary reads: an encoding declaration is ignored
-// (XML_PARSE_IGNORE_ENC), and the bytes are checked here as they arrive.
-// Each byte that cannot begin or continue a UTF-8 sequence (overlong
-// forms and surrogates included) reaches libxml2 as U+FFFD, and the
-// document gets one error at its end, so it is never applied. A sequence
-// cut by the end of a piece waits for the next. libxml2's own handling of
-// such bytes, and of an unknown declared encoding, depended on where the
-// input was cut into pieces (found by fuzzing: the same bytes read whole
-// and in pieces gave different entries and errors).
+// Tributary reads: an encoding declaration is ignored (the XML scanner
+// reads UTF-8 only), and the bytes are checked here as they arrive. Each
+// byte that cannot begin or continue a UTF-8 sequence (overlong forms and
+// surrogates included) reaches the scanner as U+FFFD, and the document
+// gets one error at its end, so it is never applied. A sequence cut by the
+// end of a piece waits for the next. (libxml2, the parser before the
+// scanner, handled such bytes and unknown declared encodings differently
+// depending on where the input was cut into pieces: found by fuzzing.)
 void InputDecoder::parse(const char* data, size_t size, bool terminate) {
   if (m_sink.halted()) {
     return;

@@ -85,7 +85,7 @@ void ValueReader::extension_attr(std::vector<ExtensionAttribute>& out, const Att
                                    std::string(a.value)});
 }
 
-Metadata ValueReader::parse_md(const std::vector<Attr>& attrs) {
+Metadata ValueReader::parse_md(std::span<const Attr> attrs) {
   Metadata md;
   for (const auto& a : attrs) {
     if (!value_ok(a.name, "rs:md", a.value)) {
@@ -132,7 +132,7 @@ Metadata ValueReader::parse_md(const std::vector<Attr>& attrs) {
 }
 
 // A link without its rel or href cannot be followed: it is dropped.
-std::optional<Link> ValueReader::parse_ln(const std::vector<Attr>& attrs) {
+std::optional<Link> ValueReader::parse_ln(std::span<const Attr> attrs) {
   Link ln;
   bool has_rel = false;
   bool has_href = false;
@@ -183,7 +183,7 @@ std::optional<Link> ValueReader::parse_ln(const std::vector<Attr>& attrs) {
 }
 
 XmlNode ValueReader::make_node(std::string_view name, std::string_view prefix, std::string_view ns,
-                  const std::vector<Attr>& attrs) {
+                  std::span<const Attr> attrs) {
   XmlNode node;
   node.name = std::string(name);
   node.prefix = std::string(prefix);

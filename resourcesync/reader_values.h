@@ -8,21 +8,19 @@
 
 #include "resourcesync/model.h"
 #include "resourcesync/reader.h"
+#include "resourcesync/xml_scanner.h"
 
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tributary::rs::reading {
 
-// libxml2 hands attributes as (localname, prefix, URI, value, value_end).
-struct Attr {
-  std::string_view name;
-  std::string_view prefix;
-  std::string_view ns;
-  std::string_view value;
-};
+// An attribute as the XML scanner reports it (local name, prefix,
+// namespace, decoded value).
+using Attr = xml::Attribute;
 
 class ValueReader {
 public:
@@ -48,11 +46,11 @@ public:
   std::optional<uint64_t> length(std::string_view value, std::string_view what);
   std::optional<std::string> media_type(std::string_view value, std::string_view what);
   std::vector<HashValue> hashes(std::string_view value, std::string_view what);
-  Metadata parse_md(const std::vector<Attr>& attrs);
-  std::optional<Link> parse_ln(const std::vector<Attr>& attrs);
+  Metadata parse_md(std::span<const Attr> attrs);
+  std::optional<Link> parse_ln(std::span<const Attr> attrs);
   // An element we do not know, kept as it was (its attributes checked).
   XmlNode make_node(std::string_view name, std::string_view prefix, std::string_view ns,
-                    const std::vector<Attr>& attrs);
+                    std::span<const Attr> attrs);
 
 private:
   // False (and the reading stopped) when the value is past the size limit.

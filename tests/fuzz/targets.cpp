@@ -430,6 +430,9 @@ Target target(std::string_view name) {
   if (name == "reader") {
     return reader;
   }
+  if (name == "xml_scanner") {
+    return xml_scanner;
+  }
   if (name == "datetime") {
     return datetime;
   }

@@ -57,6 +57,11 @@ int iiif(const uint8_t* data, size_t size);
 // not negative, and within our cap.
 int robots(const uint8_t* data, size_t size);
 
+// Our XML scanner (#54) against libxml2, the parser it replaced: the same
+// verdict on well-formedness and, for a well-formed document, the same
+// elements, attributes and text; and the same reading whole and in pieces.
+int xml_scanner(const uint8_t* data, size_t size);
+
 // The target named `name` ("reader", "datetime", ...); null if none.
 using Target = int (*)(const uint8_t*, size_t);
 Target target(std::string_view name);

@@ -40,7 +40,7 @@ size_t run_all(const std::string& target, const fs::path& dir) {
 
 TEST_CASE("Fuzz inputs: every seed and every saved finding runs clean through its target") {
   const fs::path root = fs::path(TRIBUTARY_SOURCE_DIR) / "tests" / "fuzz";
-  for (const char* t : {"reader", "datetime", "package", "config", "http_request", "websub_request",
+  for (const char* t : {"reader", "xml_scanner", "datetime", "package", "config", "http_request", "websub_request",
                         "notification", "verification_query", "oai_page", "http_response", "iiif", "robots"}) {
     CAPTURE(t);
     CHECK(run_all(t, root / "corpus" / t) > 0);
