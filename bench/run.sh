@@ -18,7 +18,10 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}'
 status=0
 if [ "$which" = all ] || [ "$which" = parse ]; then
   echo "== bench/parse"
-  "$root/build/bench/bench/bench_parse" || status=1
+  parse_dir=$(mktemp -d /tmp/tributary-bench-parse.XXXXXX)
+  "$root/build/bench/bench/bench_parse" --dir "$parse_dir" || status=1
+  bash "$root/bench/parse_whole.sh" "$root" "$parse_dir/changelist-50k.xml" || status=1
+  rm -rf "$parse_dir"
 fi
 if [ "$which" = all ] || [ "$which" = sync ]; then
   echo "== bench/sync (PostgreSQL 15 with default durability; blobs under ${TMPDIR:-/tmp})"

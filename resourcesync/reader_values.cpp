@@ -52,11 +52,17 @@ std::optional<uint64_t> ValueReader::length(std::string_view value, std::string_
 }
 
 std::optional<std::string> ValueReader::media_type(std::string_view value, std::string_view what) {
+  // A document names few types, entry after entry: the one just accepted
+  // needs no second look.
+  if (value == m_last_type && !value.empty()) {
+    return std::string(value);
+  }
   std::string why;
   if (!is_media_type(value, &why)) {
     m_sink.value_error(std::string(what) + ": not a media type (" + why + "; dropped)");
     return std::nullopt;
   }
+  m_last_type.assign(value);
   return std::string(value);
 }
 

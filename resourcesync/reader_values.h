@@ -59,6 +59,7 @@ private:
 
   Sink& m_sink;
   const ReaderOptions& m_options;
+  std::string m_last_type; // the media type accepted last
 };
 
 } // namespace tributary::rs::reading

@@ -92,7 +92,8 @@ void Scanner::finish() {
     return;
   }
   if (!m_open.empty()) {
-    fatal("Premature end of data in tag " + m_open.back().qname + " line " + std::to_string(m_open.back().line));
+    fatal("Premature end of data in tag " + std::string(open_name(m_open.back())) + " line " +
+          std::to_string(m_open.back().line));
   } else if (m_where == Where::prolog) {
     fatal(m_at_start ? "Document is empty" : "Start tag expected, '<' not found");
   }
@@ -281,9 +282,9 @@ size_t Scanner::end_tag(const char* p, const char* end, bool final) {
     return 0;
   }
   const Open& open = m_open.back();
-  if (name != open.qname) {
-    fatal("Opening and ending tag mismatch: " + open.qname + " line " + std::to_string(open.line) + " and " +
-          std::string(name));
+  if (name != open_name(open)) {
+    fatal("Opening and ending tag mismatch: " + std::string(open_name(open)) + " line " + std::to_string(open.line) +
+          " and " + std::string(name));
     return 0;
   }
   if (q != gt) {
@@ -291,12 +292,17 @@ size_t Scanner::end_tag(const char* p, const char* end, bool final) {
     return 0;
   }
   m_handler.end_element();
+  close_element();
+  return static_cast<size_t>(gt + 1 - p);
+}
+
+void Scanner::close_element() {
   m_bindings.resize(m_open.back().bindings);
+  m_names.resize(m_open.back().name_at);
   m_open.pop_back();
   if (m_open.empty()) {
     m_where = Where::epilog;
   }
-  return static_cast<size_t>(gt + 1 - p);
 }
 
 size_t Scanner::comment(const char* p, const char* end, bool final) {

@@ -76,10 +76,14 @@ public:
 private:
   enum class Where { prolog, content, epilog };
   struct Open {
-    std::string qname;
+    size_t name_at;  // its qname: m_names[name_at, name_at + name_size)
+    size_t name_size;
     size_t bindings; // m_bindings.size() before the element's own
     uint64_t line;
   };
+  std::string_view open_name(const Open& o) const { return std::string_view(m_names).substr(o.name_at, o.name_size); }
+  // Closes the innermost element (its bindings and name go).
+  void close_element();
   struct Binding {
     std::string prefix;
     std::string uri;
@@ -130,6 +134,7 @@ private:
   Where m_where = Where::prolog;
   bool m_stopped = false;
   std::vector<Open> m_open;
+  std::string m_names; // the open elements' qnames, one after another
   std::vector<Binding> m_bindings;
   // Scratch for one start tag (kept to reuse their capacity).
   std::vector<RawAttr> m_raw;

@@ -317,15 +317,12 @@ bool Scanner::report_start_tag(std::string_view qname, bool empty) {
   }
 
   m_where = Where::content;
-  m_open.push_back(Open{std::string(qname), mark, m_line});
+  m_open.push_back(Open{m_names.size(), qname.size(), mark, m_line});
+  m_names.append(qname);
   m_handler.start_element(local, prefix, ns, m_decls, m_attrs);
   if (empty && !m_stopped) {
     m_handler.end_element();
-    m_bindings.resize(m_open.back().bindings);
-    m_open.pop_back();
-    if (m_open.empty()) {
-      m_where = Where::epilog;
-    }
+    close_element();
   }
   return !m_stopped;
 }
@@ -335,7 +332,8 @@ std::string_view Scanner::lookup(std::string_view prefix) const {
     return k_xml_ns;
   }
   for (size_t i = m_bindings.size(); i-- > 0;) {
-    if (m_bindings[i].prefix == prefix) {
+    const std::string& p = m_bindings[i].prefix;
+    if (p.size() == prefix.size() && std::memcmp(p.data(), prefix.data(), p.size()) == 0) {
       return m_bindings[i].uri;
     }
   }

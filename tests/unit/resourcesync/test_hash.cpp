@@ -135,3 +135,18 @@ TEST_CASE("hashes_match: compares common algorithms only") {
   CHECK_FALSE(hashes_match(expected, none, &why));
   CHECK(why == "no algorithm in common");
 }
+
+TEST_CASE("parse_hash_list: one canonical value (the fast path) reads as the general path reads it") {
+  // The general path takes the same value with a space before it.
+  for (const char* v : {"md5:1e0d5cb8ef6ba40c99b14c0237be735e", "sha-1:da39a3ee5e6b4b0d3255bfef95601890afd80709",
+                        "sha-256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                        "md5:1E0D5CB8EF6BA40C99B14C0237BE735E", "md5:1e0d", "md5:1e0d5cb8ef6ba40c99b14c0237be735g",
+                        "MD5:1e0d5cb8ef6ba40c99b14c0237be735e", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}) {
+    CAPTURE(v);
+    const auto fast = parse_hash_list(v);
+    const auto general = parse_hash_list(std::string(" ") + v);
+    CHECK(fast.values == general.values);
+    CHECK(fast.errors == general.errors);
+    CHECK(fast.warnings == general.warnings);
+  }
+}
