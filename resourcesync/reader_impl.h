@@ -99,7 +99,7 @@ struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink, x
   }
   void error(std::string msg) { error_at(line(), std::move(msg)); }
   // An error inside an entry is the entry's (its first one, the reason it
-  // is rejected for), whoever found it: our checks or libxml2 (a namespace
+  // is rejected for), whoever found it: our checks or the XML scanner (a namespace
   // error inside a <url> once rejected it without a reason, found by
   // fuzzing).
   void error_at(uint64_t line_no, std::string msg) {
