@@ -333,7 +333,7 @@ std::string_view Scanner::lookup(std::string_view prefix) const {
   }
   for (size_t i = m_bindings.size(); i-- > 0;) {
     const std::string& p = m_bindings[i].prefix;
-    if (p.size() == prefix.size() && std::memcmp(p.data(), prefix.data(), p.size()) == 0) {
+    if (p.size() == prefix.size() && (p.empty() || std::memcmp(p.data(), prefix.data(), p.size()) == 0)) {
       return m_bindings[i].uri;
     }
   }
