@@ -8,8 +8,6 @@ namespace tributary::rs::xml::chars {
 
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 // The code point at p and its length (valid UTF-8; a sequence cut by end
 // reads as U+FFFD).
 uint32_t code_point(const char* p, const char* end, size_t& len) {
@@ -119,6 +117,10 @@ const char* name_end_slow(const char* p, const char* end) {
     q += len;
   }
   return q;
+}
+
+std::string forbidden_message(const char* what, uint32_t c) {
+  return std::string(what) + ": invalid xmlChar value " + std::to_string(c);
 }
 
 std::optional<uint32_t> forbidden_char(std::string_view raw) {

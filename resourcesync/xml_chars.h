@@ -62,6 +62,12 @@ inline const char* name_end(const char* p, const char* end) {
   return q;
 }
 
+// XML's white space (S).
+inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// The message for a character XML does not allow, in `what`.
+std::string forbidden_message(const char* what, uint32_t c);
+
 // The first character in raw that XML does not allow (a control other than
 // tab, line feed and carriage return; U+FFFE, U+FFFF), as a code point.
 std::optional<uint32_t> forbidden_char(std::string_view raw);

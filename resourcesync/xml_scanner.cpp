@@ -9,6 +9,8 @@
 
 namespace tributary::rs::xml {
 
+using chars::forbidden_message;
+using chars::is_space;
 using chars::name_end;
 using chars::non_character;
 
@@ -20,8 +22,6 @@ constexpr size_t k_longest_reference = 32;
 // How much of the next piece is copied at a time to finish a construct the
 // previous one cut (the rest is scanned where it lies).
 constexpr size_t k_join = 4096;
-
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 // Bytes that need a second look in character data: '&', ']', '\r', '\n'
 // (counted), the controls XML forbids, and 0xEF (which begins U+FFFE and
@@ -38,10 +38,6 @@ struct TextTable {
   }
 };
 constexpr TextTable k_text;
-
-std::string forbidden_message(const char* what, uint32_t c) {
-  return std::string(what) + ": invalid xmlChar value " + std::to_string(c);
-}
 
 } // namespace
 
@@ -327,15 +323,23 @@ size_t Scanner::comment(const char* p, const char* end, bool final) {
   return static_cast<size_t>(dd + 3 - p);
 }
 
-size_t Scanner::pi(const char* p, const char* end, bool final) {
-  const char* from = p + std::max<size_t>(m_resume, 2);
-  const void* close = memmem(from, static_cast<size_t>(end - from), "?>", 2);
+const char* Scanner::find_close(const char* p, const char* end, size_t skip, std::string_view delimiter) {
+  const char* from = p + std::max(m_resume, skip);
+  const void* close = memmem(from, static_cast<size_t>(end - from), delimiter.data(), delimiter.size());
   if (!close) {
-    m_resume = std::max<size_t>(2, static_cast<size_t>(end - p) - 1);
-    return incomplete(p, end, final, "a processing instruction");
+    // A delimiter cut by the end of the piece is found from here next time.
+    m_resume = std::max(skip, static_cast<size_t>(end - p) - (delimiter.size() - 1));
+    return nullptr;
   }
   m_resume = 0;
-  const char* qe = static_cast<const char*>(close);
+  return static_cast<const char*>(close);
+}
+
+size_t Scanner::pi(const char* p, const char* end, bool final) {
+  const char* qe = find_close(p, end, 2, "?>");
+  if (!qe) {
+    return incomplete(p, end, final, "a processing instruction");
+  }
   const std::string_view body(p + 2, static_cast<size_t>(qe - p - 2));
   m_line += static_cast<uint64_t>(std::count(body.begin(), body.end(), '\n'));
   const char* target_end = name_end(body.data(), body.data() + body.size());
@@ -369,14 +373,10 @@ size_t Scanner::pi(const char* p, const char* end, bool final) {
 }
 
 size_t Scanner::cdata(const char* p, const char* end, bool final) {
-  const char* from = p + std::max<size_t>(m_resume, 9);
-  const void* close = memmem(from, static_cast<size_t>(end - from), "]]>", 3);
-  if (!close) {
-    m_resume = std::max<size_t>(9, static_cast<size_t>(end - p) - 2);
+  const char* ce = find_close(p, end, 9, "]]>");
+  if (!ce) {
     return incomplete(p, end, final, "a CDATA section");
   }
-  m_resume = 0;
-  const char* ce = static_cast<const char*>(close);
   if (m_where != Where::content) {
     fatal(m_where == Where::prolog ? "Start tag expected, '<' not found" : "Extra content at the end of the document");
     return 0;

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -101,6 +102,9 @@ private:
   size_t text(const char* p, const char* end, bool final);
   size_t markup(const char* p, const char* end, bool final);
   size_t start_tag(const char* p, const char* end, bool final);
+  // The start tag at p read and reported if it is whole before end: what
+  // it took (0 after an error), or nothing while it is cut.
+  std::optional<size_t> read_start_tag(const char* p, const char* end);
   // The start tag at p read in one pass, up to end: its qname, attributes
   // (m_raw), whether it is empty, where it ends, how many lines it spans.
   Parsed parse_start_tag(const char* p, const char* end, std::string_view& qname, bool& empty,
@@ -111,6 +115,9 @@ private:
   size_t comment(const char* p, const char* end, bool final);
   size_t pi(const char* p, const char* end, bool final);
   size_t cdata(const char* p, const char* end, bool final);
+  // The delimiter that ends the construct at p (skip bytes in), searched
+  // for from where the previous piece's search stopped; null while cut.
+  const char* find_close(const char* p, const char* end, size_t skip, std::string_view delimiter);
   size_t doctype(const char* p, const char* end, bool final);
 
   // False, after a fatal error, when raw holds a character XML does not

@@ -7,11 +7,14 @@
 #include "resourcesync/xml_chars.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace tributary::rs::xml {
 
+using chars::forbidden_message;
+using chars::is_space;
 using chars::name_end;
 using chars::non_character;
 
@@ -19,8 +22,6 @@ namespace {
 
 constexpr std::string_view k_xml_ns = "http://www.w3.org/XML/1998/namespace";
 constexpr std::string_view k_xmlns_ns = "http://www.w3.org/2000/xmlns/";
-
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 // Bytes that need a second look in attribute values: '<' (an error), '&',
 // whitespace other than the space (normalized), the forbidden controls,
@@ -38,10 +39,6 @@ struct ValueTable {
 };
 constexpr ValueTable k_value;
 
-std::string forbidden_message(const char* what, uint32_t c) {
-  return std::string(what) + ": invalid xmlChar value " + std::to_string(c);
-}
-
 } // namespace
 
 size_t Scanner::start_tag(const char* p, const char* end, bool final) {
@@ -49,24 +46,14 @@ size_t Scanner::start_tag(const char* p, const char* end, bool final) {
     fatal("Extra content at the end of the document");
     return 0;
   }
-  std::string_view qname;
-  bool empty = false;
-  const char* after = nullptr;
-  uint64_t lines = 0;
   if (m_resume == 0) {
     // Read in one pass where the tag is whole (all but the one a piece
     // cuts).
-    switch (parse_start_tag(p, end, qname, empty, after, lines)) {
-    case Parsed::done:
-      m_line += lines;
-      return report_start_tag(qname, empty) ? static_cast<size_t>(after - p) : 0;
-    case Parsed::failed:
-      return 0;
-    case Parsed::cut:
-      m_resume = 1;
-      m_quote = 0;
-      break;
+    if (auto n = read_start_tag(p, end)) {
+      return *n;
     }
+    m_resume = 1;
+    m_quote = 0;
   }
   // Cut: its end is the first '>' outside a quoted value, searched for from
   // where the previous piece ended (a tag trickled in byte by byte is not
@@ -95,7 +82,19 @@ size_t Scanner::start_tag(const char* p, const char* end, bool final) {
   }
   m_resume = 0;
   m_quote = 0;
-  switch (parse_start_tag(p, gt + 1, qname, empty, after, lines)) {
+  if (auto n = read_start_tag(p, gt + 1)) {
+    return *n;
+  }
+  fatal("Couldn't find end of Start Tag");
+  return 0;
+}
+
+std::optional<size_t> Scanner::read_start_tag(const char* p, const char* end) {
+  std::string_view qname;
+  bool empty = false;
+  const char* after = nullptr;
+  uint64_t lines = 0;
+  switch (parse_start_tag(p, end, qname, empty, after, lines)) {
   case Parsed::done:
     m_line += lines;
     return report_start_tag(qname, empty) ? static_cast<size_t>(after - p) : 0;
@@ -104,8 +103,7 @@ size_t Scanner::start_tag(const char* p, const char* end, bool final) {
   case Parsed::cut:
     break;
   }
-  fatal("Couldn't find end of Start Tag");
-  return 0;
+  return std::nullopt;
 }
 
 Scanner::Parsed Scanner::parse_start_tag(const char* p, const char* end, std::string_view& qname, bool& empty,
