@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace tributary::rs::xml {
@@ -148,6 +149,7 @@ private:
   std::vector<Attribute> m_attrs;
   std::vector<Namespace> m_decls;
   std::vector<std::string> m_decoded;
+  std::unordered_set<std::string> m_seen; // a tag's attribute names, past a few
   std::string m_text; // decoded character data
 };
 

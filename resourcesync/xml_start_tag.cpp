@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 namespace tributary::rs::xml {
 
@@ -19,6 +20,12 @@ using chars::name_end;
 using chars::non_character;
 
 namespace {
+
+// Up to this many attributes, duplicates are found by comparing each pair.
+constexpr size_t k_few_attributes = 32;
+// At most this many namespace declarations in scope (a Sitemap has two or
+// three; libxml2 looked them up one by one as well).
+constexpr size_t k_most_bindings = 256;
 
 constexpr std::string_view k_xml_ns = "http://www.w3.org/XML/1998/namespace";
 constexpr std::string_view k_xmlns_ns = "http://www.w3.org/2000/xmlns/";
@@ -205,10 +212,25 @@ Scanner::Parsed Scanner::parse_start_tag(const char* p, const char* end, std::st
         return fail(forbidden_message("AttValue", *chars::forbidden_char(std::string_view(v, static_cast<size_t>(q - v)))));
       }
     }
-    for (const auto& a : m_raw) {
-      if (a.qname == aname) {
-        return fail("Attribute " + std::string(aname) + " redefined");
+    // The same name twice: compared pairwise while there are few (a
+    // Sitemap's elements have a handful), through a set past that (a
+    // hostile tag of 4 MB holds half a million attributes).
+    bool seen = false;
+    if (m_raw.size() < k_few_attributes) {
+      for (const auto& a : m_raw) {
+        seen = seen || a.qname == aname;
       }
+    } else {
+      if (m_raw.size() == k_few_attributes) {
+        m_seen.clear();
+        for (const auto& a : m_raw) {
+          m_seen.insert(std::string(a.qname));
+        }
+      }
+      seen = !m_seen.insert(std::string(aname)).second;
+    }
+    if (seen) {
+      return fail("Attribute " + std::string(aname) + " redefined");
     }
     m_raw.push_back(RawAttr{aname, std::string_view(value, static_cast<size_t>(q - value)), plain});
     ++q;
@@ -275,6 +297,11 @@ bool Scanner::report_start_tag(std::string_view qname, bool empty) {
       ns_error("reuse of the xml or xmlns namespace name is forbidden");
     } else if (!prefix.empty() && value.empty()) {
       ns_error("xmlns:" + std::string(prefix) + ": Empty XML namespace is not allowed");
+    } else if (m_bindings.size() >= k_most_bindings) {
+      // Each name is looked up among the bindings in scope: a hostile
+      // document declaring a million would make every element cost that.
+      fatal("more than " + std::to_string(k_most_bindings) + " namespace declarations in scope");
+      return false;
     } else {
       m_bindings.push_back(Binding{std::string(prefix), std::string(value)});
     }
@@ -289,6 +316,7 @@ bool Scanner::report_start_tag(std::string_view qname, bool empty) {
   if (!prefix.empty() && ns.empty()) {
     ns_error("Namespace prefix " + std::string(prefix) + " on " + std::string(local) + " is not defined");
   }
+  std::unordered_set<std::string> expanded;
   for (size_t i = 0; i < m_attrs.size(); ++i) {
     Attribute& a = m_attrs[i];
     if (a.prefix.empty()) {
@@ -300,10 +328,21 @@ bool Scanner::report_start_tag(std::string_view qname, bool empty) {
                std::string(local) + " is not defined");
       continue;
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (m_attrs[j].ns == a.ns && m_attrs[j].name == a.name) {
-        ns_error("Namespaced Attribute " + std::string(a.name) + " in '" + std::string(a.ns) + "' redefined");
+    // The same namespace and local name under two prefixes (again a set
+    // past a few).
+    bool twice = false;
+    if (m_attrs.size() <= k_few_attributes) {
+      for (size_t j = 0; j < i; ++j) {
+        twice = twice || (m_attrs[j].ns == a.ns && m_attrs[j].name == a.name);
       }
+    } else {
+      if (expanded.empty()) {
+        expanded.reserve(m_attrs.size());
+      }
+      twice = !expanded.insert(std::string(a.ns) + '\n' + std::string(a.name)).second;
+    }
+    if (twice) {
+      ns_error("Namespaced Attribute " + std::string(a.name) + " in '" + std::string(a.ns) + "' redefined");
     }
   }
   m_decls.clear();

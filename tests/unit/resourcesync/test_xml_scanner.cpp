@@ -192,3 +192,45 @@ TEST_CASE("XML scanner: a construct cut into single bytes is read once, not agai
   CHECK(big.fatal);
   CHECK(has_error(big, "longer than the limit of 1024 bytes"));
 }
+
+TEST_CASE("XML scanner: a start tag with half a million attributes is read in one pass, its duplicates found") {
+  // Pairwise, 500,000 names would take 10^11 comparisons: this test would
+  // not end. Past a few, the names go through a set.
+  std::string tag = "<a";
+  for (int i = 0; i < 500000; ++i) {
+    tag += " a" + std::to_string(i) + "=''";
+  }
+  Recorder many;
+  Scanner s(many, 8 << 20);
+  many.scanner = &s;
+  s.feed(tag + "/>");
+  s.finish();
+  CHECK(many.errors.empty());
+  CHECK(many.events.size() > tag.size());
+  Recorder dup;
+  Scanner d(dup, 8 << 20);
+  dup.scanner = &d;
+  d.feed(tag + " a499=''/>");
+  d.finish();
+  CHECK(has_error(dup, "Attribute a499 redefined"));
+  // And under two prefixes bound to one namespace, past a few.
+  std::string ns = "<a xmlns:p='urn:x' xmlns:q='urn:x'";
+  for (int i = 0; i < 100; ++i) {
+    ns += " p:k" + std::to_string(i) + "=''";
+  }
+  CHECK(has_error(scan(ns + " q:k77=''/>"), "Namespaced Attribute k77 in 'urn:x' redefined"));
+}
+
+TEST_CASE("XML scanner: more than 256 namespace declarations in scope stop it") {
+  // Every name is looked up among the declarations in scope: a million of
+  // them would make each element of a long document cost a million steps.
+  // (Sitemaps with every extension in use declare about ten.)
+  std::string ok = "<a";
+  for (int i = 0; i < 256; ++i) {
+    ok += " xmlns:p" + std::to_string(i) + "='urn:" + std::to_string(i) + "'";
+  }
+  CHECK(scan(ok + "><p255:b/></a>").errors.empty());
+  Recorder r = scan(ok + "><b xmlns:q='urn:q'/></a>");
+  CHECK(r.fatal);
+  CHECK(has_error(r, "more than 256 namespace declarations in scope"));
+}
