@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -261,6 +262,88 @@ size_t Scanner::markup(const char* p, const char* end, bool final) {
   }
 }
 
+size_t Scanner::start_tag(const char* p, const char* end, bool final) {
+  if (m_where == Where::epilog) {
+    fatal("Extra content at the end of the document");
+    return 0;
+  }
+  if (m_resume == 0) {
+    // Read in one pass where the tag is whole (all but the one a piece
+    // cuts).
+    if (auto n = read_start_tag(p, end)) {
+      return *n;
+    }
+    m_resume = 1;
+    m_quote = 0;
+  }
+  // Cut: its end is the first '>' outside a quoted value, searched for from
+  // where the previous piece ended (a tag trickled in byte by byte is not
+  // read again from its start each time).
+  const char* gt = nullptr;
+  char quote = m_quote;
+  for (const char* q = p + m_resume; q < end; ++q) {
+    if (quote) {
+      const void* close = std::memchr(q, quote, static_cast<size_t>(end - q));
+      if (!close) {
+        break;
+      }
+      q = static_cast<const char*>(close);
+      quote = 0;
+    } else if (*q == '"' || *q == '\'') {
+      quote = *q;
+    } else if (*q == '>') {
+      gt = q;
+      break;
+    }
+  }
+  if (!gt) {
+    m_resume = static_cast<size_t>(end - p);
+    m_quote = quote;
+    return incomplete(p, end, final, "a start tag");
+  }
+  m_resume = 0;
+  m_quote = 0;
+  if (auto n = read_start_tag(p, gt + 1)) {
+    return *n;
+  }
+  fatal("Couldn't find end of Start Tag");
+  return 0;
+}
+
+std::optional<size_t> Scanner::read_start_tag(const char* p, const char* end) {
+  switch (m_tag.parse(p, end)) {
+  case StartTag::Parsed::cut:
+    return std::nullopt;
+  case StartTag::Parsed::failed:
+    m_line += m_tag.lines;
+    fatal(m_tag.error());
+    return 0;
+  case StartTag::Parsed::done:
+    break;
+  }
+  m_line += m_tag.lines;
+  const size_t mark = m_scope.mark();
+  const bool resolved = m_tag.resolve(m_scope);
+  for (const auto& e : m_tag.ns_errors()) {
+    ns_error(e);
+  }
+  if (!resolved) {
+    fatal(m_tag.error());
+  }
+  if (m_stopped) {
+    return 0;
+  }
+  m_where = Where::content;
+  m_open.push_back(Open{m_names.size(), m_tag.qname.size(), mark, m_line});
+  m_names.append(m_tag.qname);
+  m_handler.start_element(m_tag.name, m_tag.prefix, m_tag.ns, m_tag.declared(), m_tag.attributes());
+  if (m_tag.empty && !m_stopped) {
+    m_handler.end_element();
+    close_element();
+  }
+  return m_stopped ? 0 : static_cast<size_t>(m_tag.after - p);
+}
+
 size_t Scanner::end_tag(const char* p, const char* end, bool final) {
   const void* found = std::memchr(p + 2, '>', static_cast<size_t>(end - p - 2));
   if (!found) {
@@ -293,7 +376,7 @@ size_t Scanner::end_tag(const char* p, const char* end, bool final) {
 }
 
 void Scanner::close_element() {
-  m_bindings.resize(m_open.back().bindings);
+  m_scope.pop_to(m_open.back().bindings);
   m_names.resize(m_open.back().name_at);
   m_open.pop_back();
   if (m_open.empty()) {

@@ -16,31 +16,17 @@
 // Input may be cut anywhere: a construct cut by the end of a piece waits
 // for the next, and character data is reported in pieces.
 
+#include "resourcesync/xml_start_tag.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 namespace tributary::rs::xml {
-
-// An attribute of a start tag. `ns` is empty for an unprefixed attribute
-// (Namespaces in XML 1.0: the default namespace does not apply to them).
-struct Attribute {
-  std::string_view name;   // local part
-  std::string_view prefix;
-  std::string_view ns;
-  std::string_view value;  // references decoded, whitespace normalized
-};
-
-// A namespace declared on a start tag (xmlns or xmlns:prefix).
-struct Namespace {
-  std::string_view prefix; // empty for the default namespace
-  std::string_view uri;
-};
 
 class ScannerHandler {
 public:
@@ -80,22 +66,12 @@ private:
   struct Open {
     size_t name_at;  // its qname: m_names[name_at, name_at + name_size)
     size_t name_size;
-    size_t bindings; // m_bindings.size() before the element's own
+    size_t bindings; // m_scope.mark() before the element's own
     uint64_t line;
   };
   std::string_view open_name(const Open& o) const { return std::string_view(m_names).substr(o.name_at, o.name_size); }
   // Closes the innermost element (its bindings and name go).
   void close_element();
-  struct Binding {
-    std::string prefix;
-    std::string uri;
-  };
-  struct RawAttr {
-    std::string_view qname;
-    std::string_view raw; // between the quotes
-    bool plain;           // no reference, no whitespace to normalize
-  };
-  enum class Parsed { done, cut, failed };
 
   // Scans [data, data + size): returns how much was consumed (the rest is a
   // construct cut by the end of the input, or nothing once stopped).
@@ -106,12 +82,6 @@ private:
   // The start tag at p read and reported if it is whole before end: what
   // it took (0 after an error), or nothing while it is cut.
   std::optional<size_t> read_start_tag(const char* p, const char* end);
-  // The start tag at p read in one pass, up to end: its qname, attributes
-  // (m_raw), whether it is empty, where it ends, how many lines it spans.
-  Parsed parse_start_tag(const char* p, const char* end, std::string_view& qname, bool& empty,
-                         const char*& after, uint64_t& lines);
-  // Its values decoded, its names resolved, and reported.
-  bool report_start_tag(std::string_view qname, bool empty);
   size_t end_tag(const char* p, const char* end, bool final);
   size_t comment(const char* p, const char* end, bool final);
   size_t pi(const char* p, const char* end, bool final);
@@ -124,7 +94,6 @@ private:
   // False, after a fatal error, when raw holds a character XML does not
   // allow (`what` names the construct in the message).
   bool chars_ok(std::string_view raw, const char* what);
-  std::string_view lookup(std::string_view prefix) const;
   // A construct cut by the end of the input: wait for more, unless this is
   // the end or it is over the limit.
   size_t incomplete(const char* p, const char* end, bool final, const char* what);
@@ -143,13 +112,8 @@ private:
   bool m_stopped = false;
   std::vector<Open> m_open;
   std::string m_names; // the open elements' qnames, one after another
-  std::vector<Binding> m_bindings;
-  // Scratch for one start tag (kept to reuse their capacity).
-  std::vector<RawAttr> m_raw;
-  std::vector<Attribute> m_attrs;
-  std::vector<Namespace> m_decls;
-  std::vector<std::string> m_decoded;
-  std::unordered_set<std::string> m_seen; // a tag's attribute names, past a few
+  NamespaceScope m_scope;
+  StartTag m_tag; // the start tag being read (its buffers kept for the next)
   std::string m_text; // decoded character data
 };
 
