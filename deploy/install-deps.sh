@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   # toolchain
   g++ cmake ninja-build pkg-config make
-  # protocol library: streaming XML (libxml2 SAX2), gzip (zlib), hashes (OpenSSL)
+  # OAI-PMH pages and the XML scanner's fuzz oracle (libxml2), gzip (zlib), hashes (OpenSSL)
   libxml2-dev zlib1g-dev libssl-dev
   # HTTP client and server (Debian builds it as a shared library with
   # OpenSSL, zlib and brotli; its headers need the brotli headers too)
