@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>

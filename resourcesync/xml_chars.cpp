@@ -1,5 +1,7 @@
 #include "resourcesync/xml_chars.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -7,26 +9,6 @@
 namespace tributary::rs::xml::chars {
 
 namespace {
-
-// The code point at p and its length (valid UTF-8; a sequence cut by end
-// reads as U+FFFD).
-uint32_t code_point(const char* p, const char* end, size_t& len) {
-  const auto c = static_cast<unsigned char>(*p);
-  if (c < 0x80) {
-    len = 1;
-    return c;
-  }
-  len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-  if (static_cast<size_t>(end - p) < len) {
-    len = static_cast<size_t>(end - p);
-    return 0xFFFD;
-  }
-  uint32_t cp = c & (0x3F >> (len - 1));
-  for (size_t i = 1; i < len; ++i) {
-    cp = (cp << 6) | (static_cast<unsigned char>(p[i]) & 0x3F);
-  }
-  return cp;
-}
 
 // XML 1.0 (fifth edition) NameStartChar and NameChar.
 bool name_start(uint32_t c) {
@@ -107,16 +89,22 @@ std::optional<uint32_t> char_ref(const char*& p, const char* end, std::string& e
 } // namespace
 
 const char* name_end_slow(const char* p, const char* end) {
-  const char* q = p;
-  while (q < end) {
-    size_t len = 0;
-    const uint32_t cp = code_point(q, end, len);
-    if (!(q == p ? name_start(cp) : name_char(cp))) {
+  const std::string_view s(p, static_cast<size_t>(end - p));
+  size_t at = 0;
+  while (at < s.size()) {
+    const CodePoint c = decode_utf8(s, at);
+    if (c.length == 0) {
+      // A character cut by end (the input decoder hands nothing else that
+      // does not decode): the name may go on, so it reaches end, and the
+      // scanner waits for the rest before it decides.
+      return end;
+    }
+    if (!(at == 0 ? name_start(c.value) : name_char(c.value))) {
       break;
     }
-    q += len;
+    at += c.length;
   }
-  return q;
+  return p + at;
 }
 
 std::string forbidden_message(const char* what, uint32_t c) {

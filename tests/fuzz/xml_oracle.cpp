@@ -9,6 +9,8 @@
 
 #include "resourcesync/xml_scanner.h"
 
+#include "common/text.h"
+
 #include <libxml/parser.h>
 #include <libxml/parserInternals.h>
 #include <libxml/SAX2.h>
@@ -126,24 +128,11 @@ struct Theirs {
 
 bool valid_utf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) {
+    const CodePoint c = decode_utf8(s, i);
+    if (c.length == 0) {
       return false;
     }
-    for (size_t j = 1; j < n; ++j) {
-      const auto d = static_cast<unsigned char>(s[i + j]);
-      if (d < 0x80 || d > 0xBF) {
-        return false;
-      }
-    }
-    if ((c == 0xE0 && static_cast<unsigned char>(s[i + 1]) < 0xA0) ||
-        (c == 0xED && static_cast<unsigned char>(s[i + 1]) > 0x9F) ||
-        (c == 0xF0 && static_cast<unsigned char>(s[i + 1]) < 0x90) ||
-        (c == 0xF4 && static_cast<unsigned char>(s[i + 1]) > 0x8F)) {
-      return false;
-    }
-    i += n;
+    i += c.length;
   }
   return true;
 }
