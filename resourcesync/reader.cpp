@@ -42,6 +42,15 @@ void Reader::Impl::deliver_header() {
   handler.on_header(header);
 }
 
+namespace {
+
+// ns is k (k_sitemap_ns or k_rs_ns): the scanner reports those as these
+// very views (Scanner::intern), so the pointers settle it without
+// comparing 43 bytes, element after element.
+bool is_ns(std::string_view ns, std::string_view k) { return ns.data() == k.data() || ns == k; }
+
+} // namespace
+
 // ---- the scanner's events -------------------------------------------------
 void Reader::Impl::start_element(std::string_view name, std::string_view prefix, std::string_view ns,
                                  std::span<const xml::Namespace> declared, std::span<const Attr> attrs) {
@@ -109,7 +118,7 @@ void Reader::Impl::start_root(std::string_view name, std::string_view ns,
                               std::span<const xml::Namespace> declared) {
   root_seen = true;
   root_line = line();
-  if (ns != k_sitemap_ns || (name != "urlset" && name != "sitemapindex")) {
+  if (!is_ns(ns, k_sitemap_ns) || (name != "urlset" && name != "sitemapindex")) {
     stop("root element <" + std::string(name) + "> in namespace '" + std::string(ns) +
          "' is not a Sitemap <urlset> or <sitemapindex> (" + std::string(k_sitemap_ns) + ")");
     return;
@@ -126,7 +135,7 @@ void Reader::Impl::start_root(std::string_view name, std::string_view ns,
 void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix, std::string_view ns,
                                  std::span<const Attr> attrs) {
   const bool late = header_delivered;
-  if (ns == k_rs_ns && (name == "md" || name == "ln")) {
+  if (is_ns(ns, k_rs_ns) && (name == "md" || name == "ln")) {
     if (late) {
       warning("<rs:" + std::string(name) + "> of the document comes after its entries");
     }
@@ -143,7 +152,7 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
     stack.push_back(Ctx::skip);
     return;
   }
-  if (ns == k_sitemap_ns && (name == "url" || name == "sitemap")) {
+  if (is_ns(ns, k_sitemap_ns) && (name == "url" || name == "sitemap")) {
     const bool expected =
         (name == "url") == (header.root == RootElement::urlset);
     if (!expected) {
@@ -168,7 +177,7 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
 
 void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix, std::string_view ns,
                                   std::span<const Attr> attrs) {
-  if (ns == k_sitemap_ns) {
+  if (is_ns(ns, k_sitemap_ns)) {
     if (name == "loc" || name == "lastmod" || name == "changefreq" || name == "priority") {
       text_field = name == "loc"       ? TextField::loc
                    : name == "lastmod" ? TextField::lastmod
@@ -178,7 +187,7 @@ void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix
       stack.push_back(Ctx::text);
       return;
     }
-  } else if (ns == k_rs_ns) {
+  } else if (is_ns(ns, k_rs_ns)) {
     if (name == "md") {
       if (entry_md_seen) {
         value_error("an entry has more than one <rs:md> (it is not repeatable; the second is ignored)");

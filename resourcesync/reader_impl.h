@@ -81,7 +81,10 @@ struct Reader::Impl : reading::InputDecoder::Sink, reading::ValueReader::Sink, x
       : handler(h), options(o),
         validator([this](Severity s, uint64_t line, std::string msg) {
           diag(s, line, std::move(msg));
-        }) {}
+        }) {
+    scanner.intern(k_sitemap_ns);
+    scanner.intern(k_rs_ns);
+  }
 
   uint64_t line() const { return scanner.line(); }
 

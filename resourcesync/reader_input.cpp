@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <zlib.h>
 
 #include <string_view>
@@ -61,8 +65,17 @@ void InputDecoder::parse(const char* data, size_t size, bool terminate) {
   size_t from = 0;
   size_t end = in.size(); // what goes to the parser now
   for (size_t i = 0; i < in.size();) {
-    // ASCII eight bytes at a time (a byte-wise loop was a tenth of
-    // reading a Change List).
+    // ASCII 32 bytes at a time where there is SSE2 (every x86-64), else
+    // eight (a byte-wise loop was a tenth of reading a Change List).
+#if defined(__SSE2__)
+    while (i + 32 <= in.size()) {
+      const auto* at = reinterpret_cast<const __m128i*>(in.data() + i);
+      if (_mm_movemask_epi8(_mm_or_si128(_mm_loadu_si128(at), _mm_loadu_si128(at + 1))) != 0) {
+        break;
+      }
+      i += 32;
+    }
+#endif
     while (i + 8 <= in.size()) {
       uint64_t w;
       std::memcpy(&w, in.data() + i, 8);

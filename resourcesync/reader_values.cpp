@@ -5,6 +5,7 @@
 #include "resourcesync/validator.h"
 
 #include <charconv>
+#include <cstring>
 
 namespace tributary::rs::reading {
 
@@ -24,9 +25,17 @@ std::string ValueReader::quote(std::string_view v) {
 }
 
 std::optional<Timestamp> ValueReader::datetime(std::string_view value, std::string_view what) {
+  if (value.size() == m_last_datetime.size() && !value.empty() &&
+      std::memcmp(value.data(), m_last_datetime.data(), value.size()) == 0) {
+    return m_last_timestamp;
+  }
   std::string why;
   std::string how;
   auto t = parse_datetime_lenient(value, &why, &how);
+  if (t && how.empty()) {
+    m_last_datetime.assign(value);
+    m_last_timestamp = *t;
+  }
   if (!t) {
     m_sink.value_error(std::string(what) + ": " + quote(value) + " is not a W3C datetime (" + why + "; dropped)");
   } else if (!how.empty()) {

@@ -60,6 +60,10 @@ private:
   Sink& m_sink;
   const ReaderOptions& m_options;
   std::string m_last_type; // the media type accepted last
+  // The datetime read last without a word to say, and what it was read as
+  // (a Change List entry's <lastmod> and datetime are most often one).
+  std::string m_last_datetime;
+  Timestamp m_last_timestamp{};
 };
 
 } // namespace tributary::rs::reading

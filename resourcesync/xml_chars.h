@@ -10,6 +10,10 @@
 #include <string>
 #include <string_view>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace tributary::rs::xml::chars {
 
 // Per byte: 1 begins and continues a Name (ASCII), 2 only continues one,
@@ -48,22 +52,61 @@ inline const char* name_end(const char* p, const char* end) {
   if (k != 1) {
     return k == 4 ? name_end_slow(p, end) : p;
   }
+  // One test a byte: ASCII name bytes are 1 or 2, anything else ends the
+  // loop and is looked at once.
   const char* q = p + 1;
-  while (q < end) {
-    k = k_names.kind[static_cast<unsigned char>(*q)];
-    if (k == 0) {
-      return q;
-    }
-    if (k == 4) {
-      return name_end_slow(p, end);
-    }
+  while (q < end && (k_names.kind[static_cast<unsigned char>(*q)] & 3) != 0) {
     ++q;
+  }
+  if (q < end && k_names.kind[static_cast<unsigned char>(*q)] == 4) {
+    return name_end_slow(p, end);
   }
   return q;
 }
 
+struct SpaceTable {
+  bool is[256] = {};
+  constexpr SpaceTable() {
+    is[static_cast<unsigned char>(' ')] = true;
+    is[static_cast<unsigned char>('\n')] = true;
+    is[static_cast<unsigned char>('\t')] = true;
+    is[static_cast<unsigned char>('\r')] = true;
+  }
+};
+inline constexpr SpaceTable k_spaces;
+
 // XML's white space (S).
-inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+inline bool is_space(char c) { return k_spaces.is[static_cast<unsigned char>(c)]; }
+
+// The first byte in [p, end) that `special` marks, or end. `special` may
+// mark only bytes below 0x20, 0xEF, `a` and `b`: where the processor has
+// SSE2 (every x86-64), sixteen bytes at a time are skipped while none of
+// them is one of those, and the rest is looked at a byte at a time. A
+// Sitemap's values (URLs, hashes, datetimes) are mostly such runs.
+inline const char* find_special(const char* p, const char* end, const bool (&special)[256], char a, char b) {
+#if defined(__SSE2__)
+  const __m128i low = _mm_set1_epi8(0x20);
+  const __m128i va = _mm_set1_epi8(a);
+  const __m128i vb = _mm_set1_epi8(b);
+  const __m128i vef = _mm_set1_epi8(static_cast<char>(0xEF));
+  while (end - p >= 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i at_least_space = _mm_cmpeq_epi8(_mm_max_epu8(v, low), v);
+    const __m128i named = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb)), _mm_cmpeq_epi8(v, vef));
+    const unsigned mask = (~static_cast<unsigned>(_mm_movemask_epi8(at_least_space)) & 0xFFFFu) |
+                          static_cast<unsigned>(_mm_movemask_epi8(named));
+    if (mask != 0) {
+      p += __builtin_ctz(mask);
+      break;
+    }
+    p += 16;
+  }
+#endif
+  while (p < end && !special[static_cast<unsigned char>(*p)]) {
+    ++p;
+  }
+  return p;
+}
 
 // The message for a character XML does not allow, in `what`.
 std::string forbidden_message(const char* what, uint32_t c);

@@ -180,11 +180,8 @@ size_t Scanner::text(const char* p, const char* end, bool final) {
     }
   }
   bool plain = true;
-  for (const char* q = p; q < stop; ++q) {
+  for (const char* q = p; (q = chars::find_special(q, stop, k_text.special, '&', ']')) < stop; ++q) {
     const auto c = static_cast<unsigned char>(*q);
-    if (!k_text.special[c]) {
-      continue;
-    }
     if (c == '\n') {
       ++m_line;
     } else if (c == '&' || c == '\r') {

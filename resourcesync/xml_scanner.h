@@ -58,6 +58,10 @@ public:
   // No event after this.
   void stop() { m_stopped = true; }
   bool stopped() const { return m_stopped; }
+  // A namespace name the handler compares against, reported as this very
+  // view (its storage must outlive the scanner): comparing pointers first
+  // settles most comparisons.
+  void intern(std::string_view uri) { m_scope.intern(uri); }
   // The line (from 1) where the construct being reported ends.
   uint64_t line() const { return m_line; }
 

@@ -50,7 +50,13 @@ bool NamespaceScope::bind(std::string_view prefix, std::string_view uri) {
   if (m_bindings.size() >= k_most_bindings) {
     return false;
   }
-  m_bindings.push_back(Binding{std::string(prefix), std::string(uri)});
+  std::string_view interned;
+  for (const std::string_view k : m_interned) {
+    if (k == uri) {
+      interned = k;
+    }
+  }
+  m_bindings.push_back(Binding{std::string(prefix), std::string(uri), interned});
   return true;
 }
 
@@ -61,7 +67,7 @@ std::string_view NamespaceScope::lookup(std::string_view prefix) const {
   for (size_t i = m_bindings.size(); i-- > 0;) {
     const std::string& p = m_bindings[i].prefix;
     if (p.size() == prefix.size() && (p.empty() || std::memcmp(p.data(), prefix.data(), p.size()) == 0)) {
-      return m_bindings[i].uri;
+      return m_bindings[i].view();
     }
   }
   return {};
@@ -70,7 +76,7 @@ std::string_view NamespaceScope::lookup(std::string_view prefix) const {
 void NamespaceScope::since(size_t mark, std::vector<Namespace>& out) const {
   out.clear();
   for (size_t i = mark; i < m_bindings.size(); ++i) {
-    out.push_back(Namespace{m_bindings[i].prefix, m_bindings[i].uri});
+    out.push_back(Namespace{m_bindings[i].prefix, m_bindings[i].view()});
   }
 }
 
@@ -157,11 +163,8 @@ StartTag::Parsed StartTag::value(const char*& q, const char* end, bool& plain) {
     return Parsed::cut;
   }
   q = static_cast<const char*>(close);
-  for (; v < q; ++v) {
+  for (; (v = chars::find_special(v, q, k_value.special, '&', '<')) < q; ++v) {
     const auto c = static_cast<unsigned char>(*v);
-    if (!k_value.special[c]) {
-      continue;
-    }
     if (c == '<') {
       return fail("Unescaped '<' not allowed in attributes values");
     }
@@ -183,7 +186,8 @@ StartTag::Parsed StartTag::value(const char*& q, const char* end, bool& plain) {
 bool StartTag::seen_before(std::string_view aname) {
   if (m_raw.size() < k_few_attributes) {
     for (const auto& a : m_raw) {
-      if (a.qname == aname) {
+      if (a.qname.size() == aname.size() && a.qname[0] == aname[0] &&
+          std::memcmp(a.qname.data(), aname.data(), aname.size()) == 0) {
         return true;
       }
     }
@@ -284,7 +288,7 @@ void StartTag::resolve_names(const NamespaceScope& scope) {
   if (!prefix.empty() && ns.empty()) {
     m_ns_errors.push_back("Namespace prefix " + std::string(prefix) + " on " + std::string(name) + " is not defined");
   }
-  std::unordered_set<std::string> expanded;
+  bool expanded_filled = false;
   for (size_t i = 0; i < m_attrs.size(); ++i) {
     Attribute& a = m_attrs[i];
     if (a.prefix.empty()) {
@@ -304,7 +308,11 @@ void StartTag::resolve_names(const NamespaceScope& scope) {
         twice = twice || (m_attrs[j].ns == a.ns && m_attrs[j].name == a.name);
       }
     } else {
-      twice = !expanded.insert(std::string(a.ns) + '\n' + std::string(a.name)).second;
+      if (!expanded_filled) {
+        m_seen.clear();
+        expanded_filled = true;
+      }
+      twice = !m_seen.insert(std::string(a.ns) + '\n' + std::string(a.name)).second;
     }
     if (twice) {
       m_ns_errors.push_back("Namespaced Attribute " + std::string(a.name) + " in '" + std::string(a.ns) + "' redefined");

@@ -44,13 +44,20 @@ public:
   std::string_view lookup(std::string_view prefix) const;
   // The bindings made since `mark`, as views.
   void since(size_t mark, std::vector<Namespace>& out) const;
+  // A namespace name its user compares against: bound to it, lookup
+  // returns this very view (whose storage must outlive the scope), so that
+  // comparing pointers settles the comparison.
+  void intern(std::string_view uri) { m_interned.push_back(uri); }
 
 private:
   struct Binding {
     std::string prefix;
     std::string uri;
+    std::string_view interned; // or empty
+    std::string_view view() const { return interned.empty() ? std::string_view(uri) : interned; }
   };
   std::vector<Binding> m_bindings;
+  std::vector<std::string_view> m_interned;
 };
 
 class StartTag {
@@ -101,7 +108,9 @@ private:
   std::vector<Attribute> m_attrs;
   std::vector<Namespace> m_decls;
   std::vector<std::string> m_decoded;
-  std::unordered_set<std::string> m_seen; // the attribute names, past a few
+  // The attribute names past a few (parse), then their expanded names
+  // (resolve_names).
+  std::unordered_set<std::string> m_seen;
 };
 
 } // namespace tributary::rs::xml

@@ -532,3 +532,35 @@ TEST_CASE("Reader: documents are read as UTF-8 whatever they declare, and bytes 
   const ReadSummary cut = read(head + "</urlset>\n\xe2\x82", 3, h); // a sequence cut by the end
   CHECK_FALSE(cut.usable());
 }
+
+TEST_CASE("Reader: a datetime written again is read as before, and one that was repaired or dropped is said again each time") {
+  // The reader keeps the datetime it read last without a word (an entry's
+  // <lastmod> and datetime are most often one): what it returns for the same
+  // text must be what reading it gives, and a repair or an error must not
+  // be kept and lose its message.
+  auto p = parse_document(changelist(
+      "<url><loc>http://example.com/a</loc><lastmod>2013-01-03T10:00:00Z</lastmod>"
+      "<rs:md change=\"updated\" datetime=\"2013-01-03T10:00:00Z\"/></url>\n"
+      "<url><loc>http://example.com/b</loc><lastmod>2013-01-03 10:00:00</lastmod>"
+      "<rs:md change=\"updated\" datetime=\"2013-01-03 10:00:00\"/></url>\n"
+      "<url><loc>http://example.com/c</loc><lastmod>2013-13-03T10:00:00Z</lastmod>"
+      "<rs:md change=\"updated\" datetime=\"2013-13-03T10:00:00Z\"/></url>\n"
+      "<url><loc>http://example.com/d</loc><lastmod>2013-01-03T10:00:01Z</lastmod>"
+      "<rs:md change=\"updated\" datetime=\"2013-01-03T10:00:00Z\"/></url>\n"));
+  REQUIRE(p.document.entries.size() == 4);
+  const auto& e = p.document.entries;
+  CHECK(rs::format_w3c_datetime(*e[0].lastmod) == "2013-01-03T10:00:00Z");
+  CHECK(rs::format_w3c_datetime(*e[0].md->datetime) == "2013-01-03T10:00:00Z");
+  CHECK(rs::format_w3c_datetime(*e[1].md->datetime) == "2013-01-03T10:00:00Z");
+  CHECK_FALSE(e[2].lastmod.has_value()); // (its datetime is the change's before it, as the reader infers)
+  CHECK(rs::format_w3c_datetime(*e[3].lastmod) == "2013-01-03T10:00:01Z");
+  CHECK(rs::format_w3c_datetime(*e[3].md->datetime) == "2013-01-03T10:00:00Z");
+  size_t repaired = 0;
+  size_t dropped = 0;
+  for (const auto& d : p.summary.diagnostics) {
+    repaired += d.message.find("'2013-01-03 10:00:00' is not a W3C datetime; read as") != std::string::npos;
+    dropped += d.message.find("'2013-13-03T10:00:00Z' is not a W3C datetime (") != std::string::npos;
+  }
+  CHECK(repaired == 2);
+  CHECK(dropped == 2);
+}

@@ -4,8 +4,12 @@
 // (tests/fuzz/xml_oracle.cpp), whose saved inputs the fuzz-inputs test runs.
 #include "resourcesync/xml_scanner.h"
 
+#include "resourcesync/xml_chars.h"
+#include "resourcesync/xml_start_tag.h"
+
 #include <doctest/doctest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -233,4 +237,72 @@ TEST_CASE("XML scanner: more than 256 namespace declarations in scope stop it") 
   Recorder r = scan(ok + "><b xmlns:q='urn:q'/></a>");
   CHECK(r.fatal);
   CHECK(has_error(r, "more than 256 namespace declarations in scope"));
+}
+
+TEST_CASE("XML scanner: the first byte that needs a second look is found sixteen at a time as one at a time") {
+  // chars::find_special skips runs of ordinary bytes sixteen at a time
+  // where there is SSE2: it must stop where a byte-wise look stops, at every
+  // offset and length, whatever the neighbours of the byte are.
+  struct Table {
+    bool special[256] = {};
+  } t;
+  for (int c = 0; c < 0x20; ++c) {
+    t.special[c] = c != '\t'; // a tab is ordinary here, though below 0x20
+  }
+  t.special[static_cast<unsigned char>('&')] = true;
+  t.special[static_cast<unsigned char>(']')] = true;
+  t.special[0xEF] = true;
+  const std::string alphabet = std::string("abcXYZ09/:.-_ \t\t\t\xC3\xA9\xEF\xBF", 22) + "&]\n\r\x01";
+  std::mt19937 rng(7);
+  for (int round = 0; round < 20000; ++round) {
+    std::string s(rng() % 70, 'a');
+    const int specials = static_cast<int>(rng() % 3);
+    for (auto& c : s) {
+      // Mostly ordinary bytes, some rare ones, so that long runs occur.
+      c = (rng() % 16 == 0 || specials == 2) ? alphabet[rng() % alphabet.size()] : "httpexample/0123"[rng() % 16];
+    }
+    const size_t from = s.empty() ? 0 : rng() % (s.size() + 1);
+    const char* begin = s.data() + from;
+    const char* end = s.data() + s.size();
+    const char* expected = begin;
+    while (expected < end && !t.special[static_cast<unsigned char>(*expected)]) {
+      ++expected;
+    }
+    const char* found = chars::find_special(begin, end, t.special, '&', ']');
+    INFO("round " << round << ", from " << from << ", size " << s.size());
+    REQUIRE(found - s.data() == expected - s.data());
+  }
+}
+
+TEST_CASE("XML scanner: a namespace its handler interned is reported as that very view, wherever and however it is bound") {
+  static const std::string interned = "urn:interned";
+  struct Views : ScannerHandler {
+    // Each namespace reported, and whether it was the interned view (a
+    // view is valid during its event only).
+    std::vector<std::pair<std::string, bool>> ns;
+    void start_element(std::string_view, std::string_view, std::string_view n, std::span<const Namespace>,
+                       std::span<const Attribute> attrs) override {
+      ns.emplace_back(n, n.data() == interned.data());
+      for (const auto& a : attrs) {
+        ns.emplace_back(a.ns, a.ns.data() == interned.data());
+      }
+    }
+    void end_element() override {}
+    void characters(std::string_view) override {}
+    void doctype(std::string_view) override {}
+    void xml_error(uint64_t, std::string, bool) override {}
+  } h;
+  Scanner s(h, 1 << 20);
+  s.intern(interned);
+  s.feed("<a xmlns=\"urn:interned\"><p:b xmlns:p=\"urn:interned\" p:x=\"1\"/><c xmlns=\"urn:other\"/>"
+         "<d xmlns=\"urn:interned\"/></a>");
+  s.finish();
+  REQUIRE(h.ns.size() == 5);
+  for (size_t i : {0, 1, 2, 4}) {
+    INFO(i);
+    CHECK(h.ns[i].first == "urn:interned");
+    CHECK(h.ns[i].second);
+  }
+  CHECK(h.ns[3].first == "urn:other");
+  CHECK_FALSE(h.ns[3].second);
 }
