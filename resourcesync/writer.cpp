@@ -470,9 +470,12 @@ size_t PartitionedWriter::finish() {
   return m_parts;
 }
 
-std::string gzip(std::string_view data) {
+std::string gzip(std::string_view data, int level) {
   z_stream zs{};
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (level < -1 || level > 9) {
+    level = Z_DEFAULT_COMPRESSION;
+  }
+  if (deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     throw std::bad_alloc(); // deflateInit2 fails only for want of memory with these arguments
   }
   std::string out(deflateBound(&zs, static_cast<uLong>(data.size())) + 32, '\0');

@@ -106,8 +106,9 @@ private:
   std::vector<PartInfo> m_written;
 };
 
-// `data` gzip-compressed (one member, default level): for `.xml.gz`
-// sitemaps and `Content-Encoding: gzip` bodies.
-std::string gzip(std::string_view data);
+// `data` gzip-compressed (one member) at zlib's `level` (1 fastest .. 9
+// smallest; -1 zlib's default, 6): for `.xml.gz` sitemaps and
+// `Content-Encoding: gzip` bodies.
+std::string gzip(std::string_view data, int level = -1);
 
 } // namespace tributary::rs

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <random>
 
@@ -175,6 +176,11 @@ struct DumpPackage::Impl {
   std::vector<std::string> warnings;
   std::vector<zip_uint64_t> index_of; // manifest entry -> ZIP index (or ~0 when it has no path)
   std::vector<zip_uint64_t> size_of;  // uncompressed size of that ZIP entry
+  // The extra handles extract_many's workers read through, opened once and
+  // kept for the next batch: opening one reads the whole central directory
+  // again (7% of a dump baseline's processor time when every batch did).
+  std::mutex spare_mutex;
+  std::vector<std::unique_ptr<zip_t, ZipCloser>> spare;
 };
 
 DumpPackage::DumpPackage(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -426,7 +432,14 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
   };
   std::vector<std::thread> workers;
   std::vector<std::unique_ptr<zip_t, ZipCloser>> handles;
-  for (size_t t = 1; t < n; ++t) {
+  {
+    std::lock_guard lock(m_impl->spare_mutex);
+    while (handles.size() + 1 < n && !m_impl->spare.empty()) {
+      handles.push_back(std::move(m_impl->spare.back()));
+      m_impl->spare.pop_back();
+    }
+  }
+  while (handles.size() + 1 < n) {
     int err = 0;
     zip_t* z = zip_open(m_impl->path.c_str(), ZIP_RDONLY, &err);
     if (!z) {
@@ -434,6 +447,17 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
     }
     handles.emplace_back(z);
   }
+  // Given back for the next call, whichever way this one ends.
+  struct GiveBack {
+    Impl& impl;
+    std::vector<std::unique_ptr<zip_t, ZipCloser>>& handles;
+    ~GiveBack() {
+      std::lock_guard lock(impl.spare_mutex);
+      for (auto& h : handles) {
+        impl.spare.push_back(std::move(h));
+      }
+    }
+  } give_back{*m_impl, handles};
   const size_t used = handles.size() + 1;
   if (used < n) {
     // Could not open every handle: one thread does it all.
@@ -463,6 +487,11 @@ std::vector<Result<FetchedContent>> DumpPackage::extract_many(const std::vector<
     }
   }
   return results;
+}
+
+size_t DumpPackage::spare_handles() const {
+  std::lock_guard lock(m_impl->spare_mutex);
+  return m_impl->spare.size();
 }
 
 Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, const rs::Entry& e, size_t i,

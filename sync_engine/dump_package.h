@@ -75,6 +75,9 @@ public:
   std::vector<Result<FetchedContent>> extract_many(const std::vector<const rs::Entry*>& entries,
                                                    const std::vector<size_t>& indices, store::BlobStore& blobs,
                                                    unsigned threads = 4) const;
+  // The extra handles extract_many() keeps open for its next call (one
+  // fewer than the threads it used, at most).
+  size_t spare_handles() const;
 
 private:
   struct Impl;

@@ -278,3 +278,55 @@ TEST_CASE("Dump package: entries as Python's zipfile.writestr() writes them (060
   REQUIRE(got);
   CHECK(got->blob.length == 5);
 }
+
+TEST_CASE("Dump package: batch after batch is extracted on the handles the first batch opened, a failed one included") {
+  // Each batch of a baseline extracts on several threads, each through a
+  // handle of its own on the ZIP: opening one reads the whole central
+  // directory again, so the handles are kept for the next batch.
+  Dir d;
+  const auto zip = d.path / "many.zip";
+  std::vector<rs::Entry> entries;
+  std::vector<ZipEntry> files;
+  for (int i = 0; i < 900; ++i) {
+    const std::string bytes = "bitstream " + std::to_string(i);
+    entries.push_back(manifest_entry("http://e.org/r" + std::to_string(i), "/res/" + std::to_string(i), bytes));
+    files.push_back({"res/" + std::to_string(i), bytes});
+  }
+  entries[700].md->length = 3; // a bitstream that does not verify, in the third batch
+  files.insert(files.begin(), {"manifest.xml", manifest(entries)});
+  write_zip(zip, files);
+  auto pkg = open_zip(zip);
+  REQUIRE(pkg);
+  auto m = (*pkg)->manifest();
+  REQUIRE(m);
+  auto blobs = store::BlobStore::open(d.path / "store");
+  REQUIRE(blobs);
+  auto batch = [&](size_t first, size_t count) {
+    std::vector<const rs::Entry*> wanted;
+    std::vector<size_t> indices;
+    for (size_t i = first; i < first + count; ++i) {
+      wanted.push_back(&m->entries[i]);
+      indices.push_back(i);
+    }
+    return (*pkg)->extract_many(wanted, indices, **blobs, 4);
+  };
+  CHECK((*pkg)->spare_handles() == 0);
+  for (size_t first : {0, 300}) {
+    auto results = batch(first, 300);
+    REQUIRE(results.size() == 300);
+    for (size_t k = 0; k < results.size(); ++k) {
+      REQUIRE(results[k]);
+      CHECK(results[k]->blob.sha256 ==
+            rs::hash_hex(rs::HashAlgorithm::sha256, "bitstream " + std::to_string(first + k)));
+    }
+    CHECK((*pkg)->spare_handles() == 3); // four threads: three handles besides the package's own
+  }
+  auto failed = batch(600, 300);
+  CHECK_FALSE(failed[100]);
+  CHECK((*pkg)->spare_handles() == 3);
+  auto again = batch(300, 300);
+  for (const auto& r : again) {
+    CHECK(r);
+  }
+  CHECK((*pkg)->spare_handles() == 3);
+}
