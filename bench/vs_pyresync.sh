@@ -65,4 +65,23 @@ read -r om omin omax <<<"$(stats "${ours[@]}")"
 read -r tm tmin tmax <<<"$(stats "${theirs[@]}")"
 echo "tributary (default config): median $om resources/s (min $omin, max $omax)"
 echo "py-resync resync-sync --baseline: median $tm resources/s (min $tmin, max $tmax)"
-awk -v a="$om" -v b="$tm" -v amin="$omin" -v bmax="$tmax" 'BEGIN { printf "ratio of medians %.1fx (worst pairing: %.1fx)  [target >= 10x and >= 20,000/s: %s]\n", a / b, amin / bmax, (a / b >= 10 && a >= 20000 ? "PASS" : "FAIL") }'
+# What this host lets nginx serve: the same server, one of the 1 KB
+# objects, wrk on both cores (as our client would share them). The 20,000/s
+# target holds only where nginx serves at least 30,000/s (#54); below that
+# it is said plainly and not applied.
+ceiling=0
+if command -v wrk >/dev/null; then
+  for c in 8 16 32; do
+    r=$(wrk -t2 -c"$c" -d5s "http://127.0.0.1:$port/res/0" 2>/dev/null | awk '/^Requests\/sec/ { printf "%.0f", $2 }')
+    [ -n "$r" ] && [ "$r" -gt "$ceiling" ] && ceiling=$r
+  done
+  echo "nginx alone on this host (wrk -t2, 8/16/32 connections, best): $ceiling requests/s"
+else
+  echo "nginx alone on this host: not measured (wrk is not installed; deploy/install-deps.sh installs it)"
+fi
+awk -v a="$om" -v b="$tm" -v amin="$omin" -v bmax="$tmax" -v ceil="$ceiling" 'BEGIN {
+  ok = a / b >= 10
+  if (ceil >= 30000) { ok = ok && a >= 20000; t = ">= 10x and >= 20,000/s (nginx serves >= 30,000/s here)" }
+  else { t = ">= 10x; 20,000/s not applied: nginx serves " ceil "/s here, under 30,000" }
+  printf "ratio of medians %.1fx (worst pairing: %.1fx)  [target %s: %s]\n", a / b, amin / bmax, t, (ok ? "PASS" : "FAIL")
+  exit !ok }'

@@ -159,7 +159,8 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
       error("<" + std::string(name) + "> inside <" + std::string(to_string(header.root)) + ">");
     }
     deliver_header();
-    entry = Entry{};
+    // `entry` is empty: end_entry() emptied it (moving it out is not
+    // enough to say so), and nothing else fills it.
     entry_line = line();
     entry_md_seen = false;
     entry_errors_at_start = summary.errors;

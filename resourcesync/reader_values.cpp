@@ -63,7 +63,8 @@ std::optional<uint64_t> ValueReader::length(std::string_view value, std::string_
 std::optional<std::string> ValueReader::media_type(std::string_view value, std::string_view what) {
   // A document names few types, entry after entry: the one just accepted
   // needs no second look.
-  if (value == m_last_type && !value.empty()) {
+  if (value.size() == m_last_type.size() && !value.empty() &&
+      std::memcmp(value.data(), m_last_type.data(), value.size()) == 0) {
     return std::string(value);
   }
   std::string why;
