@@ -1,10 +1,19 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
 namespace tributary {
+
+// a == b: sizes, then bytes with a memcmp the compiler expands in line
+// when one side is a short literal. (std::string_view's == calls an
+// out-of-line compare() under GCC 12 at -O3 whenever the sizes match: 1.6%
+// of reading a Change List, element names and attribute names.)
+inline bool same(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
 
 // ASCII lower case (host names, header names, tokens).
 std::string to_lower(std::string_view s);

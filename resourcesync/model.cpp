@@ -1,5 +1,7 @@
 #include "resourcesync/model.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 #include <array>
 
@@ -168,13 +170,13 @@ std::string_view to_string(Change c) {
 }
 
 std::optional<Change> change_from_string(std::string_view s) {
-  if (s == "created") {
+  if (same(s, "created")) {
     return Change::created;
   }
-  if (s == "updated") {
+  if (same(s, "updated")) {
     return Change::updated;
   }
-  if (s == "deleted") {
+  if (same(s, "deleted")) {
     return Change::deleted;
   }
   return std::nullopt;

@@ -2,6 +2,7 @@
 
 #include "resourcesync/reader_impl.h"
 
+#include "common/text.h"
 #include "common/url_resolve.h"
 
 #include <algorithm>
@@ -47,7 +48,7 @@ namespace {
 // ns is k (k_sitemap_ns or k_rs_ns): the scanner reports those as these
 // very views (Scanner::intern), so the pointers settle it without
 // comparing 43 bytes, element after element.
-bool is_ns(std::string_view ns, std::string_view k) { return ns.data() == k.data() || ns == k; }
+bool is_ns(std::string_view ns, std::string_view k) { return ns.data() == k.data() || same(ns, k); }
 
 } // namespace
 
@@ -118,12 +119,12 @@ void Reader::Impl::start_root(std::string_view name, std::string_view ns,
                               std::span<const xml::Namespace> declared) {
   root_seen = true;
   root_line = line();
-  if (!is_ns(ns, k_sitemap_ns) || (name != "urlset" && name != "sitemapindex")) {
+  if (!is_ns(ns, k_sitemap_ns) || (!same(name, "urlset") && !same(name, "sitemapindex"))) {
     stop("root element <" + std::string(name) + "> in namespace '" + std::string(ns) +
          "' is not a Sitemap <urlset> or <sitemapindex> (" + std::string(k_sitemap_ns) + ")");
     return;
   }
-  header.root = name == "urlset" ? RootElement::urlset : RootElement::sitemapindex;
+  header.root = same(name, "urlset") ? RootElement::urlset : RootElement::sitemapindex;
   for (const auto& d : declared) {
     if (d.uri != k_sitemap_ns && d.uri != k_rs_ns) {
       header.namespaces.emplace_back(std::string(d.prefix), std::string(d.uri));
@@ -135,11 +136,11 @@ void Reader::Impl::start_root(std::string_view name, std::string_view ns,
 void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix, std::string_view ns,
                                  std::span<const Attr> attrs) {
   const bool late = header_delivered;
-  if (is_ns(ns, k_rs_ns) && (name == "md" || name == "ln")) {
+  if (is_ns(ns, k_rs_ns) && (same(name, "md") || same(name, "ln"))) {
     if (late) {
       warning("<rs:" + std::string(name) + "> of the document comes after its entries");
     }
-    if (name == "md") {
+    if (same(name, "md")) {
       if (header.md && !header.plain_sitemap) {
         error("the document has more than one <rs:md>");
       } else {
@@ -152,9 +153,9 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
     stack.push_back(Ctx::skip);
     return;
   }
-  if (is_ns(ns, k_sitemap_ns) && (name == "url" || name == "sitemap")) {
+  if (is_ns(ns, k_sitemap_ns) && (same(name, "url") || same(name, "sitemap"))) {
     const bool expected =
-        (name == "url") == (header.root == RootElement::urlset);
+        same(name, "url") == (header.root == RootElement::urlset);
     if (!expected) {
       error("<" + std::string(name) + "> inside <" + std::string(to_string(header.root)) + ">");
     }
@@ -179,17 +180,17 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
 void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix, std::string_view ns,
                                   std::span<const Attr> attrs) {
   if (is_ns(ns, k_sitemap_ns)) {
-    if (name == "loc" || name == "lastmod" || name == "changefreq" || name == "priority") {
-      text_field = name == "loc"       ? TextField::loc
-                   : name == "lastmod" ? TextField::lastmod
-                   : name == "changefreq" ? TextField::changefreq
+    if (same(name, "loc") || same(name, "lastmod") || same(name, "changefreq") || same(name, "priority")) {
+      text_field = same(name, "loc")       ? TextField::loc
+                   : same(name, "lastmod") ? TextField::lastmod
+                   : same(name, "changefreq") ? TextField::changefreq
                                           : TextField::priority;
       text.clear();
       stack.push_back(Ctx::text);
       return;
     }
   } else if (is_ns(ns, k_rs_ns)) {
-    if (name == "md") {
+    if (same(name, "md")) {
       if (entry_md_seen) {
         value_error("an entry has more than one <rs:md> (it is not repeatable; the second is ignored)");
       } else {
@@ -199,7 +200,7 @@ void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix
       stack.push_back(Ctx::skip);
       return;
     }
-    if (name == "ln") {
+    if (same(name, "ln")) {
       if (auto ln = values.parse_ln(attrs)) {
         entry.links.push_back(std::move(*ln));
       }

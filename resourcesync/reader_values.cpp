@@ -1,5 +1,6 @@
 #include "resourcesync/reader_values.h"
 
+#include "common/text.h"
 #include "resourcesync/datetime.h"
 #include "resourcesync/hash.h"
 #include "resourcesync/validator.h"
@@ -112,33 +113,33 @@ Metadata ValueReader::parse_md(std::span<const Attr> attrs) {
       continue;
     }
     const std::string_view n = a.name;
-    if (n == "capability") {
+    if (same(n, "capability")) {
       md.capability = std::string(a.value);
-    } else if (n == "at") {
+    } else if (same(n, "at")) {
       md.at = datetime(a.value, "<rs:md> attribute 'at'");
-    } else if (n == "completed") {
+    } else if (same(n, "completed")) {
       md.completed = datetime(a.value, "<rs:md> attribute 'completed'");
-    } else if (n == "from") {
+    } else if (same(n, "from")) {
       md.from = datetime(a.value, "<rs:md> attribute 'from'");
-    } else if (n == "until") {
+    } else if (same(n, "until")) {
       md.until = datetime(a.value, "<rs:md> attribute 'until'");
-    } else if (n == "datetime") {
+    } else if (same(n, "datetime")) {
       md.datetime = datetime(a.value, "<rs:md> attribute 'datetime'");
-    } else if (n == "change") {
+    } else if (same(n, "change")) {
       md.change = change_from_string(a.value);
       if (!md.change) {
         m_sink.value_error("<rs:md> attribute 'change': " + quote(a.value) +
                     " is not one of created, updated, deleted (dropped)");
       }
-    } else if (n == "hash") {
+    } else if (same(n, "hash")) {
       md.hash = hashes(a.value, "<rs:md> attribute 'hash'");
-    } else if (n == "length") {
+    } else if (same(n, "length")) {
       md.length = length(a.value, "<rs:md> attribute 'length'");
-    } else if (n == "type") {
+    } else if (same(n, "type")) {
       md.type = media_type(a.value, "<rs:md> attribute 'type'");
-    } else if (n == "encoding") {
+    } else if (same(n, "encoding")) {
       md.encoding = std::string(a.value);
-    } else if (n == "path") {
+    } else if (same(n, "path")) {
       md.path = std::string(a.value);
     } else {
       extension_attr(md.extensions, a, "rs:md");
@@ -161,30 +162,30 @@ std::optional<Link> ValueReader::parse_ln(std::span<const Attr> attrs) {
       continue;
     }
     const std::string_view n = a.name;
-    if (n == "rel") {
+    if (same(n, "rel")) {
       ln.rel = std::string(a.value);
       has_rel = true;
-    } else if (n == "href") {
+    } else if (same(n, "href")) {
       ln.href = std::string(a.value);
       has_href = true;
-    } else if (n == "hash") {
+    } else if (same(n, "hash")) {
       ln.hash = hashes(a.value, "<rs:ln> attribute 'hash'");
-    } else if (n == "length") {
+    } else if (same(n, "length")) {
       ln.length = length(a.value, "<rs:ln> attribute 'length'");
-    } else if (n == "modified") {
+    } else if (same(n, "modified")) {
       ln.modified = datetime(a.value, "<rs:ln> attribute 'modified'");
-    } else if (n == "path") {
+    } else if (same(n, "path")) {
       ln.path = std::string(a.value);
-    } else if (n == "pri") {
+    } else if (same(n, "pri")) {
       auto v = length(a.value, "<rs:ln> attribute 'pri'");
       if (v && *v >= 1 && *v <= 999999) {
         ln.pri = static_cast<uint32_t>(*v);
       } else if (v) {
         m_sink.value_error("<rs:ln> attribute 'pri': " + quote(a.value) + " is outside 1..999999 (dropped)");
       }
-    } else if (n == "type") {
+    } else if (same(n, "type")) {
       ln.type = media_type(a.value, "<rs:ln> attribute 'type'");
-    } else if (n == "encoding") {
+    } else if (same(n, "encoding")) {
       ln.encoding = std::string(a.value);
     } else {
       extension_attr(ln.extensions, a, "rs:ln");

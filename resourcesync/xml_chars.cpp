@@ -13,7 +13,7 @@ namespace {
 // XML 1.0 (fifth edition) NameStartChar and NameChar.
 bool name_start(uint32_t c) {
   if (c < 0x80) {
-    return k_names.kind[c] == 1;
+    return (k_names.kind[c] & 1) != 0;
   }
   return (c >= 0xC0 && c <= 0xD6) || (c >= 0xD8 && c <= 0xF6) || (c >= 0xF8 && c <= 0x2FF) ||
          (c >= 0x370 && c <= 0x37D) || (c >= 0x37F && c <= 0x1FFF) || (c >= 0x200C && c <= 0x200D) ||

@@ -17,7 +17,9 @@
 namespace tributary::rs::xml::chars {
 
 // Per byte: 1 begins and continues a Name (ASCII), 2 only continues one,
-// 4 begins a multi-byte character (decoded by name_end_slow), 0 neither.
+// 4 begins a multi-byte character (decoded by name_end_slow), 0 neither;
+// 8 is added for ':' (which begins and continues one), so that a reader of
+// a name learns whether it holds one without a second look.
 struct NameTable {
   unsigned char kind[256] = {};
   constexpr NameTable() {
@@ -26,7 +28,7 @@ struct NameTable {
       kind[c - 'a' + 'A'] = 1;
     }
     kind[static_cast<unsigned char>('_')] = 1;
-    kind[static_cast<unsigned char>(':')] = 1;
+    kind[static_cast<unsigned char>(':')] = 1 | 8;
     for (int c = '0'; c <= '9'; ++c) {
       kind[c] = 2;
     }
@@ -43,25 +45,41 @@ inline constexpr NameTable k_names;
 // there; for names with characters beyond ASCII.
 const char* name_end_slow(const char* p, const char* end);
 
-// The same, ASCII names without a call.
-inline const char* name_end(const char* p, const char* end) {
+// The same, ASCII names without a call; `colon`: whether it holds a ':'.
+inline const char* name_end(const char* p, const char* end, bool& colon) {
+  colon = false;
   if (p == end) {
     return p;
   }
-  unsigned char k = k_names.kind[static_cast<unsigned char>(*p)];
-  if (k != 1) {
-    return k == 4 ? name_end_slow(p, end) : p;
+  unsigned acc = k_names.kind[static_cast<unsigned char>(*p)];
+  if ((acc & 1) == 0) {
+    if (acc != 4) {
+      return p;
+    }
+    const char* q = name_end_slow(p, end);
+    colon = std::char_traits<char>::find(p, static_cast<size_t>(q - p), ':') != nullptr;
+    return q;
   }
-  // One test a byte: ASCII name bytes are 1 or 2, anything else ends the
-  // loop and is looked at once.
+  // One test a byte: ASCII name bytes are 1, 2 or 9; anything else ends
+  // the loop and is looked at once.
   const char* q = p + 1;
-  while (q < end && (k_names.kind[static_cast<unsigned char>(*q)] & 3) != 0) {
+  unsigned k = 0;
+  while (q < end && ((k = k_names.kind[static_cast<unsigned char>(*q)]) & 3) != 0) {
+    acc |= k;
     ++q;
   }
-  if (q < end && k_names.kind[static_cast<unsigned char>(*q)] == 4) {
-    return name_end_slow(p, end);
+  if (q < end && k == 4) {
+    q = name_end_slow(p, end);
+    colon = std::char_traits<char>::find(p, static_cast<size_t>(q - p), ':') != nullptr;
+    return q;
   }
+  colon = (acc & 8) != 0;
   return q;
+}
+
+inline const char* name_end(const char* p, const char* end) {
+  bool colon = false;
+  return name_end(p, end, colon);
 }
 
 struct SpaceTable {

@@ -1,5 +1,6 @@
 #include "resourcesync/xml_start_tag.h"
 
+#include "common/text.h"
 #include "resourcesync/xml_chars.h"
 
 #include <cstring>
@@ -89,7 +90,7 @@ StartTag::Parsed StartTag::fail(std::string message) {
 
 StartTag::Parsed StartTag::parse(const char* p, const char* end) {
   lines = 0;
-  const char* q = name_end(p + 1, end);
+  const char* q = name_end(p + 1, end, m_qname_colon);
   if (q == end) {
     return Parsed::cut;
   }
@@ -122,7 +123,8 @@ StartTag::Parsed StartTag::parse(const char* p, const char* end) {
       return Parsed::done;
     }
     const char* name_at = q;
-    q = name_end(q, end);
+    bool colon = false;
+    q = name_end(q, end, colon);
     if (q == end) {
       return Parsed::cut;
     }
@@ -151,7 +153,7 @@ StartTag::Parsed StartTag::parse(const char* p, const char* end) {
     if (seen_before(aname)) {
       return fail("Attribute " + std::string(aname) + " redefined");
     }
-    m_raw.push_back(RawAttr{aname, std::string_view(raw, static_cast<size_t>(q - raw)), plain});
+    m_raw.push_back(RawAttr{aname, std::string_view(raw, static_cast<size_t>(q - raw)), plain, colon});
     ++q;
   }
 }
@@ -255,9 +257,11 @@ bool StartTag::bind_declarations(NamespaceScope& scope) {
     }
     const std::string_view an = m_raw[i].qname;
     std::string_view ap;
-    std::string_view al;
-    split(an, ap, al);
-    if (an != "xmlns" && ap != "xmlns") {
+    std::string_view al = an;
+    if (m_raw[i].colon) {
+      split(an, ap, al);
+    }
+    if (!same(an, "xmlns") && !same(ap, "xmlns")) {
       m_attrs.push_back(Attribute{al, ap, {}, v});
       continue;
     }
@@ -283,7 +287,11 @@ bool StartTag::bind_declarations(NamespaceScope& scope) {
 // Names: the element's and each attribute's, against the bindings in scope
 // (this tag's own included).
 void StartTag::resolve_names(const NamespaceScope& scope) {
-  split(qname, prefix, name);
+  prefix = {};
+  name = qname;
+  if (m_qname_colon) {
+    split(qname, prefix, name);
+  }
   ns = scope.lookup(prefix);
   if (!prefix.empty() && ns.empty()) {
     m_ns_errors.push_back("Namespace prefix " + std::string(prefix) + " on " + std::string(name) + " is not defined");

@@ -90,6 +90,7 @@ private:
     std::string_view qname;
     std::string_view raw; // between the quotes
     bool plain;           // no reference, no whitespace to normalize
+    bool colon;           // its name holds a ':' (else it has no prefix)
   };
 
   Parsed fail(std::string message);
@@ -101,6 +102,7 @@ private:
   bool bind_declarations(NamespaceScope& scope);
   void resolve_names(const NamespaceScope& scope);
 
+  bool m_qname_colon = false; // the element's name holds a ':'
   std::string m_error;
   std::vector<std::string> m_ns_errors;
   // Kept from tag to tag to reuse their capacity.

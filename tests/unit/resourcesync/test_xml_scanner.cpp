@@ -125,6 +125,10 @@ TEST_CASE("XML scanner: namespaces are scoped to their element, and an unbound p
   CHECK(has_error(unbound, "Namespace prefix q on b is not defined"));
   Recorder out_of_scope = scan("<a><b xmlns:q=\"urn:q\"/><q:c/></a>");
   CHECK(has_error(out_of_scope, "Namespace prefix q on c is not defined"));
+  // Prefixes beyond ASCII (read by the slow path of names) resolve alike.
+  Recorder wide = scan("<a xmlns:\xC3\xA9=\"urn:e\"><\xC3\xA9:b \xC3\xA9:x=\"1\" y\xC3\xA9=\"2\"/></a>");
+  CHECK(wide.errors.empty());
+  CHECK(wide.events == "<a{} ns(\xC3\xA9=urn:e)><\xC3\xA9:b{urn:e} x{urn:e}=[1] y\xC3\xA9{}=[2]></></>");
   // The same attribute twice, by name or by namespace and local name.
   CHECK(scan("<a x=\"1\" x=\"2\"/>").fatal);
   CHECK(has_error(scan("<a xmlns:p=\"urn:1\" xmlns:q=\"urn:1\" p:k=\"1\" q:k=\"2\"/>"), "redefined"));
