@@ -3,6 +3,7 @@
 #include "common/stop_and_join.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 #include <malloc.h>
 #include <time.h>
@@ -54,7 +55,10 @@ void DocumentRenderer::start() {
     m_requested = false;
     m_force = false;
   }
-  m_thread = std::thread([this] { run(); });
+  m_thread = std::thread([this] {
+    name_thread("renderer");
+    run();
+  });
 }
 
 void DocumentRenderer::run() {

@@ -3,6 +3,7 @@
 #include "common/stop_and_join.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "republisher/responses.h"
 
 #include <fcntl.h>
@@ -26,6 +27,7 @@ void DumpBuilder::start() {
     return;
   }
   m_thread = std::thread([this] {
+    name_thread("dump builder");
     std::unique_lock lock(m_mutex);
     do {
       lock.unlock();

@@ -3,6 +3,7 @@
 #include "republisher/hub_delivery.h"
 
 #include "common/stop_and_join.h"
+#include "common/thread_name.h"
 
 namespace tributary::pub {
 
@@ -11,9 +12,15 @@ using namespace hub_detail;
 HubDelivery::~HubDelivery() { stop(); }
 
 void HubDelivery::start() {
-  m_threads.emplace_back([this] { scheduler(); });
+  m_threads.emplace_back([this] {
+    name_thread("hub scheduler");
+    scheduler();
+  });
   for (unsigned i = 0; i < std::max(1u, m_options.delivery_threads); ++i) {
-    m_threads.emplace_back([this] { worker(false); });
+    m_threads.emplace_back([this] {
+      name_thread("hub delivery");
+      worker(false);
+    });
   }
   for (unsigned i = 0; i < std::max(1u, m_options.slow_delivery_threads); ++i) {
     m_threads.emplace_back([this] { worker(true); });

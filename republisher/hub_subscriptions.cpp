@@ -4,6 +4,7 @@
 #include "republisher/hub_subscriptions.h"
 
 #include "common/stop_and_join.h"
+#include "common/thread_name.h"
 
 namespace tributary::pub {
 
@@ -13,7 +14,10 @@ HubSubscriptions::~HubSubscriptions() { stop(); }
 
 void HubSubscriptions::start() {
   for (unsigned i = 0; i < std::max(1u, m_options.verification_threads); ++i) {
-    m_threads.emplace_back([this] { verifier(); });
+    m_threads.emplace_back([this] {
+      name_thread("hub verifier");
+      verifier();
+    });
   }
 }
 

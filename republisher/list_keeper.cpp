@@ -3,6 +3,7 @@
 #include "common/stop_and_join.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 #include <malloc.h>
 #include <signal.h>
@@ -60,6 +61,7 @@ ListKeeper::~ListKeeper() {
 
 void ListKeeper::start() {
   m_thread = std::thread([this] {
+    name_thread("list keeper");
     std::unique_lock lock(m_mutex);
     while (!m_stopping) {
       // Cleared before the pass, not after: a wake (refresh_soon) that

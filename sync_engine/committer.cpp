@@ -4,6 +4,8 @@
 // declared in run_context.h).
 #include "sync_engine/run_context.h"
 
+#include "common/thread_name.h"
+
 #include <exception>
 
 namespace tributary::sync {
@@ -16,6 +18,7 @@ Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
   }
   m_future = std::async(std::launch::async, [this, batch = std::move(batch), blobs = std::move(sealed),
                                              done = std::move(on_committed)]() mutable {
+    name_thread("committer");
     const store::Batch& b = *batch;
     // The batch's blobs are made durable and named here, while the next
     // batch is fetched: the pack's sync and the index's cost 3.5-4 ms a

@@ -4,6 +4,7 @@
 #include "sync_engine/net_policy.h"
 
 #include "common/text.h"
+#include "common/thread_name.h"
 #include "common/version.h"
 
 #include <httplib.h>
@@ -98,7 +99,10 @@ public:
     t.window_start = t.started;
     m_active.push_back(&t);
     if (!m_thread.joinable()) {
-      m_thread = std::thread([this] { run(); });
+      m_thread = std::thread([this] {
+        name_thread("http fetcher");
+        run();
+      });
     }
   }
 

@@ -1,5 +1,7 @@
 #include "sync_engine/read_ahead.h"
 
+#include "common/thread_name.h"
+
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -126,6 +128,7 @@ Result<rs::ReadSummary> read_ahead(const SpooledDocument& doc, rs::DocumentHandl
                                    const std::function<bool()>& stopped, size_t first_chunk) {
   Queue queue;
   std::thread parser([&] {
+    name_thread("read ahead");
     try {
       Producer p(queue, std::max<size_t>(chunk, 1), first_chunk);
       auto r = doc.read(p);

@@ -10,6 +10,7 @@
 #include "aggregator/status/api.h"
 #include "common/http/router.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "common/version.h"
 #include "republisher/server.h"
 #include "aggregator/status/json.h"
@@ -232,7 +233,10 @@ struct Daemon : DaemonState {
         r.done = false;
         r.stalled_out = false;
         r.cancel = std::make_shared<std::atomic<bool>>(false);
-        r.thread = std::thread([this, job, src = *cfg, cancel = r.cancel] { run_job(job, src, cancel); });
+        r.thread = std::thread([this, job, src = *cfg, cancel = r.cancel] {
+          name_thread("sync " + src.name);
+          run_job(job, src, cancel);
+        });
       }
       auto until = now + std::chrono::seconds(1);
       if (auto next = scheduler.next_due()) {
@@ -607,12 +611,19 @@ int run_daemon(const std::string& config_path, std::ostream& out, std::ostream& 
   std::promise<void> dispatched;
   auto dispatcher_done = dispatched.get_future();
   std::thread dispatcher([dp, &dispatched] {
+    name_thread("dispatcher");
     dp->dispatch();
     dispatched.set_value();
   });
   Housekeeping housekeeping(*dp, dp->republisher);
-  std::thread pruner([&housekeeping] { housekeeping.prune_runs(); });
-  std::thread sampler([&housekeeping] { housekeeping.sample_history(); });
+  std::thread pruner([&housekeeping] {
+    name_thread("prune runs");
+    housekeeping.prune_runs();
+  });
+  std::thread sampler([&housekeeping] {
+    name_thread("history");
+    housekeeping.sample_history();
+  });
   if (hub) {
     hub->start();
   }

@@ -1,6 +1,7 @@
 #include "aggregator/push/subscriber.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 #include "resourcesync/reader.h"
 #include "resourcesync/websub.h"
 #include "sync_engine/discovery.h"
@@ -643,7 +644,10 @@ PushSubscriber::~PushSubscriber() { stop(); }
 
 void PushSubscriber::start() {
   Impl* impl = m_impl.get();
-  m_impl->thread = std::thread([impl] { impl->loop(); });
+  m_impl->thread = std::thread([impl] {
+    name_thread("push subscriber");
+    impl->loop();
+  });
 }
 
 void PushSubscriber::stop() {

@@ -3,6 +3,7 @@
 #include "common/http/response_out.h"
 #include "common/http/text.h"
 #include "common/log.h"
+#include "common/thread_name.h"
 
 #include <arpa/inet.h>
 #include <csignal>
@@ -611,10 +612,16 @@ Result<void> Server::start() {
   }
   for (auto& loop : m.loops) {
     Loop* l = loop.get();
-    loop->thread = std::thread([&m, l] { m.run_loop(*l); });
+    loop->thread = std::thread([&m, l] {
+      name_thread("http loop");
+      m.run_loop(*l);
+    });
   }
   for (int i = 0; i < std::max(1, m.options.workers); ++i) {
-    m.workers.emplace_back([&m] { m.run_worker(); });
+    m.workers.emplace_back([&m] {
+      name_thread("http worker");
+      m.run_worker();
+    });
   }
   m.started = true;
   return {};

@@ -2,6 +2,8 @@
 // collection, and the release of its map from resident memory.
 #include "store/blob/blob_index.h"
 
+#include "common/thread_name.h"
+
 #include "store/blob/blob_io.h"
 
 #include <lmdb.h>
@@ -188,6 +190,7 @@ void BlobIndex::release_map() {
 
 void BlobIndex::start_releaser() {
   m_releaser = std::thread([this] {
+    name_thread("blob releaser");
     std::unique_lock lock(m_release_mutex);
     uint64_t seen = m_touched.load();
     while (!m_release_cv.wait_for(lock, std::chrono::milliseconds(250), [this] { return m_release_stop; })) {

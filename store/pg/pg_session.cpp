@@ -5,6 +5,7 @@
 #include "store/pg/pg_store.h"
 
 #include "common/log.h"
+#include "common/thread_name.h"
 
 #include <poll.h>
 #include <unistd.h>
@@ -46,7 +47,10 @@ PgSession::PgSession(std::string conninfo) : m_conninfo(std::move(conninfo)) {
   if (::pipe(m_wake) != 0) {
     m_wake[0] = m_wake[1] = -1;
   }
-  m_thread = std::thread([this] { loop(); });
+  m_thread = std::thread([this] {
+    name_thread("pg session");
+    loop();
+  });
 }
 
 PgSession::~PgSession() {
