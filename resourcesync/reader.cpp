@@ -144,7 +144,7 @@ void Reader::Impl::start_in_root(std::string_view name, std::string_view prefix,
       if (header.md && !header.plain_sitemap) {
         error("the document has more than one <rs:md>");
       } else {
-        header.md = values.parse_md(attrs);
+        values.parse_md(attrs, header.md.emplace());
         header.plain_sitemap = false;
       }
     } else if (auto ln = values.parse_ln(attrs)) {
@@ -194,7 +194,7 @@ void Reader::Impl::start_in_entry(std::string_view name, std::string_view prefix
       if (entry_md_seen) {
         value_error("an entry has more than one <rs:md> (it is not repeatable; the second is ignored)");
       } else {
-        entry.md = values.parse_md(attrs);
+        values.parse_md(attrs, entry.md.emplace());
         entry_md_seen = true;
       }
       stack.push_back(Ctx::skip);

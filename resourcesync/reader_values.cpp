@@ -102,11 +102,10 @@ void ValueReader::extension_attr(std::vector<ExtensionAttribute>& out, const Att
                                    std::string(a.value)});
 }
 
-Metadata ValueReader::parse_md(std::span<const Attr> attrs) {
-  Metadata md;
+void ValueReader::parse_md(std::span<const Attr> attrs, Metadata& md) {
   for (const auto& a : attrs) {
     if (!value_ok(a.name, "rs:md", a.value)) {
-      return md;
+      return;
     }
     if (!a.ns.empty()) {
       extension_attr(md.extensions, a, "rs:md");
@@ -145,7 +144,6 @@ Metadata ValueReader::parse_md(std::span<const Attr> attrs) {
       extension_attr(md.extensions, a, "rs:md");
     }
   }
-  return md;
 }
 
 // A link without its rel or href cannot be followed: it is dropped.

@@ -46,7 +46,9 @@ public:
   std::optional<uint64_t> length(std::string_view value, std::string_view what);
   std::optional<std::string> media_type(std::string_view value, std::string_view what);
   std::vector<HashValue> hashes(std::string_view value, std::string_view what);
-  Metadata parse_md(std::span<const Attr> attrs);
+  // <rs:md>'s attributes into `md` (empty), read in place: an entry's is
+  // not built aside and moved.
+  void parse_md(std::span<const Attr> attrs, Metadata& md);
   std::optional<Link> parse_ln(std::span<const Attr> attrs);
   // An element we do not know, kept as it was (its attributes checked).
   XmlNode make_node(std::string_view name, std::string_view prefix, std::string_view ns,
