@@ -6,7 +6,6 @@
 #include "resourcesync/validator.h"
 
 #include <charconv>
-#include <cstring>
 
 namespace tributary::rs::reading {
 
@@ -26,8 +25,7 @@ std::string ValueReader::quote(std::string_view v) {
 }
 
 std::optional<Timestamp> ValueReader::datetime(std::string_view value, std::string_view what) {
-  if (value.size() == m_last_datetime.size() && !value.empty() &&
-      std::memcmp(value.data(), m_last_datetime.data(), value.size()) == 0) {
+  if (!value.empty() && same(value, m_last_datetime)) {
     return m_last_timestamp;
   }
   std::string why;
@@ -64,8 +62,7 @@ std::optional<uint64_t> ValueReader::length(std::string_view value, std::string_
 std::optional<std::string> ValueReader::media_type(std::string_view value, std::string_view what) {
   // A document names few types, entry after entry: the one just accepted
   // needs no second look.
-  if (value.size() == m_last_type.size() && !value.empty() &&
-      std::memcmp(value.data(), m_last_type.data(), value.size()) == 0) {
+  if (!value.empty() && same(value, m_last_type)) {
     return std::string(value);
   }
   std::string why;

@@ -52,28 +52,25 @@ inline const char* name_end(const char* p, const char* end, bool& colon) {
     return p;
   }
   unsigned acc = k_names.kind[static_cast<unsigned char>(*p)];
-  if ((acc & 1) == 0) {
-    if (acc != 4) {
-      return p;
+  if ((acc & 1) != 0) {
+    // One test a byte: ASCII name bytes are 1, 2 or 9; anything else ends
+    // the loop and is looked at once.
+    const char* q = p + 1;
+    unsigned k = 0;
+    while (q < end && ((k = k_names.kind[static_cast<unsigned char>(*q)]) & 3) != 0) {
+      acc |= k;
+      ++q;
     }
-    const char* q = name_end_slow(p, end);
-    colon = std::char_traits<char>::find(p, static_cast<size_t>(q - p), ':') != nullptr;
-    return q;
+    if (q == end || k != 4) {
+      colon = (acc & 8) != 0;
+      return q;
+    }
+  } else if (acc != 4) {
+    return p;
   }
-  // One test a byte: ASCII name bytes are 1, 2 or 9; anything else ends
-  // the loop and is looked at once.
-  const char* q = p + 1;
-  unsigned k = 0;
-  while (q < end && ((k = k_names.kind[static_cast<unsigned char>(*q)]) & 3) != 0) {
-    acc |= k;
-    ++q;
-  }
-  if (q < end && k == 4) {
-    q = name_end_slow(p, end);
-    colon = std::char_traits<char>::find(p, static_cast<size_t>(q - p), ':') != nullptr;
-    return q;
-  }
-  colon = (acc & 8) != 0;
+  // A character beyond ASCII: the name is decoded from its start.
+  const char* q = name_end_slow(p, end);
+  colon = std::char_traits<char>::find(p, static_cast<size_t>(q - p), ':') != nullptr;
   return q;
 }
 

@@ -67,7 +67,7 @@ std::string_view NamespaceScope::lookup(std::string_view prefix) const {
   }
   for (size_t i = m_bindings.size(); i-- > 0;) {
     const std::string& p = m_bindings[i].prefix;
-    if (p.size() == prefix.size() && (p.empty() || std::memcmp(p.data(), prefix.data(), p.size()) == 0)) {
+    if (same(p, prefix)) {
       return m_bindings[i].view();
     }
   }
@@ -188,8 +188,7 @@ StartTag::Parsed StartTag::value(const char*& q, const char* end, bool& plain) {
 bool StartTag::seen_before(std::string_view aname) {
   if (m_raw.size() < k_few_attributes) {
     for (const auto& a : m_raw) {
-      if (a.qname.size() == aname.size() && a.qname[0] == aname[0] &&
-          std::memcmp(a.qname.data(), aname.data(), aname.size()) == 0) {
+      if (a.qname[0] == aname[0] && same(a.qname, aname)) {
         return true;
       }
     }

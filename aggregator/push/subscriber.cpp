@@ -1,5 +1,7 @@
 #include "aggregator/push/subscriber.h"
 
+#include "aggregator/push/notified_runs.h"
+
 #include "common/log.h"
 #include "common/thread_name.h"
 #include "resourcesync/reader.h"
@@ -57,24 +59,7 @@ struct PushSubscriber::Impl {
   bool stopping = false;
   std::thread thread;
 
-  // The runs notifications start, per source (#35: 10 forged POSTs started
-  // 11 runs in 6 s). A notification whose run applied something keeps the
-  // next one immediate: a genuine hub's changes are never delayed. One
-  // whose run applied nothing (a forged or repeated notification) doubles
-  // the gap before the next notification may start a run, from 1 s up to
-  // 5 min; a notification within the gap is held and starts one run when
-  // the gap ends (a genuine change coming then is not lost, and polling
-  // stays the safety net). So a flood costs the Source a handful of runs.
-  struct Gate {
-    Clock::time_point open_at{};          // no notified run before this
-    std::chrono::milliseconds gap{0};      // after the next run that applies nothing, doubled
-    bool held = false;                     // a notification came within the gap
-    bool running = false;                  // a notified run has not reported yet
-  };
-  static constexpr std::chrono::milliseconds k_first_gap{1000};
-  static constexpr std::chrono::milliseconds k_max_gap{300000};
-  std::mutex gates_mutex;
-  std::map<std::string, Gate> gates;
+  NotifiedRuns runs; // how many runs notifications may start
 
   // Whether to give this hub a secret: over http a secret travels in the
   // clear (WebSub 5.1: only over https), so "https" signs wherever signing
@@ -92,57 +77,19 @@ struct PushSubscriber::Impl {
 
   // A notification was accepted: run the source now, or when its gap ends.
   void run_notified(const std::string& source) {
-    {
-      std::lock_guard lock(gates_mutex);
-      Gate& g = gates[source];
-      const auto now = Clock::now();
-      if (now < g.open_at || g.running) {
-        g.held = true;
-        return;
-      }
-      g.running = true;
-      g.open_at = now + g.gap;
+    if (runs.notified(source)) {
+      hooks.notified(source);
     }
-    hooks.notified(source);
   }
 
   // Held notifications whose gap has ended, and whose last run reported.
   void release_held() {
-    std::vector<std::string> due;
-    {
-      std::lock_guard lock(gates_mutex);
-      const auto now = Clock::now();
-      for (auto& [source, g] : gates) {
-        if (g.held && !g.running && now >= g.open_at) {
-          g.held = false;
-          g.running = true;
-          g.open_at = now + g.gap;
-          due.push_back(source);
-        }
-      }
-    }
-    for (const auto& source : due) {
+    for (const auto& source : runs.release_held()) {
       log::info(source, "push: a notification held back by the gap starts its run now");
       hooks.notified(source);
     }
   }
 
-  void ran(const std::string& source, bool applied) {
-    std::lock_guard lock(gates_mutex);
-    auto it = gates.find(source);
-    if (it == gates.end() || !it->second.running) {
-      return; // not a notified run
-    }
-    Gate& g = it->second;
-    g.running = false;
-    const auto was = g.gap;
-    g.gap = applied ? std::chrono::milliseconds(0) : std::clamp(2 * was, k_first_gap, k_max_gap);
-    g.open_at = Clock::now() + g.gap; // the gap runs from the end of the run
-    if (!applied && g.gap != was) {
-      log::info(source, "push: a notified run applied nothing: the next notification waits " +
-                            std::to_string(g.gap.count() / 1000.0).substr(0, 5) + " s");
-    }
-  }
   // What each source's Capability Lists offered at its last run in this
   // process (a source not run yet keeps what it has).
   std::map<std::string, std::vector<sync::NotificationChannel>> offered;
@@ -673,7 +620,7 @@ void PushSubscriber::discovered(const std::string& source, const std::vector<syn
   m_impl->wake.notify_all();
 }
 
-void PushSubscriber::ran(const std::string& source, bool applied) { m_impl->ran(source, applied); }
+void PushSubscriber::ran(const std::string& source, bool applied) { m_impl->runs.ran(source, applied); }
 
 void PushSubscriber::configured(const std::set<std::string>& sources) {
   {
