@@ -260,9 +260,26 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
     const std::string fits = "'eval:[document.documentElement.scrollWidth, innerWidth, "
                              "Math.round(Math.max(...[...document.querySelectorAll(\"#source-table th\")]"
                              ".map(c => c.getBoundingClientRect().right)))].join(\" \")'";
+    // And with every source running a job, as any may be when the page is
+    // looked at: its progress must not widen the State column past the window.
+    const std::string running =
+        "'eval:(view.status.sources.forEach(s => { s.activity = \"syncing\"; s.job = {mode: \"incremental\", "
+        "done: 3700, total: 10000, eta_seconds: 125, document: \"x\"}; }), render(), "
+        "[document.documentElement.scrollWidth, innerWidth, "
+        "Math.round(Math.max(...[...document.querySelectorAll(\"#source-table th\")]"
+        ".map(c => c.getBoundingClientRect().right))), document.querySelectorAll(\"#sources .job\").length].join(\" \"))'";
+    // Each column's width and its widest cell's text, so that a failure names
+    // the column that grew.
+    const std::string columns =
+        "'eval:\"columns \" + [...document.querySelectorAll(\"#source-table th\")].map((c, i) => { "
+        "let w = \"\"; let ww = 0; for (const r of document.querySelectorAll(\"#sources tr\")) { "
+        "const td = r.children[i]; if (!td) continue; const g = document.createRange(); g.selectNodeContents(td); "
+        "const x = g.getBoundingClientRect().width; if (x > ww) { ww = x; w = td.textContent; } } "
+        "return c.dataset.key + \"=\" + Math.round(c.getBoundingClientRect().width) + \" [\" + w + \"]\"; }).join(\" | \")'";
     const std::string cmd =
         python3() + " " + (std::filesystem::path(TRIBUTARY_SOURCE_DIR) / "tests/integration/page_actions.py").string() +
-        " '" + d.base + "/status' - - width:1400 " + fits + " width:1280 " + fits + " > " + out + " 2>&1";
+        " '" + d.base + "/status' - - width:1400 " + fits + " " + columns + " width:1280 " + fits + " " + columns +
+        " " + running + " " + columns + " > " + out + " 2>&1";
     REQUIRE(std::system(cmd.c_str()) == 0);
     const std::string text = slurp(out);
     INFO(text);
@@ -273,15 +290,24 @@ TEST_CASE("Status page: 200 sources in headless Chromium: summary, sparklines, h
       if (j["step"].get<std::string>().rfind("eval:", 0) != 0) {
         continue;
       }
+      if (j["result"].get<std::string>().rfind("columns ", 0) == 0) {
+        MESSAGE(j["result"].get<std::string>());
+        continue;
+      }
       std::istringstream v(j["result"].get<std::string>());
       double scroll = 0, inner = 0, right = 0;
-      v >> scroll >> inner >> right;
+      int jobs = -1;
+      v >> scroll >> inner >> right >> jobs;
+      if (jobs != -1) {
+        MESSAGE("every source running a job: " << jobs << " progress bars");
+        CHECK(jobs == 200);
+      }
       MESSAGE("window " << inner << " px: page " << scroll << " px wide, last column ends at " << right << " px");
       CHECK(scroll <= inner);
       CHECK(right <= inner);
       ++checked;
     }
-    CHECK(checked == 2);
+    CHECK(checked == 3);
     // The error's full text is on hover.
     const std::string dom = dom_of(d.base + "/status", dir.path, "hover");
     CHECK(dom.find("<td class=\"error\" title=\"") != std::string::npos);

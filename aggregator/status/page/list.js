@@ -111,13 +111,21 @@ function sourceRow(s, now, pushed, nodes) {
     since.title = "failing since " + exact(s.failing_since);
     st.appendChild(since);
   }
-  const act = activityBadge(s);
-  if (act) { st.append(" "); st.appendChild(act); }
+  // A running job is a bar 3em wide, its words on hover: words here would
+  // widen the column while a run lasts, and the list past 1,280 px with it.
   if (s.job) {
     const pct = s.job.total ? Math.min(100, Math.floor(100 * s.job.done / s.job.total)) : 0;
-    const j = el("span", " " + s.job.mode + " " + pct + "%", "sub");
-    j.title = s.job.done + "/" + s.job.total + (s.job.eta_seconds !== null ? ", ETA " + duration(s.job.eta_seconds) : "");
-    st.appendChild(j);
+    const j = el("span", "", "job");
+    j.title = s.activity + " · " + s.job.mode + " " + pct + "%: " + s.job.done + "/" + s.job.total +
+              (s.job.eta_seconds !== null ? ", ETA " + duration(s.job.eta_seconds) : "");
+    j.dataset.percent = pct;
+    const done = document.createElement("span");
+    done.style.width = pct + "%";
+    j.appendChild(done);
+    st.append(" "); st.appendChild(j);
+  } else {
+    const act = activityBadge(s);
+    if (act) { st.append(" "); st.appendChild(act); }
   }
   // Which node: only when several share the database.
   if (nodes > 1 && (s.running_on || s.last_node)) {
