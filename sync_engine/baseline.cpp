@@ -3,6 +3,9 @@
 
 #include "sync_engine/read_ahead.h"
 
+#include "common/thread_name.h"
+
+#include <future>
 #include <unordered_map>
 
 // A baseline: make what we hold of a feed equal to its Resource List (or
@@ -140,10 +143,28 @@ Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string
   }
   ctx.restart_progress();
   std::optional<rs::Timestamp> manifest_at;
-  for (const auto& pkg : *packages) {
-    auto opened = open_package(ctx, pkg, rs::Capability::resourcedump_manifest);
+  // The next package is downloaded, verified and opened on a thread of its
+  // own while this one is applied: done in turn, each package's download
+  // and check left the store idle, and the applying (bound by the store)
+  // left the network idle. One ahead: two packages on disk at most.
+  auto fetch_at = [&ctx, &packages](size_t i) {
+    return std::async(std::launch::async, [&ctx, &pkg = (*packages)[i]] {
+      name_thread("next package");
+      return fetch_package(ctx, pkg, rs::Capability::resourcedump_manifest);
+    });
+  };
+  std::future<Result<OpenedPackage>> next = fetch_at(0);
+  for (size_t i = 0; i < packages->size(); ++i) {
+    const rs::Entry& pkg = (*packages)[i];
+    auto opened = next.get();
     if (!opened) {
       return tl::unexpected(opened.error());
+    }
+    for (const auto& w : opened->package->warnings()) {
+      ctx.note(w);
+    }
+    if (i + 1 < packages->size()) {
+      next = fetch_at(i + 1); // waited for on any return below (the future's destructor)
     }
     const DumpPackage& package = *opened->package;
     if (auto a = package.header().md->at; a && (!manifest_at || *a < *manifest_at)) {

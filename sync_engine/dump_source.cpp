@@ -56,6 +56,16 @@ OpenedPackage::~OpenedPackage() {
 }
 
 Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind) {
+  auto out = fetch_package(ctx, pkg, manifest_kind);
+  if (out) {
+    for (const auto& w : out->package->warnings()) {
+      ctx.note(w);
+    }
+  }
+  return out;
+}
+
+Result<OpenedPackage> fetch_package(const RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind) {
   Expected expected;
   if (pkg.md) {
     expected.length = pkg.md->length;
@@ -72,9 +82,6 @@ Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Ca
     return tl::unexpected(opened.error());
   }
   out.package = std::move(*opened);
-  for (const auto& w : out.package->warnings()) {
-    ctx.note(w);
-  }
   return out;
 }
 

@@ -415,6 +415,10 @@ struct OpenedPackage {
   ~OpenedPackage();
 };
 Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind);
+// The same without the notes (its warnings stay in the package): reads
+// only the context's fetcher, fetch options and temporary folder, so it
+// may run on another thread while the run goes on.
+Result<OpenedPackage> fetch_package(const RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind);
 // Extracts the entries `wanted` from a package and publishes their blobs: a
 // ContentSource for the batch functions.
 std::vector<Result<FetchedContent>> extract_entries(RunContext& ctx, const DumpPackage& package,

@@ -9,6 +9,7 @@
 #include <zip.h>
 
 #include <fstream>
+#include <future>
 #include <set>
 #include <sys/stat.h>
 
@@ -302,9 +303,16 @@ TEST_CASE("Dumps: a package whose bytes differ from the dump's rs:md fails a dum
     pqxx::read_transaction tx(c);
     CHECK(tx.exec1("SELECT count(*) FROM watermark WHERE baseline_at IS NOT NULL")[0].as<int>() == 0);
   }
-  // The first (good) package committed on its own; nothing of the second.
+  // The first (good) package committed on its own; nothing of the second,
+  // fetched (once) while the first was applied, and whose file is gone.
   CHECK(env.live().size() == 2);
   CHECK(env.live().count(d.up.url("/res/c.txt")) == 0);
+  CHECK(d.up.requests("/dump/part2.zip") == 1);
+  size_t left = 0;
+  for (const auto& f : std::filesystem::directory_iterator(env.data / "tmp")) {
+    left += f.path().filename().string().rfind("package", 0) == 0;
+  }
+  CHECK(left == 0);
   // auto: the lists serve the resources, so the run succeeds from them.
   for (const auto& [p, b] : d.bytes) {
     d.site.put(p, b);
@@ -313,6 +321,35 @@ TEST_CASE("Dumps: a package whose bytes differ from the dump's rs:md fails a dum
   CHECK(r.status == RunStatus::succeeded);
   CHECK(has_note(r, "Resource Dump unusable, baselined from the Resource List instead"));
   CHECK(env.live().size() == 3);
+}
+
+TEST_CASE("Dumps: the next package is downloaded while one is applied") {
+  DumpSite d;
+  // A first package of three slices (2,500 entries each): with one commit
+  // in flight, the second slice waits for the first.
+  std::vector<std::string> first;
+  for (int i = 0; i < 5001; ++i) {
+    const std::string p = "/res/n" + std::to_string(i) + ".txt";
+    d.bytes[p] = "n" + std::to_string(i);
+    d.site.content[p] = d.bytes[p];
+    first.push_back(p);
+  }
+  d.site.publish_resource_list(d.at);
+  d.publish_packages({first, {"/res/a.txt", "/res/b.txt", "/res/c.txt"}});
+  SyncEnv env;
+  // The store is held: the first package cannot be applied until the
+  // second was asked for, which only a download ahead of the applying does.
+  pqxx::connection holder(env.db.conninfo());
+  pqxx::work lock(holder);
+  lock.exec("LOCK TABLE resource IN EXCLUSIVE MODE");
+  auto run = std::async(std::launch::async, [&] { return env.run(d.source("dumps"), RunMode::baseline); });
+  const bool ahead = eventually([&] { return d.up.requests("/dump/part2.zip") == 1; }, 10);
+  CHECK(env.live().empty()); // (read beside the lock)
+  lock.abort();
+  CHECK(ahead);
+  const auto r = run.get();
+  CHECK(r.status == RunStatus::succeeded);
+  CHECK(env.live().size() == d.bytes.size());
 }
 
 TEST_CASE("Dumps: strategy lists never touches the dump") {
