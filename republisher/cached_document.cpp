@@ -30,9 +30,9 @@ bool write_file(const std::filesystem::path& path, const std::string& bytes) {
   return !ec;
 }
 
-std::string etag_of(const std::string& body) {
-  return "\"" + rs::hash_hex(rs::HashAlgorithm::sha256, body).substr(0, 32) + "\"";
-}
+std::string etag_from(const std::string& sha256_hex) { return "\"" + sha256_hex.substr(0, 32) + "\""; }
+
+std::string etag_of(const std::string& body) { return etag_from(rs::hash_hex(rs::HashAlgorithm::sha256, body)); }
 
 // How hard the gzip copies are compressed: an immutable document once, at
 // zlib's default; one that is rendered again while the store moves (the
@@ -44,12 +44,12 @@ constexpr int k_transient_level = 1;
 
 // A document in files under `dir`, `name` and its gzip copy `name`.gz;
 // nullptr when they cannot be written.
-std::unique_ptr<CachedDocument> in_files(const std::string& body, const std::filesystem::path& dir,
-                                         const std::string& name, const std::string& type, int level) {
+std::unique_ptr<CachedDocument> in_files(const std::string& body, const std::string& gz, std::string etag,
+                                         const std::filesystem::path& dir, const std::string& name,
+                                         const std::string& type) {
   auto d = std::make_unique<CachedDocument>();
   d->content_type = type;
-  d->etag = etag_of(body);
-  const std::string gz = rs::gzip(body, level);
+  d->etag = std::move(etag);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !write_file(dir / name, body) || !write_file(dir / (name + ".gz"), gz)) {
@@ -65,13 +65,20 @@ std::unique_ptr<CachedDocument> in_files(const std::string& body, const std::fil
 
 constexpr size_t k_file_min = 64 * 1024;
 
-std::shared_ptr<CachedDocument> in_memory(std::string body, const std::string& type, int level) {
+std::shared_ptr<CachedDocument> in_memory(std::string body, std::string gz, std::string etag,
+                                          const std::string& type) {
   auto d = std::make_shared<CachedDocument>();
-  d->etag = etag_of(body);
-  d->gzipped = rs::gzip(body, level);
+  d->etag = std::move(etag);
+  d->gzipped = std::move(gz);
   d->body = std::move(body);
   d->content_type = type;
   return d;
+}
+
+std::shared_ptr<CachedDocument> in_memory(std::string body, const std::string& type, int level) {
+  std::string gz = rs::gzip(body, level);
+  std::string etag = etag_of(body);
+  return in_memory(std::move(body), std::move(gz), std::move(etag), type);
 }
 
 } // namespace
@@ -84,7 +91,7 @@ std::shared_ptr<const CachedDocument> cached(std::string body, const std::string
 
 std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std::filesystem::path& dir,
                                                      const std::string& name) {
-  auto d = in_files(body, dir, name, "application/xml", k_immutable_level);
+  auto d = in_files(body, rs::gzip(body, k_immutable_level), etag_of(body), dir, name, "application/xml");
   if (!d) {
     return cached(std::move(body), "application/xml", true);
   }
@@ -94,13 +101,24 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
 
 std::shared_ptr<const CachedDocument> cached_transient(std::string body, const std::filesystem::path& dir,
                                                        const std::string& type) {
+  std::string gz = rs::gzip(body, k_transient_level);
+  const std::string sha = rs::hash_hex(rs::HashAlgorithm::sha256, body);
+  return cached_transient(std::move(body), std::move(gz), sha, dir, type);
+}
+
+std::shared_ptr<const CachedDocument> cached_transient(std::string body, std::string gzipped,
+                                                       const std::string& sha256_hex,
+                                                       const std::filesystem::path& dir, const std::string& type) {
+  if (gzipped.empty() || sha256_hex.empty()) {
+    return cached_transient(std::move(body), dir, type);
+  }
   static std::atomic<uint64_t> generation{0};
   auto d = dir.empty() || body.size() < k_file_min
                ? nullptr
-               : in_files(body, dir, "open-" + std::to_string(generation.fetch_add(1) + 1) + ".xml", type,
-                          k_transient_level);
+               : in_files(body, gzipped, etag_from(sha256_hex), dir,
+                          "open-" + std::to_string(generation.fetch_add(1) + 1) + ".xml", type);
   if (!d) {
-    return in_memory(std::move(body), type, k_transient_level);
+    return in_memory(std::move(body), std::move(gzipped), etag_from(sha256_hex), type);
   }
   return std::shared_ptr<const CachedDocument>(d.release(), [](const CachedDocument* p) {
     std::error_code e;

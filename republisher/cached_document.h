@@ -50,6 +50,13 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
 std::shared_ptr<const CachedDocument> cached_transient(std::string body, const std::filesystem::path& dir,
                                                        const std::string& type);
 
+// The same with its gzip copy and SHA-256 (hex) made already, as the open
+// Change List part's are, grown with it (change_lists.h): neither is made
+// again here. Empty ones are made here.
+std::shared_ptr<const CachedDocument> cached_transient(std::string body, std::string gzipped,
+                                                       const std::string& sha256_hex,
+                                                       const std::filesystem::path& dir, const std::string& type);
+
 // Removes what cached_transient() left in the set folders under `dir` (a
 // process that died before its documents were released).
 void remove_transient(const std::filesystem::path& dir);

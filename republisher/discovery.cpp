@@ -1,6 +1,7 @@
 // The aggregate as IIIF Change Discovery 1.0 streams (#52).
 #include "republisher/discovery.h"
 
+#include "republisher/change_lists.h"
 #include "republisher/documents.h"
 #include "republisher/responses.h"
 

@@ -314,18 +314,23 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
                                  m_closing_time += t - mark; // this part's reading, rendering and writing
                                  mark = t;
                                },
-                               compaction);
+                               compaction, &m_open[s.name]);
   if (!cl) {
     return tl::unexpected(cl.error());
   }
   if (known.compacted > compacted_before) {
     drop_compacted(s.name, known);
   }
+  // The open part and the index; the open part's gzip copy and digest came
+  // grown with it.
+  OpenPart& open = m_open[s.name];
+  const std::filesystem::path dir =
+      m_options.document_dir.empty() ? std::filesystem::path() : m_options.document_dir / s.name;
   for (auto& part : *cl) {
     docs[m_urls.path_of(part.url)] =
-        cached_transient(std::move(part.xml),
-                         m_options.document_dir.empty() ? std::filesystem::path() : m_options.document_dir / s.name,
-                         "application/xml");
+        part.is_index ? cached_transient(std::move(part.xml), dir, "application/xml")
+                      : cached_transient(std::move(part.xml), std::move(open.gzipped), open.sha256_hex, dir,
+                                         "application/xml");
   }
   for (const auto& part : known.parts) {
     const std::string path = m_urls.path_of(part.url);

@@ -8,6 +8,7 @@
 // compact. Closed parts are rendered once and kept (in files under
 // document_dir). Owns its thread, its pace and what it rendered.
 
+#include "republisher/change_lists.h"
 #include "republisher/content_server.h"
 #include "republisher/server.h"
 #include "republisher/shelf.h"
@@ -103,6 +104,8 @@ private:
   // and their documents by URL path.
   std::map<std::string, std::shared_ptr<const ClosedParts>> m_closed;
   std::map<std::string, std::shared_ptr<const CachedDocument>> m_closed_docs;
+  // Each set's open Change List part, grown from one refresh to the next.
+  std::map<std::string, OpenPart> m_open;
   std::string m_last_error;
   // Time the last refresh spent on Change List parts that closed: rendered
   // once, never again, so the pace leaves it out (a baseline of a million

@@ -224,9 +224,6 @@ std::string render_capability_list(const UrlScheme& urls, const PublishedSet& se
   return rs::write_document(d);
 }
 
-namespace {
-
-// An index's or archive's entry for one list: its URL and span.
 rs::Entry list_entry(const ArchivedList& l) {
   rs::Entry e;
   e.loc = l.url;
@@ -237,8 +234,6 @@ rs::Entry list_entry(const ArchivedList& l) {
   e.md->completed = l.completed;
   return e;
 }
-
-} // namespace
 
 std::string render_archive(const UrlScheme& urls, const std::string& set, const char* capability,
                            const std::vector<ArchivedList>& lists) {
@@ -301,125 +296,6 @@ rs::Entry change_entry(const UrlScheme& urls, const std::string& set, const stor
     e.md->encoding.reset();
   }
   return e;
-}
-
-Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
-                                                        const PublishedSet& set, size_t part_size,
-                                                        ClosedParts* closed,
-                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink,
-                                                        const store::Compaction* compaction) {
-  part_size = std::max<size_t>(1, std::min<size_t>(part_size, rs::k_max_entries));
-  ClosedParts scratch;
-  if (!closed) {
-    closed = &scratch;
-  }
-  if (closed->feeds != set.feeds || closed->part_size != part_size) {
-    *closed = ClosedParts{};
-    closed->feeds = set.feeds;
-    closed->part_size = part_size;
-  }
-  if (compaction && compaction->feeds == set.feeds && compaction->part_size == part_size &&
-      compaction->parts > closed->compacted) {
-    // The parts it covers go; those after it stay as they were (the same
-    // changes: compaction cuts between parts).
-    const size_t drop = compaction->parts - closed->compacted;
-    if (drop <= closed->parts.size() && closed->parts[drop - 1].last_seq == compaction->last_seq) {
-      closed->parts.erase(closed->parts.begin(), closed->parts.begin() + static_cast<std::ptrdiff_t>(drop));
-    } else {
-      closed->parts.clear(); // not known here yet: read from where it ended
-    }
-    closed->compacted = compaction->parts;
-    closed->compacted_seq = compaction->last_seq;
-    closed->compacted_until = compaction->until;
-  }
-  std::vector<rs::WrittenPart> out;
-  struct PartRange {
-    std::string url;
-    rs::Timestamp from;
-    std::optional<rs::Timestamp> until;
-  };
-  std::vector<PartRange> ranges;
-  std::vector<rs::Entry> current;
-  std::optional<rs::Timestamp> last_time = closed->compacted_until;
-  std::optional<rs::Timestamp> part_from = closed->compacted_until;
-  int64_t after = closed->compacted_seq;
-  for (const auto& p : closed->parts) {
-    ranges.push_back(PartRange{p.url, p.from, p.until});
-    last_time = p.until;
-    part_from = p.until;
-    after = p.last_seq;
-  }
-  int64_t last_seq = after;
-
-  ClosedParts& known = *closed;
-  auto write_part = [&](bool is_closed) {
-    const size_t n = closed->compacted + ranges.size() + 1;
-    rs::Document d = capability_document("changelist");
-    const rs::Timestamp from = part_from ? *part_from : (last_time ? *last_time : now());
-    d.header.md->from = from;
-    if (is_closed) {
-      d.header.md->until = last_time;
-    }
-    d.header.links.push_back(link("up", urls.capability_list(set.name)));
-    d.header.links.push_back(link("index", urls.change_list_index(set.name)));
-    d.entries = std::move(current);
-    current.clear();
-    // Closed parts are numbered; the open one is always at the URL the
-    // Capability List names.
-    PartRange range{is_closed ? urls.change_list_part(set.name, n) : urls.change_list(set.name), from,
-                    is_closed ? last_time : std::nullopt};
-    rs::WrittenPart written{range.url, rs::write_document(d), d.entries.size(), false};
-    if (is_closed && closed_sink) {
-      closed_sink(std::move(written));
-    } else {
-      out.push_back(std::move(written));
-    }
-    if (is_closed) {
-      known.parts.push_back(ClosedParts::Part{n, range.url, from, *last_time, last_seq});
-    }
-    ranges.push_back(std::move(range));
-    part_from = last_time; // the next part starts where this one ended
-  };
-
-  const auto held = held_in(reader, set);
-  for (;;) {
-    auto page = reader.changes(set.feeds, after, 10000);
-    if (!page) {
-      return tl::unexpected(page.error());
-    }
-    for (const auto& c : *page) {
-      // Ours, strictly increasing (so unique per URI): recorded time, nudged
-      // past the previous entry when the clock did not move.
-      rs::Entry e = change_entry(urls, set.name, c, last_time, held);
-      const rs::Timestamp t = *e.md->datetime;
-      if (!part_from) {
-        part_from = t;
-      }
-      current.push_back(std::move(e));
-      last_time = t;
-      last_seq = c.seq;
-      if (current.size() == part_size) {
-        write_part(true);
-      }
-    }
-    if (page->size() < 10000) {
-      break;
-    }
-    after = page->back().seq;
-  }
-  // The open part, possibly empty (also after a part that filled up
-  // exactly): the index always ends with an open list.
-  write_part(false);
-  rs::Document index = capability_document("changelist");
-  index.header.root = rs::RootElement::sitemapindex;
-  index.header.md->from = ranges.front().from;
-  index.header.links.push_back(link("up", urls.capability_list(set.name)));
-  for (const auto& r : ranges) {
-    index.entries.push_back(list_entry(ArchivedList{r.url, r.from, r.until, {}, {}}));
-  }
-  out.push_back(
-      rs::WrittenPart{urls.change_list_index(set.name), rs::write_document(index), index.entries.size(), true});
-  return out;
 }
 
 } // namespace tributary::pub

@@ -93,6 +93,8 @@ struct ArchivedList {
   std::optional<rs::Timestamp> at;
   std::optional<rs::Timestamp> completed;
 };
+// An index's or archive's entry for one list: its URL and span.
+rs::Entry list_entry(const ArchivedList& l);
 // A Change List Archive or Resource List Archive (ResourceSync Archives,
 // sections 3 and 5): a urlset of capability "changelist-archive" or
 // "resourcelist-archive" pointing up to the set's Capability List, one
@@ -106,56 +108,5 @@ std::string render_archive(const UrlScheme& urls, const std::string& set, const 
 Result<std::vector<rs::WrittenPart>> render_resource_list(store::StoreReader& reader, const UrlScheme& urls,
                                                           const PublishedSet& set, rs::Timestamp at,
                                                           const rs::PartitionLimits& limits = {});
-
-// The set's change log in parts of `part_size` changes: every part but the
-// last is full, closed (`until`), numbered (changelist-<n>.xml) and never
-// changes again; the last is open and is changelist.xml, the URL the
-// Capability List names, so that a client that reads only that document
-// (py-resync's default) reads a Change List it understands. Every part links
-// (`index`) to the Change List Index, changelist-index.xml, which lists the
-// closed parts and then changelist.xml: a Destination whose last change is
-// older than the open list's `from` finds the rest there (spec 12.1, 12.2).
-// The result holds the parts in order, then the index. Each entry's `datetime` is ours,
-// strictly increasing: the time we recorded it, nudged a microsecond past its
-// predecessor when the clock did not move.
-//
-// Each entry as change_entry() gives it.
-//
-// Closed parts never change, so they are rendered once: with `closed`, the
-// parts it already describes are neither read from the store nor returned
-// (the caller keeps the XML it got the first time), and parts that close in
-// this render are added to it. A `closed` made for other feeds or another
-// part size is reset.
-//
-// With `compaction` (the change log's retention compacted this set's first
-// parts; one for other feeds or another part size does not apply), those
-// parts are dropped from `closed` and from the index, and numbering and
-// time go on after them: the index's first part starts where the last
-// compacted one ended, so a Destination that is behind it knows it must
-// re-baseline (spec 12.1, and our own sync engine does).
-struct ClosedParts {
-  struct Part {
-    size_t n = 0;         // its number: changelist-<n>.xml
-    std::string url;
-    rs::Timestamp from;
-    rs::Timestamp until;
-    int64_t last_seq = 0; // of the part's last change
-  };
-  std::vector<int64_t> feeds;
-  size_t part_size = 0;
-  std::vector<Part> parts;
-  size_t compacted = 0;                   // parts 1..compacted are gone
-  int64_t compacted_seq = 0;              // the last change of part `compacted`
-  std::optional<rs::Timestamp> compacted_until; // its `until`
-};
-//
-// With `closed_sink`, each part that closes goes there as soon as it is
-// rendered, not into the result: a refresh that finds many parts closed at
-// once (a baseline of millions) holds one of them at a time.
-Result<std::vector<rs::WrittenPart>> render_change_list(store::StoreReader& reader, const UrlScheme& urls,
-                                                        const PublishedSet& set, size_t part_size = 10000,
-                                                        ClosedParts* closed = nullptr,
-                                                        const std::function<void(rs::WrittenPart&&)>& closed_sink = {},
-                                                        const store::Compaction* compaction = nullptr);
 
 } // namespace tributary::pub

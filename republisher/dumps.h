@@ -1,6 +1,6 @@
 #pragma once
 
-#include "republisher/documents.h"
+#include "republisher/change_lists.h"
 #include "store/blob/blob_store.h"
 #include "store/shared_dumps.h"
 #include "store/store_reader.h"

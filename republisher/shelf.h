@@ -9,7 +9,7 @@
 // pointer: nothing is rendered under it.
 
 #include "republisher/cached_document.h"
-#include "republisher/documents.h"
+#include "republisher/change_lists.h"
 #include "republisher/dumps.h"
 
 #include <cstdint>

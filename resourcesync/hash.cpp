@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 
@@ -337,11 +338,12 @@ void Hasher::update(const void* data, size_t size) {
   }
 }
 
-std::string Hasher::finish_hex() {
+namespace {
+
+std::string finish_to_hex(EVP_MD_CTX* ctx) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_DigestFinal_ex(m_impl->ctx, digest, &len);
-  EVP_DigestInit_ex2(m_impl->ctx, m_impl->md, nullptr);
+  EVP_DigestFinal_ex(ctx, digest, &len);
   static constexpr char k_hex[] = "0123456789abcdef";
   std::string out(len * 2, '0');
   for (unsigned int i = 0; i < len; ++i) {
@@ -349,6 +351,25 @@ std::string Hasher::finish_hex() {
     out[2 * i + 1] = k_hex[digest[i] & 0xf];
   }
   return out;
+}
+
+} // namespace
+
+std::string Hasher::finish_hex() {
+  std::string out = finish_to_hex(m_impl->ctx);
+  EVP_DigestInit_ex2(m_impl->ctx, m_impl->md, nullptr);
+  return out;
+}
+
+std::string Hasher::peek_hex(std::string_view tail) const {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> copy(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!copy || EVP_MD_CTX_copy_ex(copy.get(), m_impl->ctx) != 1) {
+    throw std::runtime_error("OpenSSL digest copy failed");
+  }
+  if (!tail.empty()) {
+    EVP_DigestUpdate(copy.get(), tail.data(), tail.size());
+  }
+  return finish_to_hex(copy.get());
 }
 
 std::string hash_hex(HashAlgorithm algorithm, std::string_view data) {

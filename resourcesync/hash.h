@@ -69,6 +69,9 @@ public:
   void update(std::string_view data) { update(data.data(), data.size()); }
   // Lower-case hex digest; the hasher is reset and may be reused.
   std::string finish_hex();
+  // The digest of what it was given and then `tail`, the hasher left as it
+  // was (a copy is finished): for text that goes on growing.
+  std::string peek_hex(std::string_view tail = {}) const;
   HashAlgorithm algorithm() const { return m_algorithm; }
 
 private:

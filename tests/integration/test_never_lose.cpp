@@ -4,6 +4,7 @@
 #include "process.h"
 #include "sync_fixture.h"
 
+#include "republisher/change_lists.h"
 #include "republisher/documents.h"
 #include "resourcesync/reader.h"
 #include "resourcesync/writer.h"

@@ -1,7 +1,10 @@
+#include "republisher/change_lists.h"
 #include "republisher/documents.h"
 
 #include "records.h"
+#include "../resourcesync/test_support.h"
 
+#include "resourcesync/hash.h"
 #include "resourcesync/reader.h"
 #include "store/memory_store.h"
 
@@ -221,6 +224,64 @@ TEST_CASE("Republished Change List: closed parts, an open last part, our strictl
     CHECK(del.md->hash.empty());
     CHECK(del.find_link("via")->href == "http://up.example.org/a");
   }
+}
+
+TEST_CASE("Republished Change List: the open part grown from one rendering to the next is, byte for byte, what a "
+          "whole rendering gives, with its gzip copy and digest, across parts that close") {
+  Fixture f;
+  const int64_t feed = f.set.feeds.at(0);
+  ClosedParts closed, whole_closed;
+  OpenPart open;
+  int n = 0;
+  // Renderings after 0, 1, 2, ... 7 more changes each: parts of 5 close on
+  // the way, at the end of a rendering and in its middle.
+  for (int round = 0; round < 12; ++round) {
+    store::Batch b;
+    b.feed_id = feed;
+    for (int i = 0; i < round % 8; ++i, ++n) {
+      auto r = record("http://up.example.org/r" + std::to_string(n % 9), "v" + std::to_string(n));
+      b.upserts.push_back(r);
+      b.changes.push_back(ChangeRecord{n < 9 ? rs::Change::created : rs::Change::updated,
+                                       ts("2026-01-03T00:00:00Z") + std::chrono::seconds(n), r});
+    }
+    if (!b.upserts.empty()) {
+      REQUIRE(f.st.apply(b));
+    }
+    CAPTURE(round);
+    std::vector<std::string> sunk, whole_sunk;
+    auto grown = render_change_list(f.st, f.urls, f.set, 5, &closed,
+                                    [&](rs::WrittenPart&& p) { sunk.push_back(p.xml); }, nullptr, &open);
+    auto whole = render_change_list(f.st, f.urls, f.set, 5, &whole_closed,
+                                    [&](rs::WrittenPart&& p) { whole_sunk.push_back(p.xml); });
+    REQUIRE(grown);
+    REQUIRE(whole);
+    CHECK(sunk == whole_sunk); // the parts that closed
+    REQUIRE(grown->size() == whole->size());
+    for (size_t i = 0; i < grown->size(); ++i) {
+      CHECK(grown->at(i).url == whole->at(i).url);
+      CHECK(grown->at(i).xml == whole->at(i).xml);
+      CHECK(grown->at(i).entries == whole->at(i).entries);
+    }
+    const std::string& xml = grown->front().xml; // the open part
+    if (!open.sha256_hex.empty()) {
+      CHECK(open.sha256_hex == rs::hash_hex(rs::HashAlgorithm::sha256, xml));
+      CHECK(test::gunzip(open.gzipped).value_or("") == xml);
+    }
+    parse_valid(xml);
+  }
+  CHECK(closed.parts.size() >= 4);
+  CHECK(closed.parts.size() == whole_closed.parts.size());
+  // Another part size, or parts forgotten, start it again.
+  ClosedParts fresh;
+  auto again = render_change_list(f.st, f.urls, f.set, 5, &fresh, {}, nullptr, &open);
+  auto whole = render_change_list(f.st, f.urls, f.set, 5);
+  REQUIRE(again);
+  REQUIRE(whole);
+  CHECK(again->at(again->size() - 2).xml == whole->at(whole->size() - 2).xml);
+  auto other = render_change_list(f.st, f.urls, f.set, 7, &closed, {}, nullptr, &open);
+  auto other_whole = render_change_list(f.st, f.urls, f.set, 7);
+  REQUIRE(other);
+  CHECK(other->at(other->size() - 2).xml == other_whole->at(other_whole->size() - 2).xml);
 }
 
 TEST_CASE("Published sets: one per upstream set, and named sets merging sources") {

@@ -4,13 +4,12 @@
 #include "republisher/resource_list_files.h"
 
 #include "records.h"
+#include "../resourcesync/test_support.h"
 
 #include "resourcesync/reader.h"
 #include "store/memory_store.h"
 
 #include <doctest/doctest.h>
-
-#include <zlib.h>
 
 #include <fstream>
 #include <set>
@@ -34,22 +33,9 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 std::string gunzip(const std::string& gz) {
-  z_stream z{};
-  REQUIRE(inflateInit2(&z, 15 + 16) == Z_OK);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
-  z.avail_in = static_cast<uInt>(gz.size());
-  std::string out;
-  char buf[65536];
-  int rc = Z_OK;
-  do {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-  } while (rc == Z_OK);
-  inflateEnd(&z);
-  CHECK(rc == Z_STREAM_END);
-  return out;
+  auto out = test::gunzip(gz);
+  CHECK(out);
+  return out.value_or("");
 }
 
 std::string body(const CachedDocument& d) { return d.file.empty() ? d.body : read_file(d.file); }
