@@ -140,8 +140,10 @@ void poll_while_committing(size_t nodes) {
   long long last_size = -1;
   auto still_since = std::chrono::steady_clock::now();
   const auto started = std::chrono::steady_clock::now();
+  std::string froms; // each poll's from, for a failure's message
   while (std::chrono::steady_clock::now() - started < std::chrono::seconds(90)) {
     from = harvest(bases, turn, from, merged);
+    froms += " " + from;
     ++polls;
     const long long size = log_size();
     if (size != last_size) {
@@ -165,6 +167,13 @@ void poll_while_committing(size_t nodes) {
     auto m = merged.find(id);
     missed += m == merged.end();
     stale += m != merged.end() && !(m->second == r);
+    // Named, with what the poller last took: which datestamp it went past.
+    if (m == merged.end() || !(m->second == r)) {
+      MESSAGE(id << ": whole harvest " << (r.deleted ? "deleted " : "") << r.datestamp << ", poller "
+                 << (m == merged.end() ? std::string("never saw it")
+                                       : (m->second.deleted ? "deleted " : "") + m->second.datestamp)
+                 << "; its froms: " << froms);
+    }
   }
   CHECK(missed == 0);
   CHECK(stale == 0);
