@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/thread_name.h"
+#include "common/thread_priority.h"
 #include "republisher/responses.h"
 
 #include <fcntl.h>
@@ -28,6 +29,10 @@ void DumpBuilder::start() {
   }
   m_thread = std::thread([this] {
     name_thread("dump builder");
+    // Packing our dumps may wait for a busy machine (a baseline of a million
+    // wants both cores): the syncs and the other documents go first, and the
+    // Change Dump catches up once they leave the processor free.
+    yield_to_foreground();
     std::unique_lock lock(m_mutex);
     do {
       lock.unlock();
