@@ -118,8 +118,11 @@ TEST_CASE("Stalls: beside four Sources that never answer, a healthy Source polle
   // two within milliseconds, so the longest gap is the longest wait.
   double worst = 0;
   std::optional<std::chrono::steady_clock::time_point> prev;
+  // A wait that began before the first stalled run ended is the first
+  // round's (before a source is known for stalling), not measured here:
+  // CI met one of 89.8 s that ended as the first round did.
   for (const auto& t : good_up.accepted_times()) {
-    if (t >= *first_end && prev) {
+    if (prev && *prev >= *first_end) {
       worst = std::max(worst, std::chrono::duration<double>(t - *prev).count());
     }
     prev = t;
