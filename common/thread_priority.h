@@ -1,7 +1,7 @@
 #pragma once
 
-// Room common/thread_priority: work that may wait (packing our Change Dump,
-// rewriting Resource List files) yields the processor to work that may not
+// Room common/thread_priority: work that may wait (packing our dumps: the
+// dump builder is its one caller) yields the processor to work that may not
 // (syncing, answering clients) when both want it, and takes all of it when
 // it is free.
 
