@@ -34,13 +34,9 @@ std::string etag_from(const std::string& sha256_hex) { return "\"" + sha256_hex.
 
 std::string etag_of(const std::string& body) { return etag_from(rs::hash_hex(rs::HashAlgorithm::sha256, body)); }
 
-// How hard the gzip copies are compressed: an immutable document once, at
-// zlib's default; one that is rendered again while the store moves (the
-// open Change List part, up to its 50,000 entries every second of a
-// baseline) at level 1, as fast as zlib goes (nginx's default too): level
-// 6 took 2.8 times as long for 13% less (a 13.8 MB Change List).
+// How hard an immutable document's gzip copy is compressed: once, at
+// zlib's default. A transient one's: k_transient_gzip_level.
 constexpr int k_immutable_level = -1;
-constexpr int k_transient_level = 1;
 
 // A document in files under `dir`, `name` and its gzip copy `name`.gz;
 // nullptr when they cannot be written.
@@ -101,7 +97,7 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
 
 std::shared_ptr<const CachedDocument> cached_transient(std::string body, const std::filesystem::path& dir,
                                                        const std::string& type) {
-  std::string gz = rs::gzip(body, k_transient_level);
+  std::string gz = rs::gzip(body, k_transient_gzip_level);
   const std::string sha = rs::hash_hex(rs::HashAlgorithm::sha256, body);
   return cached_transient(std::move(body), std::move(gz), sha, dir, type);
 }

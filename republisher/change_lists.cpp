@@ -36,7 +36,7 @@ void restart(OpenPart& open, const PublishedSet& set, size_t part_size, int64_t 
   open.last_time.reset();
   open.entries = 0;
   open.head_size = 0;
-  open.text = rs::GrowingText();
+  open.text = rs::GrowingText(k_transient_gzip_level);
   open.gzipped.clear();
   open.sha256_hex.clear();
 }

@@ -5,6 +5,7 @@
 // changes come) and its index. The document renderer keeps what it needs
 // from one rendering to the next.
 
+#include "republisher/cached_document.h"
 #include "republisher/documents.h"
 #include "resourcesync/growing_text.h"
 
@@ -82,7 +83,7 @@ struct OpenPart {
   std::optional<rs::Timestamp> last_time; // its newest entry's datetime
   size_t entries = 0;
   size_t head_size = 0; // the header's bytes at the start of `text`
-  rs::GrowingText text;
+  rs::GrowingText text{k_transient_gzip_level};
   // The last rendering's gzip copy and SHA-256 of the open part's XML
   // (both empty when it was rendered whole: no entry and no `from` yet).
   std::string gzipped;

@@ -296,6 +296,7 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
   const auto was = m_closed.find(s.name);
   ClosedParts known = was == m_closed.end() ? ClosedParts{} : *was->second;
   const size_t compacted_before = known.compacted;
+  OpenPart& open = m_open[s.name];
   const auto cl_start = std::chrono::steady_clock::now();
   // Parts that close go to their files one at a time, as rendered.
   size_t closed_now = 0;
@@ -314,7 +315,7 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
                                  m_closing_time += t - mark; // this part's reading, rendering and writing
                                  mark = t;
                                },
-                               compaction, &m_open[s.name]);
+                               compaction, &open);
   if (!cl) {
     return tl::unexpected(cl.error());
   }
@@ -323,7 +324,6 @@ auto DocumentRenderer::render_change_lists(const PublishedSet& s, const store::C
   }
   // The open part and the index; the open part's gzip copy and digest came
   // grown with it.
-  OpenPart& open = m_open[s.name];
   const std::filesystem::path dir =
       m_options.document_dir.empty() ? std::filesystem::path() : m_options.document_dir / s.name;
   for (auto& part : *cl) {

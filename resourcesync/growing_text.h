@@ -15,7 +15,7 @@ namespace tributary::rs {
 class GrowingText {
 public:
   // `gzip_level` as for gzip(): 1 fastest .. 9 smallest, -1 zlib's default.
-  explicit GrowingText(int gzip_level = 1);
+  explicit GrowingText(int gzip_level);
   ~GrowingText();
   GrowingText(GrowingText&&) noexcept;
   GrowingText& operator=(GrowingText&&) noexcept;

@@ -160,9 +160,7 @@ Result<void> baseline_from_dump(RunContext& ctx, int64_t feed, const std::string
     if (!opened) {
       return tl::unexpected(opened.error());
     }
-    for (const auto& w : opened->package->warnings()) {
-      ctx.note(w);
-    }
+    note_warnings(ctx, *opened);
     if (i + 1 < packages->size()) {
       next = fetch_at(i + 1); // waited for on any return below (the future's destructor)
     }

@@ -58,11 +58,15 @@ OpenedPackage::~OpenedPackage() {
 Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind) {
   auto out = fetch_package(ctx, pkg, manifest_kind);
   if (out) {
-    for (const auto& w : out->package->warnings()) {
-      ctx.note(w);
-    }
+    note_warnings(ctx, *out);
   }
   return out;
+}
+
+void note_warnings(RunContext& ctx, const OpenedPackage& opened) {
+  for (const auto& w : opened.package->warnings()) {
+    ctx.note(w);
+  }
 }
 
 Result<OpenedPackage> fetch_package(const RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind) {

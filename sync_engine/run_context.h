@@ -419,6 +419,8 @@ Result<OpenedPackage> open_package(RunContext& ctx, const rs::Entry& pkg, rs::Ca
 // only the context's fetcher, fetch options and temporary folder, so it
 // may run on another thread while the run goes on.
 Result<OpenedPackage> fetch_package(const RunContext& ctx, const rs::Entry& pkg, rs::Capability manifest_kind);
+// Notes the warnings opening the package met (open_package does).
+void note_warnings(RunContext& ctx, const OpenedPackage& opened);
 // Extracts the entries `wanted` from a package and publishes their blobs: a
 // ContentSource for the batch functions.
 std::vector<Result<FetchedContent>> extract_entries(RunContext& ctx, const DumpPackage& package,

@@ -284,6 +284,33 @@ TEST_CASE("Republished Change List: the open part grown from one rendering to th
   CHECK(other->at(other->size() - 2).xml == other_whole->at(other_whole->size() - 2).xml);
 }
 
+TEST_CASE("Republished Change List: an open part kept from before any part closed is not grown on under another "
+          "part size") {
+  // Nothing closed yet, so the open part starts after change 0 under either
+  // size: only the size it was made for tells it apart.
+  Fixture f;
+  store::Batch b;
+  b.feed_id = f.set.feeds.at(0);
+  for (int n = 0; n < 3; ++n) {
+    auto r = record("http://up.example.org/r" + std::to_string(n), "v");
+    b.upserts.push_back(r);
+    b.changes.push_back(ChangeRecord{rs::Change::created, ts("2026-01-03T00:00:00Z") + std::chrono::seconds(n), r});
+  }
+  REQUIRE(f.st.apply(b));
+  ClosedParts closed;
+  OpenPart open;
+  REQUIRE(render_change_list(f.st, f.urls, f.set, 10, &closed, {}, nullptr, &open));
+  REQUIRE(open.entries > 2); // more than a part of 2 holds
+  auto smaller = render_change_list(f.st, f.urls, f.set, 2, &closed, {}, nullptr, &open);
+  auto whole = render_change_list(f.st, f.urls, f.set, 2);
+  REQUIRE(smaller);
+  REQUIRE(whole);
+  REQUIRE(smaller->size() == whole->size());
+  for (size_t i = 0; i < smaller->size(); ++i) {
+    CHECK(smaller->at(i).xml == whole->at(i).xml);
+  }
+}
+
 TEST_CASE("Published sets: one per upstream set, and named sets merging sources") {
   std::vector<store::FeedInfo> feeds{{1, 10, "arxiv", "http://a/caps1.xml"},
                                      {2, 10, "arxiv", "http://a/caps2.xml"},

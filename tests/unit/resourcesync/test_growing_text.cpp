@@ -15,7 +15,7 @@ using namespace tributary;
 TEST_CASE("GrowingText: each version with its tail is the text, a whole gzip member of it and its SHA-256, and "
           "the text grows on without the tail") {
   std::mt19937 rng(7);
-  rs::GrowingText g;
+  rs::GrowingText g(1);
   std::string expected = "<urlset>\n";
   g.append(expected);
   const std::string tail = "</urlset>\n";
