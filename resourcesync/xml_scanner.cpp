@@ -126,6 +126,21 @@ size_t Scanner::scan(const char* data, size_t size, bool final) {
 // ---- character data -------------------------------------------------------
 
 size_t Scanner::text(const char* p, const char* end, bool final) {
+  if (m_where == Where::content) {
+    // White space between tags (a pretty-printed document's line end and
+    // indentation, several a entry) is reported without the searches below.
+    const char* q = p;
+    uint64_t lines = 0;
+    while (q < end && (*q == ' ' || *q == '\n' || *q == '\t')) {
+      lines += *q == '\n';
+      ++q;
+    }
+    if (q < end && *q == '<') {
+      m_line += lines;
+      m_handler.characters(std::string_view(p, static_cast<size_t>(q - p)));
+      return static_cast<size_t>(q - p);
+    }
+  }
   const void* lt = std::memchr(p, '<', static_cast<size_t>(end - p));
   const char* stop = lt ? static_cast<const char*>(lt) : end;
   if (m_where != Where::content) {
@@ -342,6 +357,17 @@ std::optional<size_t> Scanner::read_start_tag(const char* p, const char* end) {
 }
 
 size_t Scanner::end_tag(const char* p, const char* end, bool final) {
+  if (!m_open.empty()) {
+    // The innermost element's name and '>' right after it, as nearly every
+    // end tag is.
+    const std::string_view open = open_name(m_open.back());
+    const size_t n = open.size();
+    if (static_cast<size_t>(end - p) > n + 2 && p[n + 2] == '>' && std::memcmp(p + 2, open.data(), n) == 0) {
+      m_handler.end_element();
+      close_element();
+      return n + 3;
+    }
+  }
   const void* found = std::memchr(p + 2, '>', static_cast<size_t>(end - p - 2));
   if (!found) {
     return incomplete(p, end, final, "an end tag");

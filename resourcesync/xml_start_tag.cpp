@@ -58,10 +58,30 @@ bool NamespaceScope::bind(std::string_view prefix, std::string_view uri) {
     }
   }
   m_bindings.push_back(Binding{std::string(prefix), std::string(uri), interned});
+  forget_lookups();
   return true;
 }
 
 std::string_view NamespaceScope::lookup(std::string_view prefix) const {
+  // The answers for the default namespace and for the last prefix asked
+  // about are kept until the bindings change (a Sitemap's elements ask for
+  // those two, element after element).
+  if (prefix.empty()) {
+    if (!m_default_known) {
+      m_default = find(prefix);
+      m_default_known = true;
+    }
+    return m_default;
+  }
+  if (!m_last_known || !same(m_last_prefix, prefix)) {
+    m_last_prefix.assign(prefix);
+    m_last = find(prefix);
+    m_last_known = true;
+  }
+  return m_last;
+}
+
+std::string_view NamespaceScope::find(std::string_view prefix) const {
   if (prefix == "xml") {
     return k_xml_ns;
   }
@@ -99,10 +119,17 @@ StartTag::Parsed StartTag::parse(const char* p, const char* end) {
   }
   qname = std::string_view(p + 1, static_cast<size_t>(q - p - 1));
   m_raw.clear();
+  m_first_bytes[0] = m_first_bytes[1] = m_first_bytes[2] = m_first_bytes[3] = 0;
+  m_may_declare = false;
   auto skip_space = [&] {
-    while (q < end && is_space(*q)) {
+    for (; q < end; ++q) {
+      if (*q == ' ') {
+        continue; // the most of it: a space between attributes, indentation
+      }
+      if (!is_space(*q)) {
+        break;
+      }
       lines += *q == '\n';
-      ++q;
     }
     return q < end;
   };
@@ -132,18 +159,22 @@ StartTag::Parsed StartTag::parse(const char* p, const char* end) {
       return fail("attributes construct error");
     }
     const std::string_view aname(name_at, static_cast<size_t>(q - name_at));
-    if (!skip_space()) {
-      return Parsed::cut;
-    }
-    if (*q != '=') {
-      return fail("Specification mandates value for attribute " + std::string(aname));
-    }
-    ++q;
-    if (!skip_space()) {
-      return Parsed::cut;
-    }
-    if (*q != '"' && *q != '\'') {
-      return fail("AttValue: \" or ' expected");
+    if (end - q >= 2 && q[0] == '=' && (q[1] == '"' || q[1] == '\'')) {
+      ++q; // name="value", as nearly every writer puts it: no white space to skip
+    } else {
+      if (!skip_space()) {
+        return Parsed::cut;
+      }
+      if (*q != '=') {
+        return fail("Specification mandates value for attribute " + std::string(aname));
+      }
+      ++q;
+      if (!skip_space()) {
+        return Parsed::cut;
+      }
+      if (*q != '"' && *q != '\'') {
+        return fail("AttValue: \" or ' expected");
+      }
     }
     const char* raw = q + 1;
     bool plain = true;
@@ -153,6 +184,7 @@ StartTag::Parsed StartTag::parse(const char* p, const char* end) {
     if (seen_before(aname)) {
       return fail("Attribute " + std::string(aname) + " redefined");
     }
+    m_may_declare = m_may_declare || (aname.size() >= 5 && same(aname.substr(0, 5), "xmlns"));
     m_raw.push_back(RawAttr{aname, std::string_view(raw, static_cast<size_t>(q - raw)), plain, colon});
     ++q;
   }
@@ -186,6 +218,20 @@ StartTag::Parsed StartTag::value(const char*& q, const char* end, bool& plain) {
 // elements have a handful), through a set past that (a hostile tag of 4 MB
 // holds half a million attributes).
 bool StartTag::seen_before(std::string_view aname) {
+  // A first byte no earlier name began with settles it (a Sitemap's
+  // attributes mostly differ there: change, datetime, hash, length, type).
+  const auto first = static_cast<unsigned char>(aname[0]);
+  uint64_t& word = m_first_bytes[first >> 6];
+  const uint64_t bit = uint64_t{1} << (first & 63);
+  if ((word & bit) == 0 && m_raw.size() < k_few_attributes) {
+    word |= bit;
+    return false;
+  }
+  word |= bit;
+  return seen_before_slow(aname);
+}
+
+bool StartTag::seen_before_slow(std::string_view aname) {
   if (m_raw.size() < k_few_attributes) {
     for (const auto& a : m_raw) {
       if (a.qname[0] == aname[0] && same(a.qname, aname)) {
@@ -234,7 +280,11 @@ bool StartTag::resolve(NamespaceScope& scope) {
     return false;
   }
   resolve_names(scope);
-  scope.since(mark, m_decls);
+  if (m_may_declare) {
+    scope.since(mark, m_decls);
+  } else {
+    m_decls.clear(); // it declared nothing
+  }
   return true;
 }
 
@@ -260,7 +310,7 @@ bool StartTag::bind_declarations(NamespaceScope& scope) {
     if (m_raw[i].colon) {
       split(an, ap, al);
     }
-    if (!same(an, "xmlns") && !same(ap, "xmlns")) {
+    if (!m_may_declare || (!same(an, "xmlns") && !same(ap, "xmlns"))) {
       m_attrs.push_back(Attribute{al, ap, {}, v});
       continue;
     }
@@ -289,7 +339,19 @@ void StartTag::resolve_names(const NamespaceScope& scope) {
   prefix = {};
   name = qname;
   if (m_qname_colon) {
-    split(qname, prefix, name);
+    // The last element name split, kept: a Sitemap's prefixed elements are
+    // a few names (rs:md, rs:ln) again and again.
+    if (!m_split_qname.empty() && same(m_split_qname, qname)) {
+      prefix = qname.substr(0, m_split_at);
+      name = qname.substr(m_split_at + 1);
+    } else {
+      const size_t errors = m_ns_errors.size();
+      split(qname, prefix, name);
+      if (m_ns_errors.size() == errors && !prefix.empty()) {
+        m_split_qname.assign(qname);
+        m_split_at = prefix.size();
+      }
+    }
   }
   ns = scope.lookup(prefix);
   if (!prefix.empty() && ns.empty()) {

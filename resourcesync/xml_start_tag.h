@@ -36,7 +36,12 @@ class NamespaceScope {
 public:
   size_t mark() const { return m_bindings.size(); }
   // Back to what was in scope at `mark` (an element's end).
-  void pop_to(size_t mark) { m_bindings.resize(mark); }
+  void pop_to(size_t mark) {
+    if (mark < m_bindings.size()) {
+      m_bindings.resize(mark);
+      forget_lookups();
+    }
+  }
   // False when the scope already holds its most (each name is looked up
   // among the bindings: a million would make every element cost that).
   bool bind(std::string_view prefix, std::string_view uri);
@@ -56,8 +61,17 @@ private:
     std::string_view interned; // or empty
     std::string_view view() const { return interned.empty() ? std::string_view(uri) : interned; }
   };
+  std::string_view find(std::string_view prefix) const;
+  void forget_lookups() { m_default_known = m_last_known = false; }
+
   std::vector<Binding> m_bindings;
   std::vector<std::string_view> m_interned;
+  // lookup()'s last answers, while the bindings stay as they are.
+  mutable bool m_default_known = false;
+  mutable std::string_view m_default;
+  mutable bool m_last_known = false;
+  mutable std::string m_last_prefix;
+  mutable std::string_view m_last;
 };
 
 class StartTag {
@@ -96,13 +110,18 @@ private:
   Parsed fail(std::string message);
   // The value after the quote at q, to its closing quote (q is left on it).
   Parsed value(const char*& q, const char* end, bool& plain);
-  bool seen_before(std::string_view qname);
+  bool seen_before(std::string_view qname); // its first-byte test, in line; else:
+  bool seen_before_slow(std::string_view qname);
   // A QName's prefix and local part, as libxml2 splits them.
   void split(std::string_view qn, std::string_view& prefix, std::string_view& local);
   bool bind_declarations(NamespaceScope& scope);
   void resolve_names(const NamespaceScope& scope);
 
   bool m_qname_colon = false; // the element's name holds a ':'
+  bool m_may_declare = false;  // an attribute's name begins with "xmlns"
+  uint64_t m_first_bytes[4] = {}; // the first bytes of its attributes' names (seen_before)
+  std::string m_split_qname; // the last prefixed element name split without an error
+  size_t m_split_at = 0;      // where its colon is
   std::string m_error;
   std::vector<std::string> m_ns_errors;
   // Kept from tag to tag to reuse their capacity.

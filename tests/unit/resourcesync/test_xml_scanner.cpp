@@ -141,6 +141,10 @@ TEST_CASE("XML scanner: what is not well-formed stops it, with the line") {
   };
   const Case cases[] = {
       {"<a><b></a>", "Opening and ending tag mismatch: b line 1 and a"},
+      // The open element's name, then not '>': another name, or more of it.
+      {"<ab><abc></abcd></ab>", "Opening and ending tag mismatch: abc line 1 and abcd"},
+      {"<ab><abc></ab></ab>", "Opening and ending tag mismatch: abc line 1 and ab"},
+      {"<ab><abc></abc x></ab>", "expected '>'"},
       {"<a>\n<b>", "Premature end of data in tag b line 2"},
       {"<a/><b/>", "Extra content at the end of the document"},
       {"<a/>text", "Extra content at the end of the document"},
