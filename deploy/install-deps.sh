@@ -10,6 +10,8 @@ packages=(
   g++ cmake ninja-build pkg-config make
   # OAI-PMH pages and the XML scanner's fuzz oracle (libxml2), gzip (zlib), hashes (OpenSSL)
   libxml2-dev zlib1g-dev libssl-dev
+  # gzip of whole documents we publish (faster than zlib, and smaller)
+  libdeflate-dev
   # HTTP client and server (Debian builds it as a shared library with
   # OpenSSL, zlib and brotli; its headers need the brotli headers too)
   libcpp-httplib-dev libbrotli-dev

@@ -106,8 +106,8 @@ private:
   std::vector<PartInfo> m_written;
 };
 
-// `data` gzip-compressed (one member) at zlib's `level` (1 fastest .. 9
-// smallest; -1 zlib's default, 6): for `.xml.gz` sitemaps and
+// `data` gzip-compressed (one member) at `level` (1 fastest .. 9 smallest;
+// -1: 6, zlib's default), by libdeflate: for `.xml.gz` sitemaps and
 // `Content-Encoding: gzip` bodies.
 std::string gzip(std::string_view data, int level = -1);
 

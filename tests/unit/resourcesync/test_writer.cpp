@@ -186,3 +186,24 @@ TEST_CASE("Writer: control characters that XML cannot carry are dropped, the res
   CHECK(p.document.entries.at(0).loc == "http://example.com/ab\tc");
   CHECK(*p.document.entries.at(0).md->encoding == "gzip;\n x=\"1\"");
 }
+
+TEST_CASE("gzip: one member that zlib inflates back to the input, at every level, empty and large alike") {
+  std::string big;
+  for (int i = 0; big.size() < (1u << 20); ++i) {
+    big += "<url><loc>http://example.org/r" + std::to_string(i * 7919 % 100003) + "</loc></url>\n";
+  }
+  for (const std::string& input : {std::string(), std::string("x"), big}) {
+    for (int level : {-1, 0, 1, 6, 9, 42}) {
+      CAPTURE(input.size());
+      CAPTURE(level);
+      const std::string gz = rs::gzip(input, level);
+      REQUIRE(gz.size() >= 18);
+      CHECK(static_cast<unsigned char>(gz[0]) == 0x1f);
+      CHECK(static_cast<unsigned char>(gz[1]) == 0x8b);
+      CHECK(test::gunzip(gz).value_or("(not inflated)") == input);
+      if (input.size() == big.size() && level != 0) {
+        CHECK(gz.size() < big.size() / 5); // compressed
+      }
+    }
+  }
+}
