@@ -3,6 +3,7 @@
 #include "resourcesync/fields.h"
 
 #include <algorithm>
+#include <array>
 #include <libdeflate.h>
 
 #include <memory>
@@ -478,12 +479,19 @@ std::string gzip(std::string_view data, int level) {
   if (level < 0 || level > 9) {
     level = 6; // zlib's default
   }
+  // A compressor is hundreds of KiB set up: made once a thread and level
+  // (made for each call, a 1 KB document took twice zlib's time; kept, it
+  // takes two thirds of it).
   struct Free {
     void operator()(libdeflate_compressor* c) const { libdeflate_free_compressor(c); }
   };
-  const std::unique_ptr<libdeflate_compressor, Free> c(libdeflate_alloc_compressor(level));
+  thread_local std::array<std::unique_ptr<libdeflate_compressor, Free>, 10> kept;
+  auto& c = kept[static_cast<size_t>(level)];
   if (!c) {
-    throw std::bad_alloc(); // it fails only for want of memory
+    c.reset(libdeflate_alloc_compressor(level));
+    if (!c) {
+      throw std::bad_alloc(); // it fails only for want of memory
+    }
   }
   std::string out(libdeflate_gzip_compress_bound(c.get(), data.size()), '\0');
   const size_t n = libdeflate_gzip_compress(c.get(), data.data(), data.size(), out.data(), out.size());
