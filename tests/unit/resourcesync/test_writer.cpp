@@ -207,3 +207,46 @@ TEST_CASE("gzip: one member that zlib inflates back to the input, at every level
     }
   }
 }
+
+TEST_CASE("Writer: escaping finds a character to escape wherever it stands in a value, sixteen bytes at a time or one") {
+  // The rules, one byte at a time, as the spec of what the writer does.
+  auto by_hand = [](std::string_view s, bool attribute) {
+    std::string out;
+    for (const char c : s) {
+      switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += attribute ? "&quot;" : "\""; break;
+      case '\n': out += attribute ? "&#10;" : "\n"; break;
+      case '\t': out += attribute ? "&#9;" : "\t"; break;
+      case '\r': out += "&#13;"; break;
+      default:
+        if (static_cast<unsigned char>(c) >= 0x20) {
+          out += c;
+        }
+      }
+    }
+    return out;
+  };
+  const std::string specials = std::string("&<>\"\n\t\r\x01\x1f", 9) + "\xC3\xA9";
+  for (size_t len = 0; len <= 40; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (const char sp : specials) {
+        std::string s(len, 'a');
+        s[at] = sp;
+        if (at + 17 < len) {
+          s[at + 17] = '<'; // a second, in the next sixteen
+        }
+        for (const bool attribute : {false, true}) {
+          CAPTURE(len);
+          CAPTURE(at);
+          CAPTURE(static_cast<int>(static_cast<unsigned char>(sp)));
+          std::string out = "x";
+          append_xml_escaped(out, s, attribute);
+          CHECK(out == "x" + by_hand(s, attribute));
+        }
+      }
+    }
+  }
+}
