@@ -34,8 +34,8 @@ std::string etag_from(const std::string& sha256_hex) { return "\"" + sha256_hex.
 
 std::string etag_of(const std::string& body) { return etag_from(rs::hash_hex(rs::HashAlgorithm::sha256, body)); }
 
-// How hard an immutable document's gzip copy is compressed: once, at
-// zlib's default. A transient one's: k_transient_gzip_level.
+// How hard an immutable document's gzip copy is compressed: once, at level
+// 6 (rs::gzip, libdeflate). A transient one's: k_transient_gzip_level.
 constexpr int k_immutable_level = -1;
 
 // A document in files under `dir`, `name` and its gzip copy `name`.gz;

@@ -43,10 +43,11 @@ std::shared_ptr<const CachedDocument> cached_on_disk(std::string body, const std
 
 // How hard the gzip copy of a document that is rendered again while the
 // store moves is compressed (the open Change List part, up to its 50,000
-// entries every second of a baseline, and the index): level 1, as fast as
-// zlib goes (nginx's default too): level 6 took 2.8 times as long for 13%
-// less (a 13.8 MB Change List). The open part's copy is grown at it too
-// (change_lists.h).
+// entries every second of a baseline, and the index): level 1, the
+// fastest (nginx's default too). Whole documents are compressed by
+// rs::gzip (libdeflate: level 1 twice as fast as level 6 for about 12%
+// more, a 13.8 MB Change List); the open part's copy is grown at the same
+// level by zlib, as a stream (change_lists.h).
 constexpr int k_transient_gzip_level = 1;
 
 // A document that changes (the open Change List part), past 64 KiB, kept
