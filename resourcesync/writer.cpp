@@ -1,6 +1,7 @@
 #include "resourcesync/writer.h"
 
 #include "resourcesync/fields.h"
+#include "resourcesync/xml_chars.h"
 
 #include <algorithm>
 #include <array>
@@ -12,44 +13,17 @@
 #include <charconv>
 #include <stdexcept>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace tributary::rs {
 
 namespace {
 
-// The first byte at or after `i` that may need escaping: '&', '<', '>',
-// '"' or a control character (the caller decides). Sixteen bytes at a
-// time where the processor has SSE2: a URL, a hash or a datetime holds
-// none, and the whole value is then appended at once.
+// The bytes that may need escaping: '&', '<', '>', '"' and the controls
+// (the caller decides). A URL, a hash or a datetime holds none, and the
+// whole value is then appended at once.
+constexpr xml::chars::StopBytes k_escape("&<>\"");
+
 size_t next_to_escape(std::string_view s, size_t i) {
-#if defined(__SSE2__)
-  const __m128i low = _mm_set1_epi8(0x20);
-  const __m128i amp = _mm_set1_epi8('&');
-  const __m128i lt = _mm_set1_epi8('<');
-  const __m128i gt = _mm_set1_epi8('>');
-  const __m128i quot = _mm_set1_epi8('"');
-  for (; i + 16 <= s.size(); i += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data() + i));
-    const __m128i at_least_space = _mm_cmpeq_epi8(_mm_max_epu8(v, low), v);
-    const __m128i named = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, amp), _mm_cmpeq_epi8(v, lt)),
-                                       _mm_or_si128(_mm_cmpeq_epi8(v, gt), _mm_cmpeq_epi8(v, quot)));
-    const unsigned mask = (~static_cast<unsigned>(_mm_movemask_epi8(at_least_space)) & 0xFFFFu) |
-                          static_cast<unsigned>(_mm_movemask_epi8(named));
-    if (mask != 0) {
-      return i + static_cast<size_t>(__builtin_ctz(mask));
-    }
-  }
-#endif
-  for (; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == '&' || c == '<' || c == '>' || c == '"') {
-      return i;
-    }
-  }
-  return s.size();
+  return static_cast<size_t>(xml::chars::find_stop(s.data() + i, s.data() + s.size(), k_escape) - s.data());
 }
 
 void escape(std::string& out, std::string_view s, bool attribute) {

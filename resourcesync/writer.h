@@ -108,7 +108,11 @@ private:
 
 // `data` gzip-compressed (one member) at `level` (1 fastest .. 9 smallest;
 // -1: 6, zlib's default), by libdeflate: for `.xml.gz` sitemaps and
-// `Content-Encoding: gzip` bodies.
+// `Content-Encoding: gzip` bodies. It keeps one compressor (hundreds of
+// KiB) per calling thread and level, for the thread's life: call it from
+// long-lived threads (the renderer, the list keeper, the server's
+// workers, as today). A thread made for one call would set one up and
+// free it each time, the cost the kept one is there to avoid.
 std::string gzip(std::string_view data, int level = -1);
 
 } // namespace tributary::rs

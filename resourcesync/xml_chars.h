@@ -93,21 +93,40 @@ inline constexpr SpaceTable k_spaces;
 // XML's white space (S).
 inline bool is_space(char c) { return k_spaces.is[static_cast<unsigned char>(c)]; }
 
-// The first byte in [p, end) that `special` marks, or end. `special` may
-// mark only bytes below 0x20, 0xEF, `a` and `b`: where the processor has
-// SSE2 (every x86-64), sixteen bytes at a time are skipped while none of
-// them is one of those, and the rest is looked at a byte at a time. A
-// Sitemap's values (URLs, hashes, datetimes) are mostly such runs.
-inline const char* find_special(const char* p, const char* end, const bool (&special)[256], char a, char b) {
+// The bytes a scan stops at: every byte below 0x20 but those in
+// `controls_passed`, and up to four named bytes (0xEF among them where
+// U+FFFE and U+FFFF matter). Built at compile time.
+struct StopBytes {
+  bool at[256] = {};
+  char named[4] = {};
+  constexpr StopBytes(std::string_view names, std::string_view controls_passed = {}) {
+    for (int c = 0; c < 0x20; ++c) {
+      at[c] = controls_passed.find(static_cast<char>(c)) == std::string_view::npos;
+    }
+    for (size_t i = 0; i < 4; ++i) {
+      named[i] = names[i < names.size() ? i : 0]; // unused places repeat the first
+      at[static_cast<unsigned char>(named[i])] = true;
+    }
+  }
+};
+
+// The first byte in [p, end) that `stops` holds, or end. Where the processor
+// has SSE2 (every x86-64), sixteen bytes at a time are skipped while none of
+// them is below 0x20 or named, and the rest is looked at a byte at a time. A
+// Sitemap's values (URLs, hashes, datetimes) are mostly such runs: the
+// scanner's text and attribute values and the writer's escaping all use it.
+inline const char* find_stop(const char* p, const char* end, const StopBytes& stops) {
 #if defined(__SSE2__)
   const __m128i low = _mm_set1_epi8(0x20);
-  const __m128i va = _mm_set1_epi8(a);
-  const __m128i vb = _mm_set1_epi8(b);
-  const __m128i vef = _mm_set1_epi8(static_cast<char>(0xEF));
+  const __m128i n0 = _mm_set1_epi8(stops.named[0]);
+  const __m128i n1 = _mm_set1_epi8(stops.named[1]);
+  const __m128i n2 = _mm_set1_epi8(stops.named[2]);
+  const __m128i n3 = _mm_set1_epi8(stops.named[3]);
   while (end - p >= 16) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     const __m128i at_least_space = _mm_cmpeq_epi8(_mm_max_epu8(v, low), v);
-    const __m128i named = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb)), _mm_cmpeq_epi8(v, vef));
+    const __m128i named = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, n0), _mm_cmpeq_epi8(v, n1)),
+                                       _mm_or_si128(_mm_cmpeq_epi8(v, n2), _mm_cmpeq_epi8(v, n3)));
     const unsigned mask = (~static_cast<unsigned>(_mm_movemask_epi8(at_least_space)) & 0xFFFFu) |
                           static_cast<unsigned>(_mm_movemask_epi8(named));
     if (mask != 0) {
@@ -117,7 +136,7 @@ inline const char* find_special(const char* p, const char* end, const bool (&spe
     p += 16;
   }
 #endif
-  while (p < end && !special[static_cast<unsigned char>(*p)]) {
+  while (p < end && !stops.at[static_cast<unsigned char>(*p)]) {
     ++p;
   }
   return p;

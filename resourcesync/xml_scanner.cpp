@@ -27,18 +27,7 @@ constexpr size_t k_join = 4096;
 // Bytes that need a second look in character data: '&', ']', '\r', '\n'
 // (counted), the controls XML forbids, and 0xEF (which begins U+FFFE and
 // U+FFFF).
-struct TextTable {
-  bool special[256] = {};
-  constexpr TextTable() {
-    for (int c = 0; c < 0x20; ++c) {
-      special[c] = c != '\t';
-    }
-    special[static_cast<unsigned char>('&')] = true;
-    special[static_cast<unsigned char>(']')] = true;
-    special[0xEF] = true;
-  }
-};
-constexpr TextTable k_text;
+constexpr chars::StopBytes k_text("&]\xEF", "\t");
 
 } // namespace
 
@@ -195,7 +184,7 @@ size_t Scanner::text(const char* p, const char* end, bool final) {
     }
   }
   bool plain = true;
-  for (const char* q = p; (q = chars::find_special(q, stop, k_text.special, '&', ']')) < stop; ++q) {
+  for (const char* q = p; (q = chars::find_stop(q, stop, k_text)) < stop; ++q) {
     const auto c = static_cast<unsigned char>(*q);
     if (c == '\n') {
       ++m_line;

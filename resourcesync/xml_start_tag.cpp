@@ -30,18 +30,7 @@ constexpr std::string_view k_xmlns_ns = "http://www.w3.org/2000/xmlns/";
 // Bytes that need a second look in attribute values: '<' (an error), '&',
 // whitespace other than the space (normalized), the forbidden controls,
 // 0xEF (which begins U+FFFE and U+FFFF).
-struct ValueTable {
-  bool special[256] = {};
-  constexpr ValueTable() {
-    for (int c = 0; c < 0x20; ++c) {
-      special[c] = true;
-    }
-    special[static_cast<unsigned char>('&')] = true;
-    special[static_cast<unsigned char>('<')] = true;
-    special[0xEF] = true;
-  }
-};
-constexpr ValueTable k_value;
+constexpr chars::StopBytes k_value("&<\xEF");
 
 } // namespace
 
@@ -197,7 +186,7 @@ StartTag::Parsed StartTag::value(const char*& q, const char* end, bool& plain) {
     return Parsed::cut;
   }
   q = static_cast<const char*>(close);
-  for (; (v = chars::find_special(v, q, k_value.special, '&', '<')) < q; ++v) {
+  for (; (v = chars::find_stop(v, q, k_value)) < q; ++v) {
     const auto c = static_cast<unsigned char>(*v);
     if (c == '<') {
       return fail("Unescaped '<' not allowed in attributes values");
