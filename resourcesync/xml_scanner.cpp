@@ -115,22 +115,24 @@ size_t Scanner::scan(const char* data, size_t size, bool final) {
 // ---- character data -------------------------------------------------------
 
 size_t Scanner::text(const char* p, const char* end, bool final) {
+  // Where the leading white space ends, and its line ends: the searches
+  // below start after it, which none of their stops can fall inside.
+  const char* looked = p;
+  uint64_t leading_lines = 0;
   if (m_where == Where::content) {
     // White space between tags (a pretty-printed document's line end and
     // indentation, several a entry) is reported without the searches below.
-    const char* q = p;
-    uint64_t lines = 0;
-    while (q < end && (*q == ' ' || *q == '\n' || *q == '\t')) {
-      lines += *q == '\n';
-      ++q;
+    while (looked < end && (*looked == ' ' || *looked == '\n' || *looked == '\t')) {
+      leading_lines += *looked == '\n';
+      ++looked;
     }
-    if (q < end && *q == '<') {
-      m_line += lines;
-      m_handler.characters(std::string_view(p, static_cast<size_t>(q - p)));
-      return static_cast<size_t>(q - p);
+    if (looked < end && *looked == '<') {
+      m_line += leading_lines;
+      m_handler.characters(std::string_view(p, static_cast<size_t>(looked - p)));
+      return static_cast<size_t>(looked - p);
     }
   }
-  const void* lt = std::memchr(p, '<', static_cast<size_t>(end - p));
+  const void* lt = std::memchr(looked, '<', static_cast<size_t>(end - looked));
   const char* stop = lt ? static_cast<const char*>(lt) : end;
   if (m_where != Where::content) {
     for (const char* q = p; q < stop; ++q) {
@@ -183,8 +185,11 @@ size_t Scanner::text(const char* p, const char* end, bool final) {
       return 0;
     }
   }
+  // Only ' ', '\n' and '\t' lie before `looked`: none moves `stop` back
+  // past it, none makes the text other than plain.
+  m_line += leading_lines;
   bool plain = true;
-  for (const char* q = p; (q = chars::find_stop(q, stop, k_text)) < stop; ++q) {
+  for (const char* q = looked; (q = chars::find_stop(q, stop, k_text)) < stop; ++q) {
     const auto c = static_cast<unsigned char>(*q);
     if (c == '\n') {
       ++m_line;

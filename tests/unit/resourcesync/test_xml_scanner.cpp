@@ -247,6 +247,26 @@ TEST_CASE("XML scanner: more than 256 namespace declarations in scope stop it") 
   CHECK(has_error(r, "more than 256 namespace declarations in scope"));
 }
 
+TEST_CASE("XML scanner: line ends in indented text are counted once, whether the text is white space alone or "
+          "holds a value, in every piece size") {
+  // White space before '<' is read by a fast path; white space before a
+  // value is read by the general one, which starts where the fast path
+  // stopped. Each line end counts once either way.
+  const std::string doc = "<urlset>\n  <url>\n    <loc>\n      http://e.org/a\n    </loc>\n"
+                          "    <lastmod>\n\n 2020-01-01\t\n</lastmod>\n  </url>\n  <url>\n</urlset>";
+  for (size_t piece : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{5}, size_t{7}}) {
+    INFO("piece " << piece);
+    Recorder r = scan(doc, piece);
+    REQUIRE(r.start_lines.size() == 5);
+    CHECK(r.start_lines[1] == 2);  // the first <url>
+    CHECK(r.start_lines[2] == 3);  // <loc>
+    CHECK(r.start_lines[3] == 6);  // <lastmod>, after a value's text of two line ends
+    CHECK(r.start_lines[4] == 11); // the second <url>, after three more in <lastmod>
+    REQUIRE(r.error_lines.size() == 1); // </urlset> closes the open <url>
+    CHECK(r.error_lines[0] == 12);
+  }
+}
+
 TEST_CASE("XML scanner: the first byte that needs a second look is found sixteen at a time as one at a time") {
   // chars::find_stop skips runs of ordinary bytes sixteen at a time where
   // there is SSE2: it must stop where a byte-wise look stops, at every
