@@ -2,15 +2,126 @@
 
 #include <zip.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <fstream>
+#include <map>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace tributary::pub {
 
 namespace {
 
+// The pack files a package's regions lie in, each opened once while the
+// package is written. (zip_source_file opened, examined and sought each
+// region's file anew, five system calls a bitstream: at 256-byte
+// resources, a fifth of the time the dump builder took.)
+class PackFiles {
+public:
+  PackFiles() = default;
+  PackFiles(const PackFiles&) = delete;
+  PackFiles& operator=(const PackFiles&) = delete;
+  ~PackFiles() {
+    for (const auto& [path, fd] : m_fds) {
+      ::close(fd);
+    }
+  }
+  // The file's descriptor, or -1 with errno set.
+  int fd(const std::string& path) {
+    if (auto it = m_fds.find(path); it != m_fds.end()) {
+      return it->second;
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      m_fds.emplace(path, fd);
+    }
+    return fd;
+  }
+
+private:
+  std::map<std::string, int> m_fds;
+};
+
+// One bitstream's region of a pack file, as a libzip source that reads it
+// with pread through the package's PackFiles.
+struct Region {
+  PackFiles* files;
+  std::string path;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t read = 0;
+  int fd = -1;
+  zip_error_t error;
+};
+
+zip_int64_t region_source(void* user, void* data, zip_uint64_t len, zip_source_cmd_t cmd) {
+  auto* r = static_cast<Region*>(user);
+  switch (cmd) {
+  case ZIP_SOURCE_OPEN:
+    r->fd = r->files->fd(r->path);
+    if (r->fd < 0) {
+      zip_error_set(&r->error, ZIP_ER_OPEN, errno);
+      return -1;
+    }
+    r->read = 0;
+    return 0;
+  case ZIP_SOURCE_READ: {
+    const uint64_t want = std::min<uint64_t>(len, r->length - r->read);
+    if (want == 0) {
+      return 0;
+    }
+    ssize_t got;
+    do {
+      got = ::pread(r->fd, data, want, static_cast<off_t>(r->offset + r->read));
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0) {
+      // A region shorter than the blob store says: never a short bitstream.
+      zip_error_set(&r->error, ZIP_ER_READ, got < 0 ? errno : EIO);
+      return -1;
+    }
+    r->read += static_cast<uint64_t>(got);
+    return got;
+  }
+  case ZIP_SOURCE_CLOSE:
+    return 0;
+  case ZIP_SOURCE_STAT: {
+    auto* st = static_cast<zip_stat_t*>(data);
+    zip_stat_init(st);
+    st->size = r->length;
+    st->valid |= ZIP_STAT_SIZE;
+    return sizeof(zip_stat_t);
+  }
+  case ZIP_SOURCE_ERROR:
+    return zip_error_to_data(&r->error, data, len);
+  case ZIP_SOURCE_FREE:
+    zip_error_fini(&r->error);
+    delete r;
+    return 0;
+  case ZIP_SOURCE_SUPPORTS:
+    return zip_source_make_command_bitmap(ZIP_SOURCE_OPEN, ZIP_SOURCE_READ, ZIP_SOURCE_CLOSE, ZIP_SOURCE_STAT,
+                                          ZIP_SOURCE_ERROR, ZIP_SOURCE_FREE, -1);
+  default:
+    zip_error_set(&r->error, ZIP_ER_OPNOTSUPP, 0);
+    return -1;
+  }
+}
+
+zip_source_t* region(zip_t* z, PackFiles& files, const store::BlobLocation& blob) {
+  auto* r = new Region{&files, blob.file.string(), blob.offset, blob.length, 0, -1, {}};
+  zip_error_init(&r->error);
+  zip_source_t* src = zip_source_function(z, region_source, r);
+  if (!src) {
+    zip_error_fini(&r->error);
+    delete r;
+  }
+  return src;
+}
+
 // Adds manifest.xml and the bitstreams to an open archive; `where` names it
-// in errors. The buffers must live until the archive is closed.
-Result<void> add_entries(zip_t* z, const std::string& where, const std::string& manifest_xml,
+// in errors. The buffers and `packs` must live until the archive is closed.
+Result<void> add_entries(zip_t* z, PackFiles& packs, const std::string& where, const std::string& manifest_xml,
                          const std::vector<PackageFile>& files) {
   zip_source_t* m = zip_source_buffer(z, manifest_xml.data(), manifest_xml.size(), 0);
   zip_int64_t idx = m ? zip_file_add(z, "manifest.xml", m, ZIP_FL_ENC_UTF_8) : -1;
@@ -27,8 +138,7 @@ Result<void> add_entries(zip_t* z, const std::string& where, const std::string& 
     zip_source_t* src = f.bytes ? zip_source_buffer(z, f.bytes->data(), f.bytes->size(), 0)
                         : f.blob.length == 0
                             ? zip_source_buffer(z, nullptr, 0, 0)
-                            : zip_source_file(z, f.blob.file.c_str(), f.blob.offset,
-                                              static_cast<zip_int64_t>(f.blob.length));
+                            : region(z, packs, f.blob);
     idx = src ? zip_file_add(z, f.name.c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
     if (idx < 0) {
       if (src) {
@@ -51,7 +161,8 @@ Result<rs::HashValue> write_package(const std::filesystem::path& dest, const std
   if (!z) {
     return make_error(ErrorKind::io, "cannot create " + tmp.string());
   }
-  if (auto r = add_entries(z, tmp.string(), manifest_xml, files); !r) {
+  PackFiles packs; // read through until the archive is closed or discarded below
+  if (auto r = add_entries(z, packs, tmp.string(), manifest_xml, files); !r) {
     zip_discard(z);
     return tl::unexpected(r.error());
   }
@@ -90,7 +201,8 @@ Result<std::string> package_bytes(const std::string& manifest_xml, const std::ve
     return make_error(ErrorKind::io, "cannot create a package in memory");
   }
   zip_source_keep(buffer); // outlives the archive: the bytes are read from it
-  auto added = add_entries(z, "a package in memory", manifest_xml, files);
+  PackFiles packs;
+  auto added = add_entries(z, packs, "a package in memory", manifest_xml, files);
   if (!added || zip_close(z) != 0) {
     zip_discard(z);
     zip_source_free(buffer);
