@@ -54,10 +54,21 @@ for strategy in $strategies; do
   db="bench_scale_$strategy"
   psql "$pg" -qc "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
   rm -rf "$work/data"
+  # A Source left on the port by an earlier run would be measured instead
+  # (it once gave a "1,000,000-resource" baseline of 50,000 in 6 s).
+  if curl -sf -o /dev/null "http://127.0.0.1:$sim_port/.well-known/resourcesync"; then
+    echo "something already serves 127.0.0.1:$sim_port: stop it first" >&2
+    exit 1
+  fi
   "$bin" simulate --listen "127.0.0.1:$sim_port" --resources "$n" --size 256 --change-rate 20 \
     --max-changes "$changes" >"$work/sim.log" 2>&1 &
   sim=$!
   for _ in $(seq 600); do curl -sf -o /dev/null "http://127.0.0.1:$sim_port/.well-known/resourcesync" && break; sleep 0.5; done
+  if ! kill -0 "$sim" 2>/dev/null; then
+    echo "the simulated Source did not start:" >&2
+    cat "$work/sim.log" >&2
+    exit 1
+  fi
   cat >"$work/config.json" <<CFG
 {"database": "$pg dbname=$db", "data_dir": "$work/data", "listen": "127.0.0.1:$port",
  "sources": [{"name": "big", "url": "http://127.0.0.1:$sim_port/", "interval": "5s", "strategy": "$strategy"}]}

@@ -16,13 +16,17 @@ struct Package {
   uint64_t bytes = 0;
 };
 
-Result<rs::HashValue> write_package(const std::filesystem::path& dest, const Package& pkg) {
+// `manifest_xml`: the package's manifest as written, when the caller has
+// it already (a Change Dump keeps a copy beside the package).
+Result<rs::HashValue> write_package(const std::filesystem::path& dest, const Package& pkg,
+                                    const std::string* manifest_xml = nullptr) {
   std::vector<PackageFile> files;
   files.reserve(pkg.files.size());
   for (const auto& [name, blob] : pkg.files) {
     files.push_back(PackageFile{name, std::nullopt, blob});
   }
-  return pub::write_package(dest, rs::write_document(pkg.manifest), files);
+  return manifest_xml ? pub::write_package(dest, *manifest_xml, files)
+                      : pub::write_package(dest, rs::write_document(pkg.manifest), files);
 }
 
 } // namespace
@@ -182,27 +186,33 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
       pkg.manifest.entries.push_back(std::move(e));
     }
     // The manifest copy first: a package is only taken as built when both exist.
+    // The manifest is written once, for both (a 10,000-change part's is
+    // megabytes); the package's digest is the writer's.
+    const std::string manifest_xml = rs::write_document(pkg.manifest);
     const std::filesystem::path tmp = out.manifest_file.string() + ".tmp";
     {
       std::ofstream m(tmp, std::ios::binary);
-      m << rs::write_document(pkg.manifest);
+      m << manifest_xml;
       if (!m) {
         return make_error(ErrorKind::io, "cannot write " + tmp.string());
       }
     }
     std::filesystem::rename(tmp, out.manifest_file, ec);
-    auto digest = write_package(out.file, pkg);
+    auto digest = write_package(out.file, pkg, &manifest_xml);
     if (!digest) {
       return tl::unexpected(digest.error());
     }
+    out.hash = std::move(*digest);
+  } else {
+    // Built by an earlier process: its digest is read from the file.
+    std::ifstream in(out.file, std::ios::binary);
+    rs::Hasher h(rs::HashAlgorithm::sha256);
+    char buf[1 << 16];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+      h.update(buf, static_cast<size_t>(in.gcount()));
+    }
+    out.hash = rs::HashValue{"sha-256", h.finish_hex()};
   }
-  std::ifstream in(out.file, std::ios::binary);
-  rs::Hasher h(rs::HashAlgorithm::sha256);
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    h.update(buf, static_cast<size_t>(in.gcount()));
-  }
-  out.hash = rs::HashValue{"sha-256", h.finish_hex()};
   out.length = std::filesystem::file_size(out.file, ec);
   return out;
 }

@@ -92,6 +92,7 @@ TEST_CASE("Package writer: bitstreams from regions of two pack files, from memor
 
   auto digest = write_package(dir / "p.zip", manifest, files);
   REQUIRE(digest);
+  CHECK_FALSE(std::filesystem::exists(dir / "p.zip.tmp")); // renamed, not left beside it
   CHECK(digest->hex == rs::hash_hex(rs::HashAlgorithm::sha256, file_bytes(dir / "p.zip")));
   auto read = entries_of(dir / "p.zip");
   REQUIRE(read.size() == expected.size());
@@ -134,4 +135,34 @@ TEST_CASE("Package writer: a region its pack file does not hold whole, or a pack
   }
   CHECK_FALSE(std::filesystem::exists(dir / "p.zip"));
   CHECK_FALSE(std::filesystem::exists(dir / "p.zip.tmp"));
+}
+
+TEST_CASE("Package writer: a package past the size put together in memory (16 MiB) is written through its file, "
+          "byte for byte the same way, and fails the same way when a region is cut short") {
+  test::ScratchDir dir("package-writer-big");
+  const size_t big = (16u << 20) + 4096;
+  std::string pack(big + 10, 'z');
+  pack[10] = 'S';
+  pack[big + 9] = 'E';
+  std::ofstream(dir / "a.pack", std::ios::binary) << pack;
+  std::ofstream(dir / "b.pack", std::ios::binary) << "small";
+  const std::vector<PackageFile> files = {{"res/1", std::nullopt, {dir / "a.pack", 10, big}},
+                                          {"res/2", std::nullopt, {dir / "b.pack", 0, 5}}};
+  auto digest = write_package(dir / "p.zip", "<urlset/>", files);
+  REQUIRE(digest);
+  CHECK_FALSE(std::filesystem::exists(dir / "p.zip.tmp")); // renamed, not left beside it
+  CHECK(digest->hex == rs::hash_hex(rs::HashAlgorithm::sha256, file_bytes(dir / "p.zip")));
+  auto read = entries_of(dir / "p.zip");
+  REQUIRE(read.size() == 3);
+  CHECK(read[0].first == "manifest.xml");
+  CHECK(read[1].second == pack.substr(10, big));
+  CHECK(read[2].second == "small");
+  const std::string python = python_reads(dir / "p.zip");
+  INFO(python);
+  CHECK(python.find("bad None\n") != std::string::npos);
+
+  const std::vector<PackageFile> cut = {{"res/1", std::nullopt, {dir / "a.pack", 20, big}}};
+  CHECK_FALSE(write_package(dir / "q.zip", "<urlset/>", cut));
+  CHECK_FALSE(std::filesystem::exists(dir / "q.zip"));
+  CHECK_FALSE(std::filesystem::exists(dir / "q.zip.tmp"));
 }
