@@ -22,10 +22,11 @@ struct PackageFile {
   store::BlobLocation blob;
 };
 
-// Writes a package, manifest.xml first (deflated) then the bitstreams
+// Writes a package, manifest.xml first (deflated, zlib level 3) then the bitstreams
 // (stored as they are: most repository content is compressed already), to
 // `dest` through a temporary name in the same folder, so a reader never
-// sees half a package. Returns the package's sha-256.
+// sees half a package; up to 16 MiB it is put together in memory and
+// written at once. Returns the package's sha-256.
 Result<rs::HashValue> write_package(const std::filesystem::path& dest, const std::string& manifest_xml,
                                     const std::vector<PackageFile>& files);
 
