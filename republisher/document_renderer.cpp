@@ -5,7 +5,7 @@
 #include "common/log.h"
 #include "common/thread_name.h"
 
-#include "common/heap_trim.h"
+#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -108,9 +108,8 @@ void DocumentRenderer::run() {
                         std::chrono::duration_cast<std::chrono::milliseconds>(m_closing_time));
     pause = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(m_options.poll_interval), 4 * busy);
     // Rendering allocates and frees the whole document set: hand the
-    // freed memory back rather than keep the peak resident (paced: at
-    // every refresh, the trims cost the threads at work their pages).
-    trim_heap();
+    // freed memory back rather than keep the peak resident.
+    malloc_trim(0);
     lock.lock();
   }
 }

@@ -5,7 +5,7 @@
 #include "common/log.h"
 #include "common/thread_name.h"
 
-#include "common/heap_trim.h"
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -71,7 +71,7 @@ void ListKeeper::start() {
       lock.unlock();
       const auto done = pass();
       if (done.rendered) {
-        trim_heap(); // hand back what rendering freed, not every idle second
+        malloc_trim(0); // hand back what rendering freed, not every idle second
       }
       lock.lock();
       // Every second while the store moves or a list is behind (the pass

@@ -19,7 +19,7 @@
 #include "sync_engine/sync.h"
 
 #include <csignal>
-#include "common/heap_trim.h"
+#include <malloc.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -383,7 +383,7 @@ struct Daemon : DaemonState {
                  rs::Timestamp started) {
     // A baseline allocates and frees a lot; keep the daemon's footprint
     // what it holds, not its peak.
-    trim_heap();
+    malloc_trim(0);
     const auto& c = report.counters;
     if (subscriber) {
       if (ok) {
