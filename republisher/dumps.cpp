@@ -185,9 +185,9 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
       }
       pkg.manifest.entries.push_back(std::move(e));
     }
-    // The manifest copy first: a package is only taken as built when both exist.
-    // The manifest is written once, for both (a 10,000-change part's is
-    // megabytes); the package's digest is the writer's.
+    // The manifest copy first: a package is only taken as built when both
+    // exist. The manifest is rendered once for both (a 10,000-change
+    // part's is megabytes); the package's digest is the writer's.
     const std::string manifest_xml = rs::write_document(pkg.manifest);
     const std::filesystem::path tmp = out.manifest_file.string() + ".tmp";
     {
@@ -204,14 +204,7 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
     }
     out.hash = std::move(*digest);
   } else {
-    // Built by an earlier process: its digest is read from the file.
-    std::ifstream in(out.file, std::ios::binary);
-    rs::Hasher h(rs::HashAlgorithm::sha256);
-    char buf[1 << 16];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-      h.update(buf, static_cast<size_t>(in.gcount()));
-    }
-    out.hash = rs::HashValue{"sha-256", h.finish_hex()};
+    out.hash = package_digest(out.file); // built by an earlier process
   }
   out.length = std::filesystem::file_size(out.file, ec);
   return out;

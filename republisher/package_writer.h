@@ -30,6 +30,9 @@ struct PackageFile {
 Result<rs::HashValue> write_package(const std::filesystem::path& dest, const std::string& manifest_xml,
                                     const std::vector<PackageFile>& files);
 
+// The sha-256 of a package already written (as write_package returns it).
+rs::HashValue package_digest(const std::filesystem::path& file);
+
 // The same package, in memory.
 Result<std::string> package_bytes(const std::string& manifest_xml, const std::vector<PackageFile>& files);
 

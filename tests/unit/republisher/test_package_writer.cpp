@@ -11,6 +11,8 @@
 
 #include <zip.h>
 
+#include <sys/resource.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -165,4 +167,34 @@ TEST_CASE("Package writer: a package past the size put together in memory (16 Mi
   CHECK_FALSE(write_package(dir / "q.zip", "<urlset/>", cut));
   CHECK_FALSE(std::filesystem::exists(dir / "q.zip"));
   CHECK_FALSE(std::filesystem::exists(dir / "q.zip.tmp"));
+}
+
+TEST_CASE("Package writer: bitstreams in more pack files than the process may hold open at once are all read") {
+  // A Resource Dump package lists resources by URI; their blobs may lie in
+  // as many packs as it has bitstreams. The descriptors limit is lowered
+  // to 100 above those open now: 200 packs must still make one package.
+  test::ScratchDir dir("package-writer-many");
+  std::vector<PackageFile> files;
+  for (int i = 0; i < 200; ++i) {
+    const auto pack = dir / ("p" + std::to_string(i) + ".pack");
+    std::ofstream(pack, std::ios::binary) << "pack " << i;
+    files.push_back({"res/" + std::to_string(i + 1), std::nullopt, {pack, 5, std::to_string(i).size()}});
+  }
+  size_t open_now = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++open_now;
+  }
+  struct rlimit saved {};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  struct rlimit lowered = saved;
+  lowered.rlim_cur = std::min<rlim_t>(saved.rlim_cur, open_now + 100);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  auto digest = write_package(dir / "p.zip", "<urlset/>", files);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  REQUIRE(digest);
+  auto read = entries_of(dir / "p.zip");
+  REQUIRE(read.size() == 201);
+  for (int i = 0; i < 200; ++i) {
+    CHECK(read[static_cast<size_t>(i) + 1].second == std::to_string(i));
+  }
 }
