@@ -183,9 +183,6 @@ Result<rs::HashValue> write_whole(const std::filesystem::path& dest, const std::
   if (!bytes) {
     return tl::unexpected(bytes.error());
   }
-  if (bytes->empty()) { // a ZIP has its end record at least
-    return make_error(ErrorKind::io, "cannot write " + tmp.string() + ": the package came out empty");
-  }
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
@@ -275,16 +272,22 @@ Result<std::string> package_bytes(const std::string& manifest_xml, const std::ve
     zip_error_fini(&err);
     return added ? make_error(ErrorKind::io, "cannot write a package in memory") : tl::unexpected(added.error());
   }
+  // The archive written into the buffer, read back whole: anything less
+  // is an error, never a short or empty package.
   std::string out;
   zip_stat_t st;
-  if (zip_source_stat(buffer, &st) == 0 && zip_source_open(buffer) == 0) {
+  bool whole = false;
+  if (zip_source_stat(buffer, &st) == 0 && (st.valid & ZIP_STAT_SIZE) != 0 && zip_source_open(buffer) == 0) {
     out.resize(static_cast<size_t>(st.size));
     const zip_int64_t n = zip_source_read(buffer, out.data(), st.size);
     zip_source_close(buffer);
-    out.resize(n < 0 ? 0 : static_cast<size_t>(n));
+    whole = n >= 0 && static_cast<zip_uint64_t>(n) == st.size && n > 0;
   }
   zip_source_free(buffer);
   zip_error_fini(&err);
+  if (!whole) {
+    return make_error(ErrorKind::io, "cannot read back a package written in memory");
+  }
   return out;
 }
 
