@@ -16,17 +16,16 @@ struct Package {
   uint64_t bytes = 0;
 };
 
-// `manifest_xml`: the package's manifest as written, when the caller has
-// it already (a Change Dump keeps a copy beside the package).
+// `manifest_xml`: pkg.manifest as written (a Change Dump keeps a copy of
+// it beside the package, rendered once for both).
 Result<rs::HashValue> write_package(const std::filesystem::path& dest, const Package& pkg,
-                                    const std::string* manifest_xml = nullptr) {
+                                    const std::string& manifest_xml) {
   std::vector<PackageFile> files;
   files.reserve(pkg.files.size());
   for (const auto& [name, blob] : pkg.files) {
     files.push_back(PackageFile{name, std::nullopt, blob});
   }
-  return manifest_xml ? pub::write_package(dest, *manifest_xml, files)
-                      : pub::write_package(dest, rs::write_document(pkg.manifest), files);
+  return pub::write_package(dest, manifest_xml, files);
 }
 
 } // namespace
@@ -73,7 +72,7 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const store::B
     }
     const size_t n = dump.entries.size() + 1;
     const std::filesystem::path file = folder / (std::to_string(n) + ".zip");
-    auto digest = write_package(file, pkg);
+    auto digest = write_package(file, pkg, rs::write_document(pkg.manifest));
     if (!digest) {
       return tl::unexpected(digest.error());
     }
@@ -198,7 +197,7 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
       }
     }
     std::filesystem::rename(tmp, out.manifest_file, ec);
-    auto digest = write_package(out.file, pkg, &manifest_xml);
+    auto digest = write_package(out.file, pkg, manifest_xml);
     if (!digest) {
       return tl::unexpected(digest.error());
     }

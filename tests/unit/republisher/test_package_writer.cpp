@@ -5,6 +5,7 @@
 #include "republisher/package_writer.h"
 
 #include "resourcesync/hash.h"
+#include "../../common/files.h"
 #include "../../common/scratch_dir.h"
 
 #include <doctest/doctest.h>
@@ -22,13 +23,6 @@ using namespace tributary;
 using namespace tributary::pub;
 
 namespace {
-
-std::string file_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Every entry of the ZIP at `path`, in the order the central directory has them.
 std::vector<std::pair<std::string, std::string>> entries_of(const std::filesystem::path& path) {
@@ -52,7 +46,7 @@ std::vector<std::pair<std::string, std::string>> entries_of(const std::filesyste
 
 // What Python's zipfile makes of it: "name size crc-ok" a line, or the error.
 std::string python_reads(const std::filesystem::path& path) {
-  const std::string cmd = "/usr/bin/python3 -c \"import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); "
+  const std::string cmd = test::python3() + " -c \"import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); "
                           "bad = z.testzip(); [print(i.filename, i.file_size) for i in z.infolist()]; "
                           "print('bad', bad)\" " +
                           path.string() + " 2>&1";
@@ -95,7 +89,7 @@ TEST_CASE("Package writer: bitstreams from regions of two pack files, from memor
   auto digest = write_package(dir / "p.zip", manifest, files);
   REQUIRE(digest);
   CHECK_FALSE(std::filesystem::exists(dir / "p.zip.tmp")); // renamed, not left beside it
-  CHECK(digest->hex == rs::hash_hex(rs::HashAlgorithm::sha256, file_bytes(dir / "p.zip")));
+  CHECK(digest->hex == rs::hash_hex(rs::HashAlgorithm::sha256, test::slurp(dir / "p.zip")));
   auto read = entries_of(dir / "p.zip");
   REQUIRE(read.size() == expected.size());
   CHECK(read.front().first == "manifest.xml");
@@ -153,7 +147,7 @@ TEST_CASE("Package writer: a package past the size put together in memory (16 Mi
   auto digest = write_package(dir / "p.zip", "<urlset/>", files);
   REQUIRE(digest);
   CHECK_FALSE(std::filesystem::exists(dir / "p.zip.tmp")); // renamed, not left beside it
-  CHECK(digest->hex == rs::hash_hex(rs::HashAlgorithm::sha256, file_bytes(dir / "p.zip")));
+  CHECK(digest->hex == rs::hash_hex(rs::HashAlgorithm::sha256, test::slurp(dir / "p.zip")));
   auto read = entries_of(dir / "p.zip");
   REQUIRE(read.size() == 3);
   CHECK(read[0].first == "manifest.xml");

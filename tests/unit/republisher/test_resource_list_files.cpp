@@ -4,6 +4,7 @@
 #include "republisher/resource_list_files.h"
 
 #include "records.h"
+#include "../../common/files.h"
 #include "../resourcesync/test_support.h"
 
 #include "resourcesync/reader.h"
@@ -25,20 +26,13 @@ using test::ts;
 
 namespace {
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string gunzip(const std::string& gz) {
   auto out = test::gunzip(gz);
   CHECK(out);
   return out.value_or("");
 }
 
-std::string body(const CachedDocument& d) { return d.file.empty() ? d.body : read_file(d.file); }
+std::string body(const CachedDocument& d) { return d.file.empty() ? d.body : test::slurp(d.file); }
 
 struct ListFixture {
   store::MemoryStore st;
@@ -136,7 +130,7 @@ struct ListFixture {
       if (!doc.file.empty()) {
         CHECK(std::filesystem::file_size(doc.file) == doc.size);
         CHECK(std::filesystem::file_size(doc.gz_file) == doc.gz_size);
-        CHECK(gunzip(read_file(doc.gz_file)) == read_file(doc.file));
+        CHECK(gunzip(test::slurp(doc.gz_file)) == test::slurp(doc.file));
       }
       auto d = rs::parse_document(body(doc));
       REQUIRE(d.summary.valid());
