@@ -281,7 +281,7 @@ Result<std::string> package_bytes(const std::string& manifest_xml, const std::ve
     out.resize(static_cast<size_t>(st.size));
     const zip_int64_t n = zip_source_read(buffer, out.data(), st.size);
     zip_source_close(buffer);
-    whole = n >= 0 && static_cast<zip_uint64_t>(n) == st.size && n > 0;
+    whole = n > 0 && static_cast<zip_uint64_t>(n) == st.size;
   }
   zip_source_free(buffer);
   zip_error_fini(&err);

@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 using namespace tributary;
 using namespace tributary::pub;

@@ -12,9 +12,7 @@
 
 #include <doctest/doctest.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <unistd.h>
 
 using namespace tributary;
