@@ -125,6 +125,8 @@ Io receive(PipelinedOrigin::Conn& c, steady::time_point deadline, const std::ato
     const ssize_t n = ::recv(c.fd, c.in.data() + old, 64 * 1024, 0);
     c.in.resize(old + (n > 0 ? static_cast<size_t>(n) : 0));
     if (n > 0) {
+      int one = 1;
+      ::setsockopt(c.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
       return Io::ok;
     }
     if (n == 0) {
@@ -275,6 +277,7 @@ std::unique_ptr<PipelinedOrigin::Conn> PipelinedOrigin::take() {
   if (c->fd >= 0) {
     int one = 1;
     ::setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
     if (::connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0) {
       connected = true;
     } else if (errno == EINPROGRESS &&
