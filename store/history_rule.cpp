@@ -47,6 +47,10 @@ std::optional<bool> same_state(const LogHead& a, const LogHead& b) {
 }
 
 Admission admit(const std::optional<LogHead>& head, const ChangeRecord& c, bool applied) {
+  return admit(head ? &*head : nullptr, c, applied);
+}
+
+Admission admit(const LogHead* head, const ChangeRecord& c, bool applied) {
   const std::optional<Timestamp> t = c.upstream_datetime;
   if (!head) {
     return {true, t};
@@ -72,15 +76,17 @@ Admission admit(const std::optional<LogHead>& head, const ChangeRecord& c, bool 
   return {false, t};
 }
 
-std::vector<ChangeRecord> admit_all(std::unordered_map<std::string, LogHead>& heads,
-                                    const std::vector<ChangeRecord>& proposed,
-                                    const std::unordered_map<std::string, const ResourceRecord*>& held_after) {
+std::vector<Admitted> admit_each(std::unordered_map<std::string, LogHead>& heads,
+                                 const std::vector<ChangeRecord>& proposed,
+                                 const std::unordered_map<std::string, const ResourceRecord*>& held_after) {
   // The last proposal of each URI is the one its stored state may be.
   std::unordered_map<std::string_view, size_t> last;
+  last.reserve(proposed.size());
   for (size_t i = 0; i < proposed.size(); ++i) {
     last[proposed[i].resource.uri] = i;
   }
-  std::vector<ChangeRecord> out;
+  std::vector<Admitted> out;
+  out.reserve(proposed.size());
   for (size_t i = 0; i < proposed.size(); ++i) {
     const ChangeRecord& c = proposed[i];
     const std::string& uri = c.resource.uri;
@@ -94,15 +100,29 @@ std::vector<ChangeRecord> admit_all(std::unordered_map<std::string, LogHead>& he
       }
     }
     auto it = heads.find(uri);
-    const Admission a =
-        admit(it == heads.end() ? std::nullopt : std::optional<LogHead>(it->second), c, applied);
+    const Admission a = admit(it == heads.end() ? nullptr : &it->second, c, applied);
     if (!a.log) {
       continue;
     }
-    out.push_back(c);
+    out.push_back(Admitted{&c, a.time});
+    LogHead next = head_of(c);
+    next.time = a.time;
+    if (it == heads.end()) {
+      heads.emplace(uri, std::move(next));
+    } else {
+      it->second = std::move(next);
+    }
+  }
+  return out;
+}
+
+std::vector<ChangeRecord> admit_all(std::unordered_map<std::string, LogHead>& heads,
+                                    const std::vector<ChangeRecord>& proposed,
+                                    const std::unordered_map<std::string, const ResourceRecord*>& held_after) {
+  std::vector<ChangeRecord> out;
+  for (const Admitted& a : admit_each(heads, proposed, held_after)) {
+    out.push_back(*a.change);
     out.back().upstream_datetime = a.time;
-    LogHead next = head_of(out.back());
-    heads[uri] = std::move(next);
   }
   return out;
 }

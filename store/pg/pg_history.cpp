@@ -79,26 +79,38 @@ RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std:
   for (const auto& r : stored) {
     held_after.emplace(r.uri, &r);
   }
-  const std::vector<ChangeRecord> admitted = admit_all(heads, proposed, held_after);
+  const std::vector<Admitted> admitted = admit_each(heads, proposed, held_after);
   RunCounters logged;
   if (admitted.empty()) {
     return logged;
   }
   // Last, under the change-log lock held to commit: see lock_change_log().
   lock_change_log(tx);
-  pqxx::stream_to s(tx, "change_log",
-                    std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length",
-                                             "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
-  for (const auto& c : admitted) {
+  CopyRows s(tx, "change_log",
+             std::vector<std::string>{"feed_id", "uri", "change", "upstream_datetime", "lastmod", "length", "md5",
+                                      "sha1", "sha256", "type", "encoding", "links", "blob_sha256"});
+  const auto feed = static_cast<long long>(feed_id);
+  for (const Admitted& a : admitted) {
+    const ChangeRecord& c = *a.change;
     ++(c.change == rs::Change::created ? logged.created
        : c.change == rs::Change::deleted ? logged.deleted
                                           : logged.updated);
     const ResourceRecord& r = c.resource;
-    s << std::make_tuple(
-        static_cast<long long>(feed_id), r.uri, std::string(rs::to_string(c.change)), ts(c.upstream_datetime),
-        ts(r.lastmod), r.length ? std::optional<long long>(static_cast<long long>(*r.length)) : std::nullopt,
-        hash_of(r.hashes, rs::HashAlgorithm::md5), hash_of(r.hashes, rs::HashAlgorithm::sha1),
-        hash_of(r.hashes, rs::HashAlgorithm::sha256), r.type, r.encoding, links_to_json(r.links), r.blob_sha256);
+    CopyText& t = s.row();
+    t.field(feed);
+    t.field(r.uri);
+    t.field(rs::to_string(c.change));
+    put_time(t, a.time);
+    put_time(t, r.lastmod);
+    put_length(t, r.length);
+    put_text(t, hash_text(r.hashes, rs::HashAlgorithm::md5));
+    put_text(t, hash_text(r.hashes, rs::HashAlgorithm::sha1));
+    put_text(t, hash_text(r.hashes, rs::HashAlgorithm::sha256));
+    t.field(r.type);
+    t.field(r.encoding);
+    t.field(r.links.empty() ? std::string("[]") : links_to_json(r.links));
+    t.field(r.blob_sha256);
+    s.end_row();
   }
   s.complete();
   return logged;

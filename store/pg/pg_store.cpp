@@ -198,15 +198,21 @@ bool copy_new_resources(pqxx::work& tx, const Batch& b, bool mark_seen) {
   try {
     pqxx::subtransaction sub(tx, "copy_new_resources");
     {
-      pqxx::stream_to s(sub, "resource",
-                        std::vector<std::string>{"feed_id", "uri", "state", "lastmod", "change_datetime", "length",
-                                                 "md5", "sha1", "sha256", "type", "encoding", "links", "blob_sha256",
-                                                 "fetched_at", "fetched_from", "last_seen_run"});
+      CopyRows s(sub, "resource",
+                 std::vector<std::string>{"feed_id", "uri", "state", "lastmod", "change_datetime", "length", "md5",
+                                          "sha1", "sha256", "type", "encoding", "links", "blob_sha256",
+                                          "fetched_at", "fetched_from", "last_seen_run"});
       const auto feed = static_cast<long long>(b.feed_id);
       for (const auto& r : b.upserts) {
-        const std::optional<long long> run =
-            seen.count(r.uri) ? std::optional<long long>(static_cast<long long>(b.run_id)) : std::nullopt;
-        s << std::tuple_cat(std::make_tuple(feed), resource_row(r), std::make_tuple(run));
+        CopyText& t = s.row();
+        t.field(feed);
+        put_resource(t, r);
+        if (seen.count(r.uri)) {
+          t.field(static_cast<long long>(b.run_id));
+        } else {
+          t.null();
+        }
+        s.end_row();
       }
       s.complete();
     }
@@ -246,19 +252,21 @@ Result<RunCounters> PgStore::apply(const Batch& b) {
     // Seen marks first: rows upserted below take theirs in the same write
     // (one write per row instead of an insert and then an update).
     if (mark_seen) {
-      pqxx::stream_to s(tx, "stage_seen", std::vector<std::string>{"uri"});
+      CopyRows s(tx, "stage_seen", std::vector<std::string>{"uri"});
       for (const auto& u : b.seen) {
-        s << std::make_tuple(u);
+        s.row().field(u);
+        s.end_row();
       }
       s.complete();
     }
     if (!b.upserts.empty()) {
-      pqxx::stream_to s(tx, "stage_resource",
-                        std::vector<std::string>{"uri", "state", "lastmod", "change_datetime", "length", "md5", "sha1",
-                                                 "sha256", "type", "encoding", "links", "blob_sha256", "fetched_at",
-                                                 "fetched_from"});
+      CopyRows s(tx, "stage_resource",
+                 std::vector<std::string>{"uri", "state", "lastmod", "change_datetime", "length", "md5", "sha1",
+                                          "sha256", "type", "encoding", "links", "blob_sha256", "fetched_at",
+                                          "fetched_from"});
       for (const auto& r : b.upserts) {
-        s << resource_row(r);
+        put_resource(s.row(), r);
+        s.end_row();
       }
       s.complete();
       std::string staged = "SELECT $1, ";

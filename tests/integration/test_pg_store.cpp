@@ -365,6 +365,72 @@ TEST_CASE("PgStore: a batch of new resources is copied in with its seen marks, a
   CHECK(scalar("SELECT live FROM feed_stats") == 5);
 }
 
+TEST_CASE("PgStore: COPY keeps every byte of every field, over many rows, both ways in and in the change log") {
+  FeedStore fs("http://example.org/");
+  PgStore& s = *fs.store;
+  pqxx::connection c(fs.db.conninfo());
+  // Values with every character COPY's text format escapes, a value that
+  // reads like NULL, and links whose JSON carries escapes of its own.
+  auto odd = [](int n, uint64_t length) {
+    ResourceRecord r = resource("http://example.org/odd/" + std::to_string(n) + "\t", n);
+    r.type = std::string("text/x\\y\tz\n\r\b\f\v") + std::to_string(n);
+    r.encoding = "\\N";
+    r.fetched_from = r.uri + "\r\n\\.";
+    r.links[1].href = "http://original.example.org/x\t" + std::to_string(n);
+    r.length = length;
+    return r;
+  };
+  constexpr int k_rows = 3000; // past the 64 KiB a COPY is handed at a time
+  auto run = s.begin_run(fs.source, RunMode::baseline);
+  REQUIRE(run);
+  Batch first;
+  first.feed_id = fs.feed;
+  first.run_id = *run;
+  first.upserts_new = true; // the first baseline's way: one COPY into resource
+  std::vector<std::string> uris;
+  for (int i = 0; i < k_rows; ++i) {
+    first.upserts.push_back(odd(i, 10));
+    first.seen.push_back(first.upserts.back().uri);
+    first.changes.push_back(ChangeRecord{rs::Change::created, t("2020-01-01T00:00:00Z"), first.upserts.back()});
+    uris.push_back(first.upserts.back().uri);
+  }
+  REQUIRE(s.apply(first));
+  auto got = s.resources(fs.feed, uris);
+  REQUIRE(got);
+  REQUIRE(got->size() == static_cast<size_t>(k_rows));
+  for (const auto& r : first.upserts) {
+    CHECK(got->at(r.uri) == r);
+  }
+  // The ordinary way: staged, then upserted.
+  Batch second;
+  second.feed_id = fs.feed;
+  second.run_id = *run;
+  for (int i = 0; i < k_rows; i += 2) {
+    second.upserts.push_back(odd(i, 20));
+    second.upserts.back().hashes = {{"md5", rs::hash_hex(rs::HashAlgorithm::md5, "again " + std::to_string(i))}};
+    second.seen.push_back(second.upserts.back().uri);
+    second.changes.push_back(ChangeRecord{rs::Change::updated, t("2020-01-02T00:00:00Z"), second.upserts.back()});
+  }
+  REQUIRE(s.apply(second));
+  got = s.resources(fs.feed, uris);
+  REQUIRE(got);
+  for (const auto& r : second.upserts) {
+    CHECK(got->at(r.uri) == r);
+  }
+  CHECK(got->at(odd(1, 10).uri) == odd(1, 10));
+  pqxx::read_transaction tx(c);
+  CHECK(tx.exec1("SELECT count(*) FROM change_log")[0].as<int64_t>() == k_rows + k_rows / 2);
+  const ResourceRecord seven = odd(7, 10);
+  auto row = tx.exec_params1("SELECT type, encoding, links::text, " + std::string("change") +
+                                 " FROM change_log WHERE uri = $1",
+                             seven.uri);
+  CHECK(row[0].as<std::string>() == *seven.type);
+  CHECK(row[1].as<std::string>() == *seven.encoding);
+  // The link's href as JSON writes a tab: an escape inside the value.
+  CHECK(row[2].as<std::string>().find("original.example.org/x\\t7") != std::string::npos);
+  CHECK(row[3].as<std::string>() == "created");
+}
+
 TEST_CASE("PgStore: for_each_resource pages through large feeds in URI order") {
   FeedStore fs("http://big.example.org/");
   Batch b;
