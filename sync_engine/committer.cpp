@@ -13,39 +13,65 @@ namespace tributary::sync {
 Result<void> Committer::submit(std::shared_ptr<const store::Batch> batch,
                                std::vector<store::BlobStore::Writer> sealed,
                                std::function<void(const store::RunCounters&)> on_committed) {
-  if (auto prev = wait(); !prev) {
-    return prev;
+  while (m_in_flight.size() >= k_in_flight) {
+    wait_oldest();
   }
-  m_future = std::async(std::launch::async, [this, batch = std::move(batch), blobs = std::move(sealed),
-                                             done = std::move(on_committed)]() mutable {
-    name_thread("committer");
-    const store::Batch& b = *batch;
-    // The batch's blobs are made durable and named here, while the next
-    // batch is fetched: the pack's sync and the index's cost 3.5-4 ms a
-    // batch of 1,000, which in the fetch path left both cores idle.
-    std::vector<std::string> uploads = b.new_blobs;
-    if (auto r = publish(blobs, uploads, b); !r) {
-      return r;
-    }
-    // The remote tier receives the batch's blobs before the database names
-    // them, here too (one PUT of about a megabyte per batch, which in the
-    // fetch path cost a quarter of the rate against RGW).
-    if (auto r = m_blobs.upload(uploads); !r) {
-      return r;
-    }
-    if (auto r = m_blobs.sync_directories(); !r) {
-      return r;
-    }
-    auto r = m_session->apply(b);
-    if (!r) {
-      return Result<void>(tl::unexpected(r.error()));
-    }
-    if (done) {
-      done(*r);
-    }
-    return Result<void>();
-  });
+  if (!m_last) {
+    return m_last;
+  }
+  // The batch before this one: applied before this one is.
+  std::shared_future<Result<void>> before =
+      m_in_flight.empty() ? std::shared_future<Result<void>>() : m_in_flight.back();
+  m_in_flight.push_back(std::async(std::launch::async, [this, batch = std::move(batch), blobs = std::move(sealed),
+                                                        done = std::move(on_committed),
+                                                        before = std::move(before)]() mutable -> Result<void> {
+                          name_thread("committer");
+                          auto r = commit(*batch, blobs, done, before);
+                          // Freed here, not by the thread that collects the result.
+                          blobs.clear();
+                          batch.reset();
+                          return r;
+                        }).share());
   return {};
+}
+
+Result<void> Committer::commit(const store::Batch& b, std::vector<store::BlobStore::Writer>& blobs,
+                               const std::function<void(const store::RunCounters&)>& done,
+                               const std::shared_future<Result<void>>& before) {
+  // The batch's blobs are made durable and named here, while the next
+  // batch is fetched: the pack's sync and the index's cost 3.5-4 ms a
+  // batch of 1,000, which in the fetch path left both cores idle.
+  std::vector<std::string> uploads = b.new_blobs;
+  if (auto r = publish(blobs, uploads, b); !r) {
+    return r;
+  }
+  // The remote tier receives the batch's blobs before the database names
+  // them, here too (one PUT of about a megabyte per batch, which in the
+  // fetch path cost a quarter of the rate against RGW).
+  if (auto r = m_blobs.upload(uploads); !r) {
+    return r;
+  }
+  if (auto r = m_blobs.sync_directories(); !r) {
+    return r;
+  }
+  // Applied in order, and not after a batch before it failed.
+  if (before.valid()) {
+    try {
+      if (const Result<void>& prev = before.get(); !prev) {
+        return prev;
+      }
+    } catch (const std::exception& e) {
+      return make_error(ErrorKind::io, std::string("commit failed: ") + e.what());
+    }
+  }
+  auto r = m_session->apply(b);
+  if (!r) {
+    return Result<void>(tl::unexpected(r.error()));
+  }
+  if (done) {
+    done(*r);
+  }
+  return Result<void>();
 }
 
 Result<void> Committer::publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred,
@@ -79,13 +105,22 @@ Result<void> Committer::publish(std::vector<store::BlobStore::Writer>& sealed, s
   return {};
 }
 
+void Committer::wait_oldest() {
+  Result<void> r;
+  try {
+    r = m_in_flight.front().get();
+  } catch (const std::exception& e) {
+    r = make_error(ErrorKind::io, std::string("commit failed: ") + e.what());
+  }
+  m_in_flight.pop_front();
+  if (m_last) {
+    m_last = std::move(r); // the first failure stays
+  }
+}
+
 Result<void> Committer::wait() {
-  if (m_future.valid()) {
-    try {
-      m_last = m_future.get();
-    } catch (const std::exception& e) {
-      m_last = make_error(ErrorKind::io, std::string("commit failed: ") + e.what());
-    }
+  while (!m_in_flight.empty()) {
+    wait_oldest();
   }
   return m_last;
 }

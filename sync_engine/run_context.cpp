@@ -406,18 +406,17 @@ Result<void> RunContext::commit(store::Batch& batch) {
     m_report.counters += recorded;
   });
   if (r) {
-    m_in_flight = std::move(shared);
-    m_overlay = std::move(overlay);
-    m_retry_overlay = std::move(retry_overlay);
+    m_in_flight.push_back(InFlight{std::move(shared), std::move(overlay), std::move(retry_overlay)});
+    while (m_in_flight.size() > Committer::k_in_flight) {
+      m_in_flight.pop_front(); // committed: submit() waited for it
+    }
   }
   return r;
 }
 
 Result<void> RunContext::drain() {
   auto r = m_committer->wait();
-  m_overlay.clear();
-  m_retry_overlay.clear();
-  m_in_flight.reset();
+  m_in_flight.clear();
   return r;
 }
 
@@ -451,10 +450,12 @@ Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int
   } else {
     held = m_store.resources(feed, uris);
   }
-  if (held && !m_overlay.empty()) {
-    for (const auto& u : uris) {
-      if (auto it = m_overlay.find(u); it != m_overlay.end()) {
-        (*held)[u] = *it->second;
+  if (held) {
+    for (const InFlight& f : m_in_flight) { // the newest last: its state wins
+      for (const auto& u : uris) {
+        if (auto it = f.overlay.find(u); it != f.overlay.end()) {
+          (*held)[u] = *it->second;
+        }
       }
     }
   }
@@ -464,13 +465,15 @@ Result<std::unordered_map<std::string, ResourceRecord>> RunContext::held_for(int
 Result<std::unordered_map<std::string, store::RetryRecord>> RunContext::pending_for(int64_t feed,
                                                                                    const std::vector<std::string>& uris) {
   auto pending = m_store.pending_changes(feed, uris);
-  if (pending && !m_retry_overlay.empty()) {
-    for (const auto& u : uris) {
-      if (auto it = m_retry_overlay.find(u); it != m_retry_overlay.end()) {
-        if (it->second) {
-          (*pending)[u] = *it->second;
-        } else {
-          pending->erase(u);
+  if (pending) {
+    for (const InFlight& f : m_in_flight) { // the newest last
+      for (const auto& u : uris) {
+        if (auto it = f.retry_overlay.find(u); it != f.retry_overlay.end()) {
+          if (it->second) {
+            (*pending)[u] = *it->second;
+          } else {
+            pending->erase(u);
+          }
         }
       }
     }

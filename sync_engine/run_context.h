@@ -15,6 +15,7 @@
 #include "sync_engine/uri_bloom.h"
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -85,37 +86,52 @@ private:
   bool m_stopped = false;
 };
 
-// Commits batches on a store session of its own in a background thread, one
-// batch in flight at a time, so that the next batch is read, compared and
-// fetched while the previous one commits (measured: the client and
-// PostgreSQL otherwise take turns and leave a core idle).
+// Commits batches on a store session of its own in background threads, so
+// that the next batch is read, compared and fetched while earlier ones
+// commit (measured: the client and PostgreSQL otherwise take turns and
+// leave a core idle). A commit has two stages: the batch's blobs made
+// durable and named (publish), then the batch applied to the store. Two
+// batches may be in flight: one publishing while the one before it
+// applies (publish was a quarter of a commit, and the fetch path waited
+// for whole commits: bench/RESULTS.md, session 40). Batches are applied
+// in the order submitted, each after its own blobs are durable, and none
+// after a failure.
 class Committer {
 public:
+  static constexpr size_t k_in_flight = 2;
+
   Committer(std::unique_ptr<store::Store> session, store::BlobStore& blobs)
       : m_session(std::move(session)), m_blobs(blobs) {}
   ~Committer() { (void)wait(); }
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
-  // Waits for the batch in flight (returning its failure, if any, without
-  // submitting), then hands this one over; `on_committed` runs after it
-  // with the counters the store recorded (the changes it logged)
-  // commits.
+  // Waits until fewer than k_in_flight batches are in flight (returning the
+  // first failure, if any, without submitting), then hands this one over;
+  // `on_committed` runs after it commits, with the counters the store
+  // recorded (the changes it logged).
   // `sealed` are the blobs the batch names that are not yet durable: they
   // are published (BlobStore::publish) before the batch is applied.
   Result<void> submit(std::shared_ptr<const store::Batch> batch, std::vector<store::BlobStore::Writer> sealed,
                       std::function<void(const store::RunCounters&)> on_committed);
-  // Waits for the batch in flight; its result (or the last one's).
+  // Waits for every batch in flight; the first failure, or success.
   Result<void> wait();
 
 private:
+  // Waits for the oldest batch in flight.
+  void wait_oldest();
+  // One batch's commit: publish, then apply once `before` (the batch
+  // submitted before it, if still in flight) has.
+  Result<void> commit(const store::Batch& b, std::vector<store::BlobStore::Writer>& blobs,
+                      const std::function<void(const store::RunCounters&)>& done,
+                      const std::shared_future<Result<void>>& before);
   // Makes `sealed` durable and names them; what a remote tier is still to
   // receive is appended to `deferred`.
   Result<void> publish(std::vector<store::BlobStore::Writer>& sealed, std::vector<std::string>& deferred,
                        const store::Batch& batch);
   std::unique_ptr<store::Store> m_session;
   store::BlobStore& m_blobs;
-  std::future<Result<void>> m_future;
+  std::deque<std::shared_future<Result<void>>> m_in_flight; // oldest first
   Result<void> m_last;
 };
 
@@ -310,11 +326,16 @@ private:
   std::shared_ptr<Fetcher> m_content_fetcher; // one try per location per round
   std::unique_ptr<Committer> m_committer;
   std::function<Result<void>()> m_commit_gate; // hold_commits_until
-  // The batch in flight, and its records and retries by URI.
-  std::shared_ptr<const store::Batch> m_in_flight;
-  std::unordered_map<std::string_view, const ResourceRecord*> m_overlay;
-  // Its retries: a change waiting, or none (null: cleared).
-  std::unordered_map<std::string_view, const store::RetryRecord*> m_retry_overlay;
+  // The batches in flight (oldest first; the committer holds at most
+  // Committer::k_in_flight), with their records and retries by URI: what
+  // the store may not show yet.
+  struct InFlight {
+    std::shared_ptr<const store::Batch> batch;
+    std::unordered_map<std::string_view, const ResourceRecord*> overlay;
+    // Its retries: a change waiting, or none (null: cleared).
+    std::unordered_map<std::string_view, const store::RetryRecord*> retry_overlay;
+  };
+  std::deque<InFlight> m_in_flight;
   // By feed, once held_for first asked: for a feed that then held nothing,
   // the URIs this run has committed to it since (nullopt: it held some).
   // The source's lease keeps every other writer out of its feeds, so the
