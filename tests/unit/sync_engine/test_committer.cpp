@@ -61,8 +61,9 @@ struct Pipeline {
     fs::remove_all(dir, ec);
   }
 
-  // Batch `run`, naming one new blob of its own bytes.
-  Result<void> submit(int64_t run) {
+  // Batch `run`, naming one new blob of its own bytes; `on_committed`
+  // runs once it is.
+  Result<void> submit(int64_t run, std::function<void(const store::RunCounters&)> on_committed = nullptr) {
     auto w = blobs->begin();
     REQUIRE(w);
     const std::string bytes = "the bytes of batch " + std::to_string(run);
@@ -73,7 +74,7 @@ struct Pipeline {
     b->new_blobs = {info.sha256};
     std::vector<store::BlobStore::Writer> sealed;
     sealed.push_back(std::move(*w));
-    return committer->submit(b, std::move(sealed), nullptr);
+    return committer->submit(b, std::move(sealed), std::move(on_committed));
   }
 };
 
@@ -109,4 +110,22 @@ TEST_CASE("Committer: nothing is applied after a batch that failed, and the fail
   CHECK_FALSE(p.submit(7));
   CHECK(p.committer->wait().error().message == "batch 3 refused");
   CHECK(p.store->applied == std::vector<int64_t>{1, 2, 3});
+}
+
+TEST_CASE("Committer: a committed batch leaves nothing held while later ones run") {
+  // Each task once kept the one before it (and so every batch of a run)
+  // alive until the run ended: 500 MB at a million resources.
+  Pipeline p;
+  std::vector<std::weak_ptr<int>> held;
+  for (int64_t run = 1; run <= 5; ++run) {
+    auto token = std::make_shared<int>(static_cast<int>(run));
+    held.push_back(token);
+    REQUIRE(p.submit(run, [token](const store::RunCounters&) {}));
+  }
+  // Submitting 5 waited for 3: 1 to 3 are committed and hold nothing.
+  CHECK(held[0].expired());
+  CHECK(held[1].expired());
+  CHECK(held[2].expired());
+  REQUIRE(p.committer->wait());
+  CHECK(held[4].expired());
 }
