@@ -102,14 +102,7 @@ RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std:
     t.field(rs::to_string(c.change));
     put_time(t, a.time);
     put_time(t, r.lastmod);
-    put_length(t, r.length);
-    put_text(t, hash_text(r.hashes, rs::HashAlgorithm::md5));
-    put_text(t, hash_text(r.hashes, rs::HashAlgorithm::sha1));
-    put_text(t, hash_text(r.hashes, rs::HashAlgorithm::sha256));
-    t.field(r.type);
-    t.field(r.encoding);
-    t.field(r.links.empty() ? std::string("[]") : links_to_json(r.links));
-    t.field(r.blob_sha256);
+    put_content(t, r);
     s.end_row();
   }
   s.complete();

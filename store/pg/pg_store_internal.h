@@ -6,7 +6,7 @@
 
 #include "store/pg/pg_store.h"
 
-#include "store/pg/copy_text.h"
+#include "store/pg/copy_rows.h"
 #include "store/pg/entry_json.h"
 #include "store/pg/migrations.h"
 #include "store/pg/pg_conn.h"
@@ -16,7 +16,6 @@
 
 
 #include <nlohmann/json.hpp>
-#include <pqxx/tablewriter>
 
 #include <cstring>
 #include <map>
@@ -223,101 +222,6 @@ inline ResourceRecord read_resource(const pqxx::row& r) {
   rec.fetched_at = read_opt_time(r[12]);
   rec.fetched_from = read_str(r[13]);
   return rec;
-}
-
-// A COPY into `table`, its rows written by CopyText and handed to libpqxx
-// 64 KiB at a time (COPY's data is one stream: rows need not come one a
-// call). libpqxx 6.4 takes text it did not format only through tablewriter
-// (stream_to's write_raw_line is private), deprecated there in favour of
-// stream_to but the same COPY underneath; the deprecation is silenced here
-// alone.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-class CopyRows {
-public:
-  CopyRows(pqxx::transaction_base& tx, const std::string& table, const std::vector<std::string>& columns)
-      : m_writer(tx, table, columns.begin(), columns.end()) {}
-  CopyText& row() { return m_text; }
-  void end_row() {
-    m_text.end_row();
-    if (m_text.size() >= 64 * 1024) {
-      flush();
-    }
-  }
-  void complete() {
-    flush();
-    m_writer.complete();
-  }
-
-private:
-  void flush() {
-    if (m_text.size() == 0) {
-      return;
-    }
-    // The last row's newline stays: tablewriter drops one at the end and
-    // the connection adds one.
-    m_writer.write_raw_line(m_text.text());
-    m_text.clear();
-  }
-
-  pqxx::tablewriter m_writer;
-  CopyText m_text;
-};
-#pragma GCC diagnostic pop
-
-inline const std::string* hash_text(const std::vector<rs::HashValue>& hashes, rs::HashAlgorithm a) {
-  for (const auto& h : hashes) {
-    if (h.known() == a) {
-      return &h.hex;
-    }
-  }
-  return nullptr;
-}
-
-inline void put_text(CopyText& t, const std::string* v) {
-  if (v) {
-    t.field(*v);
-  } else {
-    t.null();
-  }
-}
-
-inline void put_time(CopyText& t, const std::optional<Timestamp>& v) {
-  if (v) {
-    t.field(rs::format_w3c_datetime(*v));
-  } else {
-    t.null();
-  }
-}
-
-inline void put_length(CopyText& t, const std::optional<uint64_t>& v) {
-  if (v) {
-    t.field(static_cast<long long>(*v));
-  } else {
-    t.null();
-  }
-}
-
-// A resource's columns, in k_resource_columns_sql's order.
-inline void put_resource(CopyText& t, const ResourceRecord& r) {
-  t.field(r.uri);
-  t.field(r.state == ResourceState::live ? "live" : "deleted");
-  put_time(t, r.lastmod);
-  put_time(t, r.change_datetime);
-  put_length(t, r.length);
-  put_text(t, hash_text(r.hashes, rs::HashAlgorithm::md5));
-  put_text(t, hash_text(r.hashes, rs::HashAlgorithm::sha1));
-  put_text(t, hash_text(r.hashes, rs::HashAlgorithm::sha256));
-  t.field(r.type);
-  t.field(r.encoding);
-  if (r.links.empty()) {
-    t.field("[]");
-  } else {
-    t.field(links_to_json(r.links));
-  }
-  t.field(r.blob_sha256);
-  put_time(t, r.fetched_at);
-  t.field(r.fetched_from);
 }
 
 inline void upsert_watermark(pqxx::transaction_base& tx, int64_t feed_id, const Watermark& w) {
