@@ -37,7 +37,6 @@ public:
   void end_row();
 
   const std::string& text() const { return m_buf; }
-  std::string& buffer() { return m_buf; }
   size_t size() const { return m_buf.size(); }
   void clear();
 

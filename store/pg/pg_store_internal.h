@@ -155,15 +155,6 @@ inline std::vector<rs::Link> links_from_json(const std::string& text) {
   return out;
 }
 
-inline std::optional<std::string> hash_of(const std::vector<rs::HashValue>& hashes, rs::HashAlgorithm a) {
-  for (const auto& h : hashes) {
-    if (h.known() == a) {
-      return h.hex;
-    }
-  }
-  return std::nullopt;
-}
-
 // A PostgreSQL text[] literal.
 inline std::string text_array(const std::vector<std::string>& items) {
   std::string out = "{";
