@@ -398,8 +398,7 @@ std::vector<HashValue> MultiHasher::finish() {
   return out;
 }
 
-bool hashes_match(const std::vector<HashValue>& expected, const std::vector<HashValue>& actual,
-                  std::string* mismatch) {
+bool hashes_match(std::span<const HashValue> expected, std::span<const HashValue> actual, std::string* mismatch) {
   bool compared = false;
   for (const auto& e : expected) {
     if (!e.known()) {

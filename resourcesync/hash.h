@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,7 +100,7 @@ private:
 // True if `expected` and `actual` agree on every algorithm both contain and
 // share at least one known algorithm. Sets `mismatch` to the first algorithm
 // that disagrees.
-bool hashes_match(const std::vector<HashValue>& expected,
-                  const std::vector<HashValue>& actual, std::string* mismatch = nullptr);
+bool hashes_match(std::span<const HashValue> expected, std::span<const HashValue> actual,
+                  std::string* mismatch = nullptr);
 
 } // namespace tributary::rs

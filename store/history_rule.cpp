@@ -78,7 +78,8 @@ Admission admit(const LogHead* head, const ChangeRecord& c, bool applied) {
 
 std::vector<Admitted> admit_each(std::unordered_map<std::string, LogHead>& heads,
                                  const std::vector<ChangeRecord>& proposed,
-                                 const std::unordered_map<std::string, const ResourceRecord*>& held_after) {
+                                 const std::unordered_map<std::string, const ResourceRecord*>& held_after,
+                                 bool keep_heads) {
   // The last proposal of each URI is the one its stored state may be.
   std::unordered_map<std::string_view, size_t> last;
   last.reserve(proposed.size());
@@ -91,7 +92,8 @@ std::vector<Admitted> admit_each(std::unordered_map<std::string, LogHead>& heads
     const ChangeRecord& c = proposed[i];
     const std::string& uri = c.resource.uri;
     bool applied = false;
-    if (last[uri] == i) {
+    const bool is_last = last[uri] == i;
+    if (is_last) {
       if (c.change == rs::Change::deleted) {
         auto held = held_after.find(uri);
         applied = held != held_after.end() && held->second->state == ResourceState::deleted;
@@ -105,6 +107,9 @@ std::vector<Admitted> admit_each(std::unordered_map<std::string, LogHead>& heads
       continue;
     }
     out.push_back(Admitted{&c, a.time});
+    if (is_last && !keep_heads) {
+      continue; // no later change of this batch asks for it
+    }
     LogHead next = head_of(c);
     next.time = a.time;
     if (it == heads.end()) {

@@ -39,7 +39,7 @@ std::optional<std::string> not_as_announced(store::BlobStore::Writer& w, const E
   }
   if (const rs::HashValue* check = rs::strongest_hash(expected.hashes)) {
     std::string mismatch;
-    if (!rs::hashes_match({*check}, w.digests(), &mismatch)) {
+    if (!rs::hashes_match(std::span(check, 1), w.digests(), &mismatch)) {
       return "hash mismatch for " + url + ": " + mismatch;
     }
   }

@@ -548,7 +548,7 @@ Result<FetchedContent> DumpPackage::extract_from(zip_t* zip, const rs::Entry& e,
   }
   if (check) {
     std::string mismatch;
-    if (!rs::hashes_match({*check}, writer->digests(), &mismatch)) {
+    if (!rs::hashes_match(std::span(check, 1), writer->digests(), &mismatch)) {
       return make_error(ErrorKind::invalid_document, where + ": hash mismatch against the manifest, " + mismatch);
     }
   }
@@ -630,7 +630,7 @@ Result<std::filesystem::path> download_package(Fetcher& fetcher, const std::stri
     }
     if (check) {
       std::string mismatch;
-      if (!rs::hashes_match({*check}, hasher.finish(), &mismatch)) {
+      if (!rs::hashes_match(std::span(check, 1), hasher.finish(), &mismatch)) {
         fail("package hash differs from the dump's rs:md, " + mismatch);
         continue;
       }

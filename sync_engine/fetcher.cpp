@@ -60,9 +60,14 @@ std::string Url::origin() const {
   if (scheme == "file") {
     return "file://";
   }
-  std::string out = scheme + "://" + host;
+  std::string out;
+  out.reserve(scheme.size() + 3 + host.size() + 6); // one allocation: asked once a resource fetched
+  out += scheme;
+  out += "://";
+  out += host;
   if (port != default_port(scheme)) {
-    out += ":" + std::to_string(port);
+    out += ':';
+    out += std::to_string(port);
   }
   return out;
 }

@@ -51,7 +51,7 @@ Result<void> BlobRemote::fetch_group(BlobStore& store, RemoteTier& tier, const s
         return wr;
       }
       std::string().swap(n.bytes);
-      const auto digests = w->digests();
+      const auto& digests = w->digests();
       if (!digests.empty() && digests.front().hex == n.sha256) {
         held.push_back(std::move(*w));
       }
@@ -92,7 +92,7 @@ Result<void> BlobRemote::fetch(BlobStore& store, RemoteTier& tier, const std::st
   if (!got) {
     return got;
   }
-  const auto digests = w->digests();
+  const auto& digests = w->digests();
   if (digests.empty() || digests.front().hex != sha256) {
     return make_error(ErrorKind::io, "blob " + sha256 + " from the remote tier hashes to " +
                                          (digests.empty() ? std::string("nothing") : digests.front().hex));

@@ -159,10 +159,10 @@ public:
     // others (held in memory until then, up to 16 MiB a store; past that,
     // or past 64 KiB a blob, written now). A failure to write is reported
     // by publish() or commit().
-    BlobInfo seal();
+    const BlobInfo& seal();
     // Digests of what was written, without committing (for verification
     // before deciding to keep the bytes).
-    std::vector<rs::HashValue> digests();
+    const std::vector<rs::HashValue>& digests();
     // The sha-256 seal() or commit() found (empty before).
     const std::string& sealed_sha256() const { return m_info.sha256; }
 
@@ -178,9 +178,9 @@ public:
     uint64_t m_size = 0;
     std::vector<rs::HashAlgorithm> m_algorithms;
     rs::MultiHasher m_hasher;
-    std::vector<rs::HashValue> m_digests;
+    bool m_digested = false; // m_info.hashes are final
     bool m_finished = false;
-    BlobInfo m_info;
+    BlobInfo m_info;         // its hashes once digested; its sha256 and length once sealed
     Result<void> spill();               // from memory to a temporary file
     Result<BlobInfo> link_into_place(); // after the bytes are durable
     // Writes the pack records seal() left to publish (see Placed::pending).

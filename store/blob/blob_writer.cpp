@@ -31,7 +31,7 @@ BlobStore::Writer::Writer(BlobStore& store, std::vector<rs::HashAlgorithm> algor
 BlobStore::Writer::Writer(Writer&& o) noexcept
     : m_store(o.m_store), m_tmp(std::move(o.m_tmp)), m_fd(o.m_fd), m_buffer(std::move(o.m_buffer)),
       m_placed(std::move(o.m_placed)), m_size(o.m_size), m_algorithms(std::move(o.m_algorithms)),
-      m_hasher(std::move(o.m_hasher)), m_digests(std::move(o.m_digests)), m_finished(o.m_finished),
+      m_hasher(std::move(o.m_hasher)), m_digested(o.m_digested), m_finished(o.m_finished),
       m_info(std::move(o.m_info)) {
   o.m_fd = -1;
   o.m_finished = true;
@@ -88,7 +88,7 @@ Result<void> BlobStore::Writer::spill() {
 }
 
 Result<void> BlobStore::Writer::write(const char* data, size_t size) {
-  if (!m_digests.empty()) {
+  if (m_digested) {
     return make_error(ErrorKind::usage, "blob writer: write after digests were taken");
   }
   m_hasher.update(data, size);
@@ -109,18 +109,19 @@ Result<void> BlobStore::Writer::write(const char* data, size_t size) {
   return {};
 }
 
-std::vector<rs::HashValue> BlobStore::Writer::digests() {
-  if (m_digests.empty()) {
-    m_digests = m_hasher.finish();
+const std::vector<rs::HashValue>& BlobStore::Writer::digests() {
+  if (!m_digested) {
+    m_info.hashes = m_hasher.finish();
+    m_digested = true;
   }
-  return m_digests;
+  return m_info.hashes;
 }
 
-BlobInfo BlobStore::Writer::seal() {
+const BlobInfo& BlobStore::Writer::seal() {
   if (!m_info.sha256.empty()) {
     return m_info;
   }
-  m_info.hashes = digests();
+  digests();
   m_info.length = m_size;
   for (const auto& h : m_info.hashes) {
     if (h.known() == rs::HashAlgorithm::sha256) {
@@ -191,7 +192,7 @@ BlobInfo BlobStore::Writer::seal() {
 }
 
 Result<BlobInfo> BlobStore::Writer::commit() {
-  const BlobInfo info = seal();
+  const BlobInfo& info = seal();
   if (m_placed) {
     std::vector<Writer*> one{this};
     return std::move(m_store->publish(one).front());
@@ -206,7 +207,7 @@ Result<BlobInfo> BlobStore::Writer::commit() {
 }
 
 Result<BlobInfo> BlobStore::Writer::link_into_place() {
-  const BlobInfo info = seal();
+  const BlobInfo& info = seal();
   const fs::path dest = m_store->m_state->files.file_path(info.sha256);
   if (m_tmp.empty()) {
     // An O_TMPFILE file has no name until it is linked into place: no

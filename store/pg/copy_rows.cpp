@@ -55,11 +55,16 @@ void put_text(CopyText& t, const std::string* v) {
 } // namespace
 
 void put_time(CopyText& t, const std::optional<Timestamp>& v) {
-  if (v) {
-    t.field(rs::format_w3c_datetime(*v));
-  } else {
+  if (!v) {
     t.null();
+    return;
   }
+  // Formatted into one string a thread reuses: a new string for each time
+  // was 5 of a first baseline's 96 allocations a resource (heaptrack).
+  thread_local std::string text;
+  text.clear();
+  rs::append_w3c_datetime(text, *v);
+  t.field(text);
 }
 
 void put_content(CopyText& t, const ResourceRecord& r) {

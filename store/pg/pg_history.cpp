@@ -79,7 +79,7 @@ RunCounters log_changes(pqxx::work& tx, int64_t feed_id, std::unordered_map<std:
   for (const auto& r : stored) {
     held_after.emplace(r.uri, &r);
   }
-  const std::vector<Admitted> admitted = admit_each(heads, proposed, held_after);
+  const std::vector<Admitted> admitted = admit_each(heads, proposed, held_after, /*keep_heads=*/false);
   RunCounters logged;
   if (admitted.empty()) {
     return logged;

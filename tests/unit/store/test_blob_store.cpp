@@ -85,6 +85,40 @@ TEST_CASE("BlobStore: a small blob goes to a pack, content-addressed, deduplicat
   CHECK(*(*store)->read(empty->sha256) == "");
 }
 
+TEST_CASE("BlobStore: lookups through reused read transactions see every blob named since, on any thread") {
+  // The index renews a reset read transaction for each lookup (blob_index.cpp,
+  // ReadTxn): each must see what was named after the one before it ended.
+  TempDir dir;
+  auto store = BlobStore::open(dir.path);
+  REQUIRE(store);
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) {
+    auto b = (*store)->put("blob " + std::to_string(i));
+    REQUIRE(b);
+    names.push_back(b->sha256);
+    for (const auto& n : names) {
+      REQUIRE((*store)->contains(n));
+    }
+    auto again = (*store)->put("blob " + std::to_string(i)); // found by a lookup: stored once
+    REQUIRE(again);
+    CHECK(again->sha256 == b->sha256);
+  }
+  std::atomic<int> seen{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (const auto& n : names) {
+        seen += (*store)->contains(n) ? 1 : 0;
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  CHECK(seen == 4 * 40);
+  CHECK_FALSE((*store)->contains(std::string(64, '0')));
+}
+
 TEST_CASE("BlobStore: a blob larger than a pack record gets a file of its own") {
   TempDir dir;
   auto store = BlobStore::open(dir.path);
