@@ -361,6 +361,8 @@ std::string Hasher::finish_hex() {
   return out;
 }
 
+std::string Hasher::final_hex() { return finish_to_hex(m_impl->ctx); }
+
 std::string Hasher::peek_hex(std::string_view tail) const {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> copy(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!copy || EVP_MD_CTX_copy_ex(copy.get(), m_impl->ctx) != 1) {
@@ -392,8 +394,9 @@ void MultiHasher::update(const void* data, size_t size) {
 
 std::vector<HashValue> MultiHasher::finish() {
   std::vector<HashValue> out;
+  out.reserve(m_hashers.size());
   for (auto& h : m_hashers) {
-    out.push_back(HashValue{std::string(to_token(h.algorithm())), h.finish_hex()});
+    out.push_back(HashValue{std::string(to_token(h.algorithm())), h.final_hex()});
   }
   return out;
 }

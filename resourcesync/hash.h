@@ -70,6 +70,9 @@ public:
   void update(std::string_view data) { update(data.data(), data.size()); }
   // Lower-case hex digest; the hasher is reset and may be reused.
   std::string finish_hex();
+  // Lower-case hex digest; the hasher is spent (no reset: OpenSSL 3.0
+  // allocates the digest's state anew for each).
+  std::string final_hex();
   // The digest of what it was given and then `tail`, the hasher left as it
   // was (a copy is finished): for text that goes on growing.
   std::string peek_hex(std::string_view tail = {}) const;
@@ -90,7 +93,7 @@ class MultiHasher {
 public:
   explicit MultiHasher(const std::vector<HashAlgorithm>& algorithms);
   void update(const void* data, size_t size);
-  // One value per algorithm, in the order given.
+  // One value per algorithm, in the order given; the hasher is spent.
   std::vector<HashValue> finish();
 
 private:

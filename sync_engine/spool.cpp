@@ -112,7 +112,14 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
   doc->m_url = url;
   doc->m_path = tmp_dir / temp_file_name("doc", ".xml");
   std::ofstream out;
+  // The body arrives a few kilobytes at a time, and the stream writes any
+  // piece of 1 KiB or more straight through: a system call every 4 KiB of
+  // a Resource List (476 for a 2 MB one) before its first entry is used.
+  // Pieces are gathered here and written 256 KiB at a time.
+  constexpr size_t k_gather = 256 * 1024;
+  std::string gathered;
   auto open = [&] {
+    gathered.clear();
     out.close();
     out.open(doc->m_path, std::ios::binary | std::ios::trunc);
     return static_cast<bool>(out);
@@ -123,14 +130,22 @@ Result<std::unique_ptr<SpooledDocument>> spool_document(Fetcher& fetcher, const 
   FetchOptions o = options;
   o.restart = open;
   int write_errno = 0;
-  auto r = fetcher.fetch(url, o, [&](const char* d, size_t n) {
+  auto write_gathered = [&] {
     errno = 0;
-    out.write(d, static_cast<std::streamsize>(n));
+    out.write(gathered.data(), static_cast<std::streamsize>(gathered.size()));
+    gathered.clear();
     if (!out) {
       write_errno = errno ? errno : EIO;
     }
     return static_cast<bool>(out);
+  };
+  auto r = fetcher.fetch(url, o, [&](const char* d, size_t n) {
+    gathered.append(d, n);
+    return gathered.size() < k_gather || write_gathered();
   });
+  if (out && !gathered.empty()) {
+    write_gathered();
+  }
   out.close();
   if (write_errno != 0) {
     // Our disk, not the Source: say so (a full data_dir read as "aborted").

@@ -142,3 +142,45 @@ TEST_CASE("read_ahead: a smaller first chunk, then full ones, as ChunkHandler::s
   REQUIRE(r);
   CHECK(sizes == std::vector<size_t>{125, 1000, 1000, 175});
 }
+
+TEST_CASE("spool_document: a body restarted midway is spooled as the second transfer gave it, in pieces or whole") {
+  // The spool gathers pieces before it writes (spool.cpp): a restart must
+  // drop what was gathered, written or not, and the last piece must land.
+  struct Restarting : Fetcher {
+    std::string body;
+    size_t cut = 0;   // the first transfer stops after this many bytes
+    size_t piece = 1; // bytes a call of the sink
+    Result<FetchResponse> fetch(const std::string& url, const FetchOptions& o, const BodySink& sink) override {
+      for (size_t at = 0; at < cut; at += piece) {
+        sink(body.data() + at, std::min(piece, cut - at));
+      }
+      REQUIRE(o.restart);
+      REQUIRE(o.restart());
+      for (size_t at = 0; at < body.size(); at += piece) {
+        sink(body.data() + at, std::min(piece, body.size() - at));
+      }
+      FetchResponse r;
+      r.status = 200;
+      r.final_url = url;
+      r.body_bytes = body.size();
+      return r;
+    }
+  };
+  test::ScratchDir dir("spool-restart");
+  const std::string list = resource_list(3000); // about 130 KB
+  for (const size_t cut : {size_t{1000}, list.size() - 7}) {
+    for (const size_t piece : {size_t{4096}, size_t{300 * 1024}}) {
+      Restarting f;
+      f.body = list;
+      f.cut = cut;
+      f.piece = piece;
+      auto doc = spool_document(f, "http://example.org/rl.xml", FetchOptions{}, dir.path);
+      REQUIRE(doc);
+      Recorder seen;
+      auto summary = (*doc)->read(seen);
+      REQUIRE(summary);
+      CHECK(seen.seen.size() == 3000);
+      CHECK(seen.seen.back() == "e:http://example.org/r/2999");
+    }
+  }
+}
