@@ -355,13 +355,13 @@ std::string finish_to_hex(EVP_MD_CTX* ctx) {
 
 } // namespace
 
+std::string Hasher::final_hex() { return finish_to_hex(m_impl->ctx); }
+
 std::string Hasher::finish_hex() {
-  std::string out = finish_to_hex(m_impl->ctx);
+  std::string out = final_hex();
   EVP_DigestInit_ex2(m_impl->ctx, m_impl->md, nullptr);
   return out;
 }
-
-std::string Hasher::final_hex() { return finish_to_hex(m_impl->ctx); }
 
 std::string Hasher::peek_hex(std::string_view tail) const {
   std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> copy(EVP_MD_CTX_new(), EVP_MD_CTX_free);

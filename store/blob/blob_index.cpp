@@ -20,15 +20,23 @@ namespace tributary::store::blob_detail {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Read transactions reset for reuse (see ReadTxn).
+struct IdleReaders {
+  std::mutex mutex;
+  std::vector<MDB_txn*> txns;
+};
+
+} // namespace
+
 struct BlobIndex::Handles {
   MDB_env* env = nullptr;
   MDB_dbi dbi = 0;           // sha-256 -> IndexValue (the unnamed database)
   MDB_dbi condemned_dbi = 0; // sha-256 -> int64 unix time it was condemned ("condemned")
-  // Read transactions reset for reuse (see ReadTxn).
-  std::mutex idle_mutex;
-  std::vector<MDB_txn*> idle;
+  IdleReaders idle;
   ~Handles() {
-    for (MDB_txn* t : idle) {
+    for (MDB_txn* t : idle.txns) { // before the environment they belong to
       mdb_txn_abort(t);
     }
     if (env) {
@@ -64,13 +72,12 @@ struct Txn {
 // keeps its slot but no snapshot, so it holds back no writer.
 class ReadTxn {
 public:
-  ReadTxn(MDB_env* env, std::mutex& idle_mutex, std::vector<MDB_txn*>& idle)
-      : m_idle_mutex(idle_mutex), m_idle(idle) {
+  ReadTxn(MDB_env* env, IdleReaders& idle) : m_idle(idle) {
     {
-      std::lock_guard lock(m_idle_mutex);
-      if (!m_idle.empty()) {
-        txn = m_idle.back();
-        m_idle.pop_back();
+      std::lock_guard lock(m_idle.mutex);
+      if (!m_idle.txns.empty()) {
+        txn = m_idle.txns.back();
+        m_idle.txns.pop_back();
       }
     }
     if (txn && (rc = mdb_txn_renew(txn)) != 0) {
@@ -91,9 +98,9 @@ public:
       return;
     }
     mdb_txn_reset(txn);
-    std::lock_guard lock(m_idle_mutex);
-    if (m_idle.size() < k_most_idle) {
-      m_idle.push_back(txn);
+    std::lock_guard lock(m_idle.mutex);
+    if (m_idle.txns.size() < k_most_idle) {
+      m_idle.txns.push_back(txn);
     } else {
       mdb_txn_abort(txn);
     }
@@ -104,8 +111,7 @@ public:
 
 private:
   static constexpr size_t k_most_idle = 16; // about the threads that look blobs up at once
-  std::mutex& m_idle_mutex;
-  std::vector<MDB_txn*>& m_idle;
+  IdleReaders& m_idle;
 };
 
 // Every entry of `db`, in one read transaction; 0 or LMDB's error.
@@ -262,7 +268,7 @@ void BlobIndex::start_releaser() {
 
 Result<std::optional<IndexValue>> BlobIndex::lookup(const std::string& sha256) {
   used();
-  ReadTxn t(m_lmdb->env, m_lmdb->idle_mutex, m_lmdb->idle);
+  ReadTxn t(m_lmdb->env, m_lmdb->idle);
   if (!t.txn) {
     return tl::unexpected(error(t.rc));
   }
@@ -289,7 +295,7 @@ Result<bool> BlobIndex::lift(const std::string& sha256, const fs::path& file) {
   int marked = 0;
   int indexed = 0;
   {
-    ReadTxn t(m_lmdb->env, m_lmdb->idle_mutex, m_lmdb->idle);
+    ReadTxn t(m_lmdb->env, m_lmdb->idle);
     if (!t.txn) {
       return tl::unexpected(error(t.rc));
     }
