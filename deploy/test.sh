@@ -26,7 +26,10 @@ if [ "${TRIBUTARY_SANITIZE:-0}" = "1" ]; then
   extra=(-DTRIBUTARY_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug)
 else
   build="$root/build/test"
-  extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+  # Line tables only (-g1): a backtrace still names file and line; the
+  # product's files compile a fifth faster than at -g (pg_store.cpp: 17.2 s
+  # -> 13.7 s), and the build was over half of CI's 20 minutes.
+  extra=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
 fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S "$root" -B "$build" -G Ninja -DTRIBUTARY_WERROR=ON "${extra[@]}" >/dev/null
