@@ -9,28 +9,35 @@
 // were then planned as a bitmap scan of every later row and a sort: 300 ms a
 // page at 100,000 rows, more as the table grew, and in some runs of the
 // million most of PostgreSQL's processor time (bench/RESULTS.md, session
-// 42). Counting is this room's; the ANALYZE is PgStore's (its connection).
+// 42). Owns the count of rows written and the ANALYZE that resets it.
 
 #include <cstdint>
 
 namespace tributary::store {
 
+struct PgStoreConnection;
+
 class PlannerStats {
 public:
-  // A batch just wrote `rows` rows (inserted or updated) into the larger of
-  // the tables. True when that table may have doubled since it was last
-  // analyzed (or grown by `k_first` rows when it never was by this
-  // process): then analyze them and call analyzed(). A baseline of a
-  // million from nothing: five ANALYZEs of about half a second each.
-  bool wrote(uint64_t rows);
-  // The tables were analyzed; the larger holds about `rows` now.
-  void analyzed(double rows);
+  explicit PlannerStats(PgStoreConnection& db) : m_db(db) {}
+
+  // A batch just committed `rows` rows (inserted or updated) into the
+  // larger of the tables. When that table may have doubled since it was
+  // last analyzed (or grown by `k_first` rows when it never was by this
+  // process), both are analyzed now, on the store's connection, whose
+  // mutex the caller holds. A baseline of a million from nothing: five
+  // ANALYZEs of about half a second each. A failure is logged; the
+  // planner keeps older statistics (a slower plan, never a wrong answer).
+  void wrote(uint64_t rows);
 
   // Rows written before the first ANALYZE (below this a wrong plan costs
   // milliseconds).
   static constexpr uint64_t k_first = 50000;
 
 private:
+  void analyze();
+
+  PgStoreConnection& m_db;
   uint64_t m_written = 0; // since the last ANALYZE
   double m_rows = 0;      // the larger table's rows then
 };

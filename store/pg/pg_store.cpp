@@ -13,7 +13,6 @@
 
 #include "common/log.h"
 
-#include <chrono>
 #include <string_view>
 #include <unordered_set>
 
@@ -23,7 +22,7 @@ using namespace pg_detail;
 
 struct PgStore::Parts {
   explicit Parts(PgStoreConnection& db)
-      : runs(db), read(db), harvest(db), change_log(db), history(db), dumps(db), blob_refs(db) {}
+      : runs(db), read(db), harvest(db), change_log(db), history(db), dumps(db), blob_refs(db), planner(db) {}
   PgRuns runs;
   PgReadSide read;
   PgHarvest harvest;
@@ -234,37 +233,10 @@ Result<RunCounters> finish_apply(pqxx::work& tx, const Batch& b, std::unordered_
 Result<RunCounters> PgStore::apply(const Batch& b) {
   std::lock_guard lock(m_db->mutex);
   auto applied = apply_locked(b);
-  if (applied && m_parts->planner.wrote(std::max(b.upserts.size(), b.changes.size()))) {
-    analyze_grown_tables();
+  if (applied) {
+    m_parts->planner.wrote(std::max(b.upserts.size(), b.changes.size()));
   }
   return applied;
-}
-
-void PgStore::analyze_grown_tables() {
-  // After the batch's commit, on its connection: SKIP_LOCKED leaves a table
-  // that autovacuum is working on (its statistics are being made anyway)
-  // rather than holding the next batch behind it.
-  const auto started = std::chrono::steady_clock::now();
-  auto rows = m_db->conn.run("analyze", [&]() -> Result<double> {
-    pqxx::nontransaction tx(m_db->conn);
-    tx.exec0("ANALYZE (SKIP_LOCKED) resource, change_log");
-    return tx.exec1("SELECT greatest(max(reltuples), 0) FROM pg_class "
-                    "WHERE oid IN ('resource'::regclass, 'change_log'::regclass)")[0]
-        .as<double>();
-  });
-  if (!rows) {
-    // The planner keeps older statistics (autovacuum's, in a minute): a
-    // slower plan, never a wrong answer. Tried again after as many rows.
-    log::warn("", "ANALYZE of resource and change_log failed: " + rows.error().message);
-    m_parts->planner.analyzed(0);
-    return;
-  }
-  m_parts->planner.analyzed(*rows);
-  log::debug("", "analyzed resource and change_log (" + std::to_string(static_cast<long long>(*rows)) + " rows) in " +
-                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now() - started)
-                                        .count()) +
-                     " ms");
 }
 
 Result<RunCounters> PgStore::apply_locked(const Batch& b) {

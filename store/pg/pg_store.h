@@ -132,10 +132,9 @@ private:
   // watermarks, batches, deletions, retries) are pg_store.cpp's own.
   struct Parts;
   explicit PgStore(std::unique_ptr<PgStoreConnection> db);
-  // apply() under the connection's mutex; then, when the tables may have
-  // doubled since, their planner statistics made anew (pg_planner_stats.h).
+  // apply()'s batch, under the connection's mutex (apply() then counts its
+  // rows for the planner's statistics, pg_planner_stats.h).
   Result<RunCounters> apply_locked(const Batch& b);
-  void analyze_grown_tables();
   std::unique_ptr<PgStoreConnection> m_db;
   std::unique_ptr<Parts> m_parts;
 };

@@ -1,10 +1,7 @@
 // The planner's statistics as the store grows: a table that grows faster
 // than autovacuum looks keeps the plans of its first few hundred rows.
 
-#include "store/pg/migrations.h"
-#include "store/pg/pg_store.h"
-
-#include "pg_fixture.h"
+#include "pg_feed_store.h"
 
 #include <pqxx/pqxx>
 
@@ -43,19 +40,12 @@ std::string keyset_plan(pqxx::connection& c, int64_t feed) {
 
 TEST_CASE("PgStore: a feed growing by batches past 50,000 rows has its statistics made anew: the keyset read of the "
           "Resource List goes through the index, not a sort of every later row") {
-  test::TempDatabase db;
-  REQUIRE(migrate(db.conninfo()));
-  auto opened = PgStore::open(db.conninfo());
-  REQUIRE(opened);
-  auto& store = **opened;
-  auto source = store.ensure_source("big", "http://127.0.0.1:18900/");
-  REQUIRE(source);
-  auto feed = store.ensure_feed(*source, "http://127.0.0.1:18900/capabilitylist.xml");
-  REQUIRE(feed);
-  pqxx::connection c(db.conninfo());
+  test::FeedStore fs("http://127.0.0.1:18900/");
+  auto& store = *fs.store;
+  pqxx::connection c(fs.db.conninfo());
   auto apply = [&](int from, int to) {
     Batch b;
-    b.feed_id = *feed;
+    b.feed_id = fs.feed;
     b.upserts_new = true;
     for (int i = from; i < to; ++i) {
       b.upserts.push_back(live(i));
@@ -74,7 +64,7 @@ TEST_CASE("PgStore: a feed growing by batches past 50,000 rows has its statistic
   for (int from = 0; from < 60000; from += 1000) {
     apply(from, from + 1000);
   }
-  const std::string plan = keyset_plan(c, *feed);
+  const std::string plan = keyset_plan(c, fs.feed);
   INFO(plan);
   CHECK(plan.find("Sort") == std::string::npos);
   CHECK(plan.find("Index Scan using resource_pkey") != std::string::npos);

@@ -2,6 +2,7 @@
 #include "store/blob/garbage.h"
 #include "store/pg/pg_status_store.h"
 
+#include "pg_feed_store.h"
 #include "pg_fixture.h"
 
 #include "resourcesync/reader.h"
@@ -14,6 +15,7 @@
 
 using namespace tributary;
 using namespace tributary::store;
+using tributary::test::FeedStore;
 
 namespace {
 
@@ -37,27 +39,6 @@ ResourceRecord resource(const std::string& uri, int n) {
   r.fetched_from = uri;
   return r;
 }
-
-// A migrated throwaway database, a store over it, and one source's feed.
-struct FeedStore {
-  test::TempDatabase db;
-  std::unique_ptr<PgStore> store;
-  int64_t source = 0;
-  int64_t feed = 0;
-
-  explicit FeedStore(const std::string& base) {
-    REQUIRE(migrate(db.conninfo()));
-    auto opened = PgStore::open(db.conninfo());
-    REQUIRE(opened);
-    store = std::move(*opened);
-    auto src = store->ensure_source("example", base);
-    REQUIRE(src);
-    source = *src;
-    auto f = store->ensure_feed(source, base + "caps.xml");
-    REQUIRE(f);
-    feed = *f;
-  }
-};
 
 } // namespace
 
