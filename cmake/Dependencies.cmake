@@ -17,8 +17,9 @@ find_package(ZLIB REQUIRED)
 tributary_alias(dep::zlib ZLIB::ZLIB)
 
 # libdeflate: whole documents gzipped at once (our closed Change List parts,
-# indexes), faster than zlib and smaller at the same level. zlib stays for
-# what is compressed or inflated as a stream.
+# indexes) and dump manifests deflated at once, faster than zlib and smaller
+# at the same level. zlib stays for what is compressed or inflated as a
+# stream.
 pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 tributary_alias(dep::deflate PkgConfig::LIBDEFLATE)
 

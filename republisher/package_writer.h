@@ -22,7 +22,7 @@ struct PackageFile {
   store::BlobLocation blob;
 };
 
-// Writes a package, manifest.xml first (deflated, zlib level 3) then the bitstreams
+// Writes a package, manifest.xml first (deflated by libdeflate, level 1) then the bitstreams
 // (stored as they are: most repository content is compressed already), to
 // `dest` through a temporary name in the same folder, so a reader never
 // sees half a package; up to 16 MiB it is put together in memory and

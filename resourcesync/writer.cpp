@@ -482,16 +482,16 @@ size_t PartitionedWriter::finish() {
   return m_parts;
 }
 
-std::string gzip(std::string_view data, int level) {
-  // libdeflate compresses a whole buffer at once, faster than zlib and
-  // smaller at the same level; its levels 0..9 mean what zlib's do (it has
-  // 10..12 too, not asked for here).
+namespace {
+
+// libdeflate's compressor for `level` (its levels 0..9 mean what zlib's
+// do; -1 and others: 6, zlib's default). A compressor is hundreds of KiB
+// set up: made once a thread and level (made for each call, a 1 KB
+// document took twice zlib's time; kept, it takes two thirds of it).
+libdeflate_compressor* kept_compressor(int level) {
   if (level < 0 || level > 9) {
     level = 6; // zlib's default
   }
-  // A compressor is hundreds of KiB set up: made once a thread and level
-  // (made for each call, a 1 KB document took twice zlib's time; kept, it
-  // takes two thirds of it).
   struct Free {
     void operator()(libdeflate_compressor* c) const { libdeflate_free_compressor(c); }
   };
@@ -503,8 +503,25 @@ std::string gzip(std::string_view data, int level) {
       throw std::bad_alloc(); // it fails only for want of memory
     }
   }
-  std::string out(libdeflate_gzip_compress_bound(c.get(), data.size()), '\0');
-  const size_t n = libdeflate_gzip_compress(c.get(), data.data(), data.size(), out.data(), out.size());
+  return c.get();
+}
+
+} // namespace
+
+std::string gzip(std::string_view data, int level) {
+  // libdeflate compresses a whole buffer at once, faster than zlib and
+  // smaller at the same level.
+  libdeflate_compressor* c = kept_compressor(level);
+  std::string out(libdeflate_gzip_compress_bound(c, data.size()), '\0');
+  const size_t n = libdeflate_gzip_compress(c, data.data(), data.size(), out.data(), out.size());
+  out.resize(n); // never 0: the bound is enough for any input
+  return out;
+}
+
+std::string deflate_raw(std::string_view data, int level) {
+  libdeflate_compressor* c = kept_compressor(level);
+  std::string out(libdeflate_deflate_compress_bound(c, data.size()), '\0');
+  const size_t n = libdeflate_deflate_compress(c, data.data(), data.size(), out.data(), out.size());
   out.resize(n); // never 0: the bound is enough for any input
   return out;
 }

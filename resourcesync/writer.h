@@ -115,4 +115,8 @@ private:
 // free it each time, the cost the kept one is there to avoid.
 std::string gzip(std::string_view data, int level = -1);
 
+// `data` as a raw DEFLATE stream (RFC 1951: no gzip or zlib wrapper, as a
+// ZIP entry holds it), by libdeflate and on the same terms as gzip().
+std::string deflate_raw(std::string_view data, int level = -1);
+
 } // namespace tributary::rs

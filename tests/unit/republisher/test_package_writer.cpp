@@ -78,7 +78,14 @@ TEST_CASE("Package writer: bitstreams from regions of two pack files, from memor
   files.push_back({"res/4", std::string_view(in_memory), {}});
   files.push_back({"res/5", std::nullopt, {dir / "a.pack", 0, 0}}); // an empty blob
   files.push_back({"res/6", std::nullopt, {dir / "a.pack", 0, 4}}); // the first pack again
-  const std::string manifest = "<urlset/>";
+  // A manifest of some size: deflated before libzip sees it, which copies
+  // the stream with the CRC and sizes given (zip_close neither compresses
+  // it again nor checks it).
+  std::string manifest = "<urlset>";
+  for (int i = 0; i < 2000; ++i) {
+    manifest += "<url><loc>http://example.org/r/" + std::to_string(i * 7919) + "</loc></url>\n";
+  }
+  manifest += "</urlset>";
   const std::map<std::string, std::string> expected = {
       {"manifest.xml", manifest},          {"res/1", std::string(300, 'a')},
       {"res/2", "the second pack's blob"}, {"res/3", "BBBBBBBB" + std::string(70000, 'b')},
@@ -92,6 +99,17 @@ TEST_CASE("Package writer: bitstreams from regions of two pack files, from memor
   auto read = entries_of(dir / "p.zip");
   REQUIRE(read.size() == expected.size());
   CHECK(read.front().first == "manifest.xml");
+  {
+    int err = 0;
+    zip_t* z = zip_open((dir / "p.zip").c_str(), ZIP_RDONLY, &err);
+    REQUIRE(z);
+    zip_stat_t st;
+    REQUIRE(zip_stat(z, "manifest.xml", 0, &st) == 0);
+    CHECK(st.comp_method == ZIP_CM_DEFLATE);
+    CHECK(st.size == manifest.size());
+    CHECK(st.comp_size < manifest.size() / 4);
+    zip_close(z);
+  }
   for (const auto& [name, bytes] : read) {
     INFO(name);
     REQUIRE(expected.count(name) == 1);
@@ -99,6 +117,7 @@ TEST_CASE("Package writer: bitstreams from regions of two pack files, from memor
   }
   const std::string python = python_reads(dir / "p.zip");
   INFO(python);
+  CHECK(python.find("manifest.xml " + std::to_string(manifest.size()) + "\n") != std::string::npos);
   CHECK(python.find("res/3 70008\n") != std::string::npos);
   CHECK(python.find("res/5 0\n") != std::string::npos);
   CHECK(python.find("bad None\n") != std::string::npos); // every CRC holds
