@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks optimised (build/bench) and prints their figures.
 #   bench/run.sh            # all benchmarks
-#   bench/run.sh parse      # one of them (parse, sync, wan, listonly, dump, serve, daemon, publish, chain, push, flood, oai, oai-serve, iiif, crash, history, fuzz, load, scale, many, retention, s3)
+#   bench/run.sh parse      # one of them (parse, sync, wan, listonly, dump, package, serve, daemon, publish, chain, push, flood, oai, oai-serve, iiif, crash, history, fuzz, load, scale, many, retention, s3)
 #   BENCH_SCALE_RESOURCES=100000 bench/run.sh scale   # a smaller scale run
 #   FUZZ_SECONDS=600 bench/run.sh fuzz   # each libFuzzer target for 10 min (default 120 s)
 #   FUZZ_TARGETS="reader oai_page" bench/run.sh fuzz   # only these targets
@@ -57,6 +57,10 @@ if [ "$which" = all ] || [ "$which" = dump ]; then
   source "$root/deploy/lib/pg-temp.sh"
   [ -n "${PG_TEMP_CONNINFO:-}" ] || pg_temp_start
   "$root/build/bench/bench/bench_sync" --pg "$PG_TEMP_CONNINFO" --dump || status=1
+fi
+if [ "$which" = all ] || [ "$which" = dump ] || [ "$which" = package ]; then
+  echo "== bench/package (one Change Dump package of 10,000 x 256 B written, as the dump builder writes them)"
+  "$root/build/bench/bench/bench_package" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = serve ]; then
   echo "== bench/serve (wrk -t2 -c32, five 5 s runs a side alternated, medians; tributary serve against nginx, same bytes, both on loopback)"
