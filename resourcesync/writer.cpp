@@ -506,24 +506,27 @@ libdeflate_compressor* kept_compressor(int level) {
   return c.get();
 }
 
+// `data` compressed by one of libdeflate's formats (its bound and its
+// compress function) at `level`.
+template <typename Bound, typename Compress>
+std::string compressed(std::string_view data, int level, Bound bound, Compress compress) {
+  libdeflate_compressor* c = kept_compressor(level);
+  std::string out(bound(c, data.size()), '\0');
+  const size_t n = compress(c, data.data(), data.size(), out.data(), out.size());
+  out.resize(n); // never 0: the bound is enough for any input
+  return out;
+}
+
 } // namespace
 
 std::string gzip(std::string_view data, int level) {
   // libdeflate compresses a whole buffer at once, faster than zlib and
   // smaller at the same level.
-  libdeflate_compressor* c = kept_compressor(level);
-  std::string out(libdeflate_gzip_compress_bound(c, data.size()), '\0');
-  const size_t n = libdeflate_gzip_compress(c, data.data(), data.size(), out.data(), out.size());
-  out.resize(n); // never 0: the bound is enough for any input
-  return out;
+  return compressed(data, level, libdeflate_gzip_compress_bound, libdeflate_gzip_compress);
 }
 
 std::string deflate_raw(std::string_view data, int level) {
-  libdeflate_compressor* c = kept_compressor(level);
-  std::string out(libdeflate_deflate_compress_bound(c, data.size()), '\0');
-  const size_t n = libdeflate_deflate_compress(c, data.data(), data.size(), out.data(), out.size());
-  out.resize(n); // never 0: the bound is enough for any input
-  return out;
+  return compressed(data, level, libdeflate_deflate_compress_bound, libdeflate_deflate_compress);
 }
 
 } // namespace tributary::rs
