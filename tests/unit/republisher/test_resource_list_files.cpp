@@ -12,7 +12,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <set>
+#include <zlib.h>
 #include <unistd.h>
 
 using namespace tributary;
@@ -129,6 +131,14 @@ struct ListFixture {
         CHECK(std::filesystem::file_size(doc.file) == doc.size);
         CHECK(std::filesystem::file_size(doc.gz_file) == doc.gz_size);
         CHECK(gunzip(test::slurp(doc.gz_file)) == test::slurp(doc.file));
+        // The ETag names these bytes: their CRC-32 and length (the same
+        // text gets the same one whenever it is rendered again).
+        const std::string text = test::slurp(doc.file);
+        char etag[64];
+        std::snprintf(etag, sizeof etag, "\"%lx-%zx\"",
+                      crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())),
+                      text.size());
+        CHECK(doc.etag == etag);
       }
       auto d = rs::parse_document(body(doc));
       REQUIRE(d.summary.valid());
