@@ -37,6 +37,7 @@ struct GrowingText::Impl {
   int level;
   std::string text;
   std::string gzipped; // what the compressor wrote of the text so far
+  size_t fed = 0;      // the text's bytes the digest and the compressor have taken
   bool streaming = false;
   z_stream zs{};
   Hasher digest{HashAlgorithm::sha256};
@@ -55,6 +56,29 @@ struct GrowingText::Impl {
     zs.avail_in = static_cast<uInt>(s.size());
     drain(zs, Z_NO_FLUSH, gzipped);
   }
+
+  // The digest and the compressor take what was appended since they last
+  // did. Only when a version is asked for: a part that fills up and closes
+  // between two versions (every part of a baseline, whose refreshes each
+  // bring thousands of changes) is neither compressed nor hashed here, since
+  // its closed document is made from the text alone.
+  void catch_up() {
+    if (fed == text.size()) {
+      return;
+    }
+    const std::string_view added(text.data() + fed, text.size() - fed);
+    digest.update(added);
+    if (streaming) {
+      compress(added);
+    } else if (text.size() >= k_stream_from) {
+      if (deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        throw std::bad_alloc(); // only for want of memory with these arguments
+      }
+      streaming = true;
+      compress(text);
+    }
+    fed = text.size();
+  }
 };
 
 GrowingText::GrowingText(int gzip_level) : m_impl(std::make_unique<Impl>(gzip_level)) {}
@@ -62,27 +86,12 @@ GrowingText::~GrowingText() = default;
 GrowingText::GrowingText(GrowingText&&) noexcept = default;
 GrowingText& GrowingText::operator=(GrowingText&&) noexcept = default;
 
-void GrowingText::append(std::string_view s) {
-  if (s.empty()) {
-    return;
-  }
-  Impl& m = *m_impl;
-  m.text.append(s);
-  m.digest.update(s);
-  if (m.streaming) {
-    m.compress(s);
-  } else if (m.text.size() >= k_stream_from) {
-    if (deflateInit2(&m.zs, m.level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-      throw std::bad_alloc(); // only for want of memory with these arguments
-    }
-    m.streaming = true;
-    m.compress(m.text);
-  }
-}
+void GrowingText::append(std::string_view s) { m_impl->text.append(s); }
 
 const std::string& GrowingText::text() const { return m_impl->text; }
 
 GrowingText::Version GrowingText::with_tail(std::string_view tail) const {
+  m_impl->catch_up();
   Version v;
   v.text.reserve(m_impl->text.size() + tail.size());
   v.text.append(m_impl->text).append(tail);

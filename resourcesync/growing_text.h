@@ -1,10 +1,11 @@
 #pragma once
 
 // Room resourcesync/growing_text: a document that only grows at its end
-// (our open Change List part), its gzip copy and its SHA-256 kept up to
-// date as it grows, so that each version costs what was added rather than
-// its whole length (at 50,000 entries, 13.8 MB gzipped and hashed anew
-// every second of a baseline).
+// (our open Change List part), its gzip copy and its SHA-256 brought up to
+// date with what was added whenever a version is asked for, so that each
+// version costs what was added rather than its whole length (at 50,000
+// entries, 13.8 MB gzipped and hashed anew every second of a baseline), and
+// text never asked for as a version costs neither.
 
 #include <memory>
 #include <string>
@@ -31,8 +32,9 @@ public:
     std::string sha256_hex; // of `text`
   };
   // The text as if `tail` ended it, with its gzip copy and digest; this
-  // goes on growing without the tail (the compressor's and the digest's
-  // states are copied, and the copies finished).
+  // goes on growing without the tail (the compressor and the digest take
+  // what was appended since the last version, then their states are
+  // copied, and the copies finished). Not for two threads at once.
   Version with_tail(std::string_view tail) const;
 
 private:

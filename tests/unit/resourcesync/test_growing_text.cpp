@@ -53,3 +53,37 @@ TEST_CASE("Hasher::peek_hex: the digest with a tail, the hasher going on as befo
   h.update(std::string_view("xyz"));
   CHECK(h.finish_hex() == rs::hash_hex(rs::HashAlgorithm::sha256, "abcxyz"));
 }
+
+TEST_CASE("GrowingText: versions asked for now and then, with many appends between them, across the compressor's "
+          "start") {
+  // The compressor and the digest take what was appended only when a
+  // version is asked for: whatever came between two versions (a little, or
+  // past the size where the compressor starts, or nothing) must be in the
+  // next one, compressed and hashed once.
+  std::mt19937 rng(11);
+  for (const size_t every : {1u, 3u, 50u}) {
+    CAPTURE(every);
+    rs::GrowingText g(1);
+    std::string expected;
+    for (int round = 0; round < 300; ++round) {
+      std::string piece;
+      const size_t n = std::uniform_int_distribution<size_t>(0, round % 40 == 0 ? 200000 : 3000)(rng);
+      for (size_t i = 0; i < n; ++i) {
+        piece.push_back(round % 4 == 0 ? static_cast<char>(rng()) : "<url><loc>https://b.example/</loc></url>\n"[i % 41]);
+      }
+      g.append(piece);
+      expected += piece;
+      if (round % every != 0) {
+        continue;
+      }
+      CAPTURE(round);
+      const auto v = g.with_tail("</urlset>");
+      CHECK(v.text == expected + "</urlset>");
+      CHECK(v.sha256_hex == rs::hash_hex(rs::HashAlgorithm::sha256, expected + "</urlset>"));
+      CHECK(test::gunzip(v.gzipped).value_or("") == expected + "</urlset>");
+      // Asked again with nothing added, the same version.
+      CHECK(g.with_tail("</urlset>").sha256_hex == v.sha256_hex);
+    }
+    CHECK(expected.size() > 256 * 1024); // the compressor started on the way
+  }
+}
