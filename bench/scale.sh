@@ -14,7 +14,9 @@
 #     `at` passes it (target 30 s), polled every 0.25 s; and how many
 #     entries the Resource List's parts hold then (all of them);
 #   - PostgreSQL's database size and data_dir's size;
-#   - one `tributary gc` beside the daemon: its time and peak RSS.
+#   - one `tributary gc` beside the daemon: its time and peak RSS;
+#   - with BENCH_SCALE_WAITS=1, each of the daemon's threads' time on a core
+#     and waiting for one through the baseline (bench/thread_waits.py).
 #   bench/scale.sh ROOT PG_CONNINFO
 set -euo pipefail
 root=$1
@@ -83,6 +85,14 @@ CFG
   sim_cpu_start=$(cpu_of "$sim")
   "$bin" run --config "$work/config.json" >"$work/run.log" 2>&1 &
   daemon=$!
+  # BENCH_SCALE_WAITS=1: each thread's time on a core and waiting for one
+  # through the baseline (bench/thread_waits.py).
+  waits=""
+  rm -f "$work/baseline.done"
+  if [ "${BENCH_SCALE_WAITS:-0}" = 1 ]; then
+    python3 "$root/bench/thread_waits.py" "$daemon" 3600 "$work/waits.txt" "$work/baseline.done" &
+    waits=$!
+  fi
   (while kill -0 "$daemon" 2>/dev/null; do
      printf '%s %s %s\n' "$(date +%s.%N)" "$(awk '/VmRSS/{print $2}' "/proc/$daemon/status" 2>/dev/null || echo 0)" \
        "$(awk '/RssAnon/{print $2}' "/proc/$daemon/status" 2>/dev/null || echo 0)"
@@ -101,6 +111,7 @@ CFG
     sleep 1
   done
   baseline_done=$(date +%s.%N)
+  if [ -n "$waits" ]; then touch "$work/baseline.done"; wait "$waits" || true; fi
   # Who spent the CPU of the baseline: our daemon, the simulated Source,
   # PostgreSQL (the sampler and poller's share is the rest of the host's).
   split_ours=$(cpu_of "$daemon")
@@ -141,6 +152,7 @@ CFG
   echo "PostgreSQL database $(mb $((pg_size / 1024))), data_dir $(mb "$data_size")"
   awk -v a="${cl_lag:-99}" -v b="${rl_lag:-99}" 'BEGIN { exit !(a <= 1 && b <= 30) }' || status=1
   [ "$listed" = "$live" ] || status=1
+  [ -n "$waits" ] && { echo "threads through the baseline (BENCH_SCALE_WAITS):"; cat "$work/waits.txt"; }
   echo "daemon log lines at error level: $(grep -c '"level":"error"\|ERROR\| error ' "$work/run.log" || true)"
   # One blob garbage collection at this size, beside the running daemon
   # (default grace: it marks, removes nothing yet): its time and memory.
