@@ -266,7 +266,7 @@ std::vector<int> nice_of_threads(const std::string& comm) {
 
 } // namespace
 
-TEST_CASE("Republisher (no database): the dump builder yields the processor; the documents a follower reads do not") {
+TEST_CASE("Republisher (no database): the dump builder yields the processor, the documents a follower reads do not") {
   const int base = ::getpriority(PRIO_PROCESS, 0);
   RepublisherRig rig;
   // The dump builder runs 10 above the daemon's nice value (it lowers its
