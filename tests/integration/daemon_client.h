@@ -29,6 +29,20 @@ namespace tributary::test {
 
 using nlohmann::json;
 
+// The admin token every test daemon's config names (daemon_config below).
+inline const httplib::Headers k_admin{{"Authorization", "Bearer token"}};
+
+// The value of one series of a /metrics text ("name{labels}"), or -1.
+inline double metric(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
+}
+
+// Seconds since `t`.
+inline double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 struct Answer {
   int status = 0;
   std::string body;

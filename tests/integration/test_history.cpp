@@ -24,8 +24,6 @@ using namespace tributary::test;
 
 namespace {
 
-const httplib::Headers k_admin{{"Authorization", "Bearer token"}};
-
 // md5 of every live resource the Source lists, sorted (the bytes, whatever
 // the URIs they are served under).
 std::vector<std::string> source_md5s(const std::string& base) {

@@ -25,15 +25,6 @@ using namespace tributary::test;
 
 namespace {
 
-// The value of one series of a /metrics text ("name{labels}"), or -1.
-double metric(const std::string& text, const std::string& series) {
-  const auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos) {
-    return -1;
-  }
-  return std::stod(text.substr(at + series.size() + 2));
-}
-
 // The sum of every series of `name` whose labels contain each of `with`.
 double metric_sum(const std::string& text, const std::string& name, const std::vector<std::string>& with) {
   double sum = 0;
@@ -56,7 +47,6 @@ double metric_sum(const std::string& text, const std::string& name, const std::v
 
 std::string metrics_of(const std::string& base) { return call(base, "GET", "/metrics").body; }
 
-const httplib::Headers k_admin{{"Authorization", "Bearer token"}};
 
 // An upstream Source of two resources, which the reload and removal tests
 // configure three times over (sources a, b and c).

@@ -21,13 +21,6 @@ using namespace tributary::test;
 
 namespace {
 
-const httplib::Headers k_admin{{"Authorization", "Bearer token"}};
-
-double metric(const std::string& text, const std::string& series) {
-  const auto at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
-}
-
 // The page's view, through the DevTools protocol: each expression's value.
 std::vector<json> page_values(const std::string& url, const std::vector<std::string>& exprs,
                               const std::filesystem::path& dir) {

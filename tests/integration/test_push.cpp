@@ -27,10 +27,6 @@ using namespace tributary::test;
 
 namespace {
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // A upstream of `up`, polling every second, its hub allowed to call back
 // on 127.0.0.1 (where B listens).
 void configure_a(TestDaemon& a, const std::string& min_lease = "5m") {

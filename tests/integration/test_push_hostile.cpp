@@ -42,10 +42,6 @@ using namespace tributary::test;
 
 namespace {
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // A form POST to `url`'s /hub from the loopback address `from` (each
 // 127.0.0.x is a client address of its own); the status, 0 on no answer.
 int post_from(const std::string& from, int port, const std::string& path, const std::string& body,

@@ -8,6 +8,7 @@
 #include "resourcesync/writer.h"
 #include "store/memory_aux_store.h"
 #include "store/memory_store.h"
+#include "../../common/documents.h"
 
 #include <doctest/doctest.h>
 
@@ -17,10 +18,9 @@
 #include <thread>
 
 using namespace tributary;
+using test::ts;
 
 namespace {
-
-rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
 
 // Answers every request 202 and keeps it.
 class RecordingFetcher : public sync::Fetcher {

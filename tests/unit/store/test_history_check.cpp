@@ -1,17 +1,18 @@
 #include "store/history_check.h"
 #include "store/memory_store.h"
 
+#include "history_time.h"
+
 #include <doctest/doctest.h>
 
 // The change log's checker (store/history_check.h) fails on each kind of
 // defect, and its repair appends what makes the last entries agree.
 using namespace tributary;
+using test::at;
 using store::HistoryEntry;
 using store::UriHistory;
 
 namespace {
-
-rs::Timestamp at(int seconds) { return rs::Timestamp(std::chrono::seconds(1'700'000'000 + seconds)); }
 
 HistoryEntry entry(int64_t seq, rs::Change c, std::optional<int> seconds, const std::string& sha) {
   HistoryEntry e;

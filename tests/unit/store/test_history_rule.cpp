@@ -1,15 +1,16 @@
 #include "store/history_rule.h"
 
+#include "history_time.h"
+
 #include <doctest/doctest.h>
 
 // The change log's one rule (store/history_rule.h), case by case.
 using namespace tributary;
+using test::at;
 using store::ChangeRecord;
 using store::LogHead;
 
 namespace {
-
-rs::Timestamp at(int seconds) { return rs::Timestamp(std::chrono::seconds(1'700'000'000 + seconds)); }
 
 ChangeRecord change(const std::string& uri, rs::Change kind, std::optional<int> seconds, const std::string& sha) {
   ChangeRecord c;
