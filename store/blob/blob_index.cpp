@@ -288,6 +288,45 @@ Result<std::optional<IndexValue>> BlobIndex::lookup(const std::string& sha256) {
   return out;
 }
 
+bool BlobIndex::may_contain(const std::string& sha256) {
+  const BlobName name = raw_name(sha256);
+  std::lock_guard lock(m_filter_mutex);
+  if (!m_filter || m_filter->inserted() > m_filter->capacity()) {
+    build_filter();
+  }
+  return !m_filter || m_filter->may_contain(name);
+}
+
+void BlobIndex::build_filter() {
+  if (m_filter_failed) {
+    return;
+  }
+  // Room for twice the names there are and a million more (1.25 MB): a
+  // store that grows by a baseline of a million builds it once.
+  MDB_stat stat{};
+  int rc = 0;
+  {
+    ReadTxn t(m_lmdb->env, m_lmdb->idle);
+    rc = t.txn ? mdb_stat(t.txn, m_lmdb->dbi, &stat) : t.rc;
+  }
+  auto filter = std::make_unique<NameFilter>(2 * uint64_t{stat.ms_entries} + (uint64_t{1} << 20));
+  uint64_t seen = 0;
+  auto filled = rc != 0 ? tl::unexpected(error(rc))
+                        : for_each_raw([&](const BlobName& name, const std::optional<IndexValue>&) {
+                            filter->insert(name);
+                            if ((++seen & 4095) == 0) {
+                              release_map(); // a scan maps every page of the index, once
+                            }
+                          });
+  release_map();
+  if (!filled) {
+    m_filter.reset();
+    m_filter_failed = true; // every name "maybe": lookups decide, as without a filter
+    return;
+  }
+  m_filter = std::move(filter);
+}
+
 Result<bool> BlobIndex::lift(const std::string& sha256, const fs::path& file) {
   const auto key = raw_name(sha256);
   MDB_val k = key_of(key);
@@ -352,6 +391,13 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
   }
   if (rc != 0) {
     return tl::unexpected(error(rc));
+  }
+  // After the commit: a filter built meanwhile read them from the index.
+  std::lock_guard lock(m_filter_mutex);
+  if (m_filter) {
+    for (const auto& [sha256, value] : entries) {
+      m_filter->insert(raw_name(sha256));
+    }
   }
   return {};
 }

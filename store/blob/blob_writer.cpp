@@ -136,8 +136,12 @@ const BlobInfo& BlobStore::Writer::seal() {
   // group, or now when it is larger or too much waits already.
   m_placed = std::make_shared<Placed>();
   State& st = *m_store->m_state;
-  auto found = st.index->lookup(m_info.sha256); // a lookup in a memory map: no system call
-  bool stored = found && found->has_value();
+  // New content (a baseline's) is told apart without reading the index.
+  bool stored = false;
+  if (st.index->may_contain(m_info.sha256)) {
+    auto found = st.index->lookup(m_info.sha256); // a lookup in a memory map: no system call
+    stored = found && found->has_value();
+  }
   if (stored) {
     // Reused: lift any condemnation (false: collected just now).
     auto kept = st.index->lift(m_info.sha256, st.files.file_path(m_info.sha256));

@@ -2,14 +2,13 @@
 
 // Resource records as the sync engine stores them, for the republisher's
 // unit tests.
+#include "../../common/documents.h"
 #include "resourcesync/reader.h"
 #include "store/store.h"
 
 #include <string>
 
 namespace tributary::test {
-
-inline rs::Timestamp ts(const char* s) { return *rs::parse_w3c_datetime(s); }
 
 // A live resource holding `content` as text/plain, with its MD5 and SHA-256.
 inline store::ResourceRecord record(const std::string& uri, const std::string& content) {

@@ -1,0 +1,37 @@
+#pragma once
+
+// A Bloom filter of blob names: "certainly not stored" or "maybe stored".
+// A name is a sha-256, already uniformly random: its own bytes are the
+// filter's hashes, so testing a name costs a few loads and no hashing.
+
+#include "store/blob/blob_store.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tributary::store::blob_detail {
+
+class NameFilter {
+public:
+  // Room for `capacity` names at about 1% false positives (10 bits and 6
+  // probes a name).
+  explicit NameFilter(uint64_t capacity);
+
+  void insert(const BlobName& name);
+  // False only when `name` was never inserted.
+  bool may_contain(const BlobName& name) const;
+
+  uint64_t capacity() const { return m_capacity; }
+  uint64_t inserted() const { return m_inserted; }
+  // The filter's own memory, in bytes.
+  uint64_t bytes() const { return m_words.size() * sizeof(uint64_t); }
+
+private:
+  static constexpr int k_probes = 6;
+  uint64_t m_capacity;
+  uint64_t m_bits;
+  uint64_t m_inserted = 0;
+  std::vector<uint64_t> m_words;
+};
+
+} // namespace tributary::store::blob_detail
