@@ -97,11 +97,19 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const store::B
       if (!page) {
         return fail(page.error());
       }
+      std::vector<std::string> names; // the page's bitstreams, located at once
+      for (const auto& r : *page) {
+        if (r.blob_sha256) {
+          names.push_back(*r.blob_sha256);
+        }
+      }
+      auto located = blobs.locate_many(names);
+      size_t next = 0;
       for (const auto& r : *page) {
         if (!r.blob_sha256) {
           continue;
         }
-        auto where = blobs.locate(*r.blob_sha256);
+        auto& where = located[next++];
         if (!where) {
           return fail(where.error());
         }
@@ -116,7 +124,7 @@ Result<BuiltDump> build_resource_dump(store::StoreReader& reader, const store::B
         const std::string name = "resources/" + std::to_string(pkg.manifest.entries.size() + 1);
         e.md->path = "/" + name;
         pkg.manifest.entries.push_back(std::move(e));
-        pkg.files.emplace_back(name, *where);
+        pkg.files.emplace_back(name, std::move(*where));
         pkg.bytes += size;
       }
       if (page->size() < 5000) {
@@ -164,6 +172,14 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
     if (n > 1) {
       previous = part.from; // the entry before this part closed the last one
     }
+    std::vector<std::string> names; // the bitstreams', located at once
+    for (const auto& c : *changes) {
+      if (c.change != rs::Change::deleted && c.resource.blob_sha256) {
+        names.push_back(*c.resource.blob_sha256);
+      }
+    }
+    auto located = blobs.locate_many(names);
+    size_t next = 0;
     for (const auto& c : *changes) {
       if (c.change != rs::Change::deleted && !c.resource.blob_sha256) {
         // A change whose bytes we never had (logged once a later change of
@@ -173,14 +189,14 @@ Result<ChangePackage> build_change_package(store::StoreReader& reader, const sto
       }
       rs::Entry e = change_entry(urls, set.name, c, previous, held);
       previous = e.md->datetime;
-      if (c.change != rs::Change::deleted && c.resource.blob_sha256) {
-        auto where = blobs.locate(*c.resource.blob_sha256);
+      if (c.change != rs::Change::deleted) {
+        auto& where = located[next++];
         if (!where) {
           return tl::unexpected(where.error());
         }
         const std::string name = "changes/" + std::to_string(pkg.files.size() + 1);
         e.md->path = "/" + name;
-        pkg.files.emplace_back(name, *where);
+        pkg.files.emplace_back(name, std::move(*where));
       }
       pkg.manifest.entries.push_back(std::move(e));
     }

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <unordered_map>
 
 namespace tributary::store {
 
@@ -137,6 +139,28 @@ Result<BlobLocation> BlobStore::locate(const std::string& sha256) const {
     return tl::unexpected(r.error());
   }
   return locate_here(sha256);
+}
+
+std::vector<Result<BlobLocation>> BlobStore::locate_many(const std::vector<std::string>& sha256s) const {
+  std::vector<size_t> order(sha256s.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sha256s[a] < sha256s[b]; });
+  std::vector<Result<BlobLocation>> out(sha256s.size());
+  std::unordered_map<uint32_t, fs::path> packs; // a pack's path, spelled once
+  for (const size_t i : order) {
+    const std::string& sha256 = sha256s[i];
+    auto found = valid_name(sha256) ? m_state->index->lookup(sha256) : Result<std::optional<blob_detail::IndexValue>>{};
+    if (found && *found) {
+      auto [at, added] = packs.try_emplace((*found)->pack);
+      if (added) {
+        at->second = pack_path(m_root, (*found)->pack);
+      }
+      out[i] = BlobLocation{at->second, (*found)->offset, (*found)->length};
+    } else {
+      out[i] = locate(sha256); // a file, the bucket, or the reason why not
+    }
+  }
+  return out;
 }
 
 Result<BlobLocation> BlobStore::locate_here(const std::string& sha256) const {

@@ -213,6 +213,11 @@ public:
   // name that is not 64 lower-case hex digits (so nothing outside the store
   // is reachable).
   Result<BlobLocation> locate(const std::string& sha256) const;
+  // locate() of each name (a dump package's), the results in their order:
+  // looked up in the order of the names, so that one lookup after another
+  // reads the index's neighbouring pages (a dump package's names, taken in
+  // its order, each faulted pages of their own back in).
+  std::vector<Result<BlobLocation>> locate_many(const std::vector<std::string>& sha256s) const;
   Result<std::string> read(const std::string& sha256) const;
   // locate() for a writer about to name a stored blob in the database
   // without writing its bytes again (a deduplicated fetch): also lifts any

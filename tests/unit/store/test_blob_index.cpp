@@ -4,6 +4,7 @@
 #include "store/blob/blob_index.h"
 #include "store/blob/blob_io.h"
 #include "store/blob/name_filter.h"
+#include "store/blob/blob_store.h"
 
 #include "resourcesync/hash.h"
 
@@ -96,4 +97,40 @@ TEST_CASE("BlobIndex: the filter is built from what the index holds, and kept up
   auto none = ix.lookup(name_of("never-", 0));
   REQUIRE(none);
   CHECK(!none->has_value());
+}
+
+TEST_CASE("BlobStore: locate_many answers as locate() does for each name, in the order asked") {
+  IndexDir dir;
+  auto opened = BlobStore::open(dir.path / "store");
+  REQUIRE(opened);
+  BlobStore& store = **opened;
+  std::vector<std::string> names;
+  for (int i = 0; i < 300; ++i) {
+    auto put = store.put("blob " + std::to_string(i));
+    REQUIRE(put);
+    names.push_back(put->sha256);
+  }
+  auto big = store.put(std::string(BlobStore::k_pack_max + 1, 'x')); // a file of its own
+  REQUIRE(big);
+  names.insert(names.begin() + 7, big->sha256);
+  names.insert(names.begin() + 3, name_of("never-", 1)); // not stored
+  names.insert(names.begin() + 5, "not a name");
+  names.push_back(names[10]); // asked twice
+  const auto many = store.locate_many(names);
+  REQUIRE(many.size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    CAPTURE(i);
+    const auto one = store.locate(names[i]);
+    REQUIRE(many[i].has_value() == one.has_value());
+    if (one) {
+      CHECK(many[i]->file == one->file);
+      CHECK(many[i]->offset == one->offset);
+      CHECK(many[i]->length == one->length);
+    } else {
+      CHECK(many[i].error().kind == one.error().kind);
+    }
+  }
+  CHECK(many[3].error().kind == ErrorKind::not_found);
+  CHECK(many[5].error().kind == ErrorKind::usage);
+  CHECK(many[9]->length == BlobStore::k_pack_max + 1);
 }
