@@ -301,7 +301,7 @@ void BlobIndex::build_filter() {
   if (m_filter_failed) {
     return;
   }
-  // Room for twice the names there are and a million more (1.25 MB): a
+  // Room for twice the names there are and a million more (1.3 MB): a
   // store that grows by a baseline of a million builds it once.
   MDB_stat stat{};
   int rc = 0;
