@@ -93,10 +93,9 @@ private:
   void used();
   void release_map();
   void start_releaser();
-  // (Re)builds m_filter from the index, with room for twice its names;
-  // m_filter_mutex held.
+  // (Re)builds m_filter from the index, with room for twice its names and
+  // a million more; m_filter_mutex held.
   void build_filter();
-
 
   std::filesystem::path m_dir;
   struct Handles; // LMDB's environment and databases

@@ -25,12 +25,12 @@ Probes probes_of(const BlobName& name) {
 } // namespace
 
 NameFilter::NameFilter(uint64_t capacity)
-    : m_capacity(std::max<uint64_t>(capacity, 1024)), m_bits(m_capacity * 10), m_words((m_bits + 63) / 64, 0) {}
+    : m_capacity(std::max<uint64_t>(capacity, 1024)), m_words((bits() + 63) / 64, 0) {}
 
 void NameFilter::insert(const BlobName& name) {
   const Probes p = probes_of(name);
   for (int i = 0; i < k_probes; ++i) {
-    const uint64_t bit = (p.h1 + static_cast<uint64_t>(i) * p.h2) % m_bits;
+    const uint64_t bit = (p.h1 + static_cast<uint64_t>(i) * p.h2) % bits();
     m_words[bit / 64] |= uint64_t{1} << (bit % 64);
   }
   ++m_inserted;
@@ -39,7 +39,7 @@ void NameFilter::insert(const BlobName& name) {
 bool NameFilter::may_contain(const BlobName& name) const {
   const Probes p = probes_of(name);
   for (int i = 0; i < k_probes; ++i) {
-    const uint64_t bit = (p.h1 + static_cast<uint64_t>(i) * p.h2) % m_bits;
+    const uint64_t bit = (p.h1 + static_cast<uint64_t>(i) * p.h2) % bits();
     if ((m_words[bit / 64] & (uint64_t{1} << (bit % 64))) == 0) {
       return false;
     }

@@ -28,8 +28,9 @@ public:
 
 private:
   static constexpr int k_probes = 6;
+  static constexpr uint64_t k_bits_a_name = 10;
+  uint64_t bits() const { return m_capacity * k_bits_a_name; }
   uint64_t m_capacity;
-  uint64_t m_bits;
   uint64_t m_inserted = 0;
   std::vector<uint64_t> m_words;
 };
