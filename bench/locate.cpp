@@ -78,6 +78,26 @@ int main(int argc, char** argv) {
         batch.clear();
       }
     }
+    // A committer's batch: 2,500 new names added in one transaction (as a
+    // dump baseline's slice publishes them), into the index of N.
+    {
+      std::vector<double> ms;
+      for (int b = 0; b < 40; ++b) {
+        std::vector<std::pair<std::string, IndexValue>> adds;
+        for (uint64_t i = 0; i < 2500; ++i) {
+          adds.emplace_back(name_of(blobs + 100000000 + static_cast<uint64_t>(b) * 2500 + i), IndexValue{2, 0, i * 304, 256});
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        if (auto r = (*index)->add(adds); !r) {
+          std::fprintf(stderr, "add: %s\n", r.error().message.c_str());
+          return 1;
+        }
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      std::printf("2,500 new names added to %llu: median %.1f ms a transaction (of 40)\n",
+                  static_cast<unsigned long long>(blobs), ms[ms.size() / 2]);
+    }
     // A writer's question for new content (a baseline's): stored already?
     std::vector<std::string> fresh;
     for (size_t i = 0; i < names * static_cast<size_t>(repeat); ++i) {

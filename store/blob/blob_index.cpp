@@ -365,18 +365,26 @@ Result<bool> BlobIndex::lift(const std::string& sha256, const fs::path& file) {
 
 Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>>& entries) {
   m_touched.fetch_add(1, std::memory_order_relaxed); // the write touched pages of the map too
+  // Put in the index's own order: each put walks from the root, and in
+  // order the walks share their branch pages (measured on a million, 2,500
+  // puts: 21.9 ms in the order given, 15.6 ms sorted; bench_locate).
+  std::vector<std::pair<BlobName, const IndexValue*>> sorted;
+  sorted.reserve(entries.size());
+  for (const auto& [sha256, value] : entries) {
+    sorted.emplace_back(raw_name(sha256), &value);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   Txn t;
   int rc = mdb_txn_begin(m_lmdb->env, nullptr, 0, &t.txn);
-  for (size_t i = 0; rc == 0 && i < entries.size(); ++i) {
+  for (size_t i = 0; rc == 0 && i < sorted.size(); ++i) {
     if ((i & 63) == 63) {
       // A put reads its leaf through the map as a lookup does (the pages
       // it changes are copies until the commit writes them): 2,500 puts
       // mapped up to the whole index.
       release_map();
     }
-    const auto key = raw_name(entries[i].first);
-    MDB_val k = key_of(key);
-    MDB_val v{sizeof(IndexValue), const_cast<IndexValue*>(&entries[i].second)};
+    MDB_val k = key_of(sorted[i].first);
+    MDB_val v{sizeof(IndexValue), const_cast<IndexValue*>(sorted[i].second)};
     rc = mdb_put(t.txn, m_lmdb->dbi, &k, &v, MDB_NOOVERWRITE);
     if (rc == MDB_KEYEXIST) {
       rc = 0; // stored already: this writer reuses that copy, which stays
@@ -395,8 +403,8 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
   // After the commit: a filter built meanwhile read them from the index.
   std::lock_guard lock(m_filter_mutex);
   if (m_filter) {
-    for (const auto& [sha256, value] : entries) {
-      m_filter->insert(raw_name(sha256));
+    for (const auto& [name, value] : sorted) {
+      m_filter->insert(name);
     }
   }
   return {};
