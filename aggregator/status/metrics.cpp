@@ -5,6 +5,7 @@
 #include "store/pg/migrations.h"
 #include "store/pg/pg_budget.h"
 #include "store/store.h"
+#include "sync_engine/commit_stats.h"
 #include "sync_engine/pipelined_http.h"
 
 #include <sys/statvfs.h>
@@ -342,6 +343,16 @@ public:
          "Upstream hosts by what a probe found: pipelining works (on), or is off for a day (off).");
   m << "tributary_pipelining_hosts{state=\"on\"} " << piped.hosts_on << '\n';
   m << "tributary_pipelining_hosts{state=\"off\"} " << piped.hosts_off << '\n';
+  // Where the runs' commits spent their time (sync_engine/commit_stats.h).
+  const sync::CommitStats commits = sync::commit_stats();
+  family("tributary_commits_total", "counter", "Batches committed (or failed) by this process's runs.");
+  m << "tributary_commits_total " << commits.batches << '\n';
+  family("tributary_commit_seconds_total", "counter",
+         "Time the runs' batches spent committing, by stage: publish (their blobs made durable and indexed), "
+         "waiting (for the batch before to apply), apply (the database transaction).");
+  m << "tributary_commit_seconds_total{stage=\"publish\"} " << commits.publish_seconds << '\n';
+  m << "tributary_commit_seconds_total{stage=\"waiting\"} " << commits.waiting_seconds << '\n';
+  m << "tributary_commit_seconds_total{stage=\"apply\"} " << commits.apply_seconds << '\n';
   }
 
   void process() {

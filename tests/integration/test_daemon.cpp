@@ -124,6 +124,13 @@ TEST_CASE("Daemon: follows sources on schedule, reports status, guards the admin
   CHECK(metrics.body.find("tributary_node_info{node=\"") != std::string::npos);
   CHECK(metrics.body.find("# TYPE tributary_pipelined_requests_total counter") != std::string::npos);
   CHECK(metrics.body.find("tributary_pipelining_hosts{state=\"off\"} ") != std::string::npos);
+  // The commits of the runs so far (a baseline and three changes), and
+  // where their time went: each stage counted, none negative, apply (a
+  // database transaction each) never nothing.
+  CHECK(test::metric(metrics.body, "tributary_commits_total") >= 4);
+  CHECK(test::metric(metrics.body, "tributary_commit_seconds_total{stage=\"publish\"}") >= 0);
+  CHECK(test::metric(metrics.body, "tributary_commit_seconds_total{stage=\"waiting\"}") >= 0);
+  CHECK(test::metric(metrics.body, "tributary_commit_seconds_total{stage=\"apply\"}") > 0);
 
   // Each upstream host's throttle: no rate limit for a healthy host, and why.
   {
