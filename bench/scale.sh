@@ -7,6 +7,8 @@
 # (strategy "dumps") and once from the Resource List (strategy "lists").
 # For each it prints:
 #   - the baseline's time and rate (from the run's own record);
+#   - where its commits spent their time (publish, waiting, apply: the
+#     daemon's tributary_commit_seconds_total);
 #   - the daemon's resident memory: peak through the baseline, and steady
 #     once every change is in (target: <= 256 MB);
 #   - freshness once the store stops changing: how long after its last
@@ -111,6 +113,13 @@ CFG
     sleep 1
   done
   baseline_done=$(date +%s.%N)
+  # Where the baseline's commits spent their time (the daemon's /metrics).
+  commits=$(curl -sf "http://127.0.0.1:$port/metrics" | awk '
+    /^tributary_commits_total / { n = $2 }
+    /^tributary_commit_seconds_total\{stage="publish"\}/ { p = $2 }
+    /^tributary_commit_seconds_total\{stage="waiting"\}/ { w = $2 }
+    /^tributary_commit_seconds_total\{stage="apply"\}/ { a = $2 }
+    END { if (n != "") printf "%d batches; summed over them: publish %.1f s, waiting for the batch before %.1f s, apply %.1f s", n, p, w, a }' || true)
   if [ -n "$waits" ]; then touch "$work/baseline.done"; wait "$waits" || true; fi
   # Who spent the CPU of the baseline: our daemon, the simulated Source,
   # PostgreSQL (the sampler and poller's share is the rest of the host's).
@@ -147,6 +156,7 @@ CFG
   echo "-- strategy $strategy: $n resources of 256 B, then $changes changes at 20/s"
   echo "baseline ($b_status): ${b_secs} s, $(awk -v n="$n" -v s="$b_secs" 'BEGIN { printf "%.0f", n / s }') resources/s"
   echo "CPU through the baseline: tributary $(printf '%.1f' "$split_ours") s, the simulated Source $(printf '%.1f' "$split_sim") s, PostgreSQL $(printf '%.1f' "$split_pg") s (of $(awk -v s="$b_secs" -v c="$(nproc)" 'BEGIN { printf "%.0f", s * c }') s on $(nproc) cores)"
+  echo "commits through the baseline: ${commits:-not read from /metrics}"
   echo "daemon RSS: peak $(mb "$rss_peak") through the baseline, peak $(mb "$rss_after_peak") after it, $(mb "$rss_steady") at the end  [target <= 256 MB: $(awk -v a="$rss_peak" -v b="$rss_after_peak" 'BEGIN { print (a <= 262144 && b <= 262144 ? "PASS" : "FAIL") }')]; of which anonymous (not file pages such as the LMDB index and packs mapped in): peak $(mb "$anon_peak")"
   echo "freshness after the last change: Change List ${cl_lag:-never} s [target 1 s], Resource List ${rl_lag:-never} s [target 30 s]; Resource List parts list ${listed} of ${live} live"
   echo "PostgreSQL database $(mb $((pg_size / 1024))), data_dir $(mb "$data_size")"
