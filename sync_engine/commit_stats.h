@@ -6,6 +6,7 @@
 // durable and named (the blob store's syncs and its index), then the batch
 // applied to the store (PostgreSQL). Which stage a slow baseline waits on is
 // otherwise visible only to a profiler (bench/RESULTS.md, session 46).
+// Counted by the committer (committer.cpp), which defines commit_stats().
 
 #include <cstdint>
 

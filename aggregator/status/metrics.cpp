@@ -348,7 +348,8 @@ public:
   family("tributary_commits_total", "counter", "Batches committed (or failed) by this process's runs.");
   m << "tributary_commits_total " << commits.batches << '\n';
   family("tributary_commit_seconds_total", "counter",
-         "Time the runs' batches spent committing, by stage: publish (their blobs made durable and indexed), "
+         "Time the runs' batches spent committing, by stage: publish (their blobs made durable, indexed and, with "
+         "S3, uploaded), "
          "waiting (for the batch before to apply), apply (the database transaction).");
   m << "tributary_commit_seconds_total{stage=\"publish\"} " << commits.publish_seconds << '\n';
   m << "tributary_commit_seconds_total{stage=\"waiting\"} " << commits.waiting_seconds << '\n';
