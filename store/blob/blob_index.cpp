@@ -1,19 +1,15 @@
-// The blob index in LMDB: lookups, names added, marks of garbage
-// collection, and the release of its map from resident memory.
+// The blob index in LMDB: lookups, names added (logged, then merged: see
+// recent_names.h), repacks' moves and garbage collection's marks.
 #include "store/blob/blob_index.h"
 
-#include "common/thread_name.h"
-
 #include "store/blob/blob_io.h"
+#include "store/blob/map_releaser.h"
+#include "store/blob/recent_names.h"
 
 #include <lmdb.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 namespace tributary::store::blob_detail {
@@ -34,6 +30,7 @@ struct BlobIndex::Handles {
   MDB_env* env = nullptr;
   MDB_dbi dbi = 0;           // sha-256 -> IndexValue (the unnamed database)
   MDB_dbi condemned_dbi = 0; // sha-256 -> int64 unix time it was condemned ("condemned")
+  MDB_dbi log_dbi = 0;       // sequence number -> LogEntry ("recent", see recent_names.h)
   IdleReaders idle;
   ~Handles() {
     for (MDB_txn* t : idle.txns) { // before the environment they belong to
@@ -133,35 +130,11 @@ int scan(MDB_env* env, MDB_dbi db, const std::function<void(const MDB_val& key, 
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-// Finds the map of `file` in /proc/self/maps (null if not found).
-void* find_map(const fs::path& file) {
-  std::FILE* f = std::fopen("/proc/self/maps", "re");
-  if (!f) {
-    return nullptr;
-  }
-  std::error_code ec;
-  const std::string want = fs::canonical(file, ec).string();
-  void* out = nullptr;
-  char line[4096];
-  while (!out && !want.empty() && std::fgets(line, sizeof line, f)) {
-    std::string l(line);
-    while (!l.empty() && l.back() == '\n') {
-      l.pop_back();
-    }
-    if (l.size() > want.size() && l.compare(l.size() - want.size(), want.size(), want) == 0 &&
-        l[l.size() - want.size() - 1] == ' ') {
-      out = reinterpret_cast<void*>(std::strtoull(l.c_str(), nullptr, 16));
-    }
-  }
-  std::fclose(f);
-  return out;
-}
-
 MDB_val key_of(const BlobName& name) { return MDB_val{32, const_cast<unsigned char*>(name.data())}; }
 
 } // namespace
 
-Result<std::unique_ptr<BlobIndex>> BlobIndex::open(const fs::path& dir) {
+Result<std::unique_ptr<BlobIndex>> BlobIndex::open(const fs::path& dir, uint64_t merge_at) {
   auto index = std::unique_ptr<BlobIndex>(new BlobIndex(dir));
   index->m_lmdb = std::make_unique<Handles>();
   Handles& h = *index->m_lmdb;
@@ -182,10 +155,9 @@ Result<std::unique_ptr<BlobIndex>> BlobIndex::open(const fs::path& dir) {
   if (int rc = mdb_env_open(h.env, dir.c_str(), MDB_NOTLS | MDB_NORDAHEAD, 0644); rc != 0) {
     return fail(rc);
   }
-  index->m_map = find_map(dir / "data.mdb");
-  if (index->m_map) {
-    index->start_releaser();
-  }
+  MDB_envinfo info{};
+  mdb_env_info(h.env, &info);
+  index->m_releaser = std::make_unique<MapReleaser>(dir / "data.mdb", info.me_mapsize);
   int stale = 0;
   mdb_reader_check(h.env, &stale); // reader slots of processes that died
   Txn t;
@@ -201,6 +173,11 @@ Result<std::unique_ptr<BlobIndex>> BlobIndex::open(const fs::path& dir) {
   if (int rc = mdb_dbi_open(t.txn, "condemned", MDB_CREATE, &h.condemned_dbi); rc != 0) {
     return fail(rc);
   }
+  if (int rc = mdb_dbi_open(t.txn, "recent", MDB_CREATE, &h.log_dbi); rc != 0) {
+    return fail(rc);
+  }
+  index->m_recent = std::make_unique<RecentNames>(h.log_dbi, std::max<uint64_t>(merge_at, 1),
+                                                  [ix = index.get()] { ix->m_releaser->release(); });
   if (int rc = t.commit(); rc != 0) {
     return fail(rc);
   }
@@ -209,81 +186,66 @@ Result<std::unique_ptr<BlobIndex>> BlobIndex::open(const fs::path& dir) {
 
 BlobIndex::BlobIndex(fs::path dir) : m_dir(std::move(dir)) {}
 
-BlobIndex::~BlobIndex() {
-  if (m_releaser.joinable()) {
-    {
-      std::lock_guard lock(m_release_mutex);
-      m_release_stop = true;
-    }
-    m_release_cv.notify_all();
-    m_releaser.join();
-  }
-}
+BlobIndex::~BlobIndex() = default;
 
 Error BlobIndex::error(int rc) const {
   return Error{ErrorKind::io, "blob index under " + m_dir.parent_path().string() + ": " + mdb_strerror(rc) +
                                   (rc == MDB_MAP_FULL ? " (the index reached its 256 GiB map)" : "")};
 }
 
-// The index is read through a shared map of its file: every page a lookup
-// touches stays mapped, and counted in the process's resident memory
-// (RSS), though it is the kernel's page cache (reclaimable, and what a
-// cgroup charges either way). Random names touch every page: a million
-// blobs made 100-160 MB of RSS that grows with the store. The mapping is
-// dropped every 64 lookups, and by a thread of this index 250 ms after any
-// use (MADV_DONTNEED on a shared file mapping drops page-table entries
-// only: the pages stay cached, and readers fault them back in without
-// I/O), so RSS stays the process's own memory. Every 64: a fault maps the
-// 16 cached pages around it (fault-around ignores MADV_RANDOM on this
-// kernel), so 1,024 lookups between releases kept the whole index mapped;
-// 64 cost 2.5% of a lookup loop.
-void BlobIndex::used() {
-  if ((m_touched.fetch_add(1, std::memory_order_relaxed) & 63) == 63) {
-    release_map();
+int BlobIndex::find(MDB_txn* txn, const BlobName& name, std::optional<IndexValue>& out, bool& outdated) const {
+  out.reset();
+  outdated = false;
+  // The log's entries already read first (a recent name, such as each of a
+  // baseline's, then costs no walk of the main tree), then the main tree,
+  // then the log's entries not yet read.
+  RecentNames::Found found = RecentNames::Found::no;
+  RecentNames::Hit hit;
+  if (int rc = m_recent->find(txn, name, false, found, hit); rc != 0 || found == RecentNames::Found::yes) {
+    out = found == RecentNames::Found::yes ? std::optional<IndexValue>(hit.value) : std::nullopt;
+    return rc;
   }
-}
-
-void BlobIndex::release_map() {
-  // The whole map: the kernel skips what was never touched.
-  MDB_envinfo info{};
-  if (m_map && mdb_env_info(m_lmdb->env, &info) == 0) {
-    ::madvise(m_map, info.me_mapsize, MADV_DONTNEED);
-  }
-}
-
-void BlobIndex::start_releaser() {
-  m_releaser = std::thread([this] {
-    name_thread("blob releaser");
-    std::unique_lock lock(m_release_mutex);
-    uint64_t seen = m_touched.load();
-    while (!m_release_cv.wait_for(lock, std::chrono::milliseconds(250), [this] { return m_release_stop; })) {
-      const uint64_t now = m_touched.load();
-      if (now != seen) {
-        seen = now;
-        release_map();
-      }
-    }
-  });
-}
-
-Result<std::optional<IndexValue>> BlobIndex::lookup(const std::string& sha256) {
-  used();
-  ReadTxn t(m_lmdb->env, m_lmdb->idle);
-  if (!t.txn) {
-    return tl::unexpected(error(t.rc));
-  }
-  const auto key = raw_name(sha256);
-  MDB_val k = key_of(key);
+  MDB_val k = key_of(name);
   MDB_val v{};
-  const int rc = mdb_get(t.txn, m_lmdb->dbi, &k, &v);
-  std::optional<IndexValue> out;
+  const int rc = mdb_get(txn, m_lmdb->dbi, &k, &v);
   if (rc == 0 && v.mv_size == sizeof(IndexValue)) {
     IndexValue iv;
     std::memcpy(&iv, v.mv_data, sizeof iv);
     out = iv;
+    return 0;
   }
   if (rc != 0 && rc != MDB_NOTFOUND) {
-    return tl::unexpected(error(rc));
+    return rc;
+  }
+  if (int rc2 = m_recent->find(txn, name, true, found, hit); rc2 != 0) {
+    return rc2;
+  }
+  if (found == RecentNames::Found::yes) {
+    out = hit.value;
+  }
+  outdated = found == RecentNames::Found::outdated;
+  return 0;
+}
+
+Result<std::optional<IndexValue>> BlobIndex::lookup(const std::string& sha256) {
+  m_releaser->used();
+  const auto key = raw_name(sha256);
+  std::optional<IndexValue> out;
+  // A snapshot older than a merge this process read is asked again in a
+  // new one (a merge and a lookup crossing; never twice in a row but by a
+  // writer that merges that fast).
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    ReadTxn t(m_lmdb->env, m_lmdb->idle);
+    if (!t.txn) {
+      return tl::unexpected(error(t.rc));
+    }
+    bool outdated = false;
+    if (int rc = find(t.txn, key, out, outdated); rc != 0) {
+      return tl::unexpected(error(rc));
+    }
+    if (!outdated) {
+      break;
+    }
   }
   return out;
 }
@@ -308,6 +270,10 @@ void BlobIndex::build_filter() {
   {
     ReadTxn t(m_lmdb->env, m_lmdb->idle);
     rc = t.txn ? mdb_stat(t.txn, m_lmdb->dbi, &stat) : t.rc;
+    uint64_t logged = 0;
+    if (rc == 0 && (rc = m_recent->size(t.txn, logged)) == 0) {
+      stat.ms_entries += logged;
+    }
   }
   auto filter = std::make_unique<NameFilter>(2 * uint64_t{stat.ms_entries} + (uint64_t{1} << 20));
   uint64_t seen = 0;
@@ -315,10 +281,10 @@ void BlobIndex::build_filter() {
                         : for_each_raw([&](const BlobName& name, const std::optional<IndexValue>&) {
                             filter->insert(name);
                             if ((++seen & 4095) == 0) {
-                              release_map(); // a scan maps every page of the index, once
+                              m_releaser->release(); // a scan maps every page of the index, once
                             }
                           });
-  release_map();
+  m_releaser->release();
   if (!filled) {
     m_filter.reset();
     m_filter_failed = true; // every name "maybe": lookups decide, as without a filter
@@ -332,19 +298,23 @@ Result<bool> BlobIndex::lift(const std::string& sha256, const fs::path& file) {
   MDB_val k = key_of(key);
   MDB_val v{};
   int marked = 0;
-  int indexed = 0;
+  bool indexed = false;
+  bool outdated = false;
   {
     ReadTxn t(m_lmdb->env, m_lmdb->idle);
     if (!t.txn) {
       return tl::unexpected(error(t.rc));
     }
     marked = mdb_get(t.txn, m_lmdb->condemned_dbi, &k, &v);
-    indexed = mdb_get(t.txn, m_lmdb->dbi, &k, &v);
+    std::optional<IndexValue> where;
+    indexed = find(t.txn, key, where, outdated) == 0 && where;
   }
   struct stat st {};
-  if (marked == MDB_NOTFOUND) {
+  // An outdated snapshot is not trusted to say "absent": the write
+  // transaction below sees the latest.
+  if (marked == MDB_NOTFOUND && !outdated) {
     // One snapshot: not condemned now, so not removable for a grace period.
-    return indexed == 0 || ::stat(file.c_str(), &st) == 0;
+    return indexed || ::stat(file.c_str(), &st) == 0;
   }
   Txn t;
   int rc = mdb_txn_begin(m_lmdb->env, nullptr, 0, &t.txn);
@@ -354,7 +324,11 @@ Result<bool> BlobIndex::lift(const std::string& sha256, const fs::path& file) {
   }
   bool present = false;
   if (rc == 0) {
-    present = mdb_get(t.txn, m_lmdb->dbi, &k, &v) == 0 || ::stat(file.c_str(), &st) == 0;
+    std::optional<IndexValue> where;
+    rc = find(t.txn, key, where, outdated);
+    present = where.has_value() || ::stat(file.c_str(), &st) == 0;
+  }
+  if (rc == 0) {
     rc = t.commit();
   }
   if (rc != 0) {
@@ -364,63 +338,141 @@ Result<bool> BlobIndex::lift(const std::string& sha256, const fs::path& file) {
 }
 
 Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>>& entries) {
-  m_touched.fetch_add(1, std::memory_order_relaxed); // the write touched pages of the map too
-  // Put in the index's own order: each put walks from the root, and in
-  // order the walks share their branch pages (measured on a million, 2,500
-  // puts: 21.9 ms in the order given, 15.6 ms sorted; bench_locate).
+  m_releaser->touched(); // the write touched pages of the map too
+  // In the index's own order: a name that may be indexed already is looked
+  // up, and in order the walks share their branch pages.
   std::vector<std::pair<BlobName, const IndexValue*>> sorted;
   sorted.reserve(entries.size());
   for (const auto& [sha256, value] : entries) {
     sorted.emplace_back(raw_name(sha256), &value);
   }
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<LogEntry> fresh;
+  fresh.reserve(sorted.size());
+  uint64_t first = 0;
+  uint64_t logged = 0;
   Txn t;
   int rc = mdb_txn_begin(m_lmdb->env, nullptr, 0, &t.txn);
+  // The filter clears nearly every new name (all of a baseline's) without
+  // a read; no filter yet: every name is looked up. Asked under the write
+  // transaction, which every add() of this process takes in turn, each
+  // having put its names in the filter before it commits: two threads
+  // adding one name log it once.
+  std::vector<char> maybe(sorted.size(), 1);
+  {
+    std::lock_guard lock(m_filter_mutex);
+    for (size_t i = 0; rc == 0 && m_filter && i < sorted.size(); ++i) {
+      maybe[i] = m_filter->may_contain(sorted[i].first) ? 1 : 0;
+    }
+  }
   for (size_t i = 0; rc == 0 && i < sorted.size(); ++i) {
+    if (i > 0 && sorted[i].first == sorted[i - 1].first) {
+      continue;
+    }
     if ((i & 63) == 63) {
-      // A put reads its leaf through the map as a lookup does (the pages
-      // it changes are copies until the commit writes them): 2,500 puts
-      // mapped up to the whole index.
-      release_map();
+      m_releaser->release(); // a lookup maps the pages it reads
+    }
+    std::optional<IndexValue> there;
+    if (maybe[i]) {
+      bool outdated = false; // never, in a write transaction
+      rc = find(t.txn, sorted[i].first, there, outdated);
     }
     MDB_val k = key_of(sorted[i].first);
-    MDB_val v{sizeof(IndexValue), const_cast<IndexValue*>(sorted[i].second)};
-    rc = mdb_put(t.txn, m_lmdb->dbi, &k, &v, MDB_NOOVERWRITE);
-    if (rc == MDB_KEYEXIST) {
-      rc = 0; // stored already: this writer reuses that copy, which stays
-    }
     if (rc == 0) {
       rc = mdb_del(t.txn, m_lmdb->condemned_dbi, &k, nullptr);
       rc = rc == MDB_NOTFOUND ? 0 : rc;
     }
+    if (rc == 0 && !there) { // there: stored already, this writer reuses that copy, which stays
+      fresh.push_back(LogEntry{sorted[i].first, *sorted[i].second});
+    }
+  }
+  if (rc == 0 && !fresh.empty()) {
+    rc = m_recent->append(t.txn, fresh, first);
   }
   if (rc == 0) {
+    rc = m_recent->size(t.txn, logged);
+  }
+  auto filter_in = [&] {
+    std::lock_guard lock(m_filter_mutex);
+    if (m_filter) {
+      for (const LogEntry& e : fresh) {
+        m_filter->insert(e.name);
+      }
+    }
+  };
+  if (rc == 0) {
+    filter_in(); // a "maybe" for names that do not commit costs a lookup, never a wrong answer
     rc = t.commit();
   }
   if (rc != 0) {
     return tl::unexpected(error(rc));
   }
-  // After the commit: a filter built meanwhile read them from the index.
-  std::lock_guard lock(m_filter_mutex);
-  if (m_filter) {
-    for (const auto& [name, value] : sorted) {
-      m_filter->insert(name);
+  if (!fresh.empty()) {
+    m_recent->appended(first, fresh);
+  }
+  {
+    // After the commit too: a filter built meanwhile read the index before it.
+    std::lock_guard lock(m_filter_mutex);
+    if (m_filter) {
+      for (const LogEntry& e : fresh) {
+        m_filter->insert(e.name);
+      }
     }
   }
+  if (!m_recent->merging(logged)) {
+    return {};
+  }
+  // A step of the log's merge into the main tree, in a transaction of its
+  // own: the names above are durable whatever becomes of it.
+  Txn m;
+  bool done = false;
+  uint64_t base = 0;
+  rc = mdb_txn_begin(m_lmdb->env, nullptr, 0, &m.txn);
+  if (rc == 0) {
+    rc = m_recent->merge_step(m.txn, m_lmdb->dbi, done, base);
+  }
+  if (rc == 0) {
+    rc = m.commit();
+  }
+  if (rc != 0) {
+    m_recent->forget();
+    return tl::unexpected(error(rc));
+  }
+  if (done) {
+    m_recent->merged(base);
+  }
   return {};
+}
+
+Result<BlobIndex::Shape> BlobIndex::shape() const {
+  ReadTxn t(m_lmdb->env, m_lmdb->idle);
+  if (!t.txn) {
+    return tl::unexpected(error(t.rc));
+  }
+  MDB_stat st{};
+  Shape out;
+  int rc = mdb_stat(t.txn, m_lmdb->dbi, &st);
+  if (rc == 0) {
+    // The unnamed database also keys the named ones (two: "condemned" and
+    // "recent").
+    out.main = st.ms_entries >= 2 ? st.ms_entries - 2 : 0;
+    rc = m_recent->size(t.txn, out.log);
+  }
+  if (rc != 0) {
+    return tl::unexpected(error(rc));
+  }
+  return out;
 }
 
 Result<void> BlobIndex::move(uint32_t from, const std::vector<std::pair<BlobName, IndexValue>>& moved) {
   Txn t;
   int rc = mdb_txn_begin(m_lmdb->env, nullptr, 0, &t.txn);
   for (size_t i = 0; rc == 0 && i < moved.size(); ++i) {
+    // Both places: a name is in the log and the main tree while a merge is
+    // under way.
     MDB_val k = key_of(moved[i].first);
     MDB_val v{};
     rc = mdb_get(t.txn, m_lmdb->dbi, &k, &v);
-    if (rc == MDB_NOTFOUND) {
-      rc = 0;
-      continue;
-    }
     IndexValue now;
     if (rc == 0 && v.mv_size == sizeof now) {
       std::memcpy(&now, v.mv_data, sizeof now);
@@ -428,6 +480,15 @@ Result<void> BlobIndex::move(uint32_t from, const std::vector<std::pair<BlobName
         MDB_val nv{sizeof(IndexValue), const_cast<IndexValue*>(&moved[i].second)};
         rc = mdb_put(t.txn, m_lmdb->dbi, &k, &nv, 0);
       }
+    }
+    rc = rc == MDB_NOTFOUND ? 0 : rc;
+    RecentNames::Found found = RecentNames::Found::no;
+    RecentNames::Hit hit;
+    if (rc == 0) {
+      rc = m_recent->find(t.txn, moved[i].first, true, found, hit);
+    }
+    if (rc == 0 && found == RecentNames::Found::yes && hit.value.pack == from) {
+      rc = m_recent->replace(t.txn, hit.seq, LogEntry{moved[i].first, moved[i].second});
     }
   }
   if (rc == 0) {
@@ -441,9 +502,17 @@ Result<void> BlobIndex::move(uint32_t from, const std::vector<std::pair<BlobName
 
 Result<void> BlobIndex::for_each_raw(
     const std::function<void(const BlobName&, const std::optional<IndexValue>&)>& fn) const {
-  const int rc = scan(m_lmdb->env, m_lmdb->dbi, [&](const MDB_val& k, const MDB_val& v) {
+  Txn t;
+  MDB_cursor* cursor = nullptr;
+  int rc = mdb_txn_begin(m_lmdb->env, nullptr, MDB_RDONLY, &t.txn);
+  if (rc == 0) {
+    rc = mdb_cursor_open(t.txn, m_lmdb->dbi, &cursor);
+  }
+  MDB_val k{};
+  MDB_val v{};
+  while (rc == 0 && (rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) == 0) {
     if (k.mv_size != 32) {
-      return; // a named database ("condemned"), not an index entry
+      continue; // a named database ("condemned", "recent"), not an index entry
     }
     BlobName name;
     std::memcpy(name.data(), k.mv_data, 32);
@@ -453,7 +522,25 @@ Result<void> BlobIndex::for_each_raw(
       std::memcpy(&*value, v.mv_data, sizeof(IndexValue));
     }
     fn(name, value);
-  });
+  }
+  if (cursor) {
+    mdb_cursor_close(cursor);
+  }
+  rc = rc == MDB_NOTFOUND ? 0 : rc;
+  // Then the log's names the main tree does not hold (it holds those of a
+  // merge under way, and a name two processes added at once).
+  if (rc == 0) {
+    rc = m_recent->for_each(t.txn, [&](uint64_t, const LogEntry& e) {
+      MDB_val mk = key_of(e.name);
+      MDB_val mv{};
+      const int got = mdb_get(t.txn, m_lmdb->dbi, &mk, &mv);
+      if (got == MDB_NOTFOUND) {
+        fn(e.name, e.value);
+        return 0;
+      }
+      return got;
+    });
+  }
   if (rc != 0) {
     return tl::unexpected(error(rc));
   }
@@ -539,6 +626,7 @@ Result<RemoveReport> BlobIndex::remove(const std::vector<BlobName>& names, bool 
     // writer reusing a blob (lift) and every commit of names waits for.
     Txn t;
     RemoveReport slice;
+    bool logged = false; // entries left the log: this process's map of it is read again
     int rc = mdb_txn_begin(m_lmdb->env, nullptr, 0, &t.txn);
     for (size_t i = from; rc == 0 && i < std::min(names.size(), from + 10000); ++i) {
       MDB_val k = key_of(names[i]);
@@ -554,14 +642,32 @@ Result<RemoveReport> BlobIndex::remove(const std::vector<BlobName>& names, bool 
       }
       if (rc == 0) {
         rc = mdb_get(t.txn, m_lmdb->dbi, &k, &v);
+        bool counted = false;
         if (rc == 0 && v.mv_size == sizeof(IndexValue)) {
           IndexValue iv;
           std::memcpy(&iv, v.mv_data, sizeof iv);
           rc = mdb_del(t.txn, m_lmdb->dbi, &k, nullptr);
           ++slice.blobs;
           slice.bytes += iv.length;
+          counted = true;
         } else if (rc == MDB_NOTFOUND) {
           rc = 0;
+        }
+        // And from the log (every entry of the name: two processes may
+        // each have logged it).
+        RecentNames::Found found = RecentNames::Found::yes;
+        RecentNames::Hit hit;
+        for (int n = 0; rc == 0 && found == RecentNames::Found::yes && n < 16; ++n) {
+          rc = m_recent->find(t.txn, names[i], true, found, hit);
+          if (rc == 0 && found == RecentNames::Found::yes) {
+            rc = m_recent->erase(t.txn, hit.seq);
+            logged = true;
+            if (!counted) {
+              ++slice.blobs;
+              slice.bytes += hit.value.length;
+              counted = true;
+            }
+          }
         }
       }
       if (rc == 0 && also) {
@@ -570,6 +676,9 @@ Result<RemoveReport> BlobIndex::remove(const std::vector<BlobName>& names, bool 
     }
     if (rc == 0) {
       rc = t.commit();
+    }
+    if (logged) {
+      m_recent->forget();
     }
     if (rc != 0) {
       return tl::unexpected(error(rc));

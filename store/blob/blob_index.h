@@ -2,17 +2,18 @@
 
 // The blob index: which blobs the packs hold, and where. One LMDB
 // environment under <root>/index maps a blob's 32-byte name to its pack,
-// offset and length; a named database beside it ("condemned") holds
-// garbage collection's marks, so that one transaction sees both. This
-// class owns the environment, its handles and the thread that keeps its
-// map out of the process's resident memory; nothing else touches LMDB.
+// offset and length: names are first appended to a log ("recent", see
+// recent_names.h) and moved into the main tree, keyed by name, in bulk; a
+// named database beside them ("condemned") holds garbage collection's
+// marks, so that one transaction sees all three. This class owns the
+// environment and its handles (its map kept out of the process's resident
+// memory by a MapReleaser); nothing else but RecentNames, inside its
+// transactions, touches LMDB.
 
 #include "common/result.h"
 #include "store/blob/blob_store.h"
 #include "store/blob/name_filter.h"
 
-#include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -20,9 +21,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
+
+struct MDB_txn; // lmdb.h
 
 namespace tributary::store::blob_detail {
 
@@ -35,10 +37,19 @@ struct IndexValue {
 };
 static_assert(sizeof(IndexValue) == 24);
 
+class RecentNames;
+class MapReleaser;
+
 class BlobIndex {
 public:
-  // Opens (creating) the index under `dir`; io when LMDB cannot.
-  static Result<std::unique_ptr<BlobIndex>> open(const std::filesystem::path& dir);
+  // Names the log holds before they are merged into the main tree: a
+  // merge at a million writes about 100 MB (every leaf once), and this
+  // process's map of the log takes about 40 bytes a name.
+  static constexpr uint64_t k_merge_at = 131072;
+
+  // Opens (creating) the index under `dir`; io when LMDB cannot. Tests
+  // set `merge_at` small.
+  static Result<std::unique_ptr<BlobIndex>> open(const std::filesystem::path& dir, uint64_t merge_at = k_merge_at);
   ~BlobIndex();
   BlobIndex(const BlobIndex&) = delete;
   BlobIndex& operator=(const BlobIndex&) = delete;
@@ -60,8 +71,18 @@ public:
   // write transaction that lifts a mark is serialised with remove()'s.
   Result<bool> lift(const std::string& sha256, const std::filesystem::path& file);
   // Names blobs whose bytes are durable: one transaction (and its sync) for
-  // the group. A name already there keeps its first place.
+  // the group, appended to the log; a second merges the log into the main
+  // tree when it reached merge_at names. A name already there keeps its
+  // first place (a name another process added since this one's filter
+  // was built may be logged twice; lookups and for_each() still answer
+  // its first place, once).
   Result<void> add(const std::vector<std::pair<std::string, IndexValue>>& entries);
+  // How many names each part holds (for tests and check()).
+  struct Shape {
+    uint64_t main = 0;
+    uint64_t log = 0;
+  };
+  Result<Shape> shape() const;
   // Points the entries of records copied out of pack `from` at their new
   // places, where they still name a record of that pack (a collection may
   // have removed some since).
@@ -88,11 +109,9 @@ public:
 private:
   explicit BlobIndex(std::filesystem::path dir);
   Error error(int rc) const;
-  // The mapping is dropped every 64 lookups and 250 ms after any use (see
-  // blob_index.cpp).
-  void used();
-  void release_map();
-  void start_releaser();
+  // What `txn` sees of `name`, in the log or the main tree; `outdated` as
+  // RecentNames::find() says.
+  int find(MDB_txn* txn, const BlobName& name, std::optional<IndexValue>& out, bool& outdated) const;
   // (Re)builds m_filter from the index, with room for twice its names and
   // a million more; m_filter_mutex held.
   void build_filter();
@@ -100,12 +119,8 @@ private:
   std::filesystem::path m_dir;
   struct Handles; // LMDB's environment and databases
   std::unique_ptr<Handles> m_lmdb;
-  void* m_map = nullptr; // where LMDB mapped the index (it tells only of a fixed map)
-  std::atomic<uint64_t> m_touched{0};
-  std::mutex m_release_mutex;
-  std::condition_variable m_release_cv;
-  bool m_release_stop = false;
-  std::thread m_releaser;
+  std::unique_ptr<RecentNames> m_recent;
+  std::unique_ptr<MapReleaser> m_releaser; // the index's map out of resident memory
   std::mutex m_filter_mutex;
   std::unique_ptr<NameFilter> m_filter; // null until first asked, or when the index could not be read
   bool m_filter_failed = false;

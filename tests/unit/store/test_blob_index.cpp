@@ -10,7 +10,11 @@
 
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -133,4 +137,157 @@ TEST_CASE("BlobStore: locate_many answers as locate() does for each name, in the
   CHECK(many[3].error().kind == ErrorKind::not_found);
   CHECK(many[5].error().kind == ErrorKind::usage);
   CHECK(many[9]->length == BlobStore::k_pack_max + 1);
+}
+
+namespace {
+
+// Every name for_each() lists, and how many times.
+std::map<std::string, int> listed(const BlobIndex& ix) {
+  std::map<std::string, int> out;
+  REQUIRE(ix.for_each([&](const store::BlobName& name, const IndexValue&) {
+    ++out[blob_detail::hex_of(name.data(), name.size())];
+  }));
+  return out;
+}
+
+// The value lookup() finds, or a pack of 0 for none.
+IndexValue found(BlobIndex& ix, const std::string& name) {
+  auto r = ix.lookup(name);
+  REQUIRE(r);
+  return r->value_or(IndexValue{});
+}
+
+} // namespace
+
+TEST_CASE("BlobIndex: names go to the log, into the main tree in slices, and are found the same throughout") {
+  IndexDir dir;
+  constexpr int k_names = 120000; // past 2,048 leaves of the main tree: the last merges take two slices
+  constexpr uint64_t k_merge_at = 20000;
+  {
+    auto index = BlobIndex::open(dir.path, k_merge_at);
+    REQUIRE(index);
+    BlobIndex& ix = **index;
+    ix.may_contain(name_of("n-", 0)); // a writer's first question builds the filter
+    uint64_t most_logged = 0;
+    uint64_t merged_seen = 0;
+    for (int from = 0; from < k_names; from += 2500) {
+      REQUIRE(ix.add(entries("n-", from, from + 2500)));
+      // A name a batch ago, and one merged long ago, answer as added.
+      CHECK(found(ix, name_of("n-", from)).offset == static_cast<uint64_t>(from) * 100);
+      CHECK(found(ix, name_of("n-", from / 2)).offset == static_cast<uint64_t>(from / 2) * 100);
+      auto shape = ix.shape();
+      REQUIRE(shape);
+      most_logged = std::max(most_logged, shape->log);
+      merged_seen = std::max(merged_seen, shape->main);
+    }
+    // The log is merged once it holds k_merge_at names, a slice a batch.
+    CHECK(most_logged >= k_merge_at);
+    CHECK(most_logged < k_merge_at + 10 * 2500);
+    CHECK(merged_seen >= 100000);
+    // The same name added again keeps its first place and is not logged twice.
+    auto again = entries("n-", 0, 10);
+    for (auto& [name, value] : again) {
+      value.pack = 9;
+    }
+    REQUIRE(ix.add(again));
+    CHECK(found(ix, name_of("n-", 3)).pack == 1);
+    const auto names = listed(ix);
+    CHECK(names.size() == static_cast<size_t>(k_names));
+    CHECK(std::all_of(names.begin(), names.end(), [](const auto& e) { return e.second == 1; }));
+  }
+  // Another process: what it reads from the file is the same.
+  auto index = BlobIndex::open(dir.path, k_merge_at);
+  REQUIRE(index);
+  int wrong = 0;
+  for (int i = 0; i < k_names; i += 7) {
+    wrong += found(**index, name_of("n-", i)).offset == static_cast<uint64_t>(i) * 100 ? 0 : 1;
+  }
+  CHECK(wrong == 0);
+  CHECK(found(**index, name_of("never-", 1)).pack == 0);
+  CHECK(listed(**index).size() == static_cast<size_t>(k_names));
+}
+
+TEST_CASE("BlobIndex: a move and a removal reach a name wherever it is, the log or the main tree") {
+  IndexDir dir;
+  auto index = BlobIndex::open(dir.path, 3000);
+  REQUIRE(index);
+  BlobIndex& ix = **index;
+  REQUIRE(ix.add(entries("m-", 0, 3000)));    // logged; this add's merge step merges them (one slice)
+  REQUIRE(ix.add(entries("m-", 3000, 3500))); // logged
+  auto shape = ix.shape();
+  REQUIRE(shape);
+  CHECK(shape->main == 3000);
+  CHECK(shape->log == 500);
+  // Moved out of pack 1: in both places.
+  std::vector<std::pair<store::BlobName, IndexValue>> moved;
+  for (int i : {10, 3010}) {
+    moved.emplace_back(blob_detail::raw_name(name_of("m-", i)), IndexValue{7, 0, 42, 100});
+  }
+  REQUIRE(ix.move(1, moved));
+  CHECK(found(ix, name_of("m-", 10)).pack == 7);
+  CHECK(found(ix, name_of("m-", 3010)).pack == 7);
+  // A second move from pack 1 changes nothing: they are in pack 7 now.
+  moved[0].second.offset = 99;
+  REQUIRE(ix.move(1, moved));
+  CHECK(found(ix, name_of("m-", 10)).offset == 42);
+  // Removed from both places.
+  std::vector<store::BlobName> gone;
+  for (int i : {20, 3020}) {
+    gone.push_back(blob_detail::raw_name(name_of("m-", i)));
+  }
+  auto removed = ix.remove(gone, false, nullptr);
+  REQUIRE(removed);
+  CHECK(removed->blobs == 2);
+  CHECK(removed->bytes == 200);
+  CHECK(found(ix, name_of("m-", 20)).pack == 0);
+  CHECK(found(ix, name_of("m-", 3020)).pack == 0);
+  const auto names = listed(ix);
+  CHECK(names.size() == 3498);
+  CHECK(names.count(name_of("m-", 3020)) == 0);
+  // Added again after its removal: logged anew, found.
+  REQUIRE(ix.add(entries("m-", 3020, 3021)));
+  CHECK(found(ix, name_of("m-", 3020)).offset == 302000);
+}
+
+TEST_CASE("BlobIndex: what another process logs, merges or removes is what this one finds next") {
+  IndexDir dir;
+  auto index = BlobIndex::open(dir.path, 2000);
+  REQUIRE(index);
+  BlobIndex& ix = **index;
+  REQUIRE(ix.add(entries("mine-", 0, 1500)));
+  CHECK(found(ix, name_of("mine-", 5)).offset == 500); // this process's map of the log now holds them
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int code = 0;
+    {
+      auto other = BlobIndex::open(dir.path, 2000);
+      if (!other) {
+        ::_exit(2);
+      }
+      // Logs 1,500 more: 3,000 in the log, merged (one slice) by this add.
+      code |= (*other)->add(entries("theirs-", 0, 1500)) ? 0 : 4;
+      // Removes one of the parent's, now in the main tree.
+      code |= (*other)->remove({blob_detail::raw_name(name_of("mine-", 5))}, false, nullptr) ? 0 : 8;
+      // And logs a few more.
+      code |= (*other)->add(entries("late-", 0, 10)) ? 0 : 16;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  auto shape = ix.shape();
+  REQUIRE(shape);
+  CHECK(shape->main == 2999);
+  CHECK(shape->log == 10);
+  CHECK(found(ix, name_of("mine-", 5)).pack == 0);     // removed there, though this map named it
+  CHECK(found(ix, name_of("mine-", 6)).offset == 600); // merged there
+  CHECK(found(ix, name_of("theirs-", 7)).offset == 700);
+  CHECK(found(ix, name_of("late-", 3)).offset == 300);
+  // Adding what the other process added keeps its entry (found, not logged twice).
+  REQUIRE(ix.add(entries("late-", 0, 10)));
+  CHECK(ix.shape()->log == 10);
+  CHECK(listed(ix).size() == 3009);
 }
