@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <shared_mutex>
 
 namespace tributary::store::blob_detail {
 
@@ -252,7 +253,17 @@ Result<std::optional<IndexValue>> BlobIndex::lookup(const std::string& sha256) {
 
 bool BlobIndex::may_contain(const std::string& sha256) {
   const BlobName name = raw_name(sha256);
-  std::lock_guard lock(m_filter_mutex);
+  {
+    // Shared: the threads that ask at once do not wait on each other.
+    std::shared_lock lock(m_filter_mutex);
+    if (m_filter && m_filter->inserted() <= m_filter->capacity()) {
+      return m_filter->may_contain(name);
+    }
+    if (!m_filter && m_filter_failed) {
+      return true;
+    }
+  }
+  std::unique_lock lock(m_filter_mutex);
   if (!m_filter || m_filter->inserted() > m_filter->capacity()) {
     build_filter();
   }
@@ -360,7 +371,7 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
   // adding one name log it once.
   std::vector<char> maybe(sorted.size(), 1);
   {
-    std::lock_guard lock(m_filter_mutex);
+    std::shared_lock lock(m_filter_mutex);
     for (size_t i = 0; rc == 0 && m_filter && i < sorted.size(); ++i) {
       maybe[i] = m_filter->may_contain(sorted[i].first) ? 1 : 0;
     }
@@ -393,7 +404,7 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
     rc = m_recent->size(t.txn, logged);
   }
   auto filter_in = [&] {
-    std::lock_guard lock(m_filter_mutex);
+    std::shared_lock lock(m_filter_mutex); // the filter's words are atomic
     if (m_filter) {
       for (const LogEntry& e : fresh) {
         m_filter->insert(e.name);
@@ -412,7 +423,7 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
   }
   {
     // After the commit too: a filter built meanwhile read the index before it.
-    std::lock_guard lock(m_filter_mutex);
+    std::shared_lock lock(m_filter_mutex); // the filter's words are atomic
     if (m_filter) {
       for (const LogEntry& e : fresh) {
         m_filter->insert(e.name);

@@ -18,7 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
+#include <shared_mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -113,7 +113,7 @@ private:
   // RecentNames::find() says.
   int find(MDB_txn* txn, const BlobName& name, std::optional<IndexValue>& out, bool& outdated) const;
   // (Re)builds m_filter from the index, with room for twice its names and
-  // a million more; m_filter_mutex held.
+  // a million more; m_filter_mutex held exclusively.
   void build_filter();
 
   std::filesystem::path m_dir;
@@ -121,7 +121,9 @@ private:
   std::unique_ptr<Handles> m_lmdb;
   std::unique_ptr<RecentNames> m_recent;
   std::unique_ptr<MapReleaser> m_releaser; // the index's map out of resident memory
-  std::mutex m_filter_mutex;
+  // Shared to ask and insert (the filter's words are atomic), exclusive to
+  // build or replace it.
+  std::shared_mutex m_filter_mutex;
   std::unique_ptr<NameFilter> m_filter; // null until first asked, or when the index could not be read
   bool m_filter_failed = false;
 };

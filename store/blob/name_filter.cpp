@@ -25,22 +25,27 @@ Probes probes_of(const BlobName& name) {
 } // namespace
 
 NameFilter::NameFilter(uint64_t capacity)
-    : m_capacity(std::max<uint64_t>(capacity, 1024)), m_words((bits() + 63) / 64, 0) {}
+    : m_capacity(std::max<uint64_t>(capacity, 1024)), m_count((bits() + 63) / 64),
+      m_words(new std::atomic<uint64_t>[m_count]) {
+  for (uint64_t i = 0; i < m_count; ++i) {
+    m_words[i].store(0, std::memory_order_relaxed);
+  }
+}
 
 void NameFilter::insert(const BlobName& name) {
   const Probes p = probes_of(name);
   for (int i = 0; i < k_probes; ++i) {
     const uint64_t bit = (p.h1 + static_cast<uint64_t>(i) * p.h2) % bits();
-    m_words[bit / 64] |= uint64_t{1} << (bit % 64);
+    m_words[bit / 64].fetch_or(uint64_t{1} << (bit % 64), std::memory_order_relaxed);
   }
-  ++m_inserted;
+  m_inserted.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool NameFilter::may_contain(const BlobName& name) const {
   const Probes p = probes_of(name);
   for (int i = 0; i < k_probes; ++i) {
     const uint64_t bit = (p.h1 + static_cast<uint64_t>(i) * p.h2) % bits();
-    if ((m_words[bit / 64] & (uint64_t{1} << (bit % 64))) == 0) {
+    if ((m_words[bit / 64].load(std::memory_order_relaxed) & (uint64_t{1} << (bit % 64))) == 0) {
       return false;
     }
   }

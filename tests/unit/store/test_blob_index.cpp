@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -69,6 +71,42 @@ TEST_CASE("NameFilter: every name inserted may be there, and about 1% of the oth
   CHECK(maybe < 20000 * 2 / 100); // 10 bits and 6 probes a name: 0.8% expected
   CHECK(filter.inserted() == 20000);
   CHECK(filter.bytes() == (20000 * 10 + 63) / 64 * 8);
+}
+
+TEST_CASE("NameFilter: threads inserting and asking at once lose no name") {
+  // A package's extraction threads ask while a committer inserts: the
+  // words are shared without a lock, so no bit set may be lost.
+  NameFilter filter(4 * 50000);
+  std::vector<std::vector<store::BlobName>> names(4);
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 50000; ++i) {
+      names[static_cast<size_t>(t)].push_back(blob_detail::raw_name(name_of("t" + std::to_string(t) + "-", i)));
+    }
+  }
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go) {
+      }
+      for (const auto& n : names[static_cast<size_t>(t)]) {
+        filter.insert(n);
+        (void)filter.may_contain(names[static_cast<size_t>((t + 1) % 4)][0]);
+      }
+    });
+  }
+  go = true;
+  for (auto& th : threads) {
+    th.join();
+  }
+  int missed = 0;
+  for (const auto& list : names) {
+    for (const auto& n : list) {
+      missed += filter.may_contain(n) ? 0 : 1;
+    }
+  }
+  CHECK(missed == 0);
+  CHECK(filter.inserted() == 200000);
 }
 
 TEST_CASE("BlobIndex: the filter is built from what the index holds, and kept up by every name added after") {
