@@ -403,16 +403,19 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
   if (rc == 0) {
     rc = m_recent->size(t.txn, logged);
   }
-  auto filter_in = [&] {
+  if (rc == 0) {
+    // Into the filter before the commit, and the commit under the filter's
+    // shared lock: a filter built meanwhile (exclusively) either comes
+    // before these inserts or reads the index after the commit. Once each:
+    // the filter is rebuilt when it counts more names than it has room for
+    // (counted twice, a store's first million rebuilt it halfway, its scan
+    // mapping some 40 MB of the index in at once).
     std::shared_lock lock(m_filter_mutex); // the filter's words are atomic
     if (m_filter) {
       for (const LogEntry& e : fresh) {
-        m_filter->insert(e.name);
+        m_filter->insert(e.name); // a name whose commit fails costs a lookup, never a wrong answer
       }
     }
-  };
-  if (rc == 0) {
-    filter_in(); // a "maybe" for names that do not commit costs a lookup, never a wrong answer
     rc = t.commit();
   }
   if (rc != 0) {
@@ -420,15 +423,6 @@ Result<void> BlobIndex::add(const std::vector<std::pair<std::string, IndexValue>
   }
   if (!fresh.empty()) {
     m_recent->appended(first, fresh);
-  }
-  {
-    // After the commit too: a filter built meanwhile read the index before it.
-    std::shared_lock lock(m_filter_mutex); // the filter's words are atomic
-    if (m_filter) {
-      for (const LogEntry& e : fresh) {
-        m_filter->insert(e.name);
-      }
-    }
   }
   if (!m_recent->merging(logged)) {
     return {};
@@ -472,6 +466,8 @@ Result<BlobIndex::Shape> BlobIndex::shape() const {
   if (rc != 0) {
     return tl::unexpected(error(rc));
   }
+  std::shared_lock lock(m_filter_mutex);
+  out.filtered = m_filter ? m_filter->inserted() : 0;
   return out;
 }
 
@@ -541,7 +537,11 @@ Result<void> BlobIndex::for_each_raw(
   // Then the log's names the main tree does not hold (it holds those of a
   // merge under way, and a name two processes added at once).
   if (rc == 0) {
+    uint64_t n = 0;
     rc = m_recent->for_each(t.txn, [&](uint64_t, const LogEntry& e) {
+      if ((++n & 63) == 0) {
+        m_releaser->release(); // a lookup of the tree a name, as lookup() does
+      }
       MDB_val mk = key_of(e.name);
       MDB_val mv{};
       const int got = mdb_get(t.txn, m_lmdb->dbi, &mk, &mv);

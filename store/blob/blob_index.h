@@ -81,6 +81,7 @@ public:
   struct Shape {
     uint64_t main = 0;
     uint64_t log = 0;
+    uint64_t filtered = 0; // names the filter counts (0 before it is built)
   };
   Result<Shape> shape() const;
   // Points the entries of records copied out of pack `from` at their new
@@ -123,7 +124,7 @@ private:
   std::unique_ptr<MapReleaser> m_releaser; // the index's map out of resident memory
   // Shared to ask and insert (the filter's words are atomic), exclusive to
   // build or replace it.
-  std::shared_mutex m_filter_mutex;
+  mutable std::shared_mutex m_filter_mutex;
   std::unique_ptr<NameFilter> m_filter; // null until first asked, or when the index could not be read
   bool m_filter_failed = false;
 };

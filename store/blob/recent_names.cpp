@@ -62,6 +62,21 @@ struct Cursor {
   }
 };
 
+int last_seq(MDB_txn* txn, MDB_dbi log, uint64_t& last) {
+  last = 0;
+  Cursor cur;
+  int rc = mdb_cursor_open(txn, log, &cur.c);
+  MDB_val k{};
+  MDB_val v{};
+  if (rc == 0) {
+    rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
+  }
+  if (rc == 0) {
+    last = seq_of(k);
+  }
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 } // namespace
 
 int RecentNames::walk(MDB_txn* txn, uint64_t from, const std::function<int(uint64_t, const LogEntry&)>& fn) const {
@@ -156,21 +171,11 @@ int RecentNames::append(MDB_txn* txn, const std::vector<LogEntry>& entries, uint
   if (int rc = read_base(txn, m_log, base); rc != 0) {
     return rc;
   }
-  uint64_t next = base;
-  {
-    Cursor cur;
-    int rc = mdb_cursor_open(txn, m_log, &cur.c);
-    MDB_val k{};
-    MDB_val v{};
-    if (rc == 0) {
-      rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
-    }
-    if (rc == 0) {
-      next = std::max(next, seq_of(k) + 1);
-    } else if (rc != MDB_NOTFOUND) {
-      return rc;
-    }
+  uint64_t last = 0;
+  if (int rc = last_seq(txn, m_log, last); rc != 0) {
+    return rc;
   }
+  uint64_t next = std::max(base, last + 1);
   first = next;
   for (const LogEntry& e : entries) {
     SeqKey key(next++);
@@ -220,18 +225,13 @@ int RecentNames::merge_step(MDB_txn* txn, MDB_dbi main, bool& done, uint64_t& ba
   if (m_merge_to == 0) {
     // Begins: takes every entry there is now, in slices of the main tree's
     // leaves (names are uniform: a slice of the range is as many leaves).
-    Cursor cur;
-    int rc = mdb_cursor_open(txn, m_log, &cur.c);
-    MDB_val k{};
-    MDB_val v{};
-    if (rc == 0) {
-      rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
-    }
-    if (rc == MDB_NOTFOUND || (rc == 0 && seq_of(k) == 0)) {
-      return read_base(txn, m_log, base); // nothing to merge
-    }
+    uint64_t last = 0;
+    int rc = last_seq(txn, m_log, last);
     if (rc != 0) {
       return rc;
+    }
+    if (last == 0) {
+      return read_base(txn, m_log, base); // nothing to merge
     }
     MDB_stat st{};
     uint64_t logged = 0;
@@ -241,7 +241,7 @@ int RecentNames::merge_step(MDB_txn* txn, MDB_dbi main, bool& done, uint64_t& ba
     // Slices of at most k_slice_pages of the tree's leaves, and of
     // k_slice_names of the log's (the first merge, into an empty tree,
     // writes its leaves new).
-    m_merge_to = seq_of(k);
+    m_merge_to = last;
     m_slices = static_cast<uint32_t>(
         std::min<uint64_t>(std::max(st.ms_leaf_pages / k_slice_pages, logged / k_slice_names) + 1, 65536));
     m_merge_names = logged;
@@ -292,16 +292,16 @@ int RecentNames::merge_step(MDB_txn* txn, MDB_dbi main, bool& done, uint64_t& ba
   }
   // The last slice: the merged entries leave the log (whole, unless some
   // were appended since the merge began).
+  uint64_t last = 0;
+  if ((rc = last_seq(txn, m_log, last)) != 0) {
+    return rc;
+  }
   Cursor cur;
-  rc = mdb_cursor_open(txn, m_log, &cur.c);
   MDB_val k{};
   MDB_val v{};
-  if (rc == 0) {
-    rc = mdb_cursor_get(cur.c, &k, &v, MDB_LAST);
-  }
-  if (rc == 0 && seq_of(k) <= to) {
+  if (last <= to) {
     rc = mdb_drop(txn, m_log, 0);
-  } else if (rc == 0) {
+  } else if ((rc = mdb_cursor_open(txn, m_log, &cur.c)) == 0) {
     SeqKey first(1);
     k = first.val();
     rc = mdb_cursor_get(cur.c, &k, &v, MDB_SET_RANGE);
