@@ -293,7 +293,8 @@ int RecentNames::merge_step(MDB_txn* txn, MDB_dbi main, bool& done, uint64_t& ba
   // The last slice: the merged entries leave the log (whole, unless some
   // were appended since the merge began).
   uint64_t last = 0;
-  if ((rc = last_seq(txn, m_log, last)) != 0) {
+  uint64_t was = 1; // the base: never lowered (another process may have merged further meanwhile)
+  if ((rc = last_seq(txn, m_log, last)) != 0 || (rc = read_base(txn, m_log, was)) != 0) {
     return rc;
   }
   Cursor cur;
@@ -316,7 +317,7 @@ int RecentNames::merge_step(MDB_txn* txn, MDB_dbi main, bool& done, uint64_t& ba
   if (rc != 0) {
     return rc;
   }
-  base = to + 1;
+  base = std::max(was, to + 1);
   SeqKey zero(0);
   k = zero.val();
   v = MDB_val{sizeof base, &base};
