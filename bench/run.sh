@@ -61,7 +61,7 @@ fi
 if [ "$which" = all ] || [ "$which" = dump ] || [ "$which" = package ]; then
   echo "== bench/package (one Change Dump package of 10,000 x 256 B written, as the dump builder writes them)"
   "$root/build/bench/bench/bench_package" || status=1
-  echo "== bench/locate (2,500 new names added to an index of a million in one transaction; a package's 10,000 bitstreams located in it, one by one and at once; a writer's question for new content)"
+  echo "== bench/locate (an index of a million built 2,500 names a transaction, its merges included; 2,500 new names added to it in one transaction; a package's 10,000 bitstreams located in it, one by one and at once; a writer's question for new content)"
   "$root/build/bench/bench/bench_locate" || status=1
 fi
 if [ "$which" = all ] || [ "$which" = serve ]; then
