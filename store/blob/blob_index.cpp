@@ -3,6 +3,7 @@
 #include "store/blob/blob_index.h"
 
 #include "store/blob/blob_io.h"
+#include "store/blob/lmdb_handles.h"
 #include "store/blob/map_releaser.h"
 #include "store/blob/recent_names.h"
 
@@ -44,24 +45,6 @@ struct BlobIndex::Handles {
 };
 
 namespace {
-
-// A transaction that aborts unless committed.
-struct Txn {
-  MDB_txn* txn = nullptr;
-  Txn() = default;
-  Txn(const Txn&) = delete;
-  Txn& operator=(const Txn&) = delete;
-  ~Txn() {
-    if (txn) {
-      mdb_txn_abort(txn);
-    }
-  }
-  int commit() {
-    const int rc = mdb_txn_commit(txn);
-    txn = nullptr;
-    return rc;
-  }
-};
 
 // A read transaction for a lookup, renewed from one a lookup before reset:
 // with MDB_NOTLS, beginning one allocates it and takes a reader slot under
@@ -115,18 +98,15 @@ private:
 // Every entry of `db`, in one read transaction; 0 or LMDB's error.
 int scan(MDB_env* env, MDB_dbi db, const std::function<void(const MDB_val& key, const MDB_val& value)>& fn) {
   Txn t;
-  MDB_cursor* cursor = nullptr;
+  Cursor cursor;
   int rc = mdb_txn_begin(env, nullptr, MDB_RDONLY, &t.txn);
   if (rc == 0) {
-    rc = mdb_cursor_open(t.txn, db, &cursor);
+    rc = mdb_cursor_open(t.txn, db, &cursor.c);
   }
   MDB_val k{};
   MDB_val v{};
-  while (rc == 0 && (rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) == 0) {
+  while (rc == 0 && (rc = mdb_cursor_get(cursor.c, &k, &v, MDB_NEXT)) == 0) {
     fn(k, v);
-  }
-  if (cursor) {
-    mdb_cursor_close(cursor);
   }
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
@@ -510,14 +490,14 @@ Result<void> BlobIndex::move(uint32_t from, const std::vector<std::pair<BlobName
 Result<void> BlobIndex::for_each_raw(
     const std::function<void(const BlobName&, const std::optional<IndexValue>&)>& fn) const {
   Txn t;
-  MDB_cursor* cursor = nullptr;
+  Cursor cursor;
   int rc = mdb_txn_begin(m_lmdb->env, nullptr, MDB_RDONLY, &t.txn);
   if (rc == 0) {
-    rc = mdb_cursor_open(t.txn, m_lmdb->dbi, &cursor);
+    rc = mdb_cursor_open(t.txn, m_lmdb->dbi, &cursor.c);
   }
   MDB_val k{};
   MDB_val v{};
-  while (rc == 0 && (rc = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)) == 0) {
+  while (rc == 0 && (rc = mdb_cursor_get(cursor.c, &k, &v, MDB_NEXT)) == 0) {
     if (k.mv_size != 32) {
       continue; // a named database ("condemned", "recent"), not an index entry
     }
@@ -529,9 +509,6 @@ Result<void> BlobIndex::for_each_raw(
       std::memcpy(&*value, v.mv_data, sizeof(IndexValue));
     }
     fn(name, value);
-  }
-  if (cursor) {
-    mdb_cursor_close(cursor);
   }
   rc = rc == MDB_NOTFOUND ? 0 : rc;
   // Then the log's names the main tree does not hold (it holds those of a

@@ -1,6 +1,8 @@
 // The blob index's log of recent names (see recent_names.h).
 #include "store/blob/recent_names.h"
 
+#include "store/blob/lmdb_handles.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -48,19 +50,6 @@ int read_base(MDB_txn* txn, MDB_dbi log, uint64_t& base) {
   }
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
-
-// A cursor closed when it goes.
-struct Cursor {
-  MDB_cursor* c = nullptr;
-  Cursor() = default;
-  Cursor(const Cursor&) = delete;
-  Cursor& operator=(const Cursor&) = delete;
-  ~Cursor() {
-    if (c) {
-      mdb_cursor_close(c);
-    }
-  }
-};
 
 int last_seq(MDB_txn* txn, MDB_dbi log, uint64_t& last) {
   last = 0;
